@@ -1,0 +1,57 @@
+//! The channel shared with interrupt handlers.
+
+use super::{ComputeChannel, Deferred};
+use crate::error::Error;
+use crate::handle::HandleId;
+use crate::server::ComputeServer;
+use core::cell::RefCell;
+use critical_section::Mutex;
+
+/// The server in a `critical_section::Mutex<RefCell<..>>`: `Sync` when the server is `Send`, so
+/// it can live in a `static` that the NPU's interrupt handler reaches too.
+///
+/// Every call runs inside a critical section, so an interrupt handler never sees the server
+/// half-updated. A blocking call (`read`, `sync`) keeps interrupts masked while it waits: the
+/// HAL's `poll` must then read completion from the hardware itself, as the Ethos-U status
+/// register allows. Firmware that needs interrupts served during long waits uses `try_read`.
+pub struct CriticalSectionChannel<S, const N: usize = 64> {
+    server: Mutex<RefCell<S>>,
+    deferred: Mutex<Deferred<N>>,
+}
+
+impl<S: ComputeServer, const N: usize> CriticalSectionChannel<S, N> {
+    const FITS: () = assert!(N >= S::HANDLE_CAPACITY, "channel N must be >= the server's HANDLES");
+
+    /// A channel to `server`; `const` so it can initialise a `static`.
+    pub const fn new(server: S) -> Self {
+        let () = Self::FITS;
+        CriticalSectionChannel { server: Mutex::new(RefCell::new(server)), deferred: Mutex::new(Deferred::new()) }
+    }
+}
+
+impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel<S, N> {
+    type Server = S;
+
+    fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> Result<R, Error> {
+        critical_section::with(|cs| {
+            let mut server = self.server.borrow(cs).try_borrow_mut().map_err(|_| Error::ChannelBusy)?;
+            let deferred = self.deferred.borrow(cs);
+            deferred.apply(&mut *server);
+            let r = f(&mut server);
+            deferred.apply(&mut *server);
+            Ok(r)
+        })
+    }
+
+    fn retain(&self, id: HandleId) {
+        if self.with(|s| s.retain(id, 1)).is_err() {
+            critical_section::with(|cs| self.deferred.borrow(cs).push(id, 1));
+        }
+    }
+
+    fn release(&self, id: HandleId) {
+        if self.with(|s| s.release(id, 1)).is_err() {
+            critical_section::with(|cs| self.deferred.borrow(cs).push(id, -1));
+        }
+    }
+}

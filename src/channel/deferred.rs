@@ -1,0 +1,61 @@
+//! Retains and releases that arrived while the server was lent out.
+
+use crate::handle::HandleId;
+use crate::server::ComputeServer;
+use core::cell::Cell;
+
+/// Net deferred reference changes, one counter per handle slot.
+///
+/// While a handle has a deferred release its slot still holds a reference, so the slot cannot be
+/// reused and the id stored with the counter stays the right one.
+pub struct Deferred<const N: usize> {
+    slots: [Cell<(Option<HandleId>, i32)>; N],
+    any: Cell<bool>,
+}
+
+impl<const N: usize> Default for Deferred<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> Deferred<N> {
+    /// No deferred change.
+    pub const fn new() -> Self {
+        Deferred { slots: [const { Cell::new((None, 0)) }; N], any: Cell::new(false) }
+    }
+
+    /// Record a change of `delta` references to `id`. Returns false if the id's slot is beyond
+    /// `N` (the channel is smaller than the server's handle table; prevented at compile time).
+    pub fn push(&self, id: HandleId, delta: i32) -> bool {
+        let Some(slot) = self.slots.get(id.index() as usize) else {
+            return false;
+        };
+        let (_, d) = slot.get();
+        slot.set((Some(id), d.saturating_add(delta)));
+        self.any.set(true);
+        true
+    }
+
+    /// Whether a change is waiting.
+    pub fn is_empty(&self) -> bool {
+        !self.any.get()
+    }
+
+    /// Apply every waiting change to the server.
+    pub fn apply<S: ComputeServer>(&self, server: &mut S) {
+        if !self.any.replace(false) {
+            return;
+        }
+        for slot in &self.slots {
+            if let (Some(id), delta) = slot.replace((None, 0)) {
+                // A stale id means the tensor is gone already; nothing is left to do.
+                let _ = match delta {
+                    d if d > 0 => server.retain(id, d as u32),
+                    d if d < 0 => server.release(id, d.unsigned_abs()),
+                    _ => Ok(()),
+                };
+            }
+        }
+    }
+}

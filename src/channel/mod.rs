@@ -1,0 +1,53 @@
+//! Channels: how clients reach the one server.
+//!
+//! # Design
+//!
+//! Burn-Compute's channels move requests to a server that may live elsewhere (a thread, a
+//! mutex). Here the server lives in a cell and a channel lends it out for one call at a time:
+//!
+//! - [`RefCellChannel`]: single-threaded, the default. Zero locking; not `Sync`, so it cannot be
+//!   reached from an interrupt handler.
+//! - [`CriticalSectionChannel`]: the server in a `critical_section::Mutex<RefCell<..>>`, so it
+//!   can sit in a `static` shared with interrupt handlers (the NPU completion ISR calls
+//!   [`ComputeChannel::on_interrupt`]).
+//!
+//! A tensor handle is dropped wherever its owner goes out of scope, possibly while the server is
+//! lent out (inside a [`ComputeChannel::with`] closure, or in an ISR that interrupted one).
+//! Dropping must not panic, so the channel keeps a per-handle-slot counter of deferred retains and
+//! releases ([`Deferred`]) and applies them the next time it gets the server. A counter per slot,
+//! rather than a queue of events, cannot overflow: it needs `N` slots for a server with `N`
+//! handles, which the channel checks at compile time.
+
+mod critical_section_channel;
+mod deferred;
+mod refcell;
+
+pub use critical_section_channel::CriticalSectionChannel;
+pub use deferred::Deferred;
+pub use refcell::RefCellChannel;
+
+use crate::error::Error;
+use crate::handle::HandleId;
+use crate::server::ComputeServer;
+
+/// Lends the server to one caller at a time.
+pub trait ComputeChannel {
+    /// The server behind the channel.
+    type Server: ComputeServer;
+
+    /// Run `f` with exclusive access to the server. Fails with [`Error::ChannelBusy`] when the
+    /// server is already lent out (a re-entrant call).
+    fn with<R>(&self, f: impl FnOnce(&mut Self::Server) -> R) -> Result<R, Error>;
+
+    /// Add a reference to a tensor (a handle was cloned). Never fails: deferred if busy.
+    fn retain(&self, id: HandleId);
+
+    /// Drop a reference to a tensor (a handle was dropped). Never fails: deferred if busy.
+    fn release(&self, id: HandleId);
+
+    /// The NPU completion interrupt: retire finished jobs. Does nothing if the server is busy
+    /// (the busy caller will poll the NPU itself).
+    fn on_interrupt(&self) {
+        let _ = self.with(|s| s.on_interrupt());
+    }
+}

@@ -1,0 +1,182 @@
+//! The client: what firmware code calls.
+//!
+//! # Design
+//!
+//! A [`ComputeClient`] is a shared reference to a channel, cheap to copy. It hands out
+//! [`Tensor`]s: RAII handles to device memory (clone shares, drop releases) that borrow the
+//! channel, so a tensor cannot outlive its server and is checked against the client it is used
+//! with (a tensor of another client is [`Error::ForeignHandle`]).
+//!
+//! `execute` returns once the job is submitted: the CPU is free while the NPU works. `read`
+//! waits only for the jobs that produce the tensor it reads; `try_read` never waits.
+//!
+//! ```
+//! use npu_compute::prelude::*;
+//! use npu_sim::{SimConfig, SimNpu};
+//!
+//! let (mut device, mut host) = ([0u8; 4096], [0u8; 4096]);
+//! # let mut device = npu_sim::AlignedMemory::<4096>::new(); let mut host = npu_sim::AlignedMemory::<4096>::new();
+//! let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+//! let server: NpuServer<_> = NpuServer::new(npu, MemoryConfig::default()).unwrap();
+//! let channel: RefCellChannel<_> = RefCellChannel::new(server);
+//! let client = ComputeClient::new(&channel);
+//!
+//! let a = client.create_f32(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+//! let b = client.create_f32(&[10.0, 20.0, 30.0, 40.0]).unwrap();
+//! let sum = client.empty(16).unwrap();
+//! client.execute(Op::AddF32 { len: 4 }, &[&a, &b], &sum).unwrap();
+//! let mut out = [0.0f32; 4];
+//! client.read_f32(&sum, &mut out).unwrap();
+//! assert_eq!(out, [11.0, 22.0, 33.0, 44.0]);
+//! ```
+
+use crate::channel::ComputeChannel;
+use crate::error::Error;
+use crate::hal::{Op, MAX_JOB_INPUTS};
+use crate::handle::HandleId;
+use crate::memory::MemoryStats;
+use crate::server::{ComputeServer, ServerStats};
+
+/// The firmware's entry point to the compute stack.
+pub struct ComputeClient<'c, C> {
+    channel: &'c C,
+}
+
+impl<C> Clone for ComputeClient<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for ComputeClient<'_, C> {}
+
+/// A tensor on the device: an RAII handle. Clone shares the tensor, drop releases it.
+pub struct Tensor<'c, C: ComputeChannel> {
+    channel: &'c C,
+    id: HandleId,
+    bytes: u32,
+}
+
+impl<C: ComputeChannel> Tensor<'_, C> {
+    /// The server-side id.
+    pub fn id(&self) -> HandleId {
+        self.id
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> u32 {
+        self.bytes
+    }
+}
+
+impl<C: ComputeChannel> Clone for Tensor<'_, C> {
+    fn clone(&self) -> Self {
+        self.channel.retain(self.id);
+        Tensor { channel: self.channel, id: self.id, bytes: self.bytes }
+    }
+}
+
+impl<C: ComputeChannel> Drop for Tensor<'_, C> {
+    fn drop(&mut self) {
+        self.channel.release(self.id);
+    }
+}
+
+impl<C: ComputeChannel> core::fmt::Debug for Tensor<'_, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tensor").field("id", &self.id).field("bytes", &self.bytes).finish()
+    }
+}
+
+impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
+    /// A client of `channel`.
+    pub fn new(channel: &'c C) -> Self {
+        ComputeClient { channel }
+    }
+
+    /// The channel (for direct server access, e.g. a simulator's clock).
+    pub fn channel(&self) -> &'c C {
+        self.channel
+    }
+
+    fn call<R>(&self, f: impl FnOnce(&mut C::Server) -> Result<R, Error>) -> Result<R, Error> {
+        self.channel.with(f)?
+    }
+
+    fn own(&self, t: &Tensor<'c, C>) -> Result<HandleId, Error> {
+        if core::ptr::eq(t.channel, self.channel) {
+            Ok(t.id)
+        } else {
+            Err(Error::ForeignHandle)
+        }
+    }
+
+    fn wrap(&self, id: HandleId, bytes: u32) -> Tensor<'c, C> {
+        Tensor { channel: self.channel, id, bytes }
+    }
+
+    /// A tensor of `bytes` bytes whose contents are undefined until a job writes them.
+    pub fn empty(&self, bytes: u32) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.empty(bytes))?;
+        Ok(self.wrap(id, bytes))
+    }
+
+    /// A tensor holding `data` (uploaded asynchronously; `data` may be reused at once).
+    pub fn create(&self, data: &[u8]) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.create(data))?;
+        Ok(self.wrap(id, data.len() as u32))
+    }
+
+    /// A tensor holding f32 values (little-endian in device memory).
+    pub fn create_f32(&self, data: &[f32]) -> Result<Tensor<'c, C>, Error> {
+        self.create(bytemuck::cast_slice(data))
+    }
+
+    /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
+    pub fn read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
+        let id = self.own(t)?;
+        self.call(|s| s.read(id, out))
+    }
+
+    /// Read an f32 tensor.
+    pub fn read_f32(&self, t: &Tensor<'c, C>, out: &mut [f32]) -> Result<(), Error> {
+        self.read(t, bytemuck::cast_slice_mut(out))
+    }
+
+    /// Like [`read`](Self::read) but never waits: `WouldBlock` until the bytes are ready. Call
+    /// again with the same tensor to finish.
+    pub fn try_read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> nb::Result<(), Error> {
+        let id = self.own(t)?;
+        self.channel.with(|s| s.try_read(id, out))?
+    }
+
+    /// Run `op` on `inputs` into `output`; returns as soon as the job is submitted.
+    pub fn execute(&self, op: Op, inputs: &[&Tensor<'c, C>], output: &Tensor<'c, C>) -> Result<(), Error> {
+        let mut ids: heapless::Vec<HandleId, MAX_JOB_INPUTS> = heapless::Vec::new();
+        for t in inputs {
+            ids.push(self.own(t)?).map_err(|_| Error::BadOperands {
+                op: op.kind(),
+                operand: MAX_JOB_INPUTS as u8,
+                expected: 0,
+                actual: t.bytes,
+            })?;
+        }
+        let out = self.own(output)?;
+        self.call(|s| s.execute(op, &ids, out))
+    }
+
+    /// Wait until every submitted job has completed.
+    pub fn sync(&self) -> Result<(), Error> {
+        self.call(|s| s.sync())
+    }
+
+    /// Device memory figures.
+    pub fn memory_stats(&self) -> Result<MemoryStats, Error> {
+        self.channel.with(|s| s.memory_stats())
+    }
+
+    /// Job and transfer counters.
+    pub fn stats(&self) -> Result<ServerStats, Error> {
+        self.channel.with(|s| s.stats())
+    }
+}

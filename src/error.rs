@@ -1,0 +1,147 @@
+//! The error type of the compute stack.
+//!
+//! Every error says what was wrong and, where a limit was hit, which limit and how far: requested
+//! against available bytes, the name of the capacity knob (a const generic) that ran out.
+
+use crate::hal::{HalError, OpKind};
+use crate::storage::StorageError;
+use npu_kernels::KernelError;
+
+/// A fixed capacity of the stack, named so an error can say which knob to turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Capacity {
+    /// The tensor handle table (`NpuServer`'s `HANDLES` const generic).
+    Handles,
+    /// The chunk table of the memory manager (`ChunkSliceMemory`'s `CHUNKS` const generic).
+    Chunks,
+    /// Blocks of host staging memory in flight (`NpuServer`'s `STAGING` const generic).
+    StagingBlocks,
+    /// The channel's deferred-release counters (`RefCellChannel`/`CriticalSectionChannel`'s `N`).
+    ChannelSlots,
+}
+
+/// Errors of the compute stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error {
+    /// The arena cannot hold a new chunk, even after releasing every free chunk.
+    OutOfMemory {
+        /// Bytes requested (rounded up to the alignment).
+        requested: u32,
+        /// Free bytes in the arena, in all blocks.
+        free: u32,
+        /// The largest contiguous free block.
+        largest_free: u32,
+    },
+    /// Host staging memory cannot hold a transfer, even after every in-flight transfer finished.
+    StagingExhausted {
+        /// Bytes requested.
+        requested: u32,
+        /// The largest contiguous free block of host memory.
+        largest_free: u32,
+    },
+    /// A fixed capacity ran out.
+    CapacityExceeded {
+        /// Which knob.
+        capacity: Capacity,
+        /// Its value.
+        limit: u32,
+    },
+    /// The handle's slot has been released and reused (its generation is older).
+    StaleHandle {
+        /// Slot index.
+        index: u16,
+    },
+    /// The handle belongs to another server or client.
+    ForeignHandle,
+    /// A buffer does not have the tensor's size.
+    SizeMismatch {
+        /// Bytes the tensor has (or the operand needs).
+        expected: u32,
+        /// Bytes given.
+        actual: u32,
+    },
+    /// An operation got the wrong number or sizes of operands.
+    BadOperands {
+        /// The operator.
+        op: OpKind,
+        /// Operand index (inputs first, then the output).
+        operand: u8,
+        /// Bytes the operand must have (0 when the operand is missing or extra).
+        expected: u32,
+        /// Bytes it has.
+        actual: u32,
+    },
+    /// The same tensor is used as output and input of one operation.
+    OutputAliasesInput {
+        /// The operator.
+        op: OpKind,
+    },
+    /// The channel is in use by an enclosing call (re-entrant use from a callback or an ISR).
+    ChannelBusy,
+    /// The NPU refused or failed a job.
+    Hal(HalError),
+    /// A CPU fallback kernel refused its operands.
+    Kernel {
+        /// The operator.
+        op: OpKind,
+        /// The kernel's reason.
+        error: KernelError,
+    },
+    /// The arena bookkeeping was handed a block it does not own (a bug, reported instead of a
+    /// panic).
+    Storage(StorageError),
+}
+
+impl From<HalError> for Error {
+    fn from(e: HalError) -> Self {
+        Error::Hal(e)
+    }
+}
+
+impl From<StorageError> for Error {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::OutOfMemory { requested, free, largest_free } => {
+                Error::OutOfMemory { requested, free, largest_free }
+            }
+            StorageError::TooManyBlocks { limit } => {
+                Error::CapacityExceeded { capacity: Capacity::Chunks, limit }
+            }
+            other => Error::Storage(other),
+        }
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::OutOfMemory { requested, free, largest_free } => write!(
+                f,
+                "arena out of memory: requested {requested} bytes, {free} bytes free, largest free block {largest_free} bytes"
+            ),
+            Error::StagingExhausted { requested, largest_free } => write!(
+                f,
+                "host staging memory exhausted: requested {requested} bytes, largest free block {largest_free} bytes"
+            ),
+            Error::CapacityExceeded { capacity, limit } => {
+                write!(f, "capacity {capacity:?} exhausted (limit {limit})")
+            }
+            Error::StaleHandle { index } => write!(f, "stale tensor handle (slot {index} was released)"),
+            Error::ForeignHandle => write!(f, "tensor handle belongs to another client"),
+            Error::SizeMismatch { expected, actual } => {
+                write!(f, "buffer size mismatch: tensor has {expected} bytes, buffer {actual}")
+            }
+            Error::BadOperands { op, operand, expected, actual } => write!(
+                f,
+                "{op:?}: operand {operand} must have {expected} bytes, has {actual}"
+            ),
+            Error::OutputAliasesInput { op } => write!(f, "{op:?}: output tensor is also an input"),
+            Error::ChannelBusy => write!(f, "compute channel is busy (re-entrant call)"),
+            Error::Hal(e) => write!(f, "NPU error: {e:?}"),
+            Error::Kernel { op, error } => write!(f, "{op:?} CPU kernel error: {error:?}"),
+            Error::Storage(e) => write!(f, "arena bookkeeping error: {e:?}"),
+        }
+    }
+}

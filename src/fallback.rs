@@ -1,0 +1,147 @@
+//! Running an [`Op`] over byte buffers with the npu-kernels reference kernels.
+//!
+//! The server uses this as the CPU fallback for operators the HAL declares unsupported, and a
+//! software NPU can use it to execute jobs, so both compute with the same arithmetic.
+//!
+//! Buffers are raw bytes as they lie in memory (little-endian f32 / i32, int8). Viewing them as
+//! typed slices needs their natural alignment; HALs guarantee it by aligning every region (see
+//! [`Capabilities::alignment`](crate::hal::Capabilities::alignment)).
+
+use crate::hal::{Op, MAX_JOB_INPUTS};
+use npu_kernels::{f32 as kf, int8 as ki, KernelError};
+
+/// Why an op could not run over the given buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum OpError {
+    /// The kernel refused the operands.
+    Kernel(KernelError),
+    /// A buffer is not aligned for its element type, or its length is not a whole number of
+    /// elements.
+    Misaligned {
+        /// Operand index (inputs first, then the output as [`MAX_JOB_INPUTS`]).
+        operand: u8,
+    },
+    /// The op needs a different number of inputs.
+    InputCount {
+        /// Inputs given.
+        given: u8,
+    },
+}
+
+impl From<KernelError> for OpError {
+    fn from(e: KernelError) -> Self {
+        OpError::Kernel(e)
+    }
+}
+
+fn view<T: bytemuck::AnyBitPattern>(bytes: &[u8], operand: usize) -> Result<&[T], OpError> {
+    bytemuck::try_cast_slice(bytes).map_err(|_| OpError::Misaligned { operand: operand as u8 })
+}
+
+fn view_mut<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
+    bytes: &mut [u8],
+) -> Result<&mut [T], OpError> {
+    bytemuck::try_cast_slice_mut(bytes)
+        .map_err(|_| OpError::Misaligned { operand: MAX_JOB_INPUTS as u8 })
+}
+
+/// Compute `op` from `inputs` (operand order as documented on [`Op`]) into `output`.
+pub fn run_op(op: &Op, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+    let arity = match op {
+        Op::ReluF32 { .. } | Op::ReluI8 { .. } => 1..=1,
+        Op::FullyConnectedF32 { .. } | Op::FullyConnectedI8 { .. } => 2..=3,
+        _ => 2..=2,
+    };
+    if !arity.contains(&inputs.len()) {
+        return Err(OpError::InputCount { given: inputs.len() as u8 });
+    }
+    let input = |i: usize| inputs.get(i).copied().unwrap_or(&[]);
+    match op {
+        Op::AddF32 { .. } => kf::add(view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?,
+        Op::MulF32 { .. } => kf::mul(view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?,
+        Op::ReluF32 { .. } => kf::relu(view(input(0), 0)?, view_mut(output)?)?,
+        Op::FullyConnectedF32 { shape } => {
+            let bias = inputs.get(2).map(|b| view::<f32>(b, 2)).transpose()?;
+            kf::fully_connected(*shape, view(input(0), 0)?, view(input(1), 1)?, bias, view_mut(output)?)?
+        }
+        Op::AddI8 { params, .. } => {
+            ki::add(params, view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?
+        }
+        Op::MulI8 { params, .. } => {
+            ki::mul(params, view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?
+        }
+        Op::ReluI8 { params, .. } => ki::relu(params, view(input(0), 0)?, view_mut(output)?)?,
+        Op::FullyConnectedI8 { shape, params } => {
+            let bias = inputs.get(2).map(|b| view::<i32>(b, 2)).transpose()?;
+            ki::fully_connected(
+                params,
+                *shape,
+                view(input(0), 0)?,
+                view(input(1), 1)?,
+                bias,
+                view_mut(output)?,
+            )?
+        }
+    }
+    Ok(())
+}
+
+/// Split one memory into a mutable output range and shared input ranges, which must not overlap
+/// the output (inputs may overlap each other). Ranges are `(offset, len)`. `None` if a range is
+/// out of bounds or overlaps the output.
+pub fn split_operands<'m>(
+    memory: &'m mut [u8],
+    output: (usize, usize),
+    inputs: &[(usize, usize)],
+) -> Option<(&'m mut [u8], heapless::Vec<&'m [u8], MAX_JOB_INPUTS>)> {
+    let (out_start, out_len) = output;
+    let out_end = out_start.checked_add(out_len)?;
+    if out_end > memory.len() {
+        return None;
+    }
+    let (before, rest) = memory.split_at_mut(out_start);
+    let (out, after) = rest.split_at_mut(out_len);
+    let (before, after): (&'m [u8], &'m [u8]) = (before, after);
+    let mut views = heapless::Vec::new();
+    for &(start, len) in inputs {
+        let end = start.checked_add(len)?;
+        let view = if end <= out_start {
+            before.get(start..end)?
+        } else if start >= out_end {
+            after.get(start - out_end..end - out_end)?
+        } else if len == 0 {
+            &[][..]
+        } else {
+            return None;
+        };
+        views.push(view).ok()?;
+    }
+    Some((out, views))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_rejects_overlap_and_out_of_bounds() {
+        let mut m = [0u8; 64];
+        assert!(split_operands(&mut m, (16, 16), &[(0, 16), (32, 16)]).is_some());
+        assert!(split_operands(&mut m, (16, 16), &[(8, 16)]).is_none());
+        assert!(split_operands(&mut m, (16, 16), &[(48, 32)]).is_none());
+        assert!(split_operands(&mut m, (60, 16), &[]).is_none());
+        let (out, ins) = split_operands(&mut m, (32, 4), &[(0, 4), (0, 4), (40, 4)]).unwrap();
+        out[0] = 1;
+        assert_eq!(ins.len(), 3);
+    }
+
+    #[test]
+    fn input_count_is_checked() {
+        let mut out = [0u8; 4];
+        assert_eq!(
+            run_op(&Op::AddF32 { len: 1 }, &[&[0; 4]], &mut out),
+            Err(OpError::InputCount { given: 1 })
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! Memory management: chunks and slices over the arena, Burn-Compute's strategy.
+//!
+//! # Design
+//!
+//! The arena ([`ArenaStorage`]) hands out *chunks*. A tensor holds either a whole chunk or a
+//! *slice*: the first `n` bytes of a larger chunk. To reserve `n` bytes,
+//! [`ChunkSliceMemory::reserve`] does exactly what Burn-Compute's `SimpleMemoryManagement` does:
+//!
+//! 1. drop every free slice (its chunk becomes free again);
+//! 2. take a free chunk of exactly `n` bytes if there is one;
+//! 3. otherwise put a slice on the smallest free chunk the [`SliceStrategy`] accepts;
+//! 4. otherwise carve a new chunk of `n` bytes from the arena. If the arena has no room, release
+//!    every free chunk to the arena and retry once; only then fail with
+//!    [`Error::OutOfMemory`] (requested, free and largest free bytes);
+//! 5. tick the [`DeallocStrategy`]: every `P` reserves, free chunks go back to the arena.
+//!
+//! Sizes are counted in alignment units (a 10-byte tensor occupies one 16-byte unit on a
+//! 16-byte aligned NPU), so "exactly `n`" means the same number of units.
+//!
+//! A chunk or slice is free when no tensor holds it. Memory released while jobs still read or
+//! write it stays safe to reuse at once: each chunk records the newest fence, per hardware
+//! queue, of the jobs that read it and of the job that last wrote it ([`Access`]); the server
+//! makes every job that writes the chunk's new contents depend on those fences. A chunk goes back
+//! to the arena only when all its recorded jobs have completed (the server clears finished
+//! fences with [`ChunkSliceMemory::retire_fences`]), because the arena forgets who used a range.
+//!
+//! Everything lives in fixed tables: at most `CHUNKS` chunks (the const generic, default 64),
+//! and running out is [`Error::CapacityExceeded`] naming [`Capacity::Chunks`].
+
+use crate::error::{Capacity, Error};
+use crate::hal::{Fence, Queue, MAX_QUEUES};
+use crate::storage::{ArenaStorage, Block};
+
+/// When a free chunk may take a slice smaller than itself.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SliceStrategy {
+    /// Never slice: only exact-size chunks are reused.
+    Never,
+    /// Slice when `requested / chunk >= r`.
+    Ratio(f32),
+    /// Slice when the request is at least this many bytes.
+    MinimumSize(u32),
+    /// Slice when the request is at most this many bytes.
+    MaximumSize(u32),
+}
+
+impl SliceStrategy {
+    /// Whether a free chunk of `chunk` bytes may hold a slice of `slice` bytes.
+    pub fn can_use_chunk(&self, chunk: u32, slice: u32) -> bool {
+        if slice > chunk {
+            return false;
+        }
+        match *self {
+            SliceStrategy::Never => false,
+            SliceStrategy::Ratio(r) => slice as f32 / chunk as f32 >= r,
+            SliceStrategy::MinimumSize(min) => slice >= min,
+            SliceStrategy::MaximumSize(max) => slice <= max,
+        }
+    }
+}
+
+/// When free chunks go back to the arena (besides the release-and-retry on a full arena).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DeallocStrategy {
+    /// Keep free chunks for reuse until the arena is full.
+    Never,
+    /// Release free chunks every `period` reserves (1: at every reserve).
+    PeriodTick {
+        /// Reserves between releases.
+        period: u32,
+    },
+}
+
+/// The memory manager's configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MemoryConfig {
+    /// Slicing policy.
+    pub slice: SliceStrategy,
+    /// Deallocation policy.
+    pub dealloc: DeallocStrategy,
+}
+
+impl Default for MemoryConfig {
+    /// Burn-Compute's recommended setting: slices of at least 80 % of a chunk, release free
+    /// chunks every 128 reserves.
+    fn default() -> Self {
+        MemoryConfig {
+            slice: SliceStrategy::Ratio(0.8),
+            dealloc: DeallocStrategy::PeriodTick { period: 128 },
+        }
+    }
+}
+
+/// Memory figures, in bytes unless stated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MemoryStats {
+    /// Bytes held by tensors now (requested sizes).
+    pub in_use: u32,
+    /// Most bytes ever held by tensors at once.
+    pub in_use_peak: u32,
+    /// Bytes of chunks reserved from the arena now.
+    pub reserved: u32,
+    /// Most bytes of chunks ever reserved at once.
+    pub reserved_peak: u32,
+    /// Chunks carved from the arena so far.
+    pub allocations: u32,
+    /// Chunks returned to the arena so far.
+    pub deallocations: u32,
+    /// Reserves served by an exact free chunk.
+    pub exact_reuses: u32,
+    /// Reserves served by a slice.
+    pub slice_reuses: u32,
+    /// The largest contiguous free block of the arena now.
+    pub largest_free: u32,
+    /// Chunks live now.
+    pub chunks: u32,
+}
+
+/// The newest jobs, per hardware queue, that read a chunk, and the one that last wrote it.
+///
+/// Jobs on one queue complete in order, so one fence per queue stands for all older ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Access {
+    /// Newest reader per queue ([`Queue::index`]).
+    pub reads: [Option<Fence>; MAX_QUEUES],
+    /// Last writer and its queue index.
+    pub write: Option<(Fence, u8)>,
+}
+
+impl Access {
+    /// Record a read by a job on `queue`.
+    pub fn record_read(&mut self, queue: Queue, fence: Fence) {
+        let slot = &mut self.reads[queue.index()];
+        *slot = Some(slot.map_or(fence, |f| f.max(fence)));
+    }
+
+    /// Record a write; earlier reads and writes are ordered before it by its dependencies.
+    pub fn record_write(&mut self, queue: Queue, fence: Fence) {
+        *self = Access::default();
+        self.write = Some((fence, queue.index() as u8));
+    }
+
+    /// Whether no recorded job is still in flight.
+    pub fn is_idle(&self) -> bool {
+        self.write.is_none() && self.reads.iter().all(Option::is_none)
+    }
+
+    /// Forget fences for which `done` holds.
+    pub fn retire(&mut self, done: &mut impl FnMut(Fence) -> bool) {
+        for r in self.reads.iter_mut() {
+            if r.is_some_and(&mut *done) {
+                *r = None;
+            }
+        }
+        if self.write.is_some_and(|(f, _)| done(f)) {
+            self.write = None;
+        }
+    }
+}
+
+/// Which memory a tensor holds: a chunk slot and the generation it had when bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MemoryBinding {
+    chunk: u16,
+    generation: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkState {
+    /// No tensor holds it.
+    Free,
+    /// A tensor holds the whole chunk.
+    Whole { bytes: u32 },
+    /// A tensor holds (or, when `held` is false, held until the next reserve) the first
+    /// `bytes` of the chunk.
+    Slice { bytes: u32, held: bool },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    block: Block,
+    state: ChunkState,
+    /// Bumped at every binding so a stale [`MemoryBinding`] is detected.
+    generation: u32,
+    access: Access,
+}
+
+/// Behaviour the compute server needs from a memory manager.
+pub trait MemoryManagement {
+    /// Reserve `bytes` for a new tensor.
+    fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error>;
+    /// The tensor holding `binding` is gone.
+    fn release(&mut self, binding: MemoryBinding) -> Result<(), Error>;
+    /// The arena byte range (offset, requested length) of a binding.
+    fn block(&self, binding: MemoryBinding) -> Result<Block, Error>;
+    /// Jobs recorded against the binding's chunk.
+    fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error>;
+    /// Forget every recorded fence for which `done` holds (the server polls the NPU).
+    fn retire_fences(&mut self, done: &mut dyn FnMut(Fence) -> bool);
+    /// Whether a free chunk is held back only because a job still uses it, so waiting for
+    /// the NPU may let a failed reserve succeed.
+    fn has_busy_free_chunks(&self) -> bool;
+    /// Current figures.
+    fn stats(&self) -> MemoryStats;
+}
+
+/// Burn-Compute's chunk/slice memory manager over a fixed arena, with at most `CHUNKS` chunks.
+#[derive(Debug)]
+pub struct ChunkSliceMemory<const CHUNKS: usize = 64> {
+    arena: ArenaStorage<CHUNKS>,
+    chunks: [Option<Chunk>; CHUNKS],
+    config: MemoryConfig,
+    reserves_since_dealloc: u32,
+    next_generation: u32,
+    stats: MemoryStats,
+}
+
+impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
+    /// A manager over an arena of `size` bytes aligned to `alignment`.
+    pub fn new(size: u32, alignment: u32, config: MemoryConfig) -> Result<Self, Error> {
+        let arena = ArenaStorage::new(size, alignment)?;
+        let largest_free = arena.size();
+        Ok(ChunkSliceMemory {
+            arena,
+            chunks: [None; CHUNKS],
+            config,
+            reserves_since_dealloc: 0,
+            next_generation: 0,
+            stats: MemoryStats { largest_free, ..MemoryStats::default() },
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> MemoryConfig {
+        self.config
+    }
+
+    /// The arena bookkeeping (read only).
+    pub fn arena(&self) -> &ArenaStorage<CHUNKS> {
+        &self.arena
+    }
+
+    fn bind(&mut self, index: usize, state: ChunkState, requested: u32) -> MemoryBinding {
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        if let Some(c) = self.chunks[index].as_mut() {
+            c.state = state;
+            c.generation = generation;
+        }
+        self.stats.in_use += requested;
+        self.stats.in_use_peak = self.stats.in_use_peak.max(self.stats.in_use);
+        MemoryBinding { chunk: index as u16, generation }
+    }
+
+    fn chunk(&self, b: MemoryBinding) -> Result<&Chunk, Error> {
+        self.chunks
+            .get(b.chunk as usize)
+            .and_then(Option::as_ref)
+            .filter(|c| c.generation == b.generation && c.state != ChunkState::Free)
+            .ok_or(Error::StaleHandle { index: b.chunk })
+    }
+
+    /// Step 1: a free slice frees its chunk.
+    fn cleanup_slices(&mut self) {
+        for c in self.chunks.iter_mut().flatten() {
+            if let ChunkState::Slice { held: false, .. } = c.state {
+                c.state = ChunkState::Free;
+            }
+        }
+    }
+
+    /// Steps 2 and 3: the exact free chunk, else the smallest free chunk that takes a slice.
+    fn find_free_chunk(&self, len: u32) -> Option<usize> {
+        let mut best: Option<(usize, u32)> = None;
+        for (i, c) in self.chunks.iter().enumerate() {
+            let Some(c) = c else { continue };
+            if c.state != ChunkState::Free {
+                continue;
+            }
+            if c.block.len == len {
+                return Some(i);
+            }
+            if self.config.slice.can_use_chunk(c.block.len, len)
+                && best.is_none_or(|(_, size)| c.block.len < size)
+            {
+                best = Some((i, c.block.len));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// Return every free chunk whose jobs have completed to the arena.
+    pub fn cleanup_chunks(&mut self) {
+        for slot in self.chunks.iter_mut() {
+            if let Some(c) = slot {
+                if c.state == ChunkState::Free && c.access.is_idle() {
+                    // The block came from this arena, so dealloc cannot fail.
+                    if self.arena.dealloc(c.block).is_ok() {
+                        self.stats.deallocations += 1;
+                        self.stats.reserved -= c.block.len;
+                        *slot = None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn create_chunk(&mut self, len: u32) -> Result<usize, Error> {
+        let index = self
+            .chunks
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::CapacityExceeded { capacity: Capacity::Chunks, limit: CHUNKS as u32 })?;
+        let block = self.arena.alloc(len)?;
+        self.chunks[index] =
+            Some(Chunk { block, state: ChunkState::Free, generation: 0, access: Access::default() });
+        self.stats.allocations += 1;
+        self.stats.reserved += block.len;
+        self.stats.reserved_peak = self.stats.reserved_peak.max(self.stats.reserved);
+        Ok(index)
+    }
+
+    fn tick_dealloc(&mut self) {
+        if let DeallocStrategy::PeriodTick { period } = self.config.dealloc {
+            self.reserves_since_dealloc += 1;
+            if self.reserves_since_dealloc >= period {
+                self.reserves_since_dealloc = 0;
+                self.cleanup_chunks();
+            }
+        }
+    }
+}
+
+impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
+    fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        let len = self.arena.rounded(bytes).ok_or(Error::OutOfMemory {
+            requested: bytes,
+            free: self.arena.free_bytes(),
+            largest_free: self.arena.largest_free(),
+        })?;
+        self.cleanup_slices();
+        let binding = match self.find_free_chunk(len) {
+            Some(i) if self.chunks[i].is_some_and(|c| c.block.len == len) => {
+                self.stats.exact_reuses += 1;
+                self.bind(i, ChunkState::Whole { bytes }, bytes)
+            }
+            Some(i) => {
+                self.stats.slice_reuses += 1;
+                self.bind(i, ChunkState::Slice { bytes, held: true }, bytes)
+            }
+            None => {
+                let index = match self.create_chunk(len) {
+                    Ok(i) => i,
+                    Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. }) => {
+                        self.cleanup_chunks();
+                        self.create_chunk(len)?
+                    }
+                    Err(e) => return Err(e),
+                };
+                self.bind(index, ChunkState::Whole { bytes }, bytes)
+            }
+        };
+        self.tick_dealloc();
+        Ok(binding)
+    }
+
+    fn release(&mut self, binding: MemoryBinding) -> Result<(), Error> {
+        let state = self.chunk(binding)?.state;
+        let (next, bytes) = match state {
+            ChunkState::Whole { bytes } => (ChunkState::Free, bytes),
+            ChunkState::Slice { bytes, held: true } => (ChunkState::Slice { bytes, held: false }, bytes),
+            _ => return Err(Error::StaleHandle { index: binding.chunk }),
+        };
+        if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
+            c.state = next;
+        }
+        self.stats.in_use -= bytes;
+        Ok(())
+    }
+
+    fn block(&self, binding: MemoryBinding) -> Result<Block, Error> {
+        let c = self.chunk(binding)?;
+        let len = match c.state {
+            ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
+            ChunkState::Free => 0,
+        };
+        Ok(Block { offset: c.block.offset, len })
+    }
+
+    fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {
+        self.chunk(binding)?;
+        self.chunks[binding.chunk as usize]
+            .as_mut()
+            .map(|c| &mut c.access)
+            .ok_or(Error::StaleHandle { index: binding.chunk })
+    }
+
+    fn retire_fences(&mut self, done: &mut dyn FnMut(Fence) -> bool) {
+        let mut done = |f| done(f);
+        for c in self.chunks.iter_mut().flatten() {
+            c.access.retire(&mut done);
+        }
+    }
+
+    fn has_busy_free_chunks(&self) -> bool {
+        self.chunks.iter().flatten().any(|c| {
+            matches!(c.state, ChunkState::Free | ChunkState::Slice { held: false, .. })
+                && !c.access.is_idle()
+        })
+    }
+
+    fn stats(&self) -> MemoryStats {
+        MemoryStats {
+            largest_free: self.arena.largest_free(),
+            chunks: self.arena.blocks() as u32,
+            ..self.stats
+        }
+    }
+}

@@ -1,0 +1,590 @@
+//! The compute server: tensors, memory and jobs over one NPU.
+//!
+//! # Design
+//!
+//! [`NpuServer`] owns the HAL ([`Npu`]), the memory manager ([`MemoryManagement`], by default
+//! Burn's chunk/slice strategy), the handle table and a pool of host staging memory. It turns
+//! client requests into jobs:
+//!
+//! - `create` reserves device memory, copies the bytes into a host staging block and submits a
+//!   host→device transfer; it returns as soon as the transfer is queued.
+//! - `execute` submits the operator to an execution unit (round robin) with the dependencies it
+//!   needs and returns at once. It waits for the last writer of each input and, before
+//!   overwriting the output, for the jobs still reading the output's old contents. That is what
+//!   makes reusing a just-released chunk safe without the CPU ever waiting.
+//! - `read` submits a device→host transfer that depends only on the tensor's last writer, then
+//!   waits for that transfer alone; `try_read` never waits.
+//! - Operators the HAL declares unsupported run on the CPU with the npu-kernels reference kernels:
+//!   inputs are brought to host staging, computed there, and the result is uploaded.
+//!
+//! The server waits (`Npu::wait_for_event`, a `WFI` on hardware) only in `read`, `sync`, and
+//! when a fixed resource is exhausted but will be freed by jobs in flight: a full job queue,
+//! full staging memory, or an arena whose free chunks are still read by running jobs.
+
+mod deps;
+mod staging;
+
+pub use deps::DepSet;
+pub use staging::Staging;
+
+use crate::error::Error;
+use crate::fallback::{run_op, split_operands, OpError};
+use crate::handle::{HandleId, HandleTable};
+use crate::hal::{
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, MAX_JOB_INPUTS, MAX_QUEUES,
+};
+use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
+use crate::storage::Block;
+
+/// What a client can ask of a server. Handles are plain ids here; the client wraps them in RAII
+/// tensors.
+pub trait ComputeServer {
+    /// Tensors that can be alive at once (the handle table's capacity).
+    const HANDLE_CAPACITY: usize;
+    /// A tensor of `bytes` uninitialised bytes on the device.
+    fn empty(&mut self, bytes: u32) -> Result<HandleId, Error>;
+    /// A tensor holding `data`, uploaded to the device (returns once the upload is queued).
+    fn create(&mut self, data: &[u8]) -> Result<HandleId, Error>;
+    /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
+    fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error>;
+    /// Like `read`, but `WouldBlock` until the bytes are ready; never waits.
+    fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error>;
+    /// Run `op` on `inputs` into `output`; returns once the job is submitted.
+    fn execute(&mut self, op: Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error>;
+    /// Wait for every submitted job.
+    fn sync(&mut self) -> Result<(), Error>;
+    /// Add `n` references to a tensor.
+    fn retain(&mut self, id: HandleId, n: u32) -> Result<(), Error>;
+    /// Drop `n` references; the last one frees the tensor's memory.
+    fn release(&mut self, id: HandleId, n: u32) -> Result<(), Error>;
+    /// Bytes of a tensor.
+    fn size_of(&self, id: HandleId) -> Result<u32, Error>;
+    /// The completion interrupt: retire finished jobs.
+    fn on_interrupt(&mut self);
+    /// Memory figures of the device arena.
+    fn memory_stats(&self) -> MemoryStats;
+    /// Job and transfer counters.
+    fn stats(&self) -> ServerStats;
+}
+
+/// Counters of the work a server has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ServerStats {
+    /// Compute jobs submitted to the NPU.
+    pub compute_jobs: u32,
+    /// Operators run on the CPU fallback kernels.
+    pub cpu_ops: u32,
+    /// Host→device transfers.
+    pub uploads: u32,
+    /// Device→host transfers.
+    pub downloads: u32,
+    /// Bytes moved host→device.
+    pub upload_bytes: u64,
+    /// Bytes moved device→host.
+    pub download_bytes: u64,
+    /// Times the CPU slept waiting for the NPU.
+    pub waits: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TensorEntry {
+    binding: MemoryBinding,
+    bytes: u32,
+    /// A device→host transfer started by `try_read`, and the staging block it fills.
+    download: Option<(Fence, Block)>,
+}
+
+/// A server tag from a global counter, so ids of two servers never match.
+fn next_server_tag() -> u16 {
+    static NEXT: critical_section::Mutex<core::cell::Cell<u16>> =
+        critical_section::Mutex::new(core::cell::Cell::new(0));
+    critical_section::with(|cs| {
+        let cell = NEXT.borrow(cs);
+        let tag = cell.get();
+        cell.set(tag.wrapping_add(1));
+        tag
+    })
+}
+
+/// The compute server over one NPU.
+///
+/// - `H`: the HAL.
+/// - `M`: the memory manager, by default [`ChunkSliceMemory`] with 64 chunks.
+/// - `HANDLES`: tensors alive at once (default 64).
+/// - `STAGING`: host staging blocks allocated or in flight at once (default 16).
+pub struct NpuServer<H: Npu, M = ChunkSliceMemory<64>, const HANDLES: usize = 64, const STAGING: usize = 16>
+{
+    npu: H,
+    caps: Capabilities,
+    memory: M,
+    handles: HandleTable<TensorEntry, HANDLES>,
+    staging: Staging<STAGING>,
+    /// Newest fence submitted per queue, for `sync`.
+    newest: [Option<Fence>; MAX_QUEUES],
+    next_unit: u8,
+    stats: ServerStats,
+}
+
+impl<H: Npu, const CHUNKS: usize, const HANDLES: usize, const STAGING: usize>
+    NpuServer<H, ChunkSliceMemory<CHUNKS>, HANDLES, STAGING>
+{
+    /// A server over `npu` whose arena is all of the NPU's device memory, managed with Burn's
+    /// chunk/slice strategy under `config`.
+    pub fn new(npu: H, config: MemoryConfig) -> Result<Self, Error> {
+        let caps = npu.capabilities();
+        let memory = ChunkSliceMemory::new(caps.device_memory_bytes, caps.alignment, config)?;
+        Self::with_memory(npu, memory)
+    }
+}
+
+impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
+    NpuServer<H, M, HANDLES, STAGING>
+{
+    /// A server over `npu` with a memory manager of your choice.
+    pub fn with_memory(npu: H, memory: M) -> Result<Self, Error> {
+        let caps = npu.capabilities();
+        Ok(NpuServer {
+            staging: Staging::new(caps.host_memory_bytes, caps.alignment)?,
+            npu,
+            caps,
+            memory,
+            handles: HandleTable::new(next_server_tag()),
+            newest: [None; MAX_QUEUES],
+            next_unit: 0,
+            stats: ServerStats::default(),
+        })
+    }
+
+    /// The HAL.
+    pub fn npu(&self) -> &H {
+        &self.npu
+    }
+
+    /// The HAL, mutably (a simulator's clock, fault injection). Submitting jobs behind the
+    /// server's back voids its dependency tracking.
+    pub fn npu_mut(&mut self) -> &mut H {
+        &mut self.npu
+    }
+
+    /// The NPU's capabilities, read once at start.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The memory manager.
+    pub fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// Tensors alive.
+    pub fn live_tensors(&self) -> usize {
+        self.handles.live()
+    }
+
+    fn done(npu: &mut H, fence: Fence) -> bool {
+        // A failed job has ended too: it no longer touches memory.
+        !matches!(npu.poll(fence), Err(nb::Error::WouldBlock))
+    }
+
+    /// Forget completed fences and free staging blocks whose transfers are over.
+    fn retire(&mut self) {
+        let npu = &mut self.npu;
+        self.memory.retire_fences(&mut |f| Self::done(npu, f));
+        self.staging.reap(|f| Self::done(npu, f));
+    }
+
+    fn wait(&mut self) {
+        self.stats.waits += 1;
+        self.npu.wait_for_event();
+        self.retire();
+    }
+
+    /// Block until `fence` completes.
+    fn wait_for(&mut self, fence: Fence) -> Result<(), Error> {
+        loop {
+            match self.npu.poll(fence) {
+                Ok(()) => return Ok(()),
+                Err(nb::Error::Other(e)) => return Err(e.into()),
+                Err(nb::Error::WouldBlock) => self.wait(),
+            }
+        }
+    }
+
+    fn submit(&mut self, job: &Job) -> Result<Fence, Error> {
+        loop {
+            match self.npu.submit(job) {
+                Ok(fence) => {
+                    let slot = &mut self.newest[job.queue.index()];
+                    *slot = Some(fence);
+                    return Ok(fence);
+                }
+                Err(HalError::QueueFull { .. }) => self.wait(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Device memory for `bytes`, waiting for running jobs if only they hold back free memory.
+    fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        loop {
+            self.retire();
+            match self.memory.reserve(bytes) {
+                Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
+                    if self.memory.has_busy_free_chunks() =>
+                {
+                    self.wait()
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn staging_alloc(&mut self, bytes: u32) -> Result<Block, Error> {
+        loop {
+            match self.staging.alloc(bytes) {
+                Err(_) if self.staging.has_pending() => self.wait(),
+                other => return other,
+            }
+        }
+    }
+
+    fn device_region(&self, binding: MemoryBinding) -> Result<Region, Error> {
+        let b = self.memory.block(binding)?;
+        Ok(Region::device(b.offset, b.len))
+    }
+
+    /// Queue the transfer of host region `src` into the tensor memory `binding`.
+    fn submit_upload(&mut self, src: Region, binding: MemoryBinding) -> Result<Fence, Error> {
+        let mut deps = DepSet::default();
+        deps.add_write_of(self.memory.access_mut(binding)?);
+        let dst = self.device_region(binding)?;
+        let job = Job {
+            kind: JobKind::Transfer { src, dst },
+            queue: Queue::Dma,
+            deps: deps.for_queue(Queue::Dma, |f| Self::done(&mut self.npu, f)),
+        };
+        let fence = self.submit(&job)?;
+        self.memory.access_mut(binding)?.record_write(Queue::Dma, fence);
+        self.stats.uploads += 1;
+        self.stats.upload_bytes += src.len as u64;
+        Ok(fence)
+    }
+
+    /// Copy `data` into staging and queue its upload into `binding`.
+    fn upload(&mut self, binding: MemoryBinding, data: &[u8]) -> Result<(), Error> {
+        let len = data.len() as u32;
+        let block = self.staging_alloc(len)?;
+        let src = Region::host(block.offset, len);
+        let host = self.npu.host_memory();
+        let space_bytes = host.len() as u32;
+        let start = block.offset as usize;
+        let copied = match host.get_mut(start..start + data.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                Ok(())
+            }
+            None => Err(HalError::OutOfBounds { region: src, space_bytes }.into()),
+        };
+        match copied.and_then(|()| self.submit_upload(src, binding)) {
+            Ok(fence) => self.staging.free_after(fence, block),
+            Err(e) => {
+                self.staging.free(block)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Queue a download of `binding` into a fresh staging block.
+    fn start_download(&mut self, binding: MemoryBinding, bytes: u32) -> Result<(Fence, Block), Error> {
+        let block = self.staging_alloc(bytes)?;
+        let mut deps = DepSet::default();
+        deps.add_read_of(self.memory.access_mut(binding)?);
+        let src = self.device_region(binding)?;
+        let job = Job {
+            kind: JobKind::Transfer { src, dst: Region::host(block.offset, bytes) },
+            queue: Queue::Dma,
+            deps: deps.for_queue(Queue::Dma, |f| Self::done(&mut self.npu, f)),
+        };
+        let fence = match self.submit(&job) {
+            Ok(f) => f,
+            Err(e) => {
+                self.staging.free(block)?;
+                return Err(e);
+            }
+        };
+        self.memory.access_mut(binding)?.record_read(Queue::Dma, fence);
+        self.stats.downloads += 1;
+        self.stats.download_bytes += bytes as u64;
+        Ok((fence, block))
+    }
+
+    /// Copy a finished download out of staging and free its block.
+    fn finish_download(&mut self, block: Block, out: &mut [u8]) -> Result<(), Error> {
+        let start = block.offset as usize;
+        let host = self.npu.host_memory();
+        let src = host.get(start..start + out.len()).ok_or(HalError::OutOfBounds {
+            region: Region::host(block.offset, out.len() as u32),
+            space_bytes: host.len() as u32,
+        })?;
+        out.copy_from_slice(src);
+        self.staging.free(block)
+    }
+
+    /// The tensor's pending download, started now if there is none.
+    fn download_of(&mut self, id: HandleId, out_len: usize) -> Result<(Fence, Block), Error> {
+        let entry = self.handles.get(id)?;
+        if out_len != entry.bytes as usize {
+            return Err(Error::SizeMismatch { expected: entry.bytes, actual: out_len as u32 });
+        }
+        if let Some(pending) = entry.download {
+            return Ok(pending);
+        }
+        let pending = self.start_download(entry.binding, entry.bytes)?;
+        self.handles.get_mut(id)?.download = Some(pending);
+        Ok(pending)
+    }
+
+    /// Drop a tensor's pending download (its bytes are about to change, or the tensor is gone).
+    fn cancel_download(&mut self, id: HandleId) -> Result<(), Error> {
+        if let Some((fence, block)) = self.handles.get_mut(id)?.download.take() {
+            self.staging.free_after(fence, block)?;
+        }
+        Ok(())
+    }
+
+    fn check_operands(
+        &self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(heapless::Vec<TensorEntry, MAX_JOB_INPUTS>, TensorEntry), Error> {
+        let kind = op.kind();
+        let bad = |operand: usize, expected: u32, actual: u32| Error::BadOperands {
+            op: kind,
+            operand: operand as u8,
+            expected,
+            actual,
+        };
+        let with_bias = inputs.len() == MAX_JOB_INPUTS;
+        let (need, out_bytes) = op.operand_bytes(with_bias).ok_or(bad(0, u32::MAX, 0))?;
+        let arity = need.iter().flatten().count();
+        if inputs.len() != arity {
+            return Err(bad(inputs.len().min(arity), 0, 0));
+        }
+        let mut entries = heapless::Vec::new();
+        for (i, (&id, need)) in inputs.iter().zip(need.iter().flatten()).enumerate() {
+            if id == output {
+                return Err(Error::OutputAliasesInput { op: kind });
+            }
+            let e = self.handles.get(id)?;
+            if e.bytes != *need {
+                return Err(bad(i, *need, e.bytes));
+            }
+            entries.push(e).map_err(|_| bad(i, 0, 0))?;
+        }
+        let out = self.handles.get(output)?;
+        if out.bytes != out_bytes {
+            return Err(bad(MAX_JOB_INPUTS, out_bytes, out.bytes));
+        }
+        Ok((entries, out))
+    }
+
+    fn execute_on_npu(
+        &mut self,
+        op: Op,
+        inputs: &[TensorEntry],
+        output: TensorEntry,
+    ) -> Result<(), Error> {
+        let units = self.caps.execution_units.max(1);
+        let queue = Queue::Unit(self.next_unit % units);
+        self.next_unit = (self.next_unit + 1) % units;
+        let mut deps = DepSet::default();
+        let mut regions = heapless::Vec::new();
+        for e in inputs {
+            deps.add_read_of(self.memory.access_mut(e.binding)?);
+            let _ = regions.push(self.device_region(e.binding)?);
+        }
+        deps.add_write_of(self.memory.access_mut(output.binding)?);
+        let job = Job {
+            kind: JobKind::Compute { op, inputs: regions, output: self.device_region(output.binding)? },
+            queue,
+            deps: deps.for_queue(queue, |f| Self::done(&mut self.npu, f)),
+        };
+        let fence = self.submit(&job)?;
+        for e in inputs {
+            self.memory.access_mut(e.binding)?.record_read(queue, fence);
+        }
+        self.memory.access_mut(output.binding)?.record_write(queue, fence);
+        self.stats.compute_jobs += 1;
+        Ok(())
+    }
+
+    /// The CPU fallback: bring the inputs to host staging, compute there, upload the result.
+    fn execute_on_cpu(
+        &mut self,
+        op: Op,
+        inputs: &[TensorEntry],
+        output: TensorEntry,
+    ) -> Result<(), Error> {
+        let mut staged = heapless::Vec::new();
+        let result = self.compute_on_cpu(&op, inputs, output, &mut staged);
+        for (fence, block) in staged {
+            self.staging.free_after(fence, block)?;
+        }
+        result
+    }
+
+    fn compute_on_cpu(
+        &mut self,
+        op: &Op,
+        inputs: &[TensorEntry],
+        output: TensorEntry,
+        staged: &mut heapless::Vec<(Fence, Block), MAX_JOB_INPUTS>,
+    ) -> Result<(), Error> {
+        let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
+        for e in inputs {
+            let (fence, block) = self.start_download(e.binding, e.bytes)?;
+            // Both vectors hold at most MAX_JOB_INPUTS, as many as `inputs` (checked by caller).
+            let _ = staged.push((fence, block));
+            let _ = ranges.push((block.offset as usize, e.bytes as usize));
+        }
+        for &(fence, _) in staged.iter() {
+            self.wait_for(fence)?;
+        }
+        let out_block = self.staging_alloc(output.bytes)?;
+        let out_region = Region::host(out_block.offset, output.bytes);
+        let host = self.npu.host_memory();
+        let space_bytes = host.len() as u32;
+        let computed = match split_operands(host, (out_block.offset as usize, output.bytes as usize), &ranges) {
+            Some((out, ins)) => run_op(op, &ins, out).map_err(|e| match e {
+                OpError::Kernel(error) => Error::Kernel { op: op.kind(), error },
+                OpError::Misaligned { .. } | OpError::InputCount { .. } => {
+                    Error::Hal(HalError::Misaligned { region: out_region, alignment: self.caps.alignment })
+                }
+            }),
+            None => Err(HalError::OutOfBounds { region: out_region, space_bytes }.into()),
+        };
+        match computed.and_then(|()| self.submit_upload(out_region, output.binding)) {
+            Ok(fence) => {
+                self.stats.cpu_ops += 1;
+                self.staging.free_after(fence, out_block)
+            }
+            Err(e) => {
+                self.staging.free(out_block)?;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> ComputeServer
+    for NpuServer<H, M, HANDLES, STAGING>
+{
+    const HANDLE_CAPACITY: usize = HANDLES;
+
+    fn empty(&mut self, bytes: u32) -> Result<HandleId, Error> {
+        let binding = self.reserve(bytes)?;
+        self.handles.insert(TensorEntry { binding, bytes, download: None }).inspect_err(|_| {
+            let _ = self.memory.release(binding);
+        })
+    }
+
+    fn create(&mut self, data: &[u8]) -> Result<HandleId, Error> {
+        let bytes = u32::try_from(data.len()).map_err(|_| Error::OutOfMemory {
+            requested: u32::MAX,
+            free: self.memory.stats().largest_free,
+            largest_free: self.memory.stats().largest_free,
+        })?;
+        let id = self.empty(bytes)?;
+        let binding = self.handles.get(id)?.binding;
+        self.upload(binding, data).inspect_err(|_| {
+            let _ = self.release(id, 1);
+        })?;
+        Ok(id)
+    }
+
+    fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
+        let (fence, block) = self.download_of(id, out.len())?;
+        self.handles.get_mut(id)?.download = None;
+        match self.wait_for(fence) {
+            Ok(()) => self.finish_download(block, out),
+            Err(e) => {
+                self.staging.free(block)?;
+                Err(e)
+            }
+        }
+    }
+
+    fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error> {
+        let (fence, block) = self.download_of(id, out.len())?;
+        match self.npu.poll(fence) {
+            Err(nb::Error::WouldBlock) => Err(nb::Error::WouldBlock),
+            done => {
+                self.handles.get_mut(id)?.download = None;
+                match done {
+                    Ok(()) => Ok(self.finish_download(block, out)?),
+                    Err(e) => {
+                        self.staging.free(block)?;
+                        Err(nb::Error::Other(Error::from(match e {
+                            nb::Error::Other(e) => e,
+                            nb::Error::WouldBlock => HalError::UnknownFence(fence),
+                        })))
+                    }
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, op: Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error> {
+        let (entries, out) = self.check_operands(&op, inputs, output)?;
+        // The output's bytes are about to change: a started read of the old bytes is void.
+        self.cancel_download(output)?;
+        if self.caps.ops.contains(op.kind(), op.dtype()) {
+            self.execute_on_npu(op, &entries, out)
+        } else {
+            self.execute_on_cpu(op, &entries, out)
+        }
+    }
+
+    fn sync(&mut self) -> Result<(), Error> {
+        for fence in self.newest.into_iter().flatten() {
+            // A failed job is reported by the read of what it produced; sync only waits.
+            let _ = self.wait_for(fence);
+        }
+        self.newest = [None; MAX_QUEUES];
+        self.retire();
+        Ok(())
+    }
+
+    fn retain(&mut self, id: HandleId, n: u32) -> Result<(), Error> {
+        self.handles.retain(id, n)
+    }
+
+    fn release(&mut self, id: HandleId, n: u32) -> Result<(), Error> {
+        self.handles.get(id)?;
+        if self.handles.refs(id)? <= n {
+            self.cancel_download(id)?;
+        }
+        match self.handles.release(id, n)? {
+            Some(entry) => self.memory.release(entry.binding),
+            None => Ok(()),
+        }
+    }
+
+    fn size_of(&self, id: HandleId) -> Result<u32, Error> {
+        Ok(self.handles.get(id)?.bytes)
+    }
+
+    fn on_interrupt(&mut self) {
+        self.npu.on_interrupt();
+    }
+
+    fn memory_stats(&self) -> MemoryStats {
+        self.memory.stats()
+    }
+
+    fn stats(&self) -> ServerStats {
+        self.stats
+    }
+}

@@ -1,0 +1,67 @@
+//! Host staging memory: blocks of the HAL's DMA-capable host memory that carry a transfer.
+//!
+//! A block stays allocated until the transfer that reads or fills it has completed, so the DMA
+//! engine never sees its bytes reused under it. Released blocks wait in a fixed list with their
+//! fence (`STAGING` entries, the same capacity as the block table) and are reaped as fences
+//! complete.
+
+use crate::error::{Capacity, Error};
+use crate::hal::Fence;
+use crate::storage::{ArenaStorage, Block, StorageError};
+
+/// Host staging blocks, at most `STAGING` allocated or awaiting their fence.
+#[derive(Debug)]
+pub struct Staging<const STAGING: usize> {
+    blocks: ArenaStorage<STAGING>,
+    pending: heapless::Vec<(Fence, Block), STAGING>,
+}
+
+impl<const STAGING: usize> Staging<STAGING> {
+    /// Staging over `size` bytes of host memory aligned to `alignment`.
+    pub fn new(size: u32, alignment: u32) -> Result<Self, Error> {
+        Ok(Staging { blocks: ArenaStorage::new(size, alignment)?, pending: heapless::Vec::new() })
+    }
+
+    /// A block of at least `bytes`, or why not (after the caller has reaped what it could).
+    pub fn alloc(&mut self, bytes: u32) -> Result<Block, Error> {
+        self.blocks.alloc(bytes).map_err(|e| match e {
+            StorageError::TooManyBlocks { limit } => {
+                Error::CapacityExceeded { capacity: Capacity::StagingBlocks, limit }
+            }
+            _ => Error::StagingExhausted { requested: bytes, largest_free: self.blocks.largest_free() },
+        })
+    }
+
+    /// Free a block now (no transfer uses it).
+    pub fn free(&mut self, block: Block) -> Result<(), Error> {
+        Ok(self.blocks.dealloc(block)?)
+    }
+
+    /// Free a block once `fence` has completed.
+    pub fn free_after(&mut self, fence: Fence, block: Block) -> Result<(), Error> {
+        // The pending list and the block table have the same capacity and a block is in at
+        // most one of them as pending, so this push cannot fail; report rather than lose it.
+        self.pending
+            .push((fence, block))
+            .map_err(|_| Error::CapacityExceeded { capacity: Capacity::StagingBlocks, limit: STAGING as u32 })
+    }
+
+    /// Whether blocks are waiting for a transfer to finish.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Free every pending block whose fence `done` says has completed.
+    pub fn reap(&mut self, mut done: impl FnMut(Fence) -> bool) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let (fence, block) = self.pending[i];
+            if done(fence) {
+                self.pending.swap_remove(i);
+                let _ = self.blocks.dealloc(block);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
