@@ -1,0 +1,664 @@
+//! int8 kernels, bit-exact with TensorFlow Lite Micro's reference kernels.
+//!
+//! Tensors are asymmetrically quantized, `real = scale · (q − zero_point)` ([`Quant`]); weights
+//! are symmetric (zero point 0). Each operator comes in two parts, like a TFLM kernel's
+//! `Prepare` and `Eval`:
+//!
+//! - a `…Params::new` constructor that does all the floating-point work once — the real
+//!   rescaling multipliers, computed in `double` from the `float` scales in exactly TFLM's order
+//!   of operations, turned into Q0.31 mantissas and shifts by
+//!   [`quantize_multiplier`], and the fused activation's
+//!   clamp range — and refuses parameters TFLM would abort on;
+//! - a kernel function that uses integers only: subtract the input zero points, accumulate,
+//!   requantize with [`multiply_by_quantized_multiplier`] (which rounds twice, see
+//!   [`fixed_point`](crate::fixed_point)), add the output zero point, clamp.
+//!
+//! Sources of the arithmetic (tflite-micro): `micro/kernels/add_common.cc` and
+//! `kernels/internal/reference/integer_ops/add.h` (ADD), `micro/kernels/mul_common.cc` and
+//! `reference/integer_ops/mul.h` (MUL), `micro/kernels/activations_common.cc` and
+//! `micro/kernels/activations.h` (RELU), `micro/kernels/fully_connected_common.cc`,
+//! `kernels/kernel_util.cc` and `reference/integer_ops/fully_connected.h` (FULLY_CONNECTED).
+//!
+//! Broadcasting is not supported yet: elementwise operands must have equal lengths.
+
+use crate::fixed_point::{
+    multiply_by_quantized_multiplier, quantize_multiplier,
+    quantize_multiplier_smaller_than_one_exp, rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+};
+use crate::{check_len, FcShape, KernelError};
+
+/// Affine quantization of a tensor: `real = scale * (q - zero_point)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Quant {
+    /// Real value of one quantization step.
+    pub scale: f32,
+    /// Quantized value that represents real zero.
+    pub zero_point: i32,
+}
+
+/// Fused activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Activation {
+    /// No clamping beyond the int8 range.
+    None,
+    /// max(0, x).
+    Relu,
+    /// min(6, max(0, x)).
+    Relu6,
+    /// min(1, max(-1, x)).
+    ReluN1To1,
+}
+
+/// Bits by which int8 ADD shifts its zero-point-corrected inputs left before rescaling them
+/// (TFLM's `left_shift` for 8-bit outputs), leaving room for the rescaling's precision.
+pub const ADD_LEFT_SHIFT: i32 = 20;
+
+/// Precomputed parameters of int8 ADD (TFLM's `OpDataAdd`).
+///
+/// Both inputs are brought to a common scale, twice the larger input scale divided by
+/// 2^[`ADD_LEFT_SHIFT`], summed, and the sum rescaled to the output scale:
+///
+/// ```text
+/// a' = rescale((a − a_zp) · 2^20, a_scale / (2 · max_scale))     (multiplier ≤ 0.5)
+/// b' = rescale((b − b_zp) · 2^20, b_scale / (2 · max_scale))     (multiplier ≤ 0.5)
+/// out = clamp(rescale(a' + b', 2 · max_scale / (2^20 · out_scale)) + out_zp)
+/// ```
+///
+/// Each `rescale` is a doubling high multiply followed by a rounding right shift (all three
+/// multipliers are below one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AddParams {
+    input1_offset: i32,
+    input2_offset: i32,
+    output_offset: i32,
+    input1_multiplier: i32,
+    input1_shift: i32,
+    input2_multiplier: i32,
+    input2_shift: i32,
+    output_multiplier: i32,
+    output_shift: i32,
+    activation_min: i32,
+    activation_max: i32,
+}
+
+impl AddParams {
+    /// Parameters from the operands' quantization, as TFLM's Prepare computes them.
+    ///
+    /// Errors with [`KernelError::InvalidQuantization`] when a scale is not finite and positive,
+    /// a zero point is outside the int8 range, the output scale is so small relative to the
+    /// inputs' that the output multiplier is not below one (TFLM aborts on that), or the fused
+    /// activation's bounds do not fit an `int32`.
+    pub fn new(a: Quant, b: Quant, out: Quant, act: Activation) -> Result<Self, KernelError> {
+        check_quant(a, "a scale", "a zero point")?;
+        check_quant(b, "b scale", "b zero point")?;
+        check_quant(out, "output scale", "output zero point")?;
+
+        let twice_max_input_scale =
+            2.0 * f64::from(if a.scale > b.scale { a.scale } else { b.scale });
+        let real_input1 = f64::from(a.scale) / twice_max_input_scale;
+        let real_input2 = f64::from(b.scale) / twice_max_input_scale;
+        let real_output =
+            twice_max_input_scale / (f64::from(1_i32 << ADD_LEFT_SHIFT) * f64::from(out.scale));
+
+        // The input multipliers are in (0, 0.5] by construction; only the output one can fail.
+        let (input1_multiplier, input1_shift) =
+            quantize_multiplier_smaller_than_one_exp(real_input1)
+                .ok_or(KernelError::InvalidQuantization { what: "a scale" })?;
+        let (input2_multiplier, input2_shift) =
+            quantize_multiplier_smaller_than_one_exp(real_input2)
+                .ok_or(KernelError::InvalidQuantization { what: "b scale" })?;
+        let (output_multiplier, output_shift) = quantize_multiplier_smaller_than_one_exp(
+            real_output,
+        )
+        .ok_or(KernelError::InvalidQuantization {
+            what: "output scale",
+        })?;
+        let (activation_min, activation_max) = activation_range(act, out)?;
+
+        Ok(Self {
+            input1_offset: -a.zero_point,
+            input2_offset: -b.zero_point,
+            output_offset: out.zero_point,
+            input1_multiplier,
+            input1_shift,
+            input2_multiplier,
+            input2_shift,
+            output_multiplier,
+            output_shift,
+            activation_min,
+            activation_max,
+        })
+    }
+
+    /// Added to `a` before rescaling: `−a.zero_point`.
+    #[must_use]
+    pub const fn input1_offset(&self) -> i32 {
+        self.input1_offset
+    }
+
+    /// Added to `b` before rescaling: `−b.zero_point`.
+    #[must_use]
+    pub const fn input2_offset(&self) -> i32 {
+        self.input2_offset
+    }
+
+    /// Added after the output rescaling: `out.zero_point`.
+    #[must_use]
+    pub const fn output_offset(&self) -> i32 {
+        self.output_offset
+    }
+
+    /// `(multiplier, shift)` of `a`'s rescaling; the shift is at most 0 (a right shift).
+    #[must_use]
+    pub const fn input1_multiplier(&self) -> (i32, i32) {
+        (self.input1_multiplier, self.input1_shift)
+    }
+
+    /// `(multiplier, shift)` of `b`'s rescaling; the shift is at most 0 (a right shift).
+    #[must_use]
+    pub const fn input2_multiplier(&self) -> (i32, i32) {
+        (self.input2_multiplier, self.input2_shift)
+    }
+
+    /// `(multiplier, shift)` of the sum's rescaling to the output scale; the shift is at most 0.
+    #[must_use]
+    pub const fn output_multiplier(&self) -> (i32, i32) {
+        (self.output_multiplier, self.output_shift)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to (the fused activation within int8).
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.activation_min, self.activation_max)
+    }
+
+    #[inline]
+    fn apply(&self, a: i8, b: i8) -> i8 {
+        // Offsets are in [−127, 128], so each shifted input is below 255 · 2^20 < 2^28, each
+        // rescaled one (multiplier ≤ 0.5) below 2^27 in magnitude, and their sum below 2^28.
+        let a = (i32::from(a) + self.input1_offset) << ADD_LEFT_SHIFT;
+        let b = (i32::from(b) + self.input2_offset) << ADD_LEFT_SHIFT;
+        // Shifts are in [−31, 0]: these are MultiplyByQuantizedMultiplierSmallerThanOneExp.
+        let a = rounding_divide_by_pot(
+            saturating_rounding_doubling_high_mul(a, self.input1_multiplier),
+            -self.input1_shift,
+        );
+        let b = rounding_divide_by_pot(
+            saturating_rounding_doubling_high_mul(b, self.input2_multiplier),
+            -self.input2_shift,
+        );
+        let sum = rounding_divide_by_pot(
+            saturating_rounding_doubling_high_mul(a + b, self.output_multiplier),
+            -self.output_shift,
+        );
+        requantized_to_i8(
+            sum,
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+/// Precomputed parameters of int8 MUL (TFLM's `OpDataMul`).
+///
+/// `out = clamp(rescale((a − a_zp) · (b − b_zp), a_scale · b_scale / out_scale) + out_zp)`,
+/// the multiplier computed in `double` and applied with [`multiply_by_quantized_multiplier`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MulParams {
+    input1_offset: i32,
+    input2_offset: i32,
+    output_offset: i32,
+    output_multiplier: i32,
+    output_shift: i32,
+    activation_min: i32,
+    activation_max: i32,
+}
+
+impl MulParams {
+    /// Parameters from the operands' quantization.
+    ///
+    /// Errors with [`KernelError::InvalidQuantization`] when a scale is not finite and positive,
+    /// a zero point is outside the int8 range, the multiplier `a_scale · b_scale / out_scale`
+    /// is `2^31` or more (its shift would not fit a 32-bit left shift), or the fused
+    /// activation's bounds do not fit an `int32`.
+    pub fn new(a: Quant, b: Quant, out: Quant, act: Activation) -> Result<Self, KernelError> {
+        check_quant(a, "a scale", "a zero point")?;
+        check_quant(b, "b scale", "b zero point")?;
+        check_quant(out, "output scale", "output zero point")?;
+        let real = f64::from(a.scale) * f64::from(b.scale) / f64::from(out.scale);
+        let (output_multiplier, output_shift) = general_multiplier(real, "output scale")?;
+        let (activation_min, activation_max) = activation_range(act, out)?;
+        Ok(Self {
+            input1_offset: -a.zero_point,
+            input2_offset: -b.zero_point,
+            output_offset: out.zero_point,
+            output_multiplier,
+            output_shift,
+            activation_min,
+            activation_max,
+        })
+    }
+
+    /// Added to `a` before multiplying: `−a.zero_point`.
+    #[must_use]
+    pub const fn input1_offset(&self) -> i32 {
+        self.input1_offset
+    }
+
+    /// Added to `b` before multiplying: `−b.zero_point`.
+    #[must_use]
+    pub const fn input2_offset(&self) -> i32 {
+        self.input2_offset
+    }
+
+    /// Added after rescaling: `out.zero_point`.
+    #[must_use]
+    pub const fn output_offset(&self) -> i32 {
+        self.output_offset
+    }
+
+    /// `(multiplier, shift)` of the product's rescaling (see
+    /// [`quantize_multiplier`]).
+    #[must_use]
+    pub const fn output_multiplier(&self) -> (i32, i32) {
+        (self.output_multiplier, self.output_shift)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to (the fused activation within int8).
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.activation_min, self.activation_max)
+    }
+
+    #[inline]
+    fn apply(&self, a: i8, b: i8) -> i8 {
+        // Each factor is in [−255, 255], so the product fits easily.
+        let product = (i32::from(a) + self.input1_offset) * (i32::from(b) + self.input2_offset);
+        let scaled =
+            multiply_by_quantized_multiplier(product, self.output_multiplier, self.output_shift);
+        requantized_to_i8(
+            scaled,
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+/// Precomputed parameters of int8 RELU (TFLM's `ReluOpData`).
+///
+/// `out = clamp(rescale(input − in_zp, in_scale / out_scale) + out_zp, out_zp, 127)`: the
+/// lower bound is the output's quantized zero, the upper the int8 maximum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReluParams {
+    input_offset: i32,
+    output_offset: i32,
+    output_multiplier: i32,
+    output_shift: i32,
+    activation_min: i32,
+    activation_max: i32,
+}
+
+impl ReluParams {
+    /// Parameters from the input and output quantization.
+    ///
+    /// Like TFLM, the multiplier is the `float` quotient `input.scale / output.scale`, widened
+    /// to `double` only afterwards. Errors with [`KernelError::InvalidQuantization`] when a scale
+    /// is not finite and positive, a zero point is outside the int8 range, or that quotient
+    /// overflows or reaches `2^31`.
+    pub fn new(input: Quant, output: Quant) -> Result<Self, KernelError> {
+        check_quant(input, "input scale", "input zero point")?;
+        check_quant(output, "output scale", "output zero point")?;
+        let real = f64::from(input.scale / output.scale);
+        let (output_multiplier, output_shift) = general_multiplier(real, "output scale")?;
+        // TFLM: max(int8 min, zp + round(0 / scale)) and the int8 max (its act_max is +inf).
+        let (activation_min, activation_max) = activation_range(Activation::Relu, output)?;
+        Ok(Self {
+            input_offset: -input.zero_point,
+            output_offset: output.zero_point,
+            output_multiplier,
+            output_shift,
+            activation_min,
+            activation_max,
+        })
+    }
+
+    /// Added to the input before rescaling: `−input.zero_point`.
+    #[must_use]
+    pub const fn input_offset(&self) -> i32 {
+        self.input_offset
+    }
+
+    /// Added after rescaling: `output.zero_point`.
+    #[must_use]
+    pub const fn output_offset(&self) -> i32 {
+        self.output_offset
+    }
+
+    /// `(multiplier, shift)` of the rescaling to the output scale.
+    #[must_use]
+    pub const fn output_multiplier(&self) -> (i32, i32) {
+        (self.output_multiplier, self.output_shift)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to: `(max(−128, out_zp), 127)`.
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.activation_min, self.activation_max)
+    }
+
+    #[inline]
+    fn apply(&self, x: i8) -> i8 {
+        let centered = i32::from(x) + self.input_offset; // in [−255, 255]
+        let scaled =
+            multiply_by_quantized_multiplier(centered, self.output_multiplier, self.output_shift);
+        requantized_to_i8(
+            scaled,
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+/// Precomputed parameters of per-tensor int8 FULLY_CONNECTED (TFLM's `OpDataFullyConnected`).
+///
+/// ```text
+/// acc[b][o] = Σ_i weights[o][i] · (input[b][i] − in_zp) + bias[o]          (int32, wrapping)
+/// out[b][o] = clamp(rescale(acc, in_scale · w_scale / out_scale) + out_zp)
+/// ```
+///
+/// The bias is int32 in units of `in_scale · w_scale`. Weights are symmetric (zero point 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FcParams {
+    input_offset: i32,
+    output_offset: i32,
+    output_multiplier: i32,
+    output_shift: i32,
+    activation_min: i32,
+    activation_max: i32,
+}
+
+impl FcParams {
+    /// Parameters from the quantization of input, weights (per tensor) and output.
+    ///
+    /// Like TFLM's `GetQuantizedConvolutionMultipler`, the multiplier is the `float` product
+    /// `input.scale · weights_scale`, widened to `double` and then divided by the output scale.
+    /// (TFLM also checks that the bias scale is close to that product; the bias's scale is not
+    /// an argument here, so that check is the caller's.)
+    ///
+    /// Errors with [`KernelError::InvalidQuantization`] when a scale is not finite and positive,
+    /// a zero point is outside the int8 range, the product of scales overflows `f32`, the
+    /// multiplier reaches `2^31`, or the fused activation's bounds do not fit an `int32`.
+    pub fn new(
+        input: Quant,
+        weights_scale: f32,
+        output: Quant,
+        act: Activation,
+    ) -> Result<Self, KernelError> {
+        check_quant(input, "input scale", "input zero point")?;
+        check_scale(weights_scale, "weights scale")?;
+        check_quant(output, "output scale", "output zero point")?;
+        let input_product_scale = input.scale * weights_scale;
+        if !input_product_scale.is_finite() {
+            return Err(KernelError::InvalidQuantization {
+                what: "input scale * weights scale",
+            });
+        }
+        let real = f64::from(input_product_scale) / f64::from(output.scale);
+        let (output_multiplier, output_shift) = general_multiplier(real, "output scale")?;
+        let (activation_min, activation_max) = activation_range(act, output)?;
+        Ok(Self {
+            input_offset: -input.zero_point,
+            output_offset: output.zero_point,
+            output_multiplier,
+            output_shift,
+            activation_min,
+            activation_max,
+        })
+    }
+
+    /// Added to every input element before the dot product: `−input.zero_point`.
+    #[must_use]
+    pub const fn input_offset(&self) -> i32 {
+        self.input_offset
+    }
+
+    /// Added after rescaling: `output.zero_point`.
+    #[must_use]
+    pub const fn output_offset(&self) -> i32 {
+        self.output_offset
+    }
+
+    /// `(multiplier, shift)` of the accumulator's rescaling to the output scale.
+    #[must_use]
+    pub const fn output_multiplier(&self) -> (i32, i32) {
+        (self.output_multiplier, self.output_shift)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to (the fused activation within int8).
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.activation_min, self.activation_max)
+    }
+
+    #[inline]
+    fn requantize(&self, acc: i32) -> i8 {
+        let scaled =
+            multiply_by_quantized_multiplier(acc, self.output_multiplier, self.output_shift);
+        requantized_to_i8(
+            scaled,
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+/// out = a + b, elementwise, with TFLM's int8 ADD arithmetic (see [`AddParams`]).
+///
+/// `a`, `b` and `out` must have the same length ([`KernelError::LengthMismatch`] names the
+/// first operand that differs from `a`).
+pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
+    check_len("b", a.len(), b.len())?;
+    check_len("output", a.len(), out.len())?;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = p.apply(x, y);
+    }
+    Ok(())
+}
+
+/// out = a * b, elementwise, with TFLM's int8 MUL arithmetic (see [`MulParams`]).
+///
+/// `a`, `b` and `out` must have the same length.
+pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
+    check_len("b", a.len(), b.len())?;
+    check_len("output", a.len(), out.len())?;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = p.apply(x, y);
+    }
+    Ok(())
+}
+
+/// out = relu(input), elementwise, with TFLM's int8 RELU arithmetic (see [`ReluParams`]).
+///
+/// `input` and `out` must have the same length.
+pub fn relu(p: &ReluParams, input: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
+    check_len("output", input.len(), out.len())?;
+    for (o, &x) in out.iter_mut().zip(input) {
+        *o = p.apply(x);
+    }
+    Ok(())
+}
+
+/// Fully connected, with TFLM's per-tensor int8 arithmetic (see [`FcParams`]).
+///
+/// Layouts (row-major): `input` `[batches][in_features]`, `weights`
+/// `[out_features][in_features]` (TFLite's layout), `bias` `[out_features]` in units of
+/// `input_scale · weights_scale`, `out` `[batches][out_features]`. Errors with
+/// [`KernelError::ShapeOverflow`] for shapes no buffer can have and
+/// [`KernelError::LengthMismatch`] for buffers of the wrong length.
+///
+/// Accumulation is in `int32` and wraps on overflow, as TFLM's does in practice (it would take
+/// more than 65,000 maximal products).
+pub fn fully_connected(
+    p: &FcParams,
+    shape: FcShape,
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    let lens = shape.lens(core::mem::size_of::<i8>())?;
+    check_len("input", lens.input, input.len())?;
+    check_len("weights", lens.weights, weights.len())?;
+    if let Some(bias) = bias {
+        check_len("bias", lens.out_features, bias.len())?;
+    }
+    check_len("output", lens.output, out.len())?;
+    if lens.output == 0 {
+        return Ok(());
+    }
+    // The bias, or zeros: adding 0 is what TFLM's "no bias" amounts to.
+    let biases = || {
+        bias.unwrap_or(&[])
+            .iter()
+            .copied()
+            .chain(core::iter::repeat(0))
+    };
+
+    if lens.in_features == 0 {
+        // Empty dot products: each output is the requantized bias.
+        for out_row in out.chunks_exact_mut(lens.out_features) {
+            for (o, b) in out_row.iter_mut().zip(biases()) {
+                *o = p.requantize(b);
+            }
+        }
+        return Ok(());
+    }
+
+    let offset = p.input_offset;
+    for (in_row, out_row) in input
+        .chunks_exact(lens.in_features)
+        .zip(out.chunks_exact_mut(lens.out_features))
+    {
+        for ((o, w_row), b) in out_row
+            .iter_mut()
+            .zip(weights.chunks_exact(lens.in_features))
+            .zip(biases())
+        {
+            // Each term is at most 128 · 255 in magnitude; the sum wraps like TFLM's int32.
+            let acc = w_row.iter().zip(in_row).fold(0_i32, |acc, (&w, &x)| {
+                acc.wrapping_add(i32::from(w) * (i32::from(x) + offset))
+            });
+            *o = p.requantize(acc.wrapping_add(b));
+        }
+    }
+    Ok(())
+}
+
+/// Adds the output offset to a rescaled value and clamps it to the activation range (which
+/// lies within int8).
+///
+/// The addition wraps: with multipliers of `2^15` or more the rescaled value can approach the
+/// `int32` limits, and TFLM's `output_offset + MultiplyByQuantizedMultiplier(…)` then wraps
+/// on every two's-complement target. For any sane quantization it never does.
+#[inline]
+fn requantized_to_i8(scaled: i32, offset: i32, min: i32, max: i32) -> i8 {
+    // max/min rather than clamp: never panics, even for an empty range.
+    scaled.wrapping_add(offset).max(min).min(max) as i8
+}
+
+fn check_scale(scale: f32, what: &'static str) -> Result<(), KernelError> {
+    if scale.is_finite() && scale > 0.0 {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidQuantization { what })
+    }
+}
+
+fn check_quant(q: Quant, scale: &'static str, zero_point: &'static str) -> Result<(), KernelError> {
+    check_scale(q.scale, scale)?;
+    if (i32::from(i8::MIN)..=i32::from(i8::MAX)).contains(&q.zero_point) {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidQuantization { what: zero_point })
+    }
+}
+
+/// TFLM's `QuantizeMultiplier` for a rescaling applied with [`multiply_by_quantized_multiplier`],
+/// refusing multipliers it cannot apply: non-finite ones and those whose shift exceeds 31.
+fn general_multiplier(real: f64, what: &'static str) -> Result<(i32, i32), KernelError> {
+    if !(real.is_finite() && real >= 0.0) {
+        return Err(KernelError::InvalidQuantization { what });
+    }
+    let (multiplier, shift) = quantize_multiplier(real);
+    if shift > 31 {
+        return Err(KernelError::InvalidQuantization { what });
+    }
+    Ok((multiplier, shift))
+}
+
+/// `round(x)` for `f32`, ties away from zero (C's `roundf`, TFLM's `TfLiteRound`); `core` has
+/// no float rounding without `std`.
+fn round_half_away_from_zero(x: f32) -> f32 {
+    const EXACT: f32 = 8_388_608.0; // 2^23: every f32 at least this large is an integer.
+    if !(x < EXACT && x > -EXACT) {
+        return x; // integral, infinite or NaN
+    }
+    let truncated = x as i32 as f32; // exact for |x| < 2^23
+    let fraction = x - truncated; // exact (Sterbenz)
+    if fraction >= 0.5 {
+        truncated + 1.0
+    } else if fraction <= -0.5 {
+        truncated - 1.0
+    } else {
+        truncated
+    }
+}
+
+/// TFLM's `Quantize` helper of `CalculateActivationRangeQuantized`: `zero_point + round(f /
+/// scale)`, computed in `float`, refused when the rounded quotient is outside the `int32` range.
+fn quantize_bound(output: Quant, f: f32) -> Result<i64, KernelError> {
+    let q = round_half_away_from_zero(f / output.scale);
+    // TFLM's check: −2^31 <= q <= (float)INT32_MAX, which is 2^31. NaN fails it.
+    if !(-2_147_483_648.0..=2_147_483_648.0).contains(&q) {
+        return Err(KernelError::InvalidQuantization {
+            what: "output scale",
+        });
+    }
+    // q = 2^31 passes TFLM's range check but has no int32 value (the C++ cast is undefined);
+    // Rust's saturating cast gives i32::MAX, as Arm's float-to-int conversion does.
+    Ok(i64::from(output.zero_point) + i64::from(q as i32))
+}
+
+/// TFLM's `CalculateActivationRangeQuantized` for int8 outputs.
+fn activation_range(act: Activation, output: Quant) -> Result<(i32, i32), KernelError> {
+    let (qmin, qmax) = (i64::from(i8::MIN), i64::from(i8::MAX));
+    let (min, max) = match act {
+        Activation::None => (qmin, qmax),
+        Activation::Relu => (quantize_bound(output, 0.0)?.max(qmin), qmax),
+        Activation::Relu6 => (
+            quantize_bound(output, 0.0)?.max(qmin),
+            quantize_bound(output, 6.0)?.min(qmax),
+        ),
+        Activation::ReluN1To1 => (
+            quantize_bound(output, -1.0)?.max(qmin),
+            quantize_bound(output, 1.0)?.min(qmax),
+        ),
+    };
+    // The zero point is within int8, so min <= max and both are within int8 here; the clamp to
+    // the int8 range only guards the casts.
+    Ok((min.clamp(qmin, qmax) as i32, max.clamp(qmin, qmax) as i32))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+//! Reference kernels for npu-compute: the CPU fallback and the simulator's ground truth.
+//!
+//! - [`int8`]: quantized ADD, MUL, RELU and FULLY_CONNECTED, bit-exact with TensorFlow Lite
+//!   Micro's reference kernels (parameters precomputed once, like TFLM's `Prepare`).
+//! - [`f32`](mod@f32): the float versions, in TFLM's order of operations.
+//! - [`fixed_point`]: the gemmlowp / TFLM integer arithmetic the int8 kernels are built from
+//!   (doubling high multiply, rounding shifts, multiplier quantization), and why it rounds twice.
+//!
+//! The crate is `no_std`, allocation-free and `unsafe`-free. Kernels never panic: every buffer
+//! length is checked against the shape first ([`KernelError::LengthMismatch`]), shapes whose
+//! element counts cannot exist in memory are refused ([`KernelError::ShapeOverflow`]), and
+//! quantization parameters TFLM would abort on are refused when the parameters are built
+//! ([`KernelError::InvalidQuantization`]). Where TFLM's C++ relies on two's-complement
+//! wrap-around (a long int8 dot product overflowing its `int32` accumulator), the kernels wrap
+//! the same way instead of panicking in debug builds.
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod f32;
+pub mod fixed_point;
+pub mod int8;
+
+/// Shape of a fully-connected (matmul) layer: `output[b][o] = sum_i input[b][i] * weights[o][i] (+ bias[o])`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FcShape {
+    /// Rows of the input (batch size).
+    pub batches: u32,
+    /// Input features per row (the reduction depth).
+    pub in_features: u32,
+    /// Output features per row (rows of the weight matrix).
+    pub out_features: u32,
+}
+
+/// Why a kernel refused to run. Kernels never panic on bad shapes or parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum KernelError {
+    /// A buffer's length does not match what the shape requires.
+    LengthMismatch {
+        /// Which operand (`"a"`, `"b"`, `"output"`, `"weights"`, `"bias"`, ...).
+        operand: &'static str,
+        /// Elements the shape requires.
+        expected: usize,
+        /// Elements the buffer has.
+        actual: usize,
+    },
+    /// A quantization parameter is out of the range the kernel supports.
+    InvalidQuantization {
+        /// Which parameter (`"input scale"`, `"output zero point"`, ...).
+        what: &'static str,
+    },
+    /// A shape is too large for the kernel's arithmetic (element count overflows).
+    ShapeOverflow,
+}
+
+impl FcShape {
+    /// Element counts of the input, weights and output buffers, as `usize`s: refuses shapes
+    /// whose counts overflow `usize` or exceed the longest slice of `elem_size`-byte elements.
+    pub(crate) fn lens(self, elem_size: usize) -> Result<FcLens, KernelError> {
+        let dim = |d: u32| usize::try_from(d).map_err(|_| KernelError::ShapeOverflow);
+        let (batches, in_features, out_features) = (
+            dim(self.batches)?,
+            dim(self.in_features)?,
+            dim(self.out_features)?,
+        );
+        let max_elems = isize::MAX as usize / elem_size.max(1);
+        let count = |x: usize, y: usize| {
+            x.checked_mul(y)
+                .filter(|&n| n <= max_elems)
+                .ok_or(KernelError::ShapeOverflow)
+        };
+        Ok(FcLens {
+            in_features,
+            out_features,
+            input: count(batches, in_features)?,
+            weights: count(out_features, in_features)?,
+            output: count(batches, out_features)?,
+        })
+    }
+}
+
+/// Buffer lengths a fully-connected shape requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FcLens {
+    pub(crate) in_features: usize,
+    pub(crate) out_features: usize,
+    pub(crate) input: usize,
+    pub(crate) weights: usize,
+    pub(crate) output: usize,
+}
+
+/// `Ok` when a buffer has the length the shape requires.
+#[inline]
+pub(crate) fn check_len(
+    operand: &'static str,
+    expected: usize,
+    actual: usize,
+) -> Result<(), KernelError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(KernelError::LengthMismatch {
+            operand,
+            expected,
+            actual,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fc_lens() {
+        let shape = FcShape {
+            batches: 2,
+            in_features: 3,
+            out_features: 5,
+        };
+        let l = shape.lens(4).unwrap();
+        assert_eq!((l.input, l.weights, l.output), (6, 15, 10));
+        assert_eq!((l.in_features, l.out_features), (3, 5));
+    }
+
+    #[test]
+    fn fc_lens_overflow() {
+        let huge = FcShape {
+            batches: u32::MAX,
+            in_features: u32::MAX,
+            out_features: 1,
+        };
+        // (2^32 − 1)^2 elements overflow usize on 32-bit targets and exceed isize::MAX on
+        // 64-bit ones: no slice that long can exist.
+        assert_eq!(huge.lens(1), Err(KernelError::ShapeOverflow));
+        let wide = FcShape {
+            batches: 1,
+            in_features: u32::MAX,
+            out_features: u32::MAX,
+        };
+        assert_eq!(wide.lens(1), Err(KernelError::ShapeOverflow));
+        let out = FcShape {
+            batches: u32::MAX,
+            in_features: 1,
+            out_features: u32::MAX,
+        };
+        assert_eq!(out.lens(4), Err(KernelError::ShapeOverflow));
+    }
+
+    #[test]
+    fn check_len_reports_operand() {
+        assert_eq!(check_len("b", 3, 3), Ok(()));
+        assert_eq!(
+            check_len("b", 3, 2),
+            Err(KernelError::LengthMismatch {
+                operand: "b",
+                expected: 3,
+                actual: 2
+            })
+        );
+    }
+}
