@@ -72,7 +72,11 @@ impl<C: ComputeChannel> Tensor<'_, C> {
 impl<C: ComputeChannel> Clone for Tensor<'_, C> {
     fn clone(&self) -> Self {
         self.channel.retain(self.id);
-        Tensor { channel: self.channel, id: self.id, bytes: self.bytes }
+        Tensor {
+            channel: self.channel,
+            id: self.id,
+            bytes: self.bytes,
+        }
     }
 }
 
@@ -84,7 +88,10 @@ impl<C: ComputeChannel> Drop for Tensor<'_, C> {
 
 impl<C: ComputeChannel> core::fmt::Debug for Tensor<'_, C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Tensor").field("id", &self.id).field("bytes", &self.bytes).finish()
+        f.debug_struct("Tensor")
+            .field("id", &self.id)
+            .field("bytes", &self.bytes)
+            .finish()
     }
 }
 
@@ -112,7 +119,11 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     }
 
     fn wrap(&self, id: HandleId, bytes: u32) -> Tensor<'c, C> {
-        Tensor { channel: self.channel, id, bytes }
+        Tensor {
+            channel: self.channel,
+            id,
+            bytes,
+        }
     }
 
     /// A tensor of `bytes` bytes whose contents are undefined until a job writes them.
@@ -151,7 +162,12 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     }
 
     /// Run `op` on `inputs` into `output`; returns as soon as the job is submitted.
-    pub fn execute(&self, op: Op, inputs: &[&Tensor<'c, C>], output: &Tensor<'c, C>) -> Result<(), Error> {
+    pub fn execute(
+        &self,
+        op: Op,
+        inputs: &[&Tensor<'c, C>],
+        output: &Tensor<'c, C>,
+    ) -> Result<(), Error> {
         let mut ids: heapless::Vec<HandleId, MAX_JOB_INPUTS> = heapless::Vec::new();
         for t in inputs {
             ids.push(self.own(t)?).map_err(|_| Error::BadOperands {

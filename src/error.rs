@@ -103,12 +103,19 @@ impl From<HalError> for Error {
 impl From<StorageError> for Error {
     fn from(e: StorageError) -> Self {
         match e {
-            StorageError::OutOfMemory { requested, free, largest_free } => {
-                Error::OutOfMemory { requested, free, largest_free }
-            }
-            StorageError::TooManyBlocks { limit } => {
-                Error::CapacityExceeded { capacity: Capacity::Chunks, limit }
-            }
+            StorageError::OutOfMemory {
+                requested,
+                free,
+                largest_free,
+            } => Error::OutOfMemory {
+                requested,
+                free,
+                largest_free,
+            },
+            StorageError::TooManyBlocks { limit } => Error::CapacityExceeded {
+                capacity: Capacity::Chunks,
+                limit,
+            },
             other => Error::Storage(other),
         }
     }

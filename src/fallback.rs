@@ -36,14 +36,17 @@ impl From<KernelError> for OpError {
 }
 
 fn view<T: bytemuck::AnyBitPattern>(bytes: &[u8], operand: usize) -> Result<&[T], OpError> {
-    bytemuck::try_cast_slice(bytes).map_err(|_| OpError::Misaligned { operand: operand as u8 })
+    bytemuck::try_cast_slice(bytes).map_err(|_| OpError::Misaligned {
+        operand: operand as u8,
+    })
 }
 
 fn view_mut<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
     bytes: &mut [u8],
 ) -> Result<&mut [T], OpError> {
-    bytemuck::try_cast_slice_mut(bytes)
-        .map_err(|_| OpError::Misaligned { operand: MAX_JOB_INPUTS as u8 })
+    bytemuck::try_cast_slice_mut(bytes).map_err(|_| OpError::Misaligned {
+        operand: MAX_JOB_INPUTS as u8,
+    })
 }
 
 /// Compute `op` from `inputs` (operand order as documented on [`Op`]) into `output`.
@@ -54,7 +57,9 @@ pub fn run_op(op: &Op, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpErro
         _ => 2..=2,
     };
     if !arity.contains(&inputs.len()) {
-        return Err(OpError::InputCount { given: inputs.len() as u8 });
+        return Err(OpError::InputCount {
+            given: inputs.len() as u8,
+        });
     }
     let input = |i: usize| inputs.get(i).copied().unwrap_or(&[]);
     match op {
@@ -63,14 +68,26 @@ pub fn run_op(op: &Op, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpErro
         Op::ReluF32 { .. } => kf::relu(view(input(0), 0)?, view_mut(output)?)?,
         Op::FullyConnectedF32 { shape } => {
             let bias = inputs.get(2).map(|b| view::<f32>(b, 2)).transpose()?;
-            kf::fully_connected(*shape, view(input(0), 0)?, view(input(1), 1)?, bias, view_mut(output)?)?
+            kf::fully_connected(
+                *shape,
+                view(input(0), 0)?,
+                view(input(1), 1)?,
+                bias,
+                view_mut(output)?,
+            )?
         }
-        Op::AddI8 { params, .. } => {
-            ki::add(params, view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?
-        }
-        Op::MulI8 { params, .. } => {
-            ki::mul(params, view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?
-        }
+        Op::AddI8 { params, .. } => ki::add(
+            params,
+            view(input(0), 0)?,
+            view(input(1), 1)?,
+            view_mut(output)?,
+        )?,
+        Op::MulI8 { params, .. } => ki::mul(
+            params,
+            view(input(0), 0)?,
+            view(input(1), 1)?,
+            view_mut(output)?,
+        )?,
         Op::ReluI8 { params, .. } => ki::relu(params, view(input(0), 0)?, view_mut(output)?)?,
         Op::FullyConnectedI8 { shape, params } => {
             let bias = inputs.get(2).map(|b| view::<i32>(b, 2)).transpose()?;

@@ -86,12 +86,20 @@ pub struct Region {
 impl Region {
     /// A region of device memory.
     pub const fn device(offset: u32, len: u32) -> Self {
-        Region { space: Space::Device, offset, len }
+        Region {
+            space: Space::Device,
+            offset,
+            len,
+        }
     }
 
     /// A region of host memory.
     pub const fn host(offset: u32, len: u32) -> Self {
-        Region { space: Space::Host, offset, len }
+        Region {
+            space: Space::Host,
+            offset,
+            len,
+        }
     }
 
     /// One past the last byte, widened so it cannot overflow.
@@ -145,7 +153,12 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every operator family, in bit order of [`OpSet`].
-    pub const ALL: [OpKind; 4] = [OpKind::Add, OpKind::Mul, OpKind::Relu, OpKind::FullyConnected];
+    pub const ALL: [OpKind; 4] = [
+        OpKind::Add,
+        OpKind::Mul,
+        OpKind::Relu,
+        OpKind::FullyConnected,
+    ];
 }
 
 /// A compute operation with its shape and precomputed parameters.
@@ -220,9 +233,10 @@ impl Op {
     /// The element type.
     pub const fn dtype(&self) -> DType {
         match self {
-            Op::AddF32 { .. } | Op::MulF32 { .. } | Op::ReluF32 { .. } | Op::FullyConnectedF32 { .. } => {
-                DType::F32
-            }
+            Op::AddF32 { .. }
+            | Op::MulF32 { .. }
+            | Op::ReluF32 { .. }
+            | Op::FullyConnectedF32 { .. } => DType::F32,
             _ => DType::I8,
         }
     }
@@ -244,7 +258,10 @@ impl Op {
         let e = self.dtype().size();
         let elems = |len: u32| len.checked_mul(e);
         match *self {
-            Op::AddF32 { len } | Op::MulF32 { len } | Op::AddI8 { len, .. } | Op::MulI8 { len, .. } => {
+            Op::AddF32 { len }
+            | Op::MulF32 { len }
+            | Op::AddI8 { len, .. }
+            | Op::MulI8 { len, .. } => {
                 let b = elems(len)?;
                 Some(([Some(b), Some(b), None], b))
             }
@@ -257,7 +274,11 @@ impl Op {
                 let weights = elems(shape.out_features.checked_mul(shape.in_features)?)?;
                 let out = elems(shape.batches.checked_mul(shape.out_features)?)?;
                 // Bias is f32 or i32: four bytes per output feature either way.
-                let bias = if with_bias { Some(shape.out_features.checked_mul(4)?) } else { None };
+                let bias = if with_bias {
+                    Some(shape.out_features.checked_mul(4)?)
+                } else {
+                    None
+                };
                 Some(([Some(input), Some(weights), bias], out))
             }
         }

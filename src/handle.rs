@@ -36,7 +36,11 @@ impl HandleId {
 
     /// Make an id by hand (for tests of stale and foreign handles, and for tools that store ids).
     pub const fn from_parts(index: u16, server: u16, generation: u32) -> Self {
-        HandleId { index, server, generation }
+        HandleId {
+            index,
+            server,
+            generation,
+        }
     }
 }
 
@@ -58,7 +62,15 @@ pub struct HandleTable<T, const N: usize> {
 impl<T: Copy, const N: usize> HandleTable<T, N> {
     /// An empty table whose ids carry the server tag `server`.
     pub fn new(server: u16) -> Self {
-        HandleTable { slots: [Slot { generation: 0, refs: 0, value: None }; N], server, live: 0 }
+        HandleTable {
+            slots: [Slot {
+                generation: 0,
+                refs: 0,
+                value: None,
+            }; N],
+            server,
+            live: 0,
+        }
     }
 
     /// Slots in use.
@@ -72,12 +84,19 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
         let index = self.slots[..limit]
             .iter()
             .position(|s| s.value.is_none())
-            .ok_or(Error::CapacityExceeded { capacity: Capacity::Handles, limit: limit as u32 })?;
+            .ok_or(Error::CapacityExceeded {
+                capacity: Capacity::Handles,
+                limit: limit as u32,
+            })?;
         let slot = &mut self.slots[index];
         slot.value = Some(value);
         slot.refs = 1;
         self.live += 1;
-        Ok(HandleId { index: index as u16, server: self.server, generation: slot.generation })
+        Ok(HandleId {
+            index: index as u16,
+            server: self.server,
+            generation: slot.generation,
+        })
     }
 
     fn slot(&self, id: HandleId) -> Result<&Slot<T>, Error> {
@@ -92,7 +111,9 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
 
     /// The value behind a live id.
     pub fn get(&self, id: HandleId) -> Result<T, Error> {
-        self.slot(id)?.value.ok_or(Error::StaleHandle { index: id.index })
+        self.slot(id)?
+            .value
+            .ok_or(Error::StaleHandle { index: id.index })
     }
 
     /// Mutable access to the value behind a live id.
@@ -148,7 +169,10 @@ mod tests {
         let b = t.insert(20).unwrap();
         assert_eq!(
             t.insert(30),
-            Err(Error::CapacityExceeded { capacity: Capacity::Handles, limit: 2 })
+            Err(Error::CapacityExceeded {
+                capacity: Capacity::Handles,
+                limit: 2
+            })
         );
         t.retain(a, 1).unwrap();
         assert_eq!(t.release(a, 1), Ok(None));

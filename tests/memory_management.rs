@@ -8,7 +8,11 @@ use npu_compute::memory::{
 use npu_compute::{Capacity, Error};
 use proptest::prelude::*;
 
-fn mm<const N: usize>(size: u32, slice: SliceStrategy, dealloc: DeallocStrategy) -> ChunkSliceMemory<N> {
+fn mm<const N: usize>(
+    size: u32,
+    slice: SliceStrategy,
+    dealloc: DeallocStrategy,
+) -> ChunkSliceMemory<N> {
     ChunkSliceMemory::new(size, 16, MemoryConfig { slice, dealloc }).unwrap()
 }
 
@@ -35,7 +39,13 @@ fn slice_on_smallest_accepted_chunk() {
     m.release(mid).unwrap();
     // 160 bytes: 160/256 = 0.625 >= 0.5 accepted; 160/1024 rejected. Smallest accepted wins.
     let s = m.reserve(160).unwrap();
-    assert_eq!(m.block(s).unwrap(), npu_compute::storage::Block { offset: mid_offset, len: 160 });
+    assert_eq!(
+        m.block(s).unwrap(),
+        npu_compute::storage::Block {
+            offset: mid_offset,
+            len: 160
+        }
+    );
     assert_eq!(m.stats().slice_reuses, 1);
     // A slice rejected everywhere makes a new chunk.
     let t = m.reserve(100).unwrap();
@@ -52,7 +62,10 @@ fn slice_strategies_decide() {
     assert!(!SliceStrategy::MinimumSize(64).can_use_chunk(1000, 63));
     assert!(SliceStrategy::MaximumSize(64).can_use_chunk(1000, 64));
     assert!(!SliceStrategy::MaximumSize(64).can_use_chunk(1000, 65));
-    assert!(!SliceStrategy::MaximumSize(64).can_use_chunk(32, 48), "never larger than the chunk");
+    assert!(
+        !SliceStrategy::MaximumSize(64).can_use_chunk(32, 48),
+        "never larger than the chunk"
+    );
 }
 
 #[test]
@@ -91,7 +104,11 @@ fn never_dealloc_keeps_free_chunks() {
 
 #[test]
 fn period_one_releases_at_every_reserve() {
-    let mut m = mm::<8>(4096, SliceStrategy::Never, DeallocStrategy::PeriodTick { period: 1 });
+    let mut m = mm::<8>(
+        4096,
+        SliceStrategy::Never,
+        DeallocStrategy::PeriodTick { period: 1 },
+    );
     let a = m.reserve(64).unwrap();
     m.release(a).unwrap();
     let _b = m.reserve(128).unwrap(); // the tick after this reserve frees the 64-byte chunk
@@ -101,7 +118,11 @@ fn period_one_releases_at_every_reserve() {
 
 #[test]
 fn period_p_releases_every_p_reserves() {
-    let mut m = mm::<16>(8192, SliceStrategy::Never, DeallocStrategy::PeriodTick { period: 4 });
+    let mut m = mm::<16>(
+        8192,
+        SliceStrategy::Never,
+        DeallocStrategy::PeriodTick { period: 4 },
+    );
     let mut held = Vec::new();
     for i in 0..3u32 {
         let b = m.reserve(64 * (i + 1)).unwrap();
@@ -133,7 +154,11 @@ fn out_of_memory_says_requested_and_free() {
     let _b = m.reserve(512).unwrap();
     assert_eq!(
         m.reserve(300),
-        Err(Error::OutOfMemory { requested: 304, free: 256, largest_free: 256 })
+        Err(Error::OutOfMemory {
+            requested: 304,
+            free: 256,
+            largest_free: 256
+        })
     );
 }
 
@@ -142,7 +167,13 @@ fn chunk_capacity_is_named() {
     let mut m = mm::<2>(1024, SliceStrategy::Never, DeallocStrategy::Never);
     let _a = m.reserve(16).unwrap();
     let _b = m.reserve(16).unwrap();
-    assert_eq!(m.reserve(16), Err(Error::CapacityExceeded { capacity: Capacity::Chunks, limit: 2 }));
+    assert_eq!(
+        m.reserve(16),
+        Err(Error::CapacityExceeded {
+            capacity: Capacity::Chunks,
+            limit: 2
+        })
+    );
 }
 
 #[test]
@@ -158,12 +189,22 @@ fn stale_binding_is_an_error() {
 
 #[test]
 fn busy_chunks_stay_until_their_jobs_complete() {
-    let mut m = mm::<4>(1024, SliceStrategy::Never, DeallocStrategy::PeriodTick { period: 1 });
+    let mut m = mm::<4>(
+        1024,
+        SliceStrategy::Never,
+        DeallocStrategy::PeriodTick { period: 1 },
+    );
     let a = m.reserve(512).unwrap();
-    m.access_mut(a).unwrap().record_read(Queue::Unit(0), Fence(7));
+    m.access_mut(a)
+        .unwrap()
+        .record_read(Queue::Unit(0), Fence(7));
     m.release(a).unwrap();
     let _b = m.reserve(256).unwrap();
-    assert_eq!(m.stats().deallocations, 0, "a job still reads the freed chunk");
+    assert_eq!(
+        m.stats().deallocations,
+        0,
+        "a job still reads the freed chunk"
+    );
     assert!(m.has_busy_free_chunks());
     m.retire_fences(&mut |f| f == Fence(7));
     let _c = m.reserve(128).unwrap();
@@ -177,7 +218,10 @@ enum Step {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![(1u32..3000).prop_map(Step::Reserve), any::<usize>().prop_map(Step::Release)]
+    prop_oneof![
+        (1u32..3000).prop_map(Step::Reserve),
+        any::<usize>().prop_map(Step::Release)
+    ]
 }
 
 fn strategies() -> impl Strategy<Value = MemoryConfig> {

@@ -3,7 +3,7 @@
 
 use npu_compute::channel::{ComputeChannel, CriticalSectionChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::{Npu, OpKind, OpSet, DType, Op};
+use npu_compute::hal::{DType, Npu, Op, OpKind, OpSet};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
 use npu_compute::server::NpuServer;
 use npu_compute::{Capacity, Error};
@@ -38,18 +38,32 @@ fn f32_ops_end_to_end() {
     let sum = client.empty(16).unwrap();
     let prod = client.empty(16).unwrap();
     let relu = client.empty(16).unwrap();
-    client.execute(Op::AddF32 { len: 4 }, &[&a, &b], &sum).unwrap();
-    client.execute(Op::MulF32 { len: 4 }, &[&sum, &b], &prod).unwrap();
-    client.execute(Op::ReluF32 { len: 4 }, &[&prod], &relu).unwrap();
+    client
+        .execute(Op::AddF32 { len: 4 }, &[&a, &b], &sum)
+        .unwrap();
+    client
+        .execute(Op::MulF32 { len: 4 }, &[&sum, &b], &prod)
+        .unwrap();
+    client
+        .execute(Op::ReluF32 { len: 4 }, &[&prod], &relu)
+        .unwrap();
     // FC: 2x4 input (a; b) times 3x4 weights plus bias.
-    let x = client.create_f32(&[1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 0.0, -1.0]).unwrap();
+    let x = client
+        .create_f32(&[1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 0.0, -1.0])
+        .unwrap();
     let w = client
         .create_f32(&[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
         .unwrap();
     let bias = client.create_f32(&[0.5, -0.5, 10.0]).unwrap();
     let y = client.empty(24).unwrap();
-    let shape = FcShape { batches: 2, in_features: 4, out_features: 3 };
-    client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w, &bias], &y).unwrap();
+    let shape = FcShape {
+        batches: 2,
+        in_features: 4,
+        out_features: 3,
+    };
+    client
+        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w, &bias], &y)
+        .unwrap();
 
     let mut out = [0.0f32; 4];
     client.read_f32(&relu, &mut out).unwrap();
@@ -63,9 +77,18 @@ fn f32_ops_end_to_end() {
 fn int8_ops_match_the_kernels() {
     let channel: RefCellChannel<Server> = RefCellChannel::new(server(SimConfig::default()));
     let client = ComputeClient::new(&channel);
-    let qa = Quant { scale: 0.05, zero_point: -3 };
-    let qb = Quant { scale: 0.1, zero_point: 7 };
-    let qo = Quant { scale: 0.12, zero_point: 1 };
+    let qa = Quant {
+        scale: 0.05,
+        zero_point: -3,
+    };
+    let qb = Quant {
+        scale: 0.1,
+        zero_point: 7,
+    };
+    let qo = Quant {
+        scale: 0.12,
+        zero_point: 1,
+    };
     let a: Vec<i8> = (0..64).map(|i| (i * 37 % 256 - 128) as i8).collect();
     let b: Vec<i8> = (0..64).map(|i| (i * 91 % 256 - 128) as i8).collect();
     let add = int8::AddParams::new(qa, qb, qo, Activation::None).unwrap();
@@ -79,8 +102,26 @@ fn int8_ops_match_the_kernels() {
     let tb = client.create(bytemuck(&b)).unwrap();
     let t_add = client.empty(64).unwrap();
     let t_mul = client.empty(64).unwrap();
-    client.execute(Op::AddI8 { len: 64, params: add }, &[&ta, &tb], &t_add).unwrap();
-    client.execute(Op::MulI8 { len: 64, params: mul }, &[&ta, &tb], &t_mul).unwrap();
+    client
+        .execute(
+            Op::AddI8 {
+                len: 64,
+                params: add,
+            },
+            &[&ta, &tb],
+            &t_add,
+        )
+        .unwrap();
+    client
+        .execute(
+            Op::MulI8 {
+                len: 64,
+                params: mul,
+            },
+            &[&ta, &tb],
+            &t_mul,
+        )
+        .unwrap();
     let mut got = [0u8; 64];
     client.read(&t_add, &mut got).unwrap();
     assert_eq!(bytemuck(&want_add), got);
@@ -99,9 +140,15 @@ fn execute_returns_before_the_job_ends_and_try_read_waits_for_virtual_time() {
     let x = client.create_f32(&[1.0; 64]).unwrap();
     let w = client.create_f32(&[1.0; 64 * 32]).unwrap();
     let y = client.empty(32 * 4).unwrap();
-    let shape = FcShape { batches: 1, in_features: 64, out_features: 32 };
+    let shape = FcShape {
+        batches: 1,
+        in_features: 64,
+        out_features: 32,
+    };
     let t0 = now(&channel);
-    client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y).unwrap();
+    client
+        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)
+        .unwrap();
     assert_eq!(now(&channel), t0, "execute did not wait");
 
     let mut out = [0u8; 128];
@@ -116,39 +163,62 @@ fn execute_returns_before_the_job_ends_and_try_read_waits_for_virtual_time() {
             Err(nb::Error::Other(e)) => panic!("{e:?}"),
         }
     }
-    assert!(polls > 5, "the FC and its transfers take virtual time ({polls} polls)");
+    assert!(
+        polls > 5,
+        "the FC and its transfers take virtual time ({polls} polls)"
+    );
     let values: &[f32] = ::bytemuck::cast_slice(&out);
     assert!(values.iter().all(|&v| v == 64.0));
 }
 
 #[test]
 fn read_waits_only_for_the_producer() {
-    let config = SimConfig { execution_units: 2, ..SimConfig::default() };
+    let config = SimConfig {
+        execution_units: 2,
+        ..SimConfig::default()
+    };
     let channel: RefCellChannel<Server> = RefCellChannel::new(server(config));
     let client = ComputeClient::new(&channel);
     let x = client.create_f32(&[1.0; 256]).unwrap();
     let w = client.create_f32(&[0.5; 256 * 16]).unwrap();
     let big = client.empty(16 * 4).unwrap();
-    let shape = FcShape { batches: 1, in_features: 256, out_features: 16 };
+    let shape = FcShape {
+        batches: 1,
+        in_features: 256,
+        out_features: 16,
+    };
     let a = client.create_f32(&[2.0; 4]).unwrap();
     let small = client.empty(16).unwrap();
     client.sync().unwrap();
-    client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &big).unwrap(); // unit 0, long
-    client.execute(Op::AddF32 { len: 4 }, &[&a, &a], &small).unwrap(); // unit 1, short
+    client
+        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &big)
+        .unwrap(); // unit 0, long
+    client
+        .execute(Op::AddF32 { len: 4 }, &[&a, &a], &small)
+        .unwrap(); // unit 1, short
     let mut out = [0.0f32; 4];
     client.read_f32(&small, &mut out).unwrap();
     assert_eq!(out, [4.0; 4]);
     let after_small = now(&channel);
     client.sync().unwrap();
     let after_all = now(&channel);
-    assert!(after_small < after_all, "read of the short job returned at {after_small}, the long one ends at {after_all}");
+    assert!(
+        after_small < after_all,
+        "read of the short job returned at {after_small}, the long one ends at {after_all}"
+    );
 }
 
 #[test]
 fn released_memory_is_reused_at_once_but_not_overwritten_under_a_reader() {
     // Never deallocate, slice nothing: a released chunk is reused for the next same-size tensor.
-    let config = MemoryConfig { slice: SliceStrategy::Never, dealloc: DeallocStrategy::Never };
-    let sim_config = SimConfig { execution_units: 2, ..SimConfig::default() };
+    let config = MemoryConfig {
+        slice: SliceStrategy::Never,
+        dealloc: DeallocStrategy::Never,
+    };
+    let sim_config = SimConfig {
+        execution_units: 2,
+        ..SimConfig::default()
+    };
     let server: Server = NpuServer::new(sim(sim_config), config).unwrap();
     let channel: RefCellChannel<Server> = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
@@ -156,14 +226,24 @@ fn released_memory_is_reused_at_once_but_not_overwritten_under_a_reader() {
     let w = client.create_f32(&[1.0; 512 * 8]).unwrap();
     let y = client.empty(32).unwrap();
     client.sync().unwrap();
-    let shape = FcShape { batches: 1, in_features: 512, out_features: 8 };
+    let shape = FcShape {
+        batches: 1,
+        in_features: 512,
+        out_features: 8,
+    };
     // A long FC reads x; x is dropped at once and its chunk handed to a new tensor whose upload
     // would corrupt the FC's input if it did not wait for the FC.
-    client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y).unwrap();
+    client
+        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)
+        .unwrap();
     let reused_before = client.memory_stats().unwrap().exact_reuses;
     drop(x);
     let z = client.create_f32(&[100.0; 512]).unwrap();
-    assert_eq!(client.memory_stats().unwrap().exact_reuses, reused_before + 1, "x's chunk was reused");
+    assert_eq!(
+        client.memory_stats().unwrap().exact_reuses,
+        reused_before + 1,
+        "x's chunk was reused"
+    );
     let mut out = [0.0f32; 8];
     client.read_f32(&y, &mut out).unwrap();
     assert_eq!(out, [512.0; 8]);
@@ -175,12 +255,25 @@ fn released_memory_is_reused_at_once_but_not_overwritten_under_a_reader() {
 #[test]
 fn unsupported_ops_run_on_the_cpu() {
     let ops = OpSet::all().without(OpKind::FullyConnected, DType::I8);
-    let channel: RefCellChannel<Server> = RefCellChannel::new(server(SimConfig { ops, ..SimConfig::default() }));
+    let channel: RefCellChannel<Server> = RefCellChannel::new(server(SimConfig {
+        ops,
+        ..SimConfig::default()
+    }));
     let client = ComputeClient::new(&channel);
-    let qi = Quant { scale: 0.02, zero_point: 5 };
-    let qo = Quant { scale: 0.3, zero_point: -10 };
+    let qi = Quant {
+        scale: 0.02,
+        zero_point: 5,
+    };
+    let qo = Quant {
+        scale: 0.3,
+        zero_point: -10,
+    };
     let params = int8::FcParams::new(qi, 0.01, qo, Activation::None).unwrap();
-    let shape = FcShape { batches: 2, in_features: 16, out_features: 4 };
+    let shape = FcShape {
+        batches: 2,
+        in_features: 16,
+        out_features: 4,
+    };
     let x: Vec<i8> = (0..32).map(|i| (i * 13 - 100) as i8).collect();
     let w: Vec<i8> = (0..64).map(|i| (i * 7 % 200 - 100) as i8).collect();
     let bias: Vec<i32> = vec![100, -200, 300, 0];
@@ -191,7 +284,13 @@ fn unsupported_ops_run_on_the_cpu() {
     let tw = client.create(bytemuck(&w)).unwrap();
     let tb = client.create(::bytemuck::cast_slice(&bias)).unwrap();
     let ty = client.empty(8).unwrap();
-    client.execute(Op::FullyConnectedI8 { shape, params }, &[&tx, &tw, &tb], &ty).unwrap();
+    client
+        .execute(
+            Op::FullyConnectedI8 { shape, params },
+            &[&tx, &tw, &tb],
+            &ty,
+        )
+        .unwrap();
     let mut got = [0u8; 8];
     client.read(&ty, &mut got).unwrap();
     assert_eq!(got, bytemuck(&want));
@@ -207,17 +306,40 @@ fn errors_are_typed() {
     let out = client.empty(12).unwrap();
     assert_eq!(
         client.execute(Op::AddF32 { len: 4 }, &[&a, &a], &out),
-        Err(Error::BadOperands { op: OpKind::Add, operand: 3, expected: 16, actual: 12 })
+        Err(Error::BadOperands {
+            op: OpKind::Add,
+            operand: 3,
+            expected: 16,
+            actual: 12
+        })
     );
     assert_eq!(
         client.execute(Op::AddF32 { len: 4 }, &[&a], &out),
-        Err(Error::BadOperands { op: OpKind::Add, operand: 1, expected: 0, actual: 0 })
+        Err(Error::BadOperands {
+            op: OpKind::Add,
+            operand: 1,
+            expected: 0,
+            actual: 0
+        })
     );
-    assert_eq!(client.execute(Op::ReluF32 { len: 4 }, &[&a], &a), Err(Error::OutputAliasesInput { op: OpKind::Relu }));
+    assert_eq!(
+        client.execute(Op::ReluF32 { len: 4 }, &[&a], &a),
+        Err(Error::OutputAliasesInput { op: OpKind::Relu })
+    );
     let mut small = [0u8; 8];
-    assert_eq!(client.read(&a, &mut small), Err(Error::SizeMismatch { expected: 16, actual: 8 }));
+    assert_eq!(
+        client.read(&a, &mut small),
+        Err(Error::SizeMismatch {
+            expected: 16,
+            actual: 8
+        })
+    );
     match client.empty(1 << 20) {
-        Err(Error::OutOfMemory { requested, free, largest_free }) => {
+        Err(Error::OutOfMemory {
+            requested,
+            free,
+            largest_free,
+        }) => {
             assert_eq!(requested, 1 << 20);
             assert!(free <= 65536 && largest_free <= free);
         }
@@ -237,12 +359,21 @@ fn stale_and_foreign_handles_are_errors() {
     assert_eq!(client.read(&b, &mut buf), Err(Error::ForeignHandle));
     // At the server level a raw id from another server, and a released id, are caught too.
     let foreign = b.id();
-    assert_eq!(channel.with(|s| npu_compute::server::ComputeServer::size_of(s, foreign)).unwrap(), Err(Error::ForeignHandle));
+    assert_eq!(
+        channel
+            .with(|s| npu_compute::server::ComputeServer::size_of(s, foreign))
+            .unwrap(),
+        Err(Error::ForeignHandle)
+    );
     let stale = a.id();
     drop(a);
     assert_eq!(
-        channel.with(|s| npu_compute::server::ComputeServer::size_of(s, stale)).unwrap(),
-        Err(Error::StaleHandle { index: stale.index() })
+        channel
+            .with(|s| npu_compute::server::ComputeServer::size_of(s, stale))
+            .unwrap(),
+        Err(Error::StaleHandle {
+            index: stale.index()
+        })
     );
 }
 
@@ -254,7 +385,13 @@ fn handle_capacity_is_named() {
     let client = ComputeClient::new(&channel);
     let _a = client.empty(16).unwrap();
     let _b = client.empty(16).unwrap();
-    assert_eq!(client.empty(16).unwrap_err(), Error::CapacityExceeded { capacity: Capacity::Handles, limit: 2 });
+    assert_eq!(
+        client.empty(16).unwrap_err(),
+        Error::CapacityExceeded {
+            capacity: Capacity::Handles,
+            limit: 2
+        }
+    );
 }
 
 #[test]
@@ -297,11 +434,14 @@ fn dropping_a_handle_while_the_server_is_busy_is_deferred_not_a_panic() {
 
 #[test]
 fn critical_section_channel_runs_the_stack_and_serves_the_interrupt() {
-    let channel: CriticalSectionChannel<Server> = CriticalSectionChannel::new(server(SimConfig::default()));
+    let channel: CriticalSectionChannel<Server> =
+        CriticalSectionChannel::new(server(SimConfig::default()));
     let client = ComputeClient::new(&channel);
     let a = client.create_f32(&[3.0; 8]).unwrap();
     let out = client.empty(32).unwrap();
-    client.execute(Op::MulF32 { len: 8 }, &[&a, &a], &out).unwrap();
+    client
+        .execute(Op::MulF32 { len: 8 }, &[&a, &a], &out)
+        .unwrap();
     // Let virtual time pass the job's end; the "interrupt" retires it without a poll.
     channel.with(|s| s.npu_mut().advance(10_000)).unwrap();
     assert!(channel.with(|s| s.npu().irq_pending()).unwrap());
@@ -326,8 +466,14 @@ fn the_simulated_run_is_deterministic() {
         let x = client.create_f32(&[0.25; 32]).unwrap();
         let w = client.create_f32(&[2.0; 32 * 16]).unwrap();
         let y = client.empty(64).unwrap();
-        let shape = FcShape { batches: 1, in_features: 32, out_features: 16 };
-        client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y).unwrap();
+        let shape = FcShape {
+            batches: 1,
+            in_features: 32,
+            out_features: 16,
+        };
+        client
+            .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)
+            .unwrap();
         let mut out = [0.0f32; 16];
         client.read_f32(&y, &mut out).unwrap();
         (now(&channel), client.memory_stats().unwrap(), out)

@@ -20,12 +20,18 @@ pub struct CriticalSectionChannel<S, const N: usize = 64> {
 }
 
 impl<S: ComputeServer, const N: usize> CriticalSectionChannel<S, N> {
-    const FITS: () = assert!(N >= S::HANDLE_CAPACITY, "channel N must be >= the server's HANDLES");
+    const FITS: () = assert!(
+        N >= S::HANDLE_CAPACITY,
+        "channel N must be >= the server's HANDLES"
+    );
 
     /// A channel to `server`; `const` so it can initialise a `static`.
     pub const fn new(server: S) -> Self {
         let () = Self::FITS;
-        CriticalSectionChannel { server: Mutex::new(RefCell::new(server)), deferred: Mutex::new(Deferred::new()) }
+        CriticalSectionChannel {
+            server: Mutex::new(RefCell::new(server)),
+            deferred: Mutex::new(Deferred::new()),
+        }
     }
 }
 
@@ -34,7 +40,11 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
 
     fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> Result<R, Error> {
         critical_section::with(|cs| {
-            let mut server = self.server.borrow(cs).try_borrow_mut().map_err(|_| Error::ChannelBusy)?;
+            let mut server = self
+                .server
+                .borrow(cs)
+                .try_borrow_mut()
+                .map_err(|_| Error::ChannelBusy)?;
             let deferred = self.deferred.borrow(cs);
             deferred.apply(&mut *server);
             let r = f(&mut server);

@@ -22,7 +22,10 @@ impl<const N: usize> Default for Deferred<N> {
 impl<const N: usize> Deferred<N> {
     /// No deferred change.
     pub const fn new() -> Self {
-        Deferred { slots: [const { Cell::new((None, 0)) }; N], any: Cell::new(false) }
+        Deferred {
+            slots: [const { Cell::new((None, 0)) }; N],
+            any: Cell::new(false),
+        }
     }
 
     /// Record a change of `delta` references to `id`. Returns false if the id's slot is beyond

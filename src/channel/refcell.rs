@@ -22,12 +22,18 @@ pub struct RefCellChannel<S, const N: usize = 64> {
 }
 
 impl<S: ComputeServer, const N: usize> RefCellChannel<S, N> {
-    const FITS: () = assert!(N >= S::HANDLE_CAPACITY, "channel N must be >= the server's HANDLES");
+    const FITS: () = assert!(
+        N >= S::HANDLE_CAPACITY,
+        "channel N must be >= the server's HANDLES"
+    );
 
     /// A channel to `server`.
     pub fn new(server: S) -> Self {
         let () = Self::FITS;
-        RefCellChannel { server: RefCell::new(server), deferred: Deferred::new() }
+        RefCellChannel {
+            server: RefCell::new(server),
+            deferred: Deferred::new(),
+        }
     }
 
     /// Take the server back.
@@ -42,7 +48,10 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for RefCellChannel<S, N> {
     type Server = S;
 
     fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> Result<R, Error> {
-        let mut server = self.server.try_borrow_mut().map_err(|_| Error::ChannelBusy)?;
+        let mut server = self
+            .server
+            .try_borrow_mut()
+            .map_err(|_| Error::ChannelBusy)?;
         self.deferred.apply(&mut *server);
         let r = f(&mut server);
         self.deferred.apply(&mut *server);

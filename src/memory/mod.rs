@@ -232,7 +232,10 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
             config,
             reserves_since_dealloc: 0,
             next_generation: 0,
-            stats: MemoryStats { largest_free, ..MemoryStats::default() },
+            stats: MemoryStats {
+                largest_free,
+                ..MemoryStats::default()
+            },
         })
     }
 
@@ -255,7 +258,10 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         }
         self.stats.in_use += requested;
         self.stats.in_use_peak = self.stats.in_use_peak.max(self.stats.in_use);
-        MemoryBinding { chunk: index as u16, generation }
+        MemoryBinding {
+            chunk: index as u16,
+            generation,
+        }
     }
 
     fn chunk(&self, b: MemoryBinding) -> Result<&Chunk, Error> {
@@ -312,14 +318,21 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     }
 
     fn create_chunk(&mut self, len: u32) -> Result<usize, Error> {
-        let index = self
-            .chunks
-            .iter()
-            .position(Option::is_none)
-            .ok_or(Error::CapacityExceeded { capacity: Capacity::Chunks, limit: CHUNKS as u32 })?;
+        let index =
+            self.chunks
+                .iter()
+                .position(Option::is_none)
+                .ok_or(Error::CapacityExceeded {
+                    capacity: Capacity::Chunks,
+                    limit: CHUNKS as u32,
+                })?;
         let block = self.arena.alloc(len)?;
-        self.chunks[index] =
-            Some(Chunk { block, state: ChunkState::Free, generation: 0, access: Access::default() });
+        self.chunks[index] = Some(Chunk {
+            block,
+            state: ChunkState::Free,
+            generation: 0,
+            access: Access::default(),
+        });
         self.stats.allocations += 1;
         self.stats.reserved += block.len;
         self.stats.reserved_peak = self.stats.reserved_peak.max(self.stats.reserved);
@@ -374,8 +387,14 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         let state = self.chunk(binding)?.state;
         let (next, bytes) = match state {
             ChunkState::Whole { bytes } => (ChunkState::Free, bytes),
-            ChunkState::Slice { bytes, held: true } => (ChunkState::Slice { bytes, held: false }, bytes),
-            _ => return Err(Error::StaleHandle { index: binding.chunk }),
+            ChunkState::Slice { bytes, held: true } => {
+                (ChunkState::Slice { bytes, held: false }, bytes)
+            }
+            _ => {
+                return Err(Error::StaleHandle {
+                    index: binding.chunk,
+                })
+            }
         };
         if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
             c.state = next;
@@ -390,7 +409,10 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
             ChunkState::Free => 0,
         };
-        Ok(Block { offset: c.block.offset, len })
+        Ok(Block {
+            offset: c.block.offset,
+            len,
+        })
     }
 
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {
@@ -398,7 +420,9 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         self.chunks[binding.chunk as usize]
             .as_mut()
             .map(|c| &mut c.access)
-            .ok_or(Error::StaleHandle { index: binding.chunk })
+            .ok_or(Error::StaleHandle {
+                index: binding.chunk,
+            })
     }
 
     fn retire_fences(&mut self, done: &mut dyn FnMut(Fence) -> bool) {
@@ -410,8 +434,10 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
 
     fn has_busy_free_chunks(&self) -> bool {
         self.chunks.iter().flatten().any(|c| {
-            matches!(c.state, ChunkState::Free | ChunkState::Slice { held: false, .. })
-                && !c.access.is_idle()
+            matches!(
+                c.state,
+                ChunkState::Free | ChunkState::Slice { held: false, .. }
+            ) && !c.access.is_idle()
         })
     }
 

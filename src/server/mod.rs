@@ -29,10 +29,10 @@ pub use staging::Staging;
 
 use crate::error::Error;
 use crate::fallback::{run_op, split_operands, OpError};
-use crate::handle::{HandleId, HandleTable};
 use crate::hal::{
     Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, MAX_JOB_INPUTS, MAX_QUEUES,
 };
+use crate::handle::{HandleId, HandleTable};
 use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
 use crate::storage::Block;
 
@@ -113,8 +113,12 @@ fn next_server_tag() -> u16 {
 /// - `M`: the memory manager, by default [`ChunkSliceMemory`] with 64 chunks.
 /// - `HANDLES`: tensors alive at once (default 64).
 /// - `STAGING`: host staging blocks allocated or in flight at once (default 16).
-pub struct NpuServer<H: Npu, M = ChunkSliceMemory<64>, const HANDLES: usize = 64, const STAGING: usize = 16>
-{
+pub struct NpuServer<
+    H: Npu,
+    M = ChunkSliceMemory<64>,
+    const HANDLES: usize = 64,
+    const STAGING: usize = 16,
+> {
     npu: H,
     caps: Capabilities,
     memory: M,
@@ -265,7 +269,9 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             deps: deps.for_queue(Queue::Dma, |f| Self::done(&mut self.npu, f)),
         };
         let fence = self.submit(&job)?;
-        self.memory.access_mut(binding)?.record_write(Queue::Dma, fence);
+        self.memory
+            .access_mut(binding)?
+            .record_write(Queue::Dma, fence);
         self.stats.uploads += 1;
         self.stats.upload_bytes += src.len as u64;
         Ok(fence)
@@ -284,7 +290,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 dst.copy_from_slice(data);
                 Ok(())
             }
-            None => Err(HalError::OutOfBounds { region: src, space_bytes }.into()),
+            None => Err(HalError::OutOfBounds {
+                region: src,
+                space_bytes,
+            }
+            .into()),
         };
         match copied.and_then(|()| self.submit_upload(src, binding)) {
             Ok(fence) => self.staging.free_after(fence, block),
@@ -296,13 +306,20 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     }
 
     /// Queue a download of `binding` into a fresh staging block.
-    fn start_download(&mut self, binding: MemoryBinding, bytes: u32) -> Result<(Fence, Block), Error> {
+    fn start_download(
+        &mut self,
+        binding: MemoryBinding,
+        bytes: u32,
+    ) -> Result<(Fence, Block), Error> {
         let block = self.staging_alloc(bytes)?;
         let mut deps = DepSet::default();
         deps.add_read_of(self.memory.access_mut(binding)?);
         let src = self.device_region(binding)?;
         let job = Job {
-            kind: JobKind::Transfer { src, dst: Region::host(block.offset, bytes) },
+            kind: JobKind::Transfer {
+                src,
+                dst: Region::host(block.offset, bytes),
+            },
             queue: Queue::Dma,
             deps: deps.for_queue(Queue::Dma, |f| Self::done(&mut self.npu, f)),
         };
@@ -313,7 +330,9 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 return Err(e);
             }
         };
-        self.memory.access_mut(binding)?.record_read(Queue::Dma, fence);
+        self.memory
+            .access_mut(binding)?
+            .record_read(Queue::Dma, fence);
         self.stats.downloads += 1;
         self.stats.download_bytes += bytes as u64;
         Ok((fence, block))
@@ -323,10 +342,12 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     fn finish_download(&mut self, block: Block, out: &mut [u8]) -> Result<(), Error> {
         let start = block.offset as usize;
         let host = self.npu.host_memory();
-        let src = host.get(start..start + out.len()).ok_or(HalError::OutOfBounds {
-            region: Region::host(block.offset, out.len() as u32),
-            space_bytes: host.len() as u32,
-        })?;
+        let src = host
+            .get(start..start + out.len())
+            .ok_or(HalError::OutOfBounds {
+                region: Region::host(block.offset, out.len() as u32),
+                space_bytes: host.len() as u32,
+            })?;
         out.copy_from_slice(src);
         self.staging.free(block)
     }
@@ -335,7 +356,10 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     fn download_of(&mut self, id: HandleId, out_len: usize) -> Result<(Fence, Block), Error> {
         let entry = self.handles.get(id)?;
         if out_len != entry.bytes as usize {
-            return Err(Error::SizeMismatch { expected: entry.bytes, actual: out_len as u32 });
+            return Err(Error::SizeMismatch {
+                expected: entry.bytes,
+                actual: out_len as u32,
+            });
         }
         if let Some(pending) = entry.download {
             return Ok(pending);
@@ -407,7 +431,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         }
         deps.add_write_of(self.memory.access_mut(output.binding)?);
         let job = Job {
-            kind: JobKind::Compute { op, inputs: regions, output: self.device_region(output.binding)? },
+            kind: JobKind::Compute {
+                op,
+                inputs: regions,
+                output: self.device_region(output.binding)?,
+            },
             queue,
             deps: deps.for_queue(queue, |f| Self::done(&mut self.npu, f)),
         };
@@ -415,7 +443,9 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         for e in inputs {
             self.memory.access_mut(e.binding)?.record_read(queue, fence);
         }
-        self.memory.access_mut(output.binding)?.record_write(queue, fence);
+        self.memory
+            .access_mut(output.binding)?
+            .record_write(queue, fence);
         self.stats.compute_jobs += 1;
         Ok(())
     }
@@ -456,14 +486,28 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         let out_region = Region::host(out_block.offset, output.bytes);
         let host = self.npu.host_memory();
         let space_bytes = host.len() as u32;
-        let computed = match split_operands(host, (out_block.offset as usize, output.bytes as usize), &ranges) {
+        let computed = match split_operands(
+            host,
+            (out_block.offset as usize, output.bytes as usize),
+            &ranges,
+        ) {
             Some((out, ins)) => run_op(op, &ins, out).map_err(|e| match e {
-                OpError::Kernel(error) => Error::Kernel { op: op.kind(), error },
+                OpError::Kernel(error) => Error::Kernel {
+                    op: op.kind(),
+                    error,
+                },
                 OpError::Misaligned { .. } | OpError::InputCount { .. } => {
-                    Error::Hal(HalError::Misaligned { region: out_region, alignment: self.caps.alignment })
+                    Error::Hal(HalError::Misaligned {
+                        region: out_region,
+                        alignment: self.caps.alignment,
+                    })
                 }
             }),
-            None => Err(HalError::OutOfBounds { region: out_region, space_bytes }.into()),
+            None => Err(HalError::OutOfBounds {
+                region: out_region,
+                space_bytes,
+            }
+            .into()),
         };
         match computed.and_then(|()| self.submit_upload(out_region, output.binding)) {
             Ok(fence) => {
@@ -485,9 +529,15 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
 
     fn empty(&mut self, bytes: u32) -> Result<HandleId, Error> {
         let binding = self.reserve(bytes)?;
-        self.handles.insert(TensorEntry { binding, bytes, download: None }).inspect_err(|_| {
-            let _ = self.memory.release(binding);
-        })
+        self.handles
+            .insert(TensorEntry {
+                binding,
+                bytes,
+                download: None,
+            })
+            .inspect_err(|_| {
+                let _ = self.memory.release(binding);
+            })
     }
 
     fn create(&mut self, data: &[u8]) -> Result<HandleId, Error> {

@@ -19,16 +19,23 @@ pub struct Staging<const STAGING: usize> {
 impl<const STAGING: usize> Staging<STAGING> {
     /// Staging over `size` bytes of host memory aligned to `alignment`.
     pub fn new(size: u32, alignment: u32) -> Result<Self, Error> {
-        Ok(Staging { blocks: ArenaStorage::new(size, alignment)?, pending: heapless::Vec::new() })
+        Ok(Staging {
+            blocks: ArenaStorage::new(size, alignment)?,
+            pending: heapless::Vec::new(),
+        })
     }
 
     /// A block of at least `bytes`, or why not (after the caller has reaped what it could).
     pub fn alloc(&mut self, bytes: u32) -> Result<Block, Error> {
         self.blocks.alloc(bytes).map_err(|e| match e {
-            StorageError::TooManyBlocks { limit } => {
-                Error::CapacityExceeded { capacity: Capacity::StagingBlocks, limit }
-            }
-            _ => Error::StagingExhausted { requested: bytes, largest_free: self.blocks.largest_free() },
+            StorageError::TooManyBlocks { limit } => Error::CapacityExceeded {
+                capacity: Capacity::StagingBlocks,
+                limit,
+            },
+            _ => Error::StagingExhausted {
+                requested: bytes,
+                largest_free: self.blocks.largest_free(),
+            },
         })
     }
 
@@ -43,7 +50,10 @@ impl<const STAGING: usize> Staging<STAGING> {
         // most one of them as pending, so this push cannot fail; report rather than lose it.
         self.pending
             .push((fence, block))
-            .map_err(|_| Error::CapacityExceeded { capacity: Capacity::StagingBlocks, limit: STAGING as u32 })
+            .map_err(|_| Error::CapacityExceeded {
+                capacity: Capacity::StagingBlocks,
+                limit: STAGING as u32,
+            })
     }
 
     /// Whether blocks are waiting for a transfer to finish.

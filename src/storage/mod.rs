@@ -134,10 +134,20 @@ impl<const N: usize> ArenaStorage<N> {
     /// Gaps between live blocks as `(index to insert at, gap)`, in offset order.
     fn gaps(&self) -> impl Iterator<Item = (usize, Block)> + '_ {
         let ends = core::iter::once(0).chain(self.used.iter().map(Block::end));
-        let starts = self.used.iter().map(|b| b.offset).chain(core::iter::once(self.size));
-        ends.zip(starts)
-            .enumerate()
-            .map(|(i, (start, end))| (i, Block { offset: start, len: end - start }))
+        let starts = self
+            .used
+            .iter()
+            .map(|b| b.offset)
+            .chain(core::iter::once(self.size));
+        ends.zip(starts).enumerate().map(|(i, (start, end))| {
+            (
+                i,
+                Block {
+                    offset: start,
+                    len: end - start,
+                },
+            )
+        })
     }
 
     /// The largest contiguous free range.
@@ -161,7 +171,10 @@ impl<const N: usize> ArenaStorage<N> {
         if self.used.is_full() {
             return Err(StorageError::TooManyBlocks { limit: N as u32 });
         }
-        let block = Block { offset: best.1.offset, len };
+        let block = Block {
+            offset: best.1.offset,
+            len,
+        };
         // Cannot fail: capacity was checked above and the index is at most len().
         self.used
             .insert(best.0, block)
@@ -201,12 +214,19 @@ mod tests {
         let b1 = a.alloc(64).unwrap();
         let b2 = a.alloc(32).unwrap();
         let b3 = a.alloc(16).unwrap();
-        assert_eq!([b0.offset, b1.offset, b2.offset, b3.offset], [0, 32, 96, 128]);
+        assert_eq!(
+            [b0.offset, b1.offset, b2.offset, b3.offset],
+            [0, 32, 96, 128]
+        );
         a.dealloc(b1).unwrap(); // gap of 64 at 32
         a.dealloc(b3).unwrap(); // tail gap 144..256 = 112
-        // 48 fits both gaps; the 64-byte gap is the best fit.
+                                // 48 fits both gaps; the 64-byte gap is the best fit.
         assert_eq!(a.alloc(48).unwrap().offset, 32);
-        a.dealloc(Block { offset: 32, len: 48 }).unwrap();
+        a.dealloc(Block {
+            offset: 32,
+            len: 48,
+        })
+        .unwrap();
         a.dealloc(b2).unwrap(); // merges 32..96, 96..128 and the tail
         assert_eq!(a.largest_free(), 256 - 32);
         assert_eq!(a.free_bytes(), 256 - 32);
@@ -217,7 +237,11 @@ mod tests {
         let mut a = ArenaStorage::<2>::new(64, 16).unwrap();
         assert_eq!(
             a.alloc(80),
-            Err(StorageError::OutOfMemory { requested: 80, free: 64, largest_free: 64 })
+            Err(StorageError::OutOfMemory {
+                requested: 80,
+                free: 64,
+                largest_free: 64
+            })
         );
         a.alloc(1).unwrap();
         a.alloc(1).unwrap();
