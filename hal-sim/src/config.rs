@@ -1,0 +1,207 @@
+//! Simulator configuration ([`SimConfig`]) and the cycle model: what every job costs.
+//!
+//! All cost functions are integer-only and total (no panics, no floats): rates of zero are
+//! treated as one here (and rejected by [`SimNpu::new`](crate::SimNpu::new)), and every sum
+//! or product saturates at `u64::MAX` instead of overflowing.
+
+use npu_compute::hal::{Cycles, DType, JobKind, Op, OpKind, OpSet};
+
+use crate::error::SimError;
+
+/// Most execution units a simulator models ([`SimConfig::execution_units`] above this is a
+/// constructor error). It sizes the per-queue arrays (free-at times, busy counters).
+pub const MAX_EXECUTION_UNITS: usize = 8;
+
+/// Queues a simulator tracks: the DMA queue plus up to [`MAX_EXECUTION_UNITS`] units.
+/// Index `0` is [`Queue::Dma`](npu_compute::hal::Queue::Dma), index `1 + n` is
+/// [`Queue::Unit(n)`](npu_compute::hal::Queue::Unit) (see [`queue_index`](crate::queue_index)).
+pub const MAX_QUEUES: usize = MAX_EXECUTION_UNITS + 1;
+
+/// Output-stage cost of one int8 ADD element, in quarter cycles (1.5 cycles).
+pub const ADD_QUARTER_CYCLES_PER_ELEMENT: u64 = 6;
+/// Output-stage cost of one int8 MUL element, in quarter cycles (0.75 cycles).
+pub const MUL_QUARTER_CYCLES_PER_ELEMENT: u64 = 3;
+/// Output-stage cost of one int8 RELU element, in quarter cycles (0.5 cycles).
+pub const RELU_QUARTER_CYCLES_PER_ELEMENT: u64 = 2;
+/// How many times slower f32 runs than int8, for both the MAC array and the output stage
+/// (the datapath is 8-bit; an f32 operation is modelled as four passes).
+pub const F32_SLOWDOWN: u64 = 4;
+
+/// Parameters of the simulated part. `Default` is an Ethos-U55-128-like NPU with one
+/// execution unit on a shared-SRAM system (see each field for its default and where it comes
+/// from).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SimConfig {
+    /// Int8 multiply-accumulates per cycle of one execution unit. Default 128 (Ethos-U55-128).
+    pub macs_per_cycle: u32,
+    /// Execution units (compute queues), 1..=[`MAX_EXECUTION_UNITS`]. Default 1.
+    pub execution_units: u8,
+    /// Bytes per cycle an execution unit reads and writes device memory. Default 8 (a 64-bit
+    /// AXI port to shared SRAM, as in Vela's default `Shared_Sram` memory mode).
+    pub sram_bytes_per_cycle: u32,
+    /// Bytes per cycle of the DMA engine. Default 8 (same 64-bit port).
+    pub dma_bytes_per_cycle: u32,
+    /// Fixed cost of every compute job, in cycles. Default 64: an estimate of the command
+    /// stream prologue of one operation (a few dozen one-cycle register writes of the
+    /// operation's configuration) plus filling and draining the MAC/output pipeline. It makes
+    /// many tiny jobs measurably worse than a few large ones, as on hardware.
+    pub job_overhead_cycles: u32,
+    /// Fixed cost of every transfer, in cycles. Default 32 (the SRAM read/write latency of
+    /// Vela's default system configurations).
+    pub dma_overhead_cycles: u32,
+    /// Required alignment of memory bases and region offsets, in bytes: a power of two, at
+    /// least 4 (so that an aligned region can be viewed as `f32`/`i32`). Default 16 (Ethos-U).
+    pub alignment: u32,
+    /// Operators and dtypes the simulated NPU accepts. Default [`OpSet::all()`].
+    pub ops: OpSet,
+    /// Reported as [`Capabilities::reads_flash`](npu_compute::hal::Capabilities::reads_flash).
+    /// Default `true`. (The simulator itself only addresses its two memories.)
+    pub reads_flash: bool,
+}
+
+impl SimConfig {
+    /// The default configuration as a constant (usable in `static` initialisers).
+    pub const ETHOS_U55_128: SimConfig = SimConfig {
+        macs_per_cycle: 128,
+        execution_units: 1,
+        sram_bytes_per_cycle: 8,
+        dma_bytes_per_cycle: 8,
+        job_overhead_cycles: 64,
+        dma_overhead_cycles: 32,
+        alignment: 16,
+        ops: OpSet::all(),
+        reads_flash: true,
+    };
+
+    /// Checks the configuration on its own (memories are checked by
+    /// [`SimNpu::new`](crate::SimNpu::new)).
+    ///
+    /// # Errors
+    /// [`SimError::BadAlignment`], [`SimError::NoExecutionUnits`],
+    /// [`SimError::TooManyExecutionUnits`] or [`SimError::ZeroRate`].
+    pub fn validate(&self) -> Result<(), SimError> {
+        if !self.alignment.is_power_of_two() || self.alignment < 4 {
+            return Err(SimError::BadAlignment {
+                alignment: self.alignment,
+            });
+        }
+        if self.execution_units == 0 {
+            return Err(SimError::NoExecutionUnits);
+        }
+        if usize::from(self.execution_units) > MAX_EXECUTION_UNITS {
+            return Err(SimError::TooManyExecutionUnits {
+                units: self.execution_units,
+                max: MAX_EXECUTION_UNITS as u8,
+            });
+        }
+        let rates = [
+            (self.macs_per_cycle, "macs_per_cycle"),
+            (self.sram_bytes_per_cycle, "sram_bytes_per_cycle"),
+            (self.dma_bytes_per_cycle, "dma_bytes_per_cycle"),
+        ];
+        for (rate, parameter) in rates {
+            if rate == 0 {
+                return Err(SimError::ZeroRate { parameter });
+            }
+        }
+        Ok(())
+    }
+
+    /// Cycles of a transfer of `bytes` bytes:
+    /// `max(1, dma_overhead_cycles + ceil(bytes / dma_bytes_per_cycle))`.
+    pub fn transfer_cost(&self, bytes: u32) -> Cycles {
+        let stream = u64::from(bytes).div_ceil(u64::from(self.dma_bytes_per_cycle.max(1)));
+        u64::from(self.dma_overhead_cycles)
+            .saturating_add(stream)
+            .max(1)
+    }
+
+    /// Compute-bound cycles of an operator (without overhead and memory traffic):
+    ///
+    /// - fully connected: `ceil(macs * r / macs_per_cycle)`, `r` = 1 for int8 and
+    ///   [`F32_SLOWDOWN`] for f32;
+    /// - elementwise: `ceil(elements * q * r / 4)` with `q` the per-element cost in quarter
+    ///   cycles ([`ADD_QUARTER_CYCLES_PER_ELEMENT`], [`MUL_QUARTER_CYCLES_PER_ELEMENT`],
+    ///   [`RELU_QUARTER_CYCLES_PER_ELEMENT`]) and `r` as above. Elementwise ops run in the
+    ///   output stage, so their cost does not scale with `macs_per_cycle`.
+    pub fn compute_cycles(&self, op: &Op) -> Cycles {
+        let rate = match op.dtype() {
+            DType::F32 => F32_SLOWDOWN,
+            DType::I8 => 1,
+        };
+        let quarter = match op.kind() {
+            OpKind::Add => ADD_QUARTER_CYCLES_PER_ELEMENT,
+            OpKind::Mul => MUL_QUARTER_CYCLES_PER_ELEMENT,
+            OpKind::Relu => RELU_QUARTER_CYCLES_PER_ELEMENT,
+            OpKind::FullyConnected => {
+                let macs = fc_macs(op).saturating_mul(rate);
+                return macs.div_ceil(u64::from(self.macs_per_cycle.max(1)));
+            }
+        };
+        elements(op)
+            .saturating_mul(quarter)
+            .saturating_mul(rate)
+            .div_ceil(4)
+    }
+
+    /// Memory-bound cycles of a compute job moving `bytes` bytes (inputs plus output) through
+    /// the execution unit's SRAM port: `ceil(bytes / sram_bytes_per_cycle)`.
+    pub fn memory_cycles(&self, bytes: u64) -> Cycles {
+        bytes.div_ceil(u64::from(self.sram_bytes_per_cycle.max(1)))
+    }
+
+    /// Cycles of a compute job whose regions total `io_bytes` (every input plus the output):
+    /// `max(1, job_overhead_cycles + max(compute_cycles(op), memory_cycles(io_bytes)))`
+    /// (compute and memory traffic overlap; the slower one bounds the job).
+    pub fn compute_cost(&self, op: &Op, io_bytes: u64) -> Cycles {
+        let body = self.compute_cycles(op).max(self.memory_cycles(io_bytes));
+        u64::from(self.job_overhead_cycles)
+            .saturating_add(body)
+            .max(1)
+    }
+
+    /// Cycles of a job as the simulator schedules it ([`transfer_cost`](Self::transfer_cost)
+    /// of `src.len` or [`compute_cost`](Self::compute_cost) over the job's regions).
+    /// Always at least 1, so a job always ends strictly after it starts.
+    pub fn job_cost(&self, kind: &JobKind) -> Cycles {
+        match kind {
+            JobKind::Transfer { src, .. } => self.transfer_cost(src.len),
+            JobKind::Compute { op, inputs, output } => {
+                let io = inputs.iter().fold(u64::from(output.len), |acc, r| {
+                    acc.saturating_add(u64::from(r.len))
+                });
+                self.compute_cost(op, io)
+            }
+        }
+    }
+}
+
+impl Default for SimConfig {
+    /// [`SimConfig::ETHOS_U55_128`].
+    fn default() -> Self {
+        Self::ETHOS_U55_128
+    }
+}
+
+/// Multiply-accumulates of a fully connected op without the `u64` overflow of `Op::macs`
+/// on unvalidated shapes (saturates instead).
+fn fc_macs(op: &Op) -> u64 {
+    match *op {
+        Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => {
+            u64::from(shape.batches)
+                .saturating_mul(u64::from(shape.in_features))
+                .saturating_mul(u64::from(shape.out_features))
+        }
+        _ => 0,
+    }
+}
+
+/// Elements of an elementwise op (0 for fully connected, which is costed by MACs).
+fn elements(op: &Op) -> u64 {
+    match *op {
+        Op::AddF32 { len } | Op::MulF32 { len } | Op::ReluF32 { len } => u64::from(len),
+        Op::AddI8 { len, .. } | Op::MulI8 { len, .. } | Op::ReluI8 { len, .. } => u64::from(len),
+        Op::FullyConnectedF32 { .. } | Op::FullyConnectedI8 { .. } => 0,
+    }
+}

@@ -1,0 +1,679 @@
+//! A deterministic software NPU implementing [`npu_compute::hal::Npu`].
+//!
+//! `npu-sim` lets the compute server, its tests and its benchmarks run without hardware, on
+//! the host or on a microcontroller (it is `no_std`, heap-free and free of `unsafe`). It is
+//! not a functional shortcut: it keeps the asynchrony, the queues, the dependencies and the
+//! failure modes of a real NPU so that code which works on it works on hardware.
+//!
+//! # Design
+//!
+//! ## Virtual clock
+//!
+//! The simulator has a clock, [`SimNpu::now`](npu_compute::hal::Npu::now), counted in
+//! virtual cycles. Nothing reads wall-clock time, and time moves only when the caller says so:
+//!
+//! - [`SimNpu::advance`] — the host CPU did `cycles` of other work;
+//! - [`Npu::wait_for_event`] — the CPU sleeps (`WFI`) until the earliest in-flight job ends:
+//!   the clock jumps there (or stays, if that end has already passed or nothing is in flight);
+//! - [`SimNpu::run_until_idle`] — the clock jumps to the last in-flight end and everything
+//!   retires.
+//!
+//! [`Npu::poll`], [`Npu::submit`] and [`Npu::on_interrupt`] never move the clock, so a test
+//! can stop at the cycle before a job's end and observe that the job is not done.
+//!
+//! ## Scheduling
+//!
+//! There is one queue per execution unit ([`Queue::Unit`]) plus the DMA queue
+//! ([`Queue::Dma`]). When a job is submitted its whole schedule is fixed at once:
+//!
+//! ```text
+//! start = max(now, free_at[queue], end of every dependency still in flight)
+//! end   = start + cost            (cost >= 1, see the cycle model)
+//! free_at[queue] = end
+//! ```
+//!
+//! So jobs on one queue run back to back in submission order, jobs on different queues
+//! overlap, and a dependency on another queue delays the start. A real driver does the same
+//! with its per-core job queue and IRQ chaining.
+//!
+//! ## Effects at retire
+//!
+//! A job's effect on memory (the copy of a transfer, the output of an operator) is applied
+//! when the job *retires*, not when it is submitted. [`SimNpu::retire_ready`] retires, one at
+//! a time, the in-flight job with the smallest `(end, fence)` among those with `end <= now`.
+//! Retiring happens in [`Npu::poll`], [`Npu::on_interrupt`], [`SimNpu::run_until_idle`],
+//! [`SimNpu::retire_ready`] and, only when the in-flight table is full, in [`Npu::submit`]
+//! (like a driver that checks the hardware status before refusing a job).
+//!
+//! Results therefore appear in memory only once virtual time has passed a job's end *and*
+//! the host polled or serviced the interrupt — as on hardware, where a finished job is
+//! visible to the CPU only after the IRQ handler has invalidated the cache over its output.
+//! A server that reads an output before its fence completes reads stale bytes here too.
+//!
+//! Retiring in `(end, fence)` order respects dependencies: a dependency ends at or before its
+//! dependent's start, which is strictly before the dependent's end. Inputs are sampled at
+//! retire, so writing a staging buffer before its transfer's fence completes changes what is
+//! transferred (the race it is on hardware, made deterministic).
+//!
+//! A job whose dependency failed does not run: it fails with [`CODE_DEPENDENCY_FAILED`], so
+//! polling the last fence of a chain reports a failure anywhere in it.
+//!
+//! ## Cycle model
+//!
+//! Integer arithmetic only, every division rounded up, every result at least 1 (see
+//! [`SimConfig`] for the parameters and their Ethos-U55-128 defaults):
+//!
+//! ```text
+//! transfer(len)   = dma_overhead_cycles + ceil(len / dma_bytes_per_cycle)
+//! compute job     = job_overhead_cycles + max(compute, memory)
+//!   memory        = ceil((sum of input bytes + output bytes) / sram_bytes_per_cycle)
+//!   compute, FC   = ceil(macs * r / macs_per_cycle)             r = 1 (int8), 4 (f32)
+//!   compute, elem = ceil(elements * q * r / 4)                  q in quarter cycles:
+//!                   Add q = 6 (1.5 cycles), Mul q = 3 (0.75), ReLU q = 2 (0.5)
+//! ```
+//!
+//! `macs = batches * in_features * out_features`. The MAC array is 8-bit, so f32 runs at a
+//! quarter of the int8 rate, in the MAC array and in the output stage alike. Elementwise ops
+//! run in the output stage, so their cost does not depend on `macs_per_cycle`. The same
+//! functions are public on [`SimConfig`] ([`SimConfig::job_cost`] and friends) so tests and
+//! benchmarks can predict schedules.
+//!
+//! ## Determinism
+//!
+//! The schedule is a pure function of the configuration and the sequence of calls (submits,
+//! advances, polls): no wall clock, no randomness, no floats in timing, no hash maps, ties
+//! broken by fence. Two runs with the same calls produce identical memory, traces and
+//! [`SimStats`]. Kernel results are those of `npu-kernels` (bit-exact with TFLM).
+//!
+//! ## Memory
+//!
+//! The simulator borrows two caller-owned byte slices for its lifetime: the device arena
+//! ([`Space::Device`]) and DMA-capable host memory ([`Space::Host`]). Both must start on
+//! [`SimConfig::alignment`] (use [`AlignedMemory`]) and be at most `u32::MAX` bytes. Compute
+//! jobs work on device memory only; transfers copy host↔device or device↔device.
+//!
+//! # Example
+//!
+//! ```
+//! use npu_compute::hal::{Fence, Job, JobKind, Npu, Queue, Region};
+//! use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+//!
+//! let mut device = AlignedMemory::<256>::new();
+//! let mut host = AlignedMemory::<256>::new();
+//! let mut npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default())?;
+//!
+//! npu.host_memory()[..4].copy_from_slice(&[1, 2, 3, 4]);
+//! let job = Job {
+//!     kind: JobKind::Transfer { src: Region::host(0, 16), dst: Region::device(0, 16) },
+//!     queue: Queue::Dma,
+//!     deps: heapless::Vec::new(),
+//! };
+//! let fence = npu.submit(&job).unwrap();
+//! assert_eq!(npu.poll(fence), Err(nb::Error::WouldBlock)); // no time has passed
+//! while npu.poll(fence) == Err(nb::Error::WouldBlock) {
+//!     npu.wait_for_event();
+//! }
+//! assert_eq!(npu.now(), 32 + 2); // dma_overhead + 16 bytes / 8 bytes per cycle
+//! assert_eq!(&npu.device_memory()[..4], &[1, 2, 3, 4]);
+//! # Ok::<(), npu_sim::SimError>(())
+//! ```
+//!
+//! # Features
+//!
+//! - `std`: host extras (the `npu-sim` command line). The library itself never needs it.
+//! - `defmt`: derives `defmt::Format` on the public types.
+
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(all(test, not(feature = "std")))]
+extern crate std;
+
+mod config;
+mod error;
+pub mod exec;
+mod failures;
+mod memory;
+mod stats;
+mod trace;
+#[cfg(feature = "std")]
+pub mod workloads;
+
+pub use config::{
+    SimConfig, ADD_QUARTER_CYCLES_PER_ELEMENT, F32_SLOWDOWN, MAX_EXECUTION_UNITS, MAX_QUEUES,
+    MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
+};
+pub use error::SimError;
+pub use exec::{
+    kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
+    CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW, CODE_USER_BASE,
+};
+pub use failures::FAILED_RECORD_CAPACITY;
+pub use memory::AlignedMemory;
+pub use stats::{queue_index, SimStats};
+pub use trace::{TraceEntry, TraceKind};
+
+use npu_compute::hal::{
+    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space,
+    MAX_JOB_DEPS, MAX_JOB_INPUTS,
+};
+
+use failures::FailedRing;
+use trace::TraceRing;
+
+/// A job accepted by `submit` and not yet retired.
+#[derive(Debug)]
+struct InFlight {
+    fence: Fence,
+    queue: Queue,
+    kind: JobKind,
+    start: Cycles,
+    end: Cycles,
+    /// Dependencies that were still in flight at submit (to propagate their failure).
+    deps: heapless::Vec<Fence, MAX_JOB_DEPS>,
+    /// A dependency failed: the job will not run and fails with `CODE_DEPENDENCY_FAILED`.
+    dep_failed: bool,
+}
+
+/// The simulated NPU.
+///
+/// `JOBS` is the in-flight capacity (1..=`u16::MAX`; default 32): one more job is refused
+/// with [`HalError::QueueFull`]. The in-flight table lives inside the struct (no heap); each
+/// slot holds one [`JobKind`], its schedule and its in-flight dependencies: about 216 bytes on
+/// 32-bit targets, so the default `SimNpu<'_, 32>` is about 7.5 KiB (size `JOBS` to fit).
+///
+/// See the [crate documentation](crate) for the model.
+#[derive(Debug)]
+pub struct SimNpu<'a, const JOBS: usize = 32> {
+    device: &'a mut [u8],
+    host: &'a mut [u8],
+    config: SimConfig,
+    now: Cycles,
+    next_fence: u64,
+    in_flight: heapless::Vec<InFlight, JOBS>,
+    /// When each queue (by `queue_index`) finishes its last scheduled job.
+    free_at: [Cycles; MAX_QUEUES],
+    failed: FailedRing,
+    stats: SimStats,
+    trace: TraceRing<'a>,
+    inject: Option<u32>,
+}
+
+impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
+    /// A simulator over `device` (the NPU arena, [`Space::Device`]) and `host` (DMA-capable
+    /// host memory, [`Space::Host`]), at cycle 0 with nothing in flight and no trace.
+    ///
+    /// # Errors
+    /// - [`SimError::BadAlignment`] if `config.alignment` is not a power of two >= 4;
+    /// - [`SimError::NoExecutionUnits`] / [`SimError::TooManyExecutionUnits`] if
+    ///   `config.execution_units` is 0 or above [`MAX_EXECUTION_UNITS`];
+    /// - [`SimError::ZeroRate`] if a throughput parameter is 0;
+    /// - [`SimError::BadJobCapacity`] if `JOBS` is 0 or above `u16::MAX`;
+    /// - [`SimError::MemoryTooLarge`] if a memory exceeds `u32::MAX` bytes;
+    /// - [`SimError::MisalignedMemory`] if a non-empty memory does not start on
+    ///   `config.alignment` (the `f32`/`i32` views of regions need it).
+    pub fn new(
+        device: &'a mut [u8],
+        host: &'a mut [u8],
+        config: SimConfig,
+    ) -> Result<Self, SimError> {
+        config.validate()?;
+        if JOBS == 0 || JOBS > usize::from(u16::MAX) {
+            return Err(SimError::BadJobCapacity { jobs: JOBS });
+        }
+        for (space, mem) in [(Space::Device, &*device), (Space::Host, &*host)] {
+            if u32::try_from(mem.len()).is_err() {
+                return Err(SimError::MemoryTooLarge { space });
+            }
+            // An empty slice may have any (dangling) address; nothing can be viewed in it.
+            if !mem.is_empty() && (mem.as_ptr() as usize) % (config.alignment as usize) != 0 {
+                return Err(SimError::MisalignedMemory {
+                    space,
+                    alignment: config.alignment,
+                });
+            }
+        }
+        Ok(SimNpu {
+            device,
+            host,
+            config,
+            now: 0,
+            next_fence: 0,
+            in_flight: heapless::Vec::new(),
+            free_at: [0; MAX_QUEUES],
+            failed: FailedRing::new(),
+            stats: SimStats::default(),
+            trace: TraceRing::default(),
+            inject: None,
+        })
+    }
+
+    /// Records a [`TraceEntry`] for every job that retires from now on into `buf`,
+    /// overwriting the oldest entry when full (replaces any earlier trace storage).
+    pub fn with_trace(mut self, buf: &'a mut [TraceEntry]) -> Self {
+        self.trace = TraceRing::new(buf);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// Moves the clock forward by `cycles` (the host CPU doing other work). Retires nothing:
+    /// finished jobs take effect at the next poll or interrupt.
+    pub fn advance(&mut self, cycles: Cycles) {
+        self.now = self.now.saturating_add(cycles);
+    }
+
+    /// Retires every in-flight job whose end is at or before [`now`](Npu::now), in
+    /// `(end, fence)` order, applying its effect to memory. Returns how many retired.
+    pub fn retire_ready(&mut self) -> usize {
+        let mut retired = 0;
+        while let Some(index) = self.next_ready() {
+            let job = self.in_flight.swap_remove(index);
+            self.retire(job);
+            retired += 1;
+        }
+        retired
+    }
+
+    /// Advances the clock to the last in-flight end (if later than now) and retires
+    /// everything. Returns the clock.
+    pub fn run_until_idle(&mut self) -> Cycles {
+        if let Some(last) = self.in_flight.iter().map(|j| j.end).max() {
+            self.now = self.now.max(last);
+        }
+        self.retire_ready();
+        self.now
+    }
+
+    /// Whether a real NPU would be raising its completion interrupt: some in-flight job has
+    /// ended (`end <= now`) but has not been retired. [`Npu::on_interrupt`] clears it.
+    pub fn irq_pending(&self) -> bool {
+        self.in_flight.iter().any(|j| j.end <= self.now)
+    }
+
+    /// The earliest end among in-flight jobs (what [`Npu::wait_for_event`] jumps to), or
+    /// `None` if nothing is in flight.
+    pub fn next_event(&self) -> Option<Cycles> {
+        self.in_flight.iter().map(|j| j.end).min()
+    }
+
+    /// Jobs submitted and not yet retired.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The scheduled `(start, end)` of an in-flight job; `None` once it retired (or if the
+    /// fence was never issued).
+    pub fn scheduled(&self, fence: Fence) -> Option<(Cycles, Cycles)> {
+        self.in_flight
+            .iter()
+            .find(|j| j.fence == fence)
+            .map(|j| (j.start, j.end))
+    }
+
+    /// Counters since construction.
+    pub fn stats(&self) -> SimStats {
+        self.stats
+    }
+
+    /// Device memory (the arena), for tests and tools to inspect.
+    ///
+    /// A real NPU's arena is not CPU-visible through the HAL (the CPU could alias memory the
+    /// NPU owns, with stale caches); the compute server never uses this. It shows the state
+    /// as of the last retire: jobs that have not retired have no effect yet.
+    pub fn device_memory(&self) -> &[u8] {
+        self.device
+    }
+
+    /// Device memory, mutably, for tests to preload or corrupt (see
+    /// [`device_memory`](Self::device_memory); not part of the HAL).
+    pub fn device_memory_mut(&mut self) -> &mut [u8] {
+        self.device
+    }
+
+    /// Fault injection: the next compute job that runs (at retire) fails with `code`
+    /// (reported as [`HalError::JobFailed`]) and does not write its output. Jobs skipped
+    /// because a dependency failed do not consume it. Calling it again replaces the code.
+    pub fn fail_next_compute_job(&mut self, code: u32) {
+        self.inject = Some(code);
+    }
+
+    /// The recorded trace, oldest entry first (empty without [`with_trace`](Self::with_trace)).
+    pub fn trace(&self) -> impl Iterator<Item = TraceEntry> + '_ {
+        self.trace.iter()
+    }
+
+    /// Entries in the trace (at most the storage's length).
+    pub fn trace_len(&self) -> usize {
+        self.trace.len()
+    }
+
+    /// Trace entries overwritten because the storage was full, since the last
+    /// [`clear_trace`](Self::clear_trace).
+    pub fn trace_overwritten(&self) -> u64 {
+        self.trace.overwritten()
+    }
+
+    /// Forgets the recorded trace (keeps the storage).
+    pub fn clear_trace(&mut self) {
+        self.trace.clear();
+    }
+
+    /// Index of the in-flight job to retire next: smallest `(end, fence)` with `end <= now`.
+    fn next_ready(&self) -> Option<usize> {
+        self.in_flight
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| j.end <= self.now)
+            .min_by_key(|(_, j)| (j.end, j.fence))
+            .map(|(i, _)| i)
+    }
+
+    /// Applies a job's effect and records its outcome.
+    fn retire(&mut self, job: InFlight) {
+        let outcome = if job.dep_failed {
+            Err(CODE_DEPENDENCY_FAILED)
+        } else {
+            match &job.kind {
+                JobKind::Transfer { src, dst } => {
+                    memory::transfer(self.device, self.host, src, dst)
+                }
+                JobKind::Compute { op, inputs, output } => match self.inject.take() {
+                    Some(code) => Err(code),
+                    None => exec::run_compute(op, self.device, inputs, output),
+                },
+            }
+        };
+
+        if let Some(busy) = queue_index(job.queue).and_then(|i| self.stats.busy_cycles.get_mut(i)) {
+            *busy = busy.saturating_add(job.end - job.start);
+        }
+        match outcome {
+            Ok(()) => {
+                self.stats.jobs_completed += 1;
+                match &job.kind {
+                    JobKind::Transfer { src, .. } => {
+                        self.stats.transfers += 1;
+                        self.stats.transfer_bytes += u64::from(src.len);
+                    }
+                    JobKind::Compute { op, .. } => {
+                        self.stats.macs = self.stats.macs.saturating_add(op.macs());
+                    }
+                }
+            }
+            Err(code) => {
+                self.stats.jobs_failed += 1;
+                if self.failed.record(job.fence, code) {
+                    self.stats.failures_forgotten += 1;
+                }
+                for other in self.in_flight.iter_mut() {
+                    if other.deps.contains(&job.fence) {
+                        other.dep_failed = true;
+                    }
+                }
+            }
+        }
+
+        let kind = match &job.kind {
+            JobKind::Transfer { src, dst } => TraceKind::Transfer {
+                from: src.space,
+                to: dst.space,
+                bytes: src.len,
+            },
+            JobKind::Compute { op, .. } => TraceKind::Compute {
+                op: op.kind(),
+                dtype: op.dtype(),
+            },
+        };
+        self.trace.record(TraceEntry {
+            fence: job.fence,
+            queue: job.queue,
+            kind,
+            start: job.start,
+            end: job.end,
+            failure: outcome.err(),
+        });
+    }
+
+    /// Length in bytes of a memory (at most `u32::MAX`, checked at construction).
+    fn space_len(&self, space: Space) -> usize {
+        match space {
+            Space::Device => self.device.len(),
+            Space::Host => self.host.len(),
+        }
+    }
+
+    fn check_region(&self, region: &Region) -> Result<(), HalError> {
+        memory::check_region(region, self.space_len(region.space), self.config.alignment)
+    }
+
+    /// Full validation of a job (everything but capacity), in this order: queue, dependencies,
+    /// then the kind's checks.
+    fn validate(&self, job: &Job) -> Result<(), HalError> {
+        if let Queue::Unit(unit) = job.queue {
+            if unit >= self.config.execution_units {
+                return Err(HalError::NoSuchUnit {
+                    unit,
+                    units: self.config.execution_units,
+                });
+            }
+        }
+        if let Some(dep) = job.deps.iter().find(|d| d.0 >= self.next_fence) {
+            return Err(HalError::UnknownFence(*dep));
+        }
+        match &job.kind {
+            JobKind::Transfer { src, dst } => self.validate_transfer(src, dst),
+            JobKind::Compute { op, inputs, output } => {
+                self.validate_compute(job.queue, op, inputs, output)
+            }
+        }
+    }
+
+    /// Transfer checks: not host→host (`WrongSpace` on `dst`), both regions in bounds and
+    /// aligned, equal lengths (`WrongSpace` on `dst`), no overlap (`Overlap { operand: 0 }`).
+    fn validate_transfer(&self, src: &Region, dst: &Region) -> Result<(), HalError> {
+        if src.space == Space::Host && dst.space == Space::Host {
+            return Err(HalError::WrongSpace { region: *dst });
+        }
+        self.check_region(src)?;
+        self.check_region(dst)?;
+        if src.len != dst.len {
+            return Err(HalError::WrongSpace { region: *dst });
+        }
+        if src.overlaps(dst) {
+            return Err(HalError::Overlap { operand: 0 });
+        }
+        Ok(())
+    }
+
+    /// Compute checks, in order: runs on an execution unit and the op is in `config.ops`
+    /// (`Unsupported`); sizes fit `u32` (`BadLength` on the output with `expected: u32::MAX`
+    /// otherwise); every region (inputs, then output) is device memory (`WrongSpace`), in
+    /// bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of inputs and every
+    /// length match [`Op::operand_bytes`] (`BadLength`: a missing input has `actual: 0`, an
+    /// extra one `expected: 0`); the output overlaps no input (`Overlap`).
+    fn validate_compute(
+        &self,
+        queue: Queue,
+        op: &Op,
+        inputs: &[Region],
+        output: &Region,
+    ) -> Result<(), HalError> {
+        let unsupported = HalError::Unsupported {
+            op: op.kind(),
+            dtype: op.dtype(),
+        };
+        if queue == Queue::Dma || !self.config.ops.contains(op.kind(), op.dtype()) {
+            return Err(unsupported);
+        }
+        let out_operand = MAX_JOB_INPUTS as u8;
+        let Some((expected, out_bytes)) = op.operand_bytes(inputs.len() == 3) else {
+            return Err(HalError::BadLength {
+                operand: out_operand,
+                expected: u32::MAX,
+                actual: output.len,
+            });
+        };
+        for region in inputs.iter().chain(core::iter::once(output)) {
+            if region.space != Space::Device {
+                return Err(HalError::WrongSpace { region: *region });
+            }
+            self.check_region(region)?;
+        }
+        for (i, want) in expected.iter().enumerate() {
+            let have = inputs.get(i).map(|r| r.len);
+            let mismatch = match (*want, have) {
+                (Some(e), Some(a)) if e != a => Some((e, a)),
+                (Some(e), None) => Some((e, 0)),
+                (None, Some(a)) => Some((0, a)),
+                _ => None,
+            };
+            if let Some((expected, actual)) = mismatch {
+                return Err(HalError::BadLength {
+                    operand: i as u8,
+                    expected,
+                    actual,
+                });
+            }
+        }
+        if inputs.len() > MAX_JOB_INPUTS {
+            // Unreachable with the HAL's `heapless::Vec<_, MAX_JOB_INPUTS>`; kept for safety.
+            return Err(HalError::BadLength {
+                operand: out_operand,
+                expected: 0,
+                actual: 0,
+            });
+        }
+        if output.len != out_bytes {
+            return Err(HalError::BadLength {
+                operand: out_operand,
+                expected: out_bytes,
+                actual: output.len,
+            });
+        }
+        if let Some(i) = inputs.iter().position(|r| r.overlaps(output)) {
+            return Err(HalError::Overlap { operand: i as u8 });
+        }
+        Ok(())
+    }
+}
+
+impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
+    /// Derived from the configuration and the memories; `max_in_flight = JOBS`.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            device_memory_bytes: u32::try_from(self.device.len()).unwrap_or(u32::MAX),
+            host_memory_bytes: u32::try_from(self.host.len()).unwrap_or(u32::MAX),
+            alignment: self.config.alignment,
+            execution_units: self.config.execution_units,
+            max_in_flight: u16::try_from(JOBS).unwrap_or(u16::MAX),
+            ops: self.config.ops,
+            reads_flash: self.config.reads_flash,
+        }
+    }
+
+    /// Validates the job (see the crate docs for the order of checks), schedules it and
+    /// returns its fence (fences count up from `Fence(0)`). Never moves the clock. If the
+    /// in-flight table is full it first retires finished jobs, then refuses with
+    /// [`HalError::QueueFull`] if none had finished. A transfer may run on any queue (an
+    /// execution unit's command stream can copy too); a compute job on [`Queue::Dma`] is
+    /// [`HalError::Unsupported`].
+    fn submit(&mut self, job: &Job) -> Result<Fence, HalError> {
+        self.validate(job)?;
+        let capacity = u16::try_from(JOBS).unwrap_or(u16::MAX);
+        if self.in_flight.is_full() {
+            self.retire_ready();
+            if self.in_flight.is_full() {
+                return Err(HalError::QueueFull { capacity });
+            }
+        }
+        // 2^64 fences cannot be issued in practice; refuse rather than reuse one.
+        let Some(next) = self.next_fence.checked_add(1) else {
+            return Err(HalError::QueueFull { capacity });
+        };
+        let Some(q) = queue_index(job.queue) else {
+            // Unreachable: units are validated against `execution_units <= MAX_EXECUTION_UNITS`.
+            let unit = if let Queue::Unit(u) = job.queue { u } else { 0 };
+            return Err(HalError::NoSuchUnit {
+                unit,
+                units: self.config.execution_units,
+            });
+        };
+        let fence = Fence(self.next_fence);
+
+        let mut start = self.now.max(self.free_at[q]);
+        let mut deps = heapless::Vec::new();
+        let mut dep_failed = false;
+        for dep in &job.deps {
+            if let Some(d) = self.in_flight.iter().find(|j| j.fence == *dep) {
+                start = start.max(d.end);
+                dep_failed |= d.dep_failed;
+                let _ = deps.push(*dep); // at most MAX_JOB_DEPS
+            } else if self.failed.code_of(*dep).is_some() {
+                dep_failed = true;
+            }
+        }
+        let end = start.saturating_add(self.config.job_cost(&job.kind));
+
+        let entry = InFlight {
+            fence,
+            queue: job.queue,
+            kind: job.kind.clone(),
+            start,
+            end,
+            deps,
+            dep_failed,
+        };
+        if self.in_flight.push(entry).is_err() {
+            return Err(HalError::QueueFull { capacity });
+        }
+        self.next_fence = next;
+        self.free_at[q] = end;
+        self.stats.jobs_submitted += 1;
+        let in_flight = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
+        self.stats.peak_in_flight = self.stats.peak_in_flight.max(in_flight);
+        Ok(fence)
+    }
+
+    /// `UnknownFence` for a fence never issued; otherwise retires finished jobs, then answers
+    /// `WouldBlock` while the job is in flight, `JobFailed` if it failed (while its record
+    /// lasts, see [`FAILED_RECORD_CAPACITY`]), `Ok` otherwise. Never moves the clock.
+    fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
+        if fence.0 >= self.next_fence {
+            return Err(nb::Error::Other(HalError::UnknownFence(fence)));
+        }
+        self.retire_ready();
+        if self.in_flight.iter().any(|j| j.fence == fence) {
+            return Err(nb::Error::WouldBlock);
+        }
+        match self.failed.code_of(fence) {
+            Some(code) => Err(nb::Error::Other(HalError::JobFailed { fence, code })),
+            None => Ok(()),
+        }
+    }
+
+    /// Jumps the clock to the earliest in-flight end if that is later than now; otherwise
+    /// (nothing in flight, or a job already ended) returns at once. Retires nothing.
+    fn wait_for_event(&mut self) {
+        if let Some(next) = self.next_event() {
+            self.now = self.now.max(next);
+        }
+    }
+
+    /// Retires finished jobs, which clears [`irq_pending`](SimNpu::irq_pending).
+    fn on_interrupt(&mut self) {
+        self.retire_ready();
+    }
+
+    fn now(&self) -> Cycles {
+        self.now
+    }
+
+    fn host_memory(&mut self) -> &mut [u8] {
+        self.host
+    }
+}
