@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Cargo runner for the thumbv7em-none-eabihf firmware (see .cargo/config.toml):
+#
+#     .ci/qemu-run.sh path/to/firmware.elf
+#
+# Boots the ELF on QEMU's mps2-an386 (Cortex-M4F) with semihosting, pipes the defmt frames the
+# firmware writes to semihosting stdout into `defmt-print`, and exits with QEMU's status:
+# 0 when the firmware called `debug::exit(EXIT_SUCCESS)`, 1 for EXIT_FAILURE, 124 when it did not
+# exit within QEMU_TIMEOUT seconds (default 120). The decoder's status is only reported.
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+    echo "usage: $0 FIRMWARE.elf" >&2
+    exit 2
+fi
+elf=$1
+shift
+if [[ $# -gt 0 ]]; then
+    echo "qemu-run.sh: ignoring program arguments: $*" >&2
+fi
+timeout_s=${QEMU_TIMEOUT:-120}
+
+decoder=$(command -v defmt-print || true)
+if [[ -z $decoder ]]; then
+    decoder=${CARGO_HOME:-$HOME/.cargo}/bin/defmt-print
+    [[ -x $decoder ]] || { echo "qemu-run.sh: defmt-print not found (cargo install --locked defmt-print)" >&2; exit 2; }
+fi
+command -v qemu-system-arm >/dev/null || { echo "qemu-run.sh: qemu-system-arm not found" >&2; exit 2; }
+
+echo "qemu-run.sh: $elf on mps2-an386 (timeout ${timeout_s}s)" >&2
+set +e
+# -k: SIGKILL if QEMU ignores the SIGTERM. stdin from /dev/null: -nographic would otherwise put
+# an interactive terminal in raw mode and multiplex the QEMU monitor on it.
+timeout -k 5 "$timeout_s" \
+    qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic \
+    -semihosting-config enable=on,target=native -kernel "$elf" </dev/null \
+    | "$decoder" -e "$elf" stdin
+statuses=("${PIPESTATUS[@]}")
+set -e
+qemu_status=${statuses[0]}
+decoder_status=${statuses[1]}
+
+if [[ $decoder_status -ne 0 ]]; then
+    echo "qemu-run.sh: warning: defmt-print exited with $decoder_status" >&2
+fi
+case $qemu_status in
+    0) echo "qemu-run.sh: firmware exited with success" >&2 ;;
+    124 | 137) echo "qemu-run.sh: TIMEOUT: firmware did not exit within ${timeout_s}s" >&2 ;;
+    *) echo "qemu-run.sh: firmware FAILED (QEMU exit status $qemu_status)" >&2 ;;
+esac
+exit "$qemu_status"

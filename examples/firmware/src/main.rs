@@ -1,0 +1,274 @@
+//! Example firmware: npu-compute's software NPU on an emulated Cortex-M4F (QEMU `mps2-an386`).
+//!
+//! Run it from this folder with `cargo run --release` (the runner, `.ci/qemu-run.sh` at the
+//! repository root, boots QEMU and decodes the defmt log). CI does exactly that. It shows:
+//!
+//! - the memory layout of the repository's `memory.x`: the NPU arena is a static in the
+//!   `.npu_arena` section (region `NPU_SRAM`, the NPU-reachable SRAM), handed out once as
+//!   `&'static mut [u8]`; the host staging buffer is an ordinary static in RAM;
+//! - the core crates (`npu-compute`, `npu-kernels`, `npu-sim`) built `no_std`, without a heap,
+//!   for a microcontroller;
+//! - the whole compute stack (client → channel → server → HAL) over the simulated NPU: two
+//!   tensors uploaded, `AddF32` and `FullyConnectedF32` executed on them, both results read back;
+//! - the results checked against a CPU reference.
+//!
+//! It exits through semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when every value
+//! matches, and with `EXIT_FAILURE` (status 1) on a mismatch, an error, a panic or a hard fault.
+//!
+
+#![no_std]
+#![no_main]
+
+use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use cortex_m_rt::{entry, exception, ExceptionFrame};
+use cortex_m_semihosting::debug::{self, ExitStatus, EXIT_FAILURE, EXIT_SUCCESS};
+// The defmt global logger: frames go to semihosting stdout. (Never mix it with `hprintln!`.)
+use defmt_semihosting as _;
+
+use npu_compute::channel::{ComputeChannel, RefCellChannel};
+use npu_compute::client::ComputeClient;
+use npu_compute::hal::{Npu, Op};
+use npu_compute::memory::MemoryConfig;
+use npu_compute::server::NpuServer;
+use npu_compute::Error;
+use npu_kernels::FcShape;
+use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------
+
+/// Bytes of the NPU arena: all of `NPU_SRAM` in `memory.x`.
+const ARENA_BYTES: usize = 1024 * 1024;
+/// Bytes of the host staging buffer (DMA-capable RAM the CPU reads and writes).
+const HOST_BYTES: usize = 4 * 1024;
+
+/// A `static` whose bytes are handed out once as `&'static mut [u8]`. `AlignedMemory` (16-byte
+/// aligned, as Ethos-U base regions need) gives the layout; the cell is left uninitialised until
+/// then, because the arena's section is not initialised at reset (see [`NPU_ARENA`]).
+struct StaticMemory<const N: usize>(UnsafeCell<MaybeUninit<AlignedMemory<N>>>);
+
+// SAFETY: the bytes are reached only through the single `&'static mut [u8]` that
+// `take_npu_arena` hands out; the static itself is never read.
+unsafe impl<const N: usize> Sync for StaticMemory<N> {}
+
+/// The NPU arena, in the NPU-reachable SRAM. The section is NOLOAD: the reset handler neither
+/// copies nor zeroes it, so the bytes are uninitialised until `take_npu_arena` zeroes them.
+#[link_section = ".npu_arena"]
+static NPU_ARENA: StaticMemory<ARENA_BYTES> = StaticMemory(UnsafeCell::new(MaybeUninit::uninit()));
+
+/// Whether [`NPU_ARENA`] has been handed out. In `.bss`, not in the arena: the NOLOAD section
+/// would leave it uninitialised.
+static NPU_ARENA_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The NPU arena as a zeroed `&'static mut [u8]`; `None` after the first call.
+fn take_npu_arena() -> Option<&'static mut [u8]> {
+    if NPU_ARENA_TAKEN.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let base = NPU_ARENA.0.get().cast::<u8>();
+    // SAFETY: the swap above lets exactly one caller through, once, so this is the only
+    // reference to the arena that ever exists, and the static lives for 'static. The memory is
+    // uninitialised (NOLOAD section), so it is zeroed before the slice is formed.
+    unsafe {
+        core::ptr::write_bytes(base, 0, ARENA_BYTES);
+        Some(core::slice::from_raw_parts_mut(base, ARENA_BYTES))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The workload
+// ---------------------------------------------------------------------------------------------
+
+/// Elements of each input vector.
+const LEN: usize = 16;
+/// Bytes of one input vector (and of the sum).
+const VEC_BYTES: u32 = (LEN * 4) as u32;
+/// The fully connected layer reads vector `a` as 2 rows of 8 input features and vector `b` as
+/// the weights of 2 output features of 8 inputs each.
+const FC: FcShape = FcShape {
+    batches: 2,
+    in_features: 8,
+    out_features: 2,
+};
+/// Elements and bytes of the fully connected output.
+const FC_OUT: usize = (FC.batches * FC.out_features) as usize;
+const FC_BYTES: u32 = (FC_OUT * 4) as u32;
+const _: () = assert!(
+    (FC.batches * FC.in_features) as usize == LEN
+        && (FC.out_features * FC.in_features) as usize == LEN
+);
+
+/// The inputs: small multiples of 1/2 and 1/4, so every sum and dot product is exact in f32
+/// whatever the order of accumulation, and the results can be compared exactly.
+fn inputs() -> ([f32; LEN], [f32; LEN]) {
+    let a = core::array::from_fn(|i| (i as f32 - 8.0) * 0.5);
+    let b = core::array::from_fn(|i| ((i * 7) % 11) as f32 * 0.25 - 1.0);
+    (a, b)
+}
+
+/// CPU reference of `a + b`. Written out here rather than taken from `npu_kernels`, which is
+/// what the simulator itself executes, so that the check is independent of it.
+fn reference_add(a: &[f32; LEN], b: &[f32; LEN]) -> [f32; LEN] {
+    core::array::from_fn(|i| a[i] + b[i])
+}
+
+/// CPU reference of the fully connected layer: `out[r][o] = sum_i a[r][i] * b[o][i]`.
+fn reference_fc(a: &[f32; LEN], b: &[f32; LEN]) -> [f32; FC_OUT] {
+    let (inputs, outputs) = (FC.in_features as usize, FC.out_features as usize);
+    core::array::from_fn(|k| {
+        let (row, out) = (k / outputs, k % outputs);
+        (0..inputs)
+            .map(|i| a[row * inputs + i] * b[out * inputs + i])
+            .sum()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the NPU through the compute stack
+// ---------------------------------------------------------------------------------------------
+
+/// The compute server over the simulated NPU, with the default capacities (64 tensors, 64
+/// chunks, 16 staging blocks) and Burn's chunk/slice memory management.
+type Server<'a> = NpuServer<SimNpu<'a>>;
+
+/// Why the run failed.
+#[derive(defmt::Format)]
+enum Failure {
+    /// The arena or the host buffer was already taken.
+    MemoryTaken,
+    /// The simulator refused its configuration (logged where it happened).
+    Simulator,
+    /// The compute stack returned an error.
+    Stack(Error),
+    /// This many values differ from the CPU reference.
+    Mismatch(usize),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Stack(e)
+    }
+}
+
+/// Logs and counts the values of `got` that differ from `want` (exactly: see [`inputs`]).
+fn mismatches(what: &str, got: &[f32], want: &[f32]) -> usize {
+    let mut count = 0;
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g != w {
+            defmt::error!("{=str}[{=usize}] = {=f32}, expected {=f32}", what, i, g, w);
+            count += 1;
+        }
+    }
+    count
+}
+
+/// The whole example; `Ok` when the NPU's results match the CPU's.
+fn run() -> Result<(), Failure> {
+    let device = take_npu_arena().ok_or(Failure::MemoryTaken)?;
+    // The staging buffer: an ordinary zero-initialised static in RAM (`.bss`), taken once.
+    let host = cortex_m::singleton!(: AlignedMemory<HOST_BYTES> = AlignedMemory::new())
+        .ok_or(Failure::MemoryTaken)?
+        .as_mut_slice();
+    defmt::info!(
+        "arena: {=usize} bytes at {=usize:#010x}; host buffer: {=usize} bytes at {=usize:#010x}",
+        device.len(),
+        device.as_ptr() as usize,
+        host.len(),
+        host.as_ptr() as usize
+    );
+
+    let npu: SimNpu<'_> = SimNpu::new(device, host, SimConfig::default()).map_err(|e| {
+        defmt::error!("SimNpu::new: {}", e);
+        Failure::Simulator
+    })?;
+    defmt::info!("NPU: {}", npu.capabilities());
+
+    // The whole stack: server over the NPU, single-threaded channel, client.
+    let server: Server<'_> = NpuServer::new(npu, MemoryConfig::default())?;
+    let channel: RefCellChannel<Server<'_>> = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+    let now = || channel.with(|s| s.npu().now());
+
+    // Every call below returns as soon as its job is queued; the CPU waits only in `read`.
+    //
+    //   a ─upload─┬─► AddF32 ────────────► sum ─download─► host
+    //   b ─upload─┴─► FullyConnectedF32 ──► fc ──download─► host
+    let start = now()?;
+    let (a, b) = inputs();
+    let ta = client.create_f32(&a)?;
+    let tb = client.create_f32(&b)?;
+    let tsum = client.empty(VEC_BYTES)?;
+    let tfc = client.empty(FC_BYTES)?;
+    client.execute(Op::AddF32 { len: LEN as u32 }, &[&ta, &tb], &tsum)?;
+    client.execute(Op::FullyConnectedF32 { shape: FC }, &[&ta, &tb], &tfc)?;
+    let mut sum = [0.0; LEN];
+    let mut fc = [0.0; FC_OUT];
+    client.read_f32(&tsum, &mut sum)?;
+    client.read_f32(&tfc, &mut fc)?;
+    let cycles = now()? - start;
+
+    defmt::info!("a + b = {}", sum);
+    defmt::info!("fully connected = {}", fc);
+    defmt::info!("virtual NPU cycles: {=u64}", cycles);
+    defmt::info!("server: {}", client.stats()?);
+    defmt::info!("memory: {}", client.memory_stats()?);
+
+    let wrong = mismatches("a + b", &sum, &reference_add(&a, &b))
+        + mismatches("fc", &fc, &reference_fc(&a, &b));
+    if wrong == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Mismatch(wrong))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry point, exit and fault handling
+// ---------------------------------------------------------------------------------------------
+
+#[entry]
+fn main() -> ! {
+    defmt::info!("npu-firmware-example on mps2-an386");
+    let status = match run() {
+        Ok(()) => {
+            defmt::info!("PASS: the NPU's results match the CPU reference");
+            EXIT_SUCCESS
+        }
+        Err(failure) => {
+            defmt::error!("FAIL: {}", failure);
+            EXIT_FAILURE
+        }
+    };
+    exit(status)
+}
+
+/// Ends the program: QEMU exits with status 0 for `EXIT_SUCCESS`, 1 for `EXIT_FAILURE`.
+fn exit(status: ExitStatus) -> ! {
+    debug::exit(status);
+    // Only reached when no semihosting host handled the exit.
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+/// Panics log their message and fail the run.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    static PANICKING: AtomicBool = AtomicBool::new(false);
+    // A panic inside the logger (or while logging this one) must not recurse.
+    if !PANICKING.swap(true, Ordering::Relaxed) {
+        defmt::error!("panic: {}", defmt::Display2Format(info));
+    }
+    exit(EXIT_FAILURE)
+}
+
+/// A hard fault fails the run at once instead of hanging until the runner's timeout.
+#[exception]
+unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
+    defmt::error!("hard fault, pc = {=u32:#010x}", frame.pc());
+    exit(EXIT_FAILURE)
+}
