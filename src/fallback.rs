@@ -148,6 +148,9 @@ mod tests {
         assert!(split_operands(&mut m, (16, 16), &[(8, 16)]).is_none());
         assert!(split_operands(&mut m, (16, 16), &[(48, 32)]).is_none());
         assert!(split_operands(&mut m, (60, 16), &[]).is_none());
+        // Empty inputs are fine anywhere, even inside the output's range.
+        let empty = split_operands(&mut m, (16, 16), &[(20, 0), (0, 0)]).map(|(_, ins)| ins.len());
+        assert_eq!(empty, Some(2));
         let (out, ins) = split_operands(&mut m, (32, 4), &[(0, 4), (0, 4), (40, 4)]).unwrap();
         out[0] = 1;
         assert_eq!(ins.len(), 3);

@@ -56,7 +56,7 @@ pub const MAX_QUEUES: usize = MAX_EXECUTION_UNITS + 1;
 pub const MAX_JOB_DEPS: usize = MAX_QUEUES;
 
 /// Identifies a submitted job. Fences are issued in increasing order and never reused, so a
-/// fence compares older-than another by value.
+/// fence compares older-than another by value; their absolute values carry no meaning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Fence(pub u64);
@@ -246,9 +246,10 @@ impl Op {
         match *self {
             Op::AddF32 { len } | Op::MulF32 { len } | Op::ReluF32 { len } => len as u64,
             Op::AddI8 { len, .. } | Op::MulI8 { len, .. } | Op::ReluI8 { len, .. } => len as u64,
-            Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => {
-                shape.batches as u64 * shape.in_features as u64 * shape.out_features as u64
-            }
+            Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => (shape.batches
+                as u64)
+                .saturating_mul(shape.in_features as u64)
+                .saturating_mul(shape.out_features as u64),
         }
     }
 
@@ -477,7 +478,14 @@ pub enum HalError {
 /// - `submit` validates the job (regions in bounds and aligned, op supported, unit exists) and
 ///   returns at once. A job starts after all of `deps` and after earlier jobs on its queue.
 /// - `poll(f)` returns `Ok(())` once the job of `f` and everything it depends on has taken
-///   effect in memory, `Err(WouldBlock)` before, and the job's error if it failed.
+///   effect in memory, `Err(WouldBlock)` before, and the job's error if it failed. A job whose
+///   dependency failed does not run and fails too, so polling the last fence of a chain reports
+///   a failure anywhere in it. A driver remembers failures for a bounded number of jobs (the
+///   simulator: 16); polling an older failed fence may answer `Ok`.
+/// - Jobs on one queue complete in submission order (the server relies on it).
+/// - Transfers copy host↔device or device↔device (host→host is [`HalError::WrongSpace`]);
+///   overlapping source and destination is [`HalError::Overlap`]. A compute job on
+///   [`Queue::Dma`] is [`HalError::Unsupported`].
 /// - `wait_for_event` blocks the CPU until at least one in-flight job may have completed (or
 ///   returns at once if none is in flight).
 /// - `on_interrupt` is the completion interrupt's entry point; it must not block.

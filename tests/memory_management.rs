@@ -206,7 +206,7 @@ fn busy_chunks_stay_until_their_jobs_complete() {
         "a job still reads the freed chunk"
     );
     assert!(m.has_busy_free_chunks());
-    m.retire_fences(&mut |f| f == Fence(7));
+    m.retire_fences(&mut |_, f| f == Fence(7));
     let _c = m.reserve(128).unwrap();
     assert_eq!(m.stats().deallocations, 1);
 }

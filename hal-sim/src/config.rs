@@ -8,14 +8,10 @@ use npu_compute::hal::{Cycles, DType, JobKind, Op, OpKind, OpSet};
 
 use crate::error::SimError;
 
-/// Most execution units a simulator models ([`SimConfig::execution_units`] above this is a
-/// constructor error). It sizes the per-queue arrays (free-at times, busy counters).
-pub const MAX_EXECUTION_UNITS: usize = 8;
-
-/// Queues a simulator tracks: the DMA queue plus up to [`MAX_EXECUTION_UNITS`] units.
-/// Index `0` is [`Queue::Dma`](npu_compute::hal::Queue::Dma), index `1 + n` is
-/// [`Queue::Unit(n)`](npu_compute::hal::Queue::Unit) (see [`queue_index`](crate::queue_index)).
-pub const MAX_QUEUES: usize = MAX_EXECUTION_UNITS + 1;
+/// The HAL's bounds, which the simulator shares: at most [`MAX_EXECUTION_UNITS`] units
+/// ([`SimConfig::execution_units`] above it is a constructor error) and [`MAX_QUEUES`] queues
+/// (index `0` is the DMA queue, `1 + n` is unit `n`: [`Queue::index`](npu_compute::hal::Queue::index)).
+pub use npu_compute::hal::{MAX_EXECUTION_UNITS, MAX_QUEUES};
 
 /// Output-stage cost of one int8 ADD element, in quarter cycles (1.5 cycles).
 pub const ADD_QUARTER_CYCLES_PER_ELEMENT: u64 = 6;

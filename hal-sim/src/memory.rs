@@ -2,7 +2,7 @@
 
 use core::ops::Range;
 
-use npu_compute::hal::{HalError, Region, Space, MAX_JOB_INPUTS};
+use npu_compute::hal::{HalError, Region, Space};
 
 use crate::exec::CODE_BAD_REGION;
 
@@ -69,37 +69,6 @@ pub(crate) fn check_region(
     Ok(())
 }
 
-/// Borrows the output of a compute job mutably and its inputs shared, all from one memory.
-///
-/// The output must not overlap any input (checked at submit); inputs may overlap each other.
-/// Unused input slots are empty. `None` if a range is out of bounds or overlaps the output.
-pub(crate) fn split_io<'m>(
-    mem: &'m mut [u8],
-    output: Range<usize>,
-    inputs: &[Range<usize>],
-) -> Option<(&'m mut [u8], [&'m [u8]; MAX_JOB_INPUTS])> {
-    if output.start > output.end || inputs.len() > MAX_JOB_INPUTS {
-        return None;
-    }
-    let (before, rest) = mem.split_at_mut_checked(output.start)?;
-    let (out, after) = rest.split_at_mut_checked(output.end - output.start)?;
-    let before: &'m [u8] = before;
-    let after: &'m [u8] = after;
-    let mut views: [&'m [u8]; MAX_JOB_INPUTS] = [&before[..0]; MAX_JOB_INPUTS];
-    for (view, input) in views.iter_mut().zip(inputs) {
-        *view = if input.start == input.end {
-            &before[..0]
-        } else if input.end <= output.start {
-            before.get(input.clone())?
-        } else if input.start >= output.end {
-            after.get(input.start - output.end..input.end - output.end)?
-        } else {
-            return None;
-        };
-    }
-    Some((out, views))
-}
-
 /// Applies a transfer: copies `src` to `dst` (lengths equal, both in bounds; device→device
 /// and host→host use `copy_within`). Errors with [`CODE_BAD_REGION`] instead of panicking
 /// if that does not hold.
@@ -142,32 +111,6 @@ fn copy_within(mem: &mut [u8], src: &Region, dst: &Region) -> Result<(), u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_io_borrows_disjointly_and_allows_overlapping_inputs() {
-        let mut mem = [0u8; 64];
-        for (i, b) in mem.iter_mut().enumerate() {
-            *b = i as u8;
-        }
-        let (out, ins) = split_io(&mut mem, 16..32, &[0..16, 0..16, 32..48]).unwrap();
-        assert_eq!(out.len(), 16);
-        assert_eq!(ins[0][0], 0);
-        assert_eq!(ins[1][15], 15);
-        assert_eq!(ins[2][0], 32);
-        out[0] = 99;
-        assert_eq!(mem[16], 99);
-    }
-
-    #[test]
-    fn split_io_rejects_overlap_and_out_of_bounds() {
-        let mut mem = [0u8; 64];
-        assert!(split_io(&mut mem, 16..32, &[0..16, 8..24]).is_none());
-        assert!(split_io(&mut mem, 16..32, &[0..16, 32..80]).is_none());
-        assert!(split_io(&mut mem, 60..80, &[]).is_none());
-        // Empty inputs are fine anywhere.
-        let (_, ins) = split_io(&mut mem, 16..32, &[20..20, 0..0]).unwrap();
-        assert!(ins[0].is_empty() && ins[1].is_empty());
-    }
 
     #[test]
     fn check_region_reports_bounds_then_alignment() {

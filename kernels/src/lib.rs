@@ -54,6 +54,13 @@ pub enum KernelError {
     },
     /// A shape is too large for the kernel's arithmetic (element count overflows).
     ShapeOverflow,
+    /// A shape or parameter combination the kernel does not support: zero strides, dilations
+    /// or filter sizes, channel counts that do not divide, or a case where TFLM itself would
+    /// abort (for example a softmax row whose sum of exponentials reaches 512).
+    Unsupported {
+        /// What is unsupported (`"stride"`, `"filter input depth"`, ...).
+        what: &'static str,
+    },
 }
 
 impl FcShape {

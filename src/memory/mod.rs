@@ -150,14 +150,14 @@ impl Access {
         self.write.is_none() && self.reads.iter().all(Option::is_none)
     }
 
-    /// Forget fences for which `done` holds.
-    pub fn retire(&mut self, done: &mut impl FnMut(Fence) -> bool) {
-        for r in self.reads.iter_mut() {
-            if r.is_some_and(&mut *done) {
+    /// Forget fences for which `done(queue index, fence)` holds.
+    pub fn retire(&mut self, done: &mut impl FnMut(usize, Fence) -> bool) {
+        for (queue, r) in self.reads.iter_mut().enumerate() {
+            if r.is_some_and(|f| done(queue, f)) {
                 *r = None;
             }
         }
-        if self.write.is_some_and(|(f, _)| done(f)) {
+        if self.write.is_some_and(|(f, queue)| done(queue as usize, f)) {
             self.write = None;
         }
     }
@@ -201,8 +201,9 @@ pub trait MemoryManagement {
     fn block(&self, binding: MemoryBinding) -> Result<Block, Error>;
     /// Jobs recorded against the binding's chunk.
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error>;
-    /// Forget every recorded fence for which `done` holds (the server polls the NPU).
-    fn retire_fences(&mut self, done: &mut dyn FnMut(Fence) -> bool);
+    /// Forget every recorded fence for which `done(queue index, fence)` holds (the server asks
+    /// the NPU).
+    fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool);
     /// Whether a free chunk is held back only because a job still uses it, so waiting for
     /// the NPU may let a failed reserve succeed.
     fn has_busy_free_chunks(&self) -> bool;
@@ -425,8 +426,8 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             })
     }
 
-    fn retire_fences(&mut self, done: &mut dyn FnMut(Fence) -> bool) {
-        let mut done = |f| done(f);
+    fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {
+        let mut done = |q, f| done(q, f);
         for c in self.chunks.iter_mut().flatten() {
             c.access.retire(&mut done);
         }

@@ -1,6 +1,6 @@
 //! Dependency sets: the fences a job must wait for, at most one per hardware queue.
 
-use crate::hal::{Fence, Queue, MAX_JOB_DEPS, MAX_QUEUES};
+use crate::hal::{Fence, Npu, Queue, MAX_JOB_DEPS, MAX_QUEUES};
 use crate::memory::Access;
 
 /// The fences a new job depends on, kept as the newest fence per queue: jobs on one queue
@@ -42,18 +42,45 @@ impl DepSet {
     pub fn for_queue(
         &self,
         queue: Queue,
-        mut done: impl FnMut(Fence) -> bool,
+        mut done: impl FnMut(usize, Fence) -> bool,
     ) -> heapless::Vec<Fence, MAX_JOB_DEPS> {
         let mut deps = heapless::Vec::new();
         for (q, fence) in self.per_queue.iter().enumerate() {
             if let Some(f) = fence {
-                if q != queue.index() && !done(*f) {
+                if q != queue.index() && !done(q, *f) {
                     // At most MAX_QUEUES == MAX_JOB_DEPS entries: cannot overflow.
                     let _ = deps.push(*f);
                 }
             }
         }
         deps
+    }
+}
+
+/// The newest fence known to have completed on each queue.
+///
+/// Jobs on one queue complete in submission order, so a fence at or below a queue's frontier
+/// has completed without asking the NPU: most dependency checks cost a comparison, not a poll.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Frontier {
+    done: [Option<Fence>; MAX_QUEUES],
+}
+
+impl Frontier {
+    /// Whether `fence`, issued on the queue with dense index `queue`, has ended (completed or
+    /// failed: either way it no longer touches memory).
+    pub fn is_done<H: Npu>(&mut self, npu: &mut H, queue: usize, fence: Fence) -> bool {
+        let Some(slot) = self.done.get_mut(queue) else {
+            return false;
+        };
+        if slot.is_some_and(|d| fence <= d) {
+            return true;
+        }
+        let ended = !matches!(npu.poll(fence), Err(nb::Error::WouldBlock));
+        if ended {
+            *slot = Some(fence);
+        }
+        ended
     }
 }
 
@@ -68,7 +95,7 @@ mod tests {
         d.add(0, Fence(1));
         d.add(1, Fence(2));
         d.add(2, Fence(5));
-        let deps = d.for_queue(Queue::Unit(0), |f| f == Fence(5));
+        let deps = d.for_queue(Queue::Unit(0), |_, f| f == Fence(5));
         assert_eq!(deps.as_slice(), &[Fence(3)]);
     }
 }

@@ -24,13 +24,14 @@
 mod deps;
 mod staging;
 
-pub use deps::DepSet;
+pub use deps::{DepSet, Frontier};
 pub use staging::Staging;
 
 use crate::error::Error;
 use crate::fallback::{run_op, split_operands, OpError};
 use crate::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, MAX_JOB_INPUTS, MAX_QUEUES,
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, MAX_JOB_DEPS,
+    MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
 use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
@@ -126,6 +127,8 @@ pub struct NpuServer<
     staging: Staging<STAGING>,
     /// Newest fence submitted per queue, for `sync`.
     newest: [Option<Fence>; MAX_QUEUES],
+    /// Newest fence known complete per queue.
+    frontier: Frontier,
     next_unit: u8,
     stats: ServerStats,
 }
@@ -155,6 +158,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             memory,
             handles: HandleTable::new(next_server_tag()),
             newest: [None; MAX_QUEUES],
+            frontier: Frontier::default(),
             next_unit: 0,
             stats: ServerStats::default(),
         })
@@ -186,22 +190,29 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         self.handles.live()
     }
 
-    fn done(npu: &mut H, fence: Fence) -> bool {
-        // A failed job has ended too: it no longer touches memory.
-        !matches!(npu.poll(fence), Err(nb::Error::WouldBlock))
+    /// Forget completed fences, so chunks whose jobs are over can go back to the arena.
+    fn retire_memory_fences(&mut self) {
+        let (npu, frontier) = (&mut self.npu, &mut self.frontier);
+        self.memory
+            .retire_fences(&mut |q, f| frontier.is_done(npu, q, f));
     }
 
-    /// Forget completed fences and free staging blocks whose transfers are over.
-    fn retire(&mut self) {
-        let npu = &mut self.npu;
-        self.memory.retire_fences(&mut |f| Self::done(npu, f));
-        self.staging.reap(|f| Self::done(npu, f));
+    /// Free staging blocks whose transfers are over.
+    fn reap_staging(&mut self) {
+        let (npu, frontier) = (&mut self.npu, &mut self.frontier);
+        self.staging
+            .reap(|f| frontier.is_done(npu, Queue::Dma.index(), f));
+    }
+
+    /// The dependencies of a job on `queue`, less those already complete.
+    fn deps_for(&mut self, deps: &DepSet, queue: Queue) -> heapless::Vec<Fence, MAX_JOB_DEPS> {
+        let (npu, frontier) = (&mut self.npu, &mut self.frontier);
+        deps.for_queue(queue, |q, f| frontier.is_done(npu, q, f))
     }
 
     fn wait(&mut self) {
         self.stats.waits += 1;
         self.npu.wait_for_event();
-        self.retire();
     }
 
     /// Block until `fence` completes.
@@ -232,7 +243,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     /// Device memory for `bytes`, waiting for running jobs if only they hold back free memory.
     fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
         loop {
-            self.retire();
+            self.retire_memory_fences();
             match self.memory.reserve(bytes) {
                 Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
                     if self.memory.has_busy_free_chunks() =>
@@ -246,6 +257,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
 
     fn staging_alloc(&mut self, bytes: u32) -> Result<Block, Error> {
         loop {
+            self.reap_staging();
             match self.staging.alloc(bytes) {
                 Err(_) if self.staging.has_pending() => self.wait(),
                 other => return other,
@@ -266,7 +278,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         let job = Job {
             kind: JobKind::Transfer { src, dst },
             queue: Queue::Dma,
-            deps: deps.for_queue(Queue::Dma, |f| Self::done(&mut self.npu, f)),
+            deps: self.deps_for(&deps, Queue::Dma),
         };
         let fence = self.submit(&job)?;
         self.memory
@@ -321,7 +333,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 dst: Region::host(block.offset, bytes),
             },
             queue: Queue::Dma,
-            deps: deps.for_queue(Queue::Dma, |f| Self::done(&mut self.npu, f)),
+            deps: self.deps_for(&deps, Queue::Dma),
         };
         let fence = match self.submit(&job) {
             Ok(f) => f,
@@ -437,7 +449,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 output: self.device_region(output.binding)?,
             },
             queue,
-            deps: deps.for_queue(queue, |f| Self::done(&mut self.npu, f)),
+            deps: self.deps_for(&deps, queue),
         };
         let fence = self.submit(&job)?;
         for e in inputs {
@@ -603,7 +615,8 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
             let _ = self.wait_for(fence);
         }
         self.newest = [None; MAX_QUEUES];
-        self.retire();
+        self.retire_memory_fences();
+        self.reap_staging();
         Ok(())
     }
 

@@ -61,7 +61,8 @@ impl<const STAGING: usize> Staging<STAGING> {
         !self.pending.is_empty()
     }
 
-    /// Free every pending block whose fence `done` says has completed.
+    /// Free every pending block whose fence `done` says has completed (staging fences are all
+    /// transfers, on the DMA queue).
     pub fn reap(&mut self, mut done: impl FnMut(Fence) -> bool) {
         let mut i = 0;
         while i < self.pending.len() {
