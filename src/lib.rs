@@ -47,6 +47,7 @@ pub mod handle;
 pub mod memory;
 pub mod server;
 pub mod storage;
+pub mod model;
 
 pub use error::{Capacity, Error};
 
