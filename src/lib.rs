@@ -45,9 +45,9 @@ pub mod fallback;
 pub mod hal;
 pub mod handle;
 pub mod memory;
+pub mod model;
 pub mod server;
 pub mod storage;
-pub mod model;
 
 pub use error::{Capacity, Error};
 
