@@ -20,6 +20,16 @@
 //! `kernels/kernel_util.cc` and `reference/integer_ops/fully_connected.h` (FULLY_CONNECTED).
 //!
 //! Broadcasting is not supported yet: elementwise operands must have equal lengths.
+//!
+//! Spatial operators, in submodules re-exported here (NHWC layout, any batch size):
+//!
+//! - [`conv`]: CONV_2D (including grouped) and DEPTHWISE_CONV_2D with per-channel weights
+//!   ([`Conv2dParams`], [`DepthwiseParams`], [`ChannelMultiplier`]);
+//! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
+//! - [`mean`]: MEAN over height and width ([`MeanParams`]);
+//! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
+//!   ([`SoftmaxParams`]);
+//! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
 
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, quantize_multiplier,
@@ -27,6 +37,21 @@ use crate::fixed_point::{
     saturating_rounding_doubling_high_mul,
 };
 use crate::{check_len, FcShape, KernelError};
+
+pub mod conv;
+pub mod mean;
+pub mod pool;
+pub mod softmax;
+pub mod window;
+
+pub use conv::{
+    channel_multipliers, conv2d, depthwise_conv2d, ChannelMultiplier, Conv2dParams, Conv2dShape,
+    DepthwiseParams, DepthwiseShape,
+};
+pub use mean::{mean_hw, MeanParams};
+pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
+pub use softmax::{softmax, SoftmaxParams};
+pub use window::{Nhwc, Padding, Window2d};
 
 /// Affine quantization of a tensor: `real = scale * (q - zero_point)`.
 #[derive(Clone, Copy, Debug, PartialEq)]

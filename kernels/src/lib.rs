@@ -1,10 +1,12 @@
 //! Reference kernels for npu-compute: the CPU fallback and the simulator's ground truth.
 //!
-//! - [`int8`]: quantized ADD, MUL, RELU and FULLY_CONNECTED, bit-exact with TensorFlow Lite
+//! - [`int8`]: quantized ADD, MUL, RELU, FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D,
+//!   AVERAGE_POOL_2D, MAX_POOL_2D, MEAN (over H and W) and SOFTMAX, bit-exact with TensorFlow Lite
 //!   Micro's reference kernels (parameters precomputed once, like TFLM's `Prepare`).
 //! - [`f32`](mod@f32): the float versions, in TFLM's order of operations.
 //! - [`fixed_point`]: the gemmlowp / TFLM integer arithmetic the int8 kernels are built from
 //!   (doubling high multiply, rounding shifts, multiplier quantization), and why it rounds twice.
+//! - [`gemmlowp`]: gemmlowp's fixed-point `exp` and reciprocal, used by int8 SOFTMAX.
 //!
 //! The crate is `no_std`, allocation-free and `unsafe`-free. Kernels never panic: every buffer
 //! length is checked against the shape first ([`KernelError::LengthMismatch`]), shapes whose
@@ -20,6 +22,7 @@
 
 pub mod f32;
 pub mod fixed_point;
+pub mod gemmlowp;
 pub mod int8;
 
 /// Shape of a fully-connected (matmul) layer: `output[b][o] = sum_i input[b][i] * weights[o][i] (+ bias[o])`.

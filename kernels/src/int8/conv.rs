@@ -1,0 +1,631 @@
+//! int8 CONV_2D and DEPTHWISE_CONV_2D with per-channel quantization.
+//!
+//! Arithmetic (TFLM `kernels/internal/reference/integer_ops/conv.h` and `depthwise_conv.h`,
+//! parameters from `micro/kernels/conv_common.cc`, `depthwise_conv_common.cc` and
+//! `kernels/kernel_util.cc`'s `PopulateConvolutionQuantizationParams`):
+//!
+//! ```text
+//! acc  = Σ_taps inside the image  w[c][tap] · (x[tap] − input_zp)   (int32, wrapping)
+//!        + bias[c]                                                  (if there is a bias)
+//! out  = clamp(MultiplyByQuantizedMultiplier(acc, m[c], shift[c]) + output_zp, act_min, act_max)
+//! ```
+//!
+//! - Weights are symmetric int8 (zero point 0), quantized per output channel: CONV_2D along
+//!   dimension 0 of its OHWI filter, DEPTHWISE_CONV_2D along dimension 3 of its `[1][KH][KW][C·M]`
+//!   filter. The bias is int32 in units of `input_scale · filter_scale[c]`.
+//! - Each channel's real multiplier is `input_scale · filter_scale[c] / output_scale`, computed
+//!   in `double` from the `float` scales and split by
+//!   [`quantize_multiplier`](crate::fixed_point::quantize_multiplier) into a Q0.31 mantissa and
+//!   a shift ([`ChannelMultiplier`]); it is applied with TFLM's double rounding (see
+//!   [`fixed_point`](crate::fixed_point)). A single filter scale is broadcast to all channels.
+//! - Taps in the padding are skipped, so a border output sums fewer products; the zero point
+//!   never stands in for them.
+//! - Grouped convolution: when the input depth is `groups` times the filter's depth, output
+//!   channel `c` reads input channels `g · filter_depth ..` with `g = c / (out_channels /
+//!   groups)`, as TFLM's reference kernel does.
+//! - The fused activation range is TFLM's `CalculateActivationRangeQuantized`.
+//!
+//! The parameter structs hold the resolved geometry (output size, padding) and the buffer
+//! lengths, so the kernels only compare lengths and then run loops without border tests: for
+//! every output row and column the range of filter taps inside the image is computed once.
+
+use super::window::{elems, Axis, Nhwc, Window2d};
+use super::{activation_range, check_quant, check_scale, general_multiplier, requantized_to_i8};
+use super::{Activation, Quant};
+use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::{check_len, KernelError};
+
+/// A per-channel requantization multiplier: the real number `multiplier · 2^(shift − 31)`
+/// (TFLM's `per_channel_output_multiplier` / `per_channel_output_shift` pair).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ChannelMultiplier {
+    multiplier: i32,
+    shift: i32,
+}
+
+impl ChannelMultiplier {
+    /// The multiplier of one output channel, as TFLM's `PopulateConvolutionQuantizationParams`:
+    /// `(double)input_scale · (double)filter_scale / (double)output_scale`, then
+    /// `QuantizeMultiplier`.
+    ///
+    /// Errors with [`KernelError::InvalidQuantization`] when the input or output scale is not
+    /// finite and positive, the filter scale is not finite and non-negative (a zero scale, as
+    /// converters emit for all-zero channels, gives a zero multiplier), or the multiplier is
+    /// `2^31` or more.
+    pub fn new(
+        input_scale: f32,
+        filter_scale: f32,
+        output_scale: f32,
+    ) -> Result<Self, KernelError> {
+        check_scale(input_scale, "input scale")?;
+        check_scale(output_scale, "output scale")?;
+        if !(filter_scale.is_finite() && filter_scale >= 0.0) {
+            return Err(KernelError::InvalidQuantization {
+                what: "filter scale",
+            });
+        }
+        let real = f64::from(input_scale) * f64::from(filter_scale) / f64::from(output_scale);
+        let (multiplier, shift) = general_multiplier(real, "filter scale")?;
+        Ok(Self { multiplier, shift })
+    }
+
+    /// A multiplier from an already quantized pair (for example TFLM's own), unchecked: any
+    /// pair is applied without panicking, but only `quantize_multiplier`'s results are
+    /// meaningful.
+    #[must_use]
+    pub const fn from_raw(multiplier: i32, shift: i32) -> Self {
+        Self { multiplier, shift }
+    }
+
+    /// The Q0.31 mantissa.
+    #[must_use]
+    pub const fn multiplier(&self) -> i32 {
+        self.multiplier
+    }
+
+    /// The power-of-two exponent (positive: left shift, negative: rounding right shift).
+    #[must_use]
+    pub const fn shift(&self) -> i32 {
+        self.shift
+    }
+
+    #[inline]
+    fn apply(self, acc: i32) -> i32 {
+        multiply_by_quantized_multiplier(acc, self.multiplier, self.shift)
+    }
+}
+
+/// Fills `out` with the per-channel multipliers of a convolution (one per output channel):
+/// `filter_scales` has one scale per channel, or a single per-tensor scale that is broadcast.
+///
+/// Errors: [`KernelError::LengthMismatch`] (operand `"filter scales"`) when `filter_scales`
+/// has neither 1 nor `out.len()` elements; otherwise as [`ChannelMultiplier::new`].
+pub fn channel_multipliers(
+    input_scale: f32,
+    filter_scales: &[f32],
+    output_scale: f32,
+    out: &mut [ChannelMultiplier],
+) -> Result<(), KernelError> {
+    match filter_scales {
+        [single] => {
+            let m = ChannelMultiplier::new(input_scale, *single, output_scale)?;
+            out.fill(m);
+        }
+        scales => {
+            check_len("filter scales", out.len(), scales.len())?;
+            for (o, &s) in out.iter_mut().zip(scales) {
+                *o = ChannelMultiplier::new(input_scale, s, output_scale)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Shape of a CONV_2D: input, filter depth, output channels and window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Conv2dShape {
+    /// Input tensor dimensions (NHWC).
+    pub input: Nhwc,
+    /// Output channels: the filter's dimension 0.
+    pub out_channels: u32,
+    /// Input channels each filter reads: the filter's dimension 3. Equal to
+    /// `input.channels` for an ordinary convolution; a divisor of it for a grouped one.
+    pub filter_depth: u32,
+    /// Filter size, strides, dilations and padding.
+    pub window: Window2d,
+}
+
+/// Quantization, offsets and activation range shared by both convolutions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct ConvQuant {
+    input_offset: i32,
+    output_offset: i32,
+    activation_min: i32,
+    activation_max: i32,
+}
+
+impl ConvQuant {
+    fn new(input: Quant, output: Quant, act: Activation) -> Result<Self, KernelError> {
+        check_quant(input, "input scale", "input zero point")?;
+        check_quant(output, "output scale", "output zero point")?;
+        let (activation_min, activation_max) = activation_range(act, output)?;
+        Ok(Self {
+            input_offset: -input.zero_point,
+            output_offset: output.zero_point,
+            activation_min,
+            activation_max,
+        })
+    }
+
+    #[inline]
+    fn finish(&self, acc: i32, m: ChannelMultiplier) -> i8 {
+        requantized_to_i8(
+            m.apply(acc),
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+/// Precomputed parameters of int8 CONV_2D (TFLM's `OpDataConv`, minus the per-channel
+/// multipliers, which are a [`ChannelMultiplier`] slice so that no allocation is needed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Conv2dParams {
+    rows: Axis,
+    cols: Axis,
+    batches: usize,
+    in_channels: usize,
+    filter_depth: usize,
+    out_channels: usize,
+    filters_per_group: usize,
+    input_len: usize,
+    filter_len: usize,
+    output_len: usize,
+    quant: ConvQuant,
+}
+
+impl Conv2dParams {
+    /// Resolves the geometry (output size and padding exactly as TFLM's
+    /// `ComputePaddingHeightWidth`) and the quantization offsets and activation range.
+    ///
+    /// Errors: [`KernelError::Unsupported`] for zero filter sizes, strides or dilations, a
+    /// zero filter depth or output channel count, an input depth that is not a multiple of the
+    /// filter depth, or output channels that do not divide into the groups;
+    /// [`KernelError::ShapeOverflow`] for sizes no buffer can have;
+    /// [`KernelError::InvalidQuantization`] for bad scales or zero points.
+    pub fn new(
+        shape: Conv2dShape,
+        input: Quant,
+        output: Quant,
+        act: Activation,
+    ) -> Result<Self, KernelError> {
+        let w = shape.window;
+        let rows = Axis::new(
+            w.padding,
+            shape.input.height,
+            w.filter_height,
+            w.stride_height,
+            w.dilation_height,
+        )?;
+        let cols = Axis::new(
+            w.padding,
+            shape.input.width,
+            w.filter_width,
+            w.stride_width,
+            w.dilation_width,
+        )?;
+        if shape.filter_depth == 0 {
+            return Err(KernelError::Unsupported {
+                what: "filter depth 0",
+            });
+        }
+        if shape.out_channels == 0 {
+            return Err(KernelError::Unsupported {
+                what: "output channels 0",
+            });
+        }
+        if shape.input.channels == 0 || shape.input.channels % shape.filter_depth != 0 {
+            return Err(KernelError::Unsupported {
+                what: "input depth not a multiple of the filter depth",
+            });
+        }
+        let groups = shape.input.channels / shape.filter_depth;
+        if shape.out_channels % groups != 0 {
+            return Err(KernelError::Unsupported {
+                what: "output channels not a multiple of the groups",
+            });
+        }
+        let input_len = shape.input.len()?;
+        let filter_len = elems(&[
+            shape.out_channels,
+            w.filter_height,
+            w.filter_width,
+            shape.filter_depth,
+        ])?;
+        let out_dim = |v: usize| u32::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+        let output_len = elems(&[
+            shape.input.batches,
+            out_dim(rows.out_size)?,
+            out_dim(cols.out_size)?,
+            shape.out_channels,
+        ])?;
+        let us = |v: u32| usize::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+        Ok(Self {
+            rows,
+            cols,
+            batches: us(shape.input.batches)?,
+            in_channels: us(shape.input.channels)?,
+            filter_depth: us(shape.filter_depth)?,
+            out_channels: us(shape.out_channels)?,
+            filters_per_group: us(shape.out_channels / groups)?,
+            input_len,
+            filter_len,
+            output_len,
+            quant: ConvQuant::new(input, output, act)?,
+        })
+    }
+
+    /// Output tensor dimensions.
+    #[must_use]
+    pub fn output_shape(&self) -> Nhwc {
+        // Every dimension was checked to fit a u32 in `new`.
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.out_size as u32,
+            width: self.cols.out_size as u32,
+            channels: self.out_channels as u32,
+        }
+    }
+
+    /// Leading `(height, width)` padding (TFLM's `padding_values`).
+    #[must_use]
+    pub fn padding(&self) -> (usize, usize) {
+        (self.rows.pad, self.cols.pad)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to.
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.quant.activation_min, self.quant.activation_max)
+    }
+
+    /// Element counts `(input, filter, output)` the buffers must have.
+    #[must_use]
+    pub const fn lens(&self) -> (usize, usize, usize) {
+        (self.input_len, self.filter_len, self.output_len)
+    }
+}
+
+fn check_channel_operands(
+    channels: usize,
+    multipliers: &[ChannelMultiplier],
+    bias: Option<&[i32]>,
+) -> Result<(), KernelError> {
+    check_len("multipliers", channels, multipliers.len())?;
+    if let Some(bias) = bias {
+        check_len("bias", channels, bias.len())?;
+    }
+    Ok(())
+}
+
+/// int8 CONV_2D with per-channel quantization (TFLM's `reference_integer_ops::ConvPerChannel`).
+///
+/// Layouts: `input` NHWC, `filter` OHWI (`[out_channels][KH][KW][filter_depth]`), `bias`
+/// `[out_channels]`, `multipliers` `[out_channels]` (see [`channel_multipliers`]), `output`
+/// NHWC with [`Conv2dParams::output_shape`]. Errors with [`KernelError::LengthMismatch`] before
+/// touching `output` when any buffer has the wrong length. Accumulation wraps on `int32`
+/// overflow like TFLM's.
+pub fn conv2d(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    check_len("input", p.input_len, input.len())?;
+    check_len("filter", p.filter_len, filter.len())?;
+    check_len("output", p.output_len, output.len())?;
+    check_channel_operands(p.out_channels, multipliers, bias)?;
+    if p.output_len == 0 {
+        return Ok(());
+    }
+    // Non-empty output: every dimension is at least 1, so no chunk size below is 0.
+    let (rows, cols) = (p.rows, p.cols);
+    let in_row_len = cols.in_size * p.in_channels;
+    let out_image_len = rows.out_size * cols.out_size * p.out_channels;
+    let fd = p.filter_depth;
+    let per_filter = rows.filter * cols.filter * fd;
+    let offset = p.quant.input_offset;
+
+    for (in_image, out_image) in input
+        .chunks_exact(rows.in_size * in_row_len)
+        .zip(output.chunks_exact_mut(out_image_len))
+    {
+        for (oy, out_row) in out_image
+            .chunks_exact_mut(cols.out_size * p.out_channels)
+            .enumerate()
+        {
+            let ky = rows.taps(oy);
+            for (ox, out_px) in out_row.chunks_exact_mut(p.out_channels).enumerate() {
+                let kx = cols.taps(ox);
+                for (c, ((o, f), &m)) in out_px
+                    .iter_mut()
+                    .zip(filter.chunks_exact(per_filter))
+                    .zip(multipliers)
+                    .enumerate()
+                {
+                    let group_start = (c / p.filters_per_group) * fd;
+                    let taps = PixelTaps {
+                        in_image,
+                        in_row_len,
+                        in_px_len: p.in_channels,
+                        filter: f,
+                        filter_row_len: cols.filter * fd,
+                        filter_px_len: fd,
+                        rows: (ky, rows.dilation),
+                        cols: (kx, cols.dilation),
+                    };
+                    let mut acc = 0_i32;
+                    taps.each(|x, w| {
+                        let x = &x[group_start..][..fd];
+                        acc = x.iter().zip(w).fold(acc, |a, (&x, &w)| {
+                            a.wrapping_add(i32::from(w) * (i32::from(x) + offset))
+                        });
+                    });
+                    let b = bias.map_or(0, |b| b[c]);
+                    *o = p.quant.finish(acc.wrapping_add(b), m);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The valid taps of one output pixel: for each, the input pixel's channels and the filter
+/// pixel's weights.
+struct PixelTaps<'a> {
+    in_image: &'a [i8],
+    in_row_len: usize,
+    in_px_len: usize,
+    filter: &'a [i8],
+    filter_row_len: usize,
+    filter_px_len: usize,
+    /// `((first tap, end tap, input position of the first tap), dilation)` per axis.
+    rows: ((usize, usize, usize), usize),
+    cols: ((usize, usize, usize), usize),
+}
+
+impl PixelTaps<'_> {
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(&[i8], &[i8])) {
+        let ((ky0, ky1, iy0), dy) = self.rows;
+        let ((kx0, kx1, ix0), dx) = self.cols;
+        for (j, ky) in (ky0..ky1).enumerate() {
+            let iy = iy0 + j * dy;
+            let in_row = &self.in_image[iy * self.in_row_len..][..self.in_row_len];
+            let f_row = &self.filter[ky * self.filter_row_len..][..self.filter_row_len];
+            for (i, kx) in (kx0..kx1).enumerate() {
+                let ix = ix0 + i * dx;
+                f(
+                    &in_row[ix * self.in_px_len..][..self.in_px_len],
+                    &f_row[kx * self.filter_px_len..][..self.filter_px_len],
+                );
+            }
+        }
+    }
+}
+
+/// Shape of a DEPTHWISE_CONV_2D: input, depth multiplier and window. Output channel
+/// `ic · depth_multiplier + m` filters input channel `ic`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DepthwiseShape {
+    /// Input tensor dimensions (NHWC).
+    pub input: Nhwc,
+    /// Output channels per input channel (M), at least 1.
+    pub depth_multiplier: u32,
+    /// Filter size, strides, dilations and padding.
+    pub window: Window2d,
+}
+
+/// Precomputed parameters of int8 DEPTHWISE_CONV_2D (TFLM's `OpDataConv` for depthwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DepthwiseParams {
+    rows: Axis,
+    cols: Axis,
+    batches: usize,
+    in_channels: usize,
+    depth_multiplier: usize,
+    out_channels: usize,
+    input_len: usize,
+    filter_len: usize,
+    output_len: usize,
+    quant: ConvQuant,
+}
+
+impl DepthwiseParams {
+    /// Resolves the geometry and quantization like [`Conv2dParams::new`].
+    ///
+    /// Errors: [`KernelError::Unsupported`] for zero filter sizes, strides, dilations, input
+    /// channels or depth multiplier; [`KernelError::ShapeOverflow`];
+    /// [`KernelError::InvalidQuantization`].
+    pub fn new(
+        shape: DepthwiseShape,
+        input: Quant,
+        output: Quant,
+        act: Activation,
+    ) -> Result<Self, KernelError> {
+        let w = shape.window;
+        let rows = Axis::new(
+            w.padding,
+            shape.input.height,
+            w.filter_height,
+            w.stride_height,
+            w.dilation_height,
+        )?;
+        let cols = Axis::new(
+            w.padding,
+            shape.input.width,
+            w.filter_width,
+            w.stride_width,
+            w.dilation_width,
+        )?;
+        if shape.depth_multiplier == 0 {
+            return Err(KernelError::Unsupported {
+                what: "depth multiplier 0",
+            });
+        }
+        if shape.input.channels == 0 {
+            return Err(KernelError::Unsupported {
+                what: "input channels 0",
+            });
+        }
+        let out_channels = shape
+            .input
+            .channels
+            .checked_mul(shape.depth_multiplier)
+            .ok_or(KernelError::ShapeOverflow)?;
+        let input_len = shape.input.len()?;
+        let filter_len = elems(&[w.filter_height, w.filter_width, out_channels])?;
+        let out_dim = |v: usize| u32::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+        let output_len = elems(&[
+            shape.input.batches,
+            out_dim(rows.out_size)?,
+            out_dim(cols.out_size)?,
+            out_channels,
+        ])?;
+        let us = |v: u32| usize::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+        Ok(Self {
+            rows,
+            cols,
+            batches: us(shape.input.batches)?,
+            in_channels: us(shape.input.channels)?,
+            depth_multiplier: us(shape.depth_multiplier)?,
+            out_channels: us(out_channels)?,
+            input_len,
+            filter_len,
+            output_len,
+            quant: ConvQuant::new(input, output, act)?,
+        })
+    }
+
+    /// Output tensor dimensions.
+    #[must_use]
+    pub fn output_shape(&self) -> Nhwc {
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.out_size as u32,
+            width: self.cols.out_size as u32,
+            channels: self.out_channels as u32,
+        }
+    }
+
+    /// Leading `(height, width)` padding (TFLM's `padding_values`).
+    #[must_use]
+    pub fn padding(&self) -> (usize, usize) {
+        (self.rows.pad, self.cols.pad)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to.
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.quant.activation_min, self.quant.activation_max)
+    }
+
+    /// Element counts `(input, filter, output)` the buffers must have.
+    #[must_use]
+    pub const fn lens(&self) -> (usize, usize, usize) {
+        (self.input_len, self.filter_len, self.output_len)
+    }
+}
+
+/// Output channels accumulated together by the depth-multiplier-1 depthwise path.
+const DW_BLOCK: usize = 32;
+
+/// int8 DEPTHWISE_CONV_2D with per-channel quantization (TFLM's
+/// `reference_integer_ops::DepthwiseConvPerChannel`).
+///
+/// Layouts: `input` NHWC, `filter` `[1][KH][KW][in_channels · depth_multiplier]`, `bias` and
+/// `multipliers` `[out_channels]`, `output` NHWC with [`DepthwiseParams::output_shape`].
+/// Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn depthwise_conv2d(
+    p: &DepthwiseParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    check_len("input", p.input_len, input.len())?;
+    check_len("filter", p.filter_len, filter.len())?;
+    check_len("output", p.output_len, output.len())?;
+    check_channel_operands(p.out_channels, multipliers, bias)?;
+    if p.output_len == 0 {
+        return Ok(());
+    }
+    let (rows, cols) = (p.rows, p.cols);
+    let (ic, oc, mult) = (p.in_channels, p.out_channels, p.depth_multiplier);
+    let in_row_len = cols.in_size * ic;
+    let out_image_len = rows.out_size * cols.out_size * oc;
+    let offset = p.quant.input_offset;
+
+    for (in_image, out_image) in input
+        .chunks_exact(rows.in_size * in_row_len)
+        .zip(output.chunks_exact_mut(out_image_len))
+    {
+        for (oy, out_row) in out_image.chunks_exact_mut(cols.out_size * oc).enumerate() {
+            let ky = rows.taps(oy);
+            for (ox, out_px) in out_row.chunks_exact_mut(oc).enumerate() {
+                let taps = PixelTaps {
+                    in_image,
+                    in_row_len,
+                    in_px_len: ic,
+                    filter,
+                    filter_row_len: cols.filter * oc,
+                    filter_px_len: oc,
+                    rows: (ky, rows.dilation),
+                    cols: (cols.taps(ox), cols.dilation),
+                };
+                if mult == 1 {
+                    // Channel blocks: contiguous input and filter channels, vectorizable.
+                    let mut c0 = 0;
+                    while c0 < oc {
+                        let n = DW_BLOCK.min(oc - c0);
+                        let mut acc = [0_i32; DW_BLOCK];
+                        taps.each(|x, w| {
+                            for ((a, &x), &w) in
+                                acc[..n].iter_mut().zip(&x[c0..c0 + n]).zip(&w[c0..c0 + n])
+                            {
+                                *a = a.wrapping_add(i32::from(w) * (i32::from(x) + offset));
+                            }
+                        });
+                        for (k, (o, a)) in out_px[c0..c0 + n].iter_mut().zip(&acc).enumerate() {
+                            let c = c0 + k;
+                            let b = bias.map_or(0, |b| b[c]);
+                            *o = p.quant.finish(a.wrapping_add(b), multipliers[c]);
+                        }
+                        c0 += n;
+                    }
+                } else {
+                    for (c, (o, &m)) in out_px.iter_mut().zip(multipliers).enumerate() {
+                        let in_c = c / mult;
+                        let mut acc = 0_i32;
+                        taps.each(|x, w| {
+                            acc = acc.wrapping_add(i32::from(w[c]) * (i32::from(x[in_c]) + offset));
+                        });
+                        let b = bias.map_or(0, |b| b[c]);
+                        *o = p.quant.finish(acc.wrapping_add(b), m);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
