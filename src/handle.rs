@@ -151,11 +151,6 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
     pub fn refs(&self, id: HandleId) -> Result<u32, Error> {
         self.slot(id).map(|s| s.refs)
     }
-
-    /// Live values, for statistics and synchronisation.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.slots.iter_mut().filter_map(|s| s.value.as_mut())
-    }
 }
 
 #[cfg(test)]

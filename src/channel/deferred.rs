@@ -40,11 +40,6 @@ impl<const N: usize> Deferred<N> {
         true
     }
 
-    /// Whether a change is waiting.
-    pub fn is_empty(&self) -> bool {
-        !self.any.get()
-    }
-
     /// Apply every waiting change to the server.
     pub fn apply<S: ComputeServer>(&self, server: &mut S) {
         if !self.any.replace(false) {

@@ -126,11 +126,6 @@ impl<const N: usize> ArenaStorage<N> {
         self.used.len()
     }
 
-    /// Live blocks, sorted by offset.
-    pub fn live_blocks(&self) -> &[Block] {
-        &self.used
-    }
-
     /// Gaps between live blocks as `(index to insert at, gap)`, in offset order.
     fn gaps(&self) -> impl Iterator<Item = (usize, Block)> + '_ {
         let ends = core::iter::once(0).chain(self.used.iter().map(Block::end));
@@ -194,12 +189,6 @@ impl<const N: usize> ArenaStorage<N> {
         self.used.remove(index);
         self.used_bytes -= block.len;
         Ok(())
-    }
-
-    /// Forget every block.
-    pub fn clear(&mut self) {
-        self.used.clear();
-        self.used_bytes = 0;
     }
 }
 
