@@ -37,25 +37,31 @@
 /// `round(a · b / 2^31)` with ties towards +∞, saturating: gemmlowp's
 /// `SaturatingRoundingDoublingHighMul` for `int32`.
 ///
-/// This is the high 32 bits of the doubled 64-bit product `2 · a · b`, rounded. The product is
-/// nudged by `+2^30` when it is non-negative and by `1 − 2^30` when it is negative, then
-/// divided by `2^31` with truncation toward zero (a division, not an arithmetic shift). The
-/// combined effect is round-half-up: `a · b / 2^31 = −2.5` gives `−2`, `+2.5` gives `3`.
+/// This is the high 32 bits of the doubled 64-bit product `2 · a · b`, rounded. gemmlowp nudges
+/// the product by `+2^30` when it is non-negative and by `1 − 2^30` when it is negative, then
+/// divides by `2^31` truncating toward zero. The combined effect is round-half-up (`a · b / 2^31
+/// = −2.5` gives `−2`, `+2.5` gives `3`), which is what this function computes directly, with
+/// one add and an arithmetic shift and no sign-dependent nudge or division:
+///
+/// - for `ab >= 0`, truncation is flooring, so gemmlowp's result is `floor((ab + 2^30) / 2^31)`;
+/// - for `ab < 0` the nudged value `v = ab + 1 − 2^30` is negative, and truncating a negative
+///   quotient is rounding it up: `ceil(v / 2^31) = floor((v + 2^31 − 1) / 2^31)
+///   = floor((ab + 2^30) / 2^31)`, the same expression.
+///
+/// So the sign correction cancels out exactly, for every product. (The tests compare this
+/// against gemmlowp's division formula on edge values and a million pseudo-random pairs.)
 ///
 /// The only product whose result does not fit, `i32::MIN · i32::MIN` (`+1.0` in Q0.31), saturates
 /// to `i32::MAX`.
 #[inline]
 #[must_use]
 pub fn saturating_rounding_doubling_high_mul(a: i32, b: i32) -> i32 {
-    if a == i32::MIN && b == i32::MIN {
-        return i32::MAX;
-    }
-    // |a·b| <= 2^62 − 2^31 here, so neither the product nor the nudged sum overflows i64.
+    // |a·b| <= 2^62, so adding 2^30 cannot overflow an i64.
     let ab = i64::from(a) * i64::from(b);
-    let nudge: i64 = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
-    // Rust's `/` truncates toward zero, like C++'s. The quotient's magnitude is below 2^31
-    // whenever the operands are not both i32::MIN, so the cast is lossless.
-    ((ab + nudge) / (1_i64 << 31)) as i32
+    let rounded = (ab + (1 << 30)) >> 31;
+    // Only i32::MIN · i32::MIN = 2^62 gives 2^31, one past i32::MAX; min() saturates it and
+    // leaves every other (in-range) quotient unchanged, without a branch.
+    rounded.min(i64::from(i32::MAX)) as i32
 }
 
 /// `x / 2^exponent` rounded to the nearest integer, ties away from zero: gemmlowp's
@@ -326,6 +332,80 @@ mod tests {
                     saturating_rounding_doubling_high_mul(a, b),
                     srdhm_model(a, b),
                     "a={a} b={b}"
+                );
+            }
+        }
+    }
+
+    /// gemmlowp's formula verbatim: sign-dependent nudge, then a truncating 64-bit division.
+    fn srdhm_gemmlowp_division(a: i32, b: i32) -> i32 {
+        if a == i32::MIN && b == i32::MIN {
+            return i32::MAX;
+        }
+        let ab = i64::from(a) * i64::from(b);
+        let nudge: i64 = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
+        ((ab + nudge) / (1_i64 << 31)) as i32
+    }
+
+    /// xorshift64*: a deterministic stream of pseudo-random 32-bit words.
+    fn words(mut state: u64) -> impl Iterator<Item = i32> {
+        core::iter::from_fn(move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            Some((state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32 as i32)
+        })
+    }
+
+    #[test]
+    fn srdhm_shift_form_equals_gemmlowp_division() {
+        // Edge values: extremes, ±1 around them, the tie-producing powers of two, and their
+        // neighbours, in every pairing (i32::MIN with itself included).
+        let mut edges = std::vec::Vec::from(SAMPLES);
+        for k in 0..31 {
+            for d in [-1, 0, 1] {
+                edges.push((1_i32 << k).wrapping_add(d));
+                edges.push((-(1_i32 << k)).wrapping_add(d));
+            }
+        }
+        for &a in &edges {
+            for &b in &edges {
+                assert_eq!(
+                    saturating_rounding_doubling_high_mul(a, b),
+                    srdhm_gemmlowp_division(a, b),
+                    "a={a} b={b}"
+                );
+            }
+        }
+        // Exact ties of both signs: a · b = (2j + 1) · 2^30 for odd multiples.
+        for j in -1000..1000_i32 {
+            let a = 2 * j + 1;
+            for b in [1 << 30, -(1 << 30)] {
+                assert_eq!(
+                    saturating_rounding_doubling_high_mul(a, b),
+                    srdhm_gemmlowp_division(a, b),
+                    "a={a} b={b}"
+                );
+            }
+        }
+        // A million pseudo-random pairs, plus each random value against i32::MIN, i32::MAX and
+        // small multipliers (the kernels' typical Q0.31 multipliers are in [2^30, 2^31)).
+        let mut w = words(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..1_000_000 {
+            let (a, b) = (w.next().unwrap(), w.next().unwrap());
+            assert_eq!(
+                saturating_rounding_doubling_high_mul(a, b),
+                srdhm_gemmlowp_division(a, b),
+                "a={a} b={b}"
+            );
+            // Small a (an int8-derived accumulator) times a large multiplier.
+            let small = a >> 16;
+            let mult = (b as u32 >> 1) as i32 | (1 << 30);
+            for (x, y) in [(a, i32::MIN), (i32::MIN, b), (a, i32::MAX), (small, mult)] {
+                assert_eq!(
+                    saturating_rounding_doubling_high_mul(x, y),
+                    srdhm_gemmlowp_division(x, y),
+                    "a={x} b={y}"
                 );
             }
         }

@@ -30,27 +30,55 @@
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
 //!   ([`SoftmaxParams`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
+//!
+//! Matrix and tensor operators, likewise:
+//!
+//! - [`fc_per_channel`]: FULLY_CONNECTED with one weight scale per output feature
+//!   ([`FcPerChannelParams`]);
+//! - [`batch_matmul`](mod@batch_matmul): BATCH_MATMUL with batch broadcasting
+//!   ([`BatchMatmulParams`]);
+//! - [`transpose`](mod@transpose) ([`TransposeParams`]), [`concat`](mod@concat) (CONCATENATION,
+//!   [`ConcatParams`]) and [`reshape`](mod@reshape): data movement;
+//! - [`dims`]: dimensions of tensors of rank up to 6 ([`Dims`]).
 
 use crate::fixed_point::{
-    multiply_by_quantized_multiplier, quantize_multiplier,
-    quantize_multiplier_smaller_than_one_exp, rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
+    multiply_by_quantized_multiplier, quantize_multiplier, quantize_multiplier_smaller_than_one_exp,
 };
 use crate::{check_len, FcShape, KernelError};
 
+pub mod batch_matmul;
+pub mod broadcast;
+pub mod concat;
 pub mod conv;
+pub mod dims;
+pub mod fc_per_channel;
 pub mod mean;
 pub mod pool;
+pub mod quantize;
+pub mod reshape;
+pub mod rsqrt;
 pub mod softmax;
+pub mod sub;
+pub mod transpose;
 pub mod window;
 
+pub use batch_matmul::{batch_matmul, BatchMatmulParams};
+pub use broadcast::{add_broadcast, mul_broadcast, sub_broadcast, BroadcastShape};
+pub use concat::{check_same_quant, concatenation, ConcatParams, MAX_CONCAT_INPUTS};
 pub use conv::{
     channel_multipliers, conv2d, depthwise_conv2d, ChannelMultiplier, Conv2dParams, Conv2dShape,
     DepthwiseParams, DepthwiseShape,
 };
-pub use mean::{mean_hw, MeanParams};
+pub use dims::{Dims, MAX_DIMS};
+pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
+pub use mean::{mean, mean_hw, MeanParams};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
+pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};
+pub use reshape::reshape;
+pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
+pub use sub::{sub, SubParams};
+pub use transpose::{transpose, TransposeParams};
 pub use window::{Nhwc, Padding, Window2d};
 
 /// Affine quantization of a tensor: `real = scale * (q - zero_point)`.
@@ -200,33 +228,6 @@ impl AddParams {
     pub const fn activation_range(&self) -> (i32, i32) {
         (self.activation_min, self.activation_max)
     }
-
-    #[inline]
-    fn apply(&self, a: i8, b: i8) -> i8 {
-        // Offsets are in [−127, 128], so each shifted input is below 255 · 2^20 < 2^28, each
-        // rescaled one (multiplier ≤ 0.5) below 2^27 in magnitude, and their sum below 2^28.
-        let a = (i32::from(a) + self.input1_offset) << ADD_LEFT_SHIFT;
-        let b = (i32::from(b) + self.input2_offset) << ADD_LEFT_SHIFT;
-        // Shifts are in [−31, 0]: these are MultiplyByQuantizedMultiplierSmallerThanOneExp.
-        let a = rounding_divide_by_pot(
-            saturating_rounding_doubling_high_mul(a, self.input1_multiplier),
-            -self.input1_shift,
-        );
-        let b = rounding_divide_by_pot(
-            saturating_rounding_doubling_high_mul(b, self.input2_multiplier),
-            -self.input2_shift,
-        );
-        let sum = rounding_divide_by_pot(
-            saturating_rounding_doubling_high_mul(a + b, self.output_multiplier),
-            -self.output_shift,
-        );
-        requantized_to_i8(
-            sum,
-            self.output_offset,
-            self.activation_min,
-            self.activation_max,
-        )
-    }
 }
 
 /// Precomputed parameters of int8 MUL (TFLM's `OpDataMul`).
@@ -299,20 +300,6 @@ impl MulParams {
     #[must_use]
     pub const fn activation_range(&self) -> (i32, i32) {
         (self.activation_min, self.activation_max)
-    }
-
-    #[inline]
-    fn apply(&self, a: i8, b: i8) -> i8 {
-        // Each factor is in [−255, 255], so the product fits easily.
-        let product = (i32::from(a) + self.input1_offset) * (i32::from(b) + self.input2_offset);
-        let scaled =
-            multiply_by_quantized_multiplier(product, self.output_multiplier, self.output_shift);
-        requantized_to_i8(
-            scaled,
-            self.output_offset,
-            self.activation_min,
-            self.activation_max,
-        )
     }
 }
 
@@ -495,9 +482,8 @@ impl FcParams {
 pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = p.apply(x, y);
-    }
+    // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
+    broadcast::elementwise(p, a, b, out);
     Ok(())
 }
 
@@ -507,9 +493,8 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
 pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = p.apply(x, y);
-    }
+    // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
+    broadcast::elementwise(p, a, b, out);
     Ok(())
 }
 

@@ -37,8 +37,11 @@ use crate::{check_len, KernelError};
 
 /// A per-channel requantization multiplier: the real number `multiplier · 2^(shift − 31)`
 /// (TFLM's `per_channel_output_multiplier` / `per_channel_output_shift` pair).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+// `repr(C)` and `Pod`: multipliers lie in device memory as little-endian (multiplier, shift)
+// pairs, and a job's operand bytes are viewed as `&[ChannelMultiplier]` without a copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(C)]
 pub struct ChannelMultiplier {
     multiplier: i32,
     shift: i32,

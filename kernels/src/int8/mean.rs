@@ -1,36 +1,54 @@
-//! int8 MEAN over the spatial axes (H and W) of an NHWC tensor: global average pooling as
-//! TFLite converters emit it.
+//! int8 MEAN over any set of axes of a tensor of rank up to 6: global average pooling
+//! (`[N, H, W, C]` over H and W, as TFLite converters emit it) and the row means of layer
+//! normalization (`[1, 16, 32]` over the last axis).
 //!
 //! Arithmetic (TFLM `kernels/internal/reference/reduce.h` `QuantizedMeanOrSum`, parameters
 //! from `micro/kernels/reduce_common.cc`):
 //!
 //! ```text
 //! (m, s)  = QuantizeMultiplier(input_scale / output_scale)            (double)
-//! n       = H · W,  k = min(floor(log2 n), 32, 31 + s)
+//! n       = product of the reduced dimensions
+//! k       = min(floor(log2 n), 32, 31 + s)
 //! m'      = (m · 2^k) / n   (64-bit, truncating),  s' = s − k
-//! sum[c]  = Σ_hw x[h][w][c]                                            (int32, wrapping)
-//! out[c]  = clamp(MultiplyByQuantizedMultiplier(sum[c] − input_zp · n, m', s') + output_zp,
+//! sum     = Σ x over the reduced axes                                  (int32, wrapping)
+//! out     = clamp(MultiplyByQuantizedMultiplier(sum − input_zp · n, m', s') + output_zp,
 //!                 −128, 127)
 //! ```
 //!
 //! The division by the element count is folded into the multiplier (with `k` extra bits of
 //! precision), so the result is not always the correctly rounded mean. There is no fused
-//! activation. An empty reduction (`H · W = 0`) writes zeros, as TFLM does.
+//! activation, and `keep_dims` does not change the bytes.
+//!
+//! This is the only int8 path of TFLM's MEAN, whatever the axes and whether or not the input
+//! and output quantization are equal: TFLM once had a special 4-D kernel for axes 1 and 2 and
+//! an integer-division path (`sum / n`, truncating) for equal scales and zero points, and
+//! removed both in April 2023 ("Align mean kernel to TFL", tflite-micro #1908). An input with
+//! a dimension of size 0 writes zeros, as TFLM does.
+//!
+//! Axes are resolved as TFLM's `ResolveAxis`: negative axes count from the end, duplicates are
+//! ignored, an axis outside the shape is an error, and a scalar input ignores its axes.
 
-use super::window::{elems, Nhwc};
-use super::{check_quant, general_multiplier, Quant};
+use super::{check_quant, general_multiplier, Nhwc, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
 use crate::{check_len, KernelError};
 
-/// Precomputed parameters of int8 MEAN over axes 1 and 2 (TFLM's `OpDataReduce`).
+/// Most dimensions a MEAN input may have.
+pub const MAX_MEAN_RANK: usize = 6;
+
+/// Precomputed parameters of int8 MEAN (TFLM's `OpDataReduce`); see the [module docs](self).
+///
+/// The shape is kept as at most six fused extents (outermost first): dimensions of size 1 are
+/// dropped and neighbouring dimensions that are both reduced, or both kept, are merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct MeanParams {
-    batches: usize,
-    pixels: usize,
-    channels: usize,
-    input_len: usize,
-    output_len: usize,
+    /// Fused extents, outermost first; `rank` of them are used.
+    dims: [u32; MAX_MEAN_RANK],
+    /// Bit `i` set: `dims[i]` is reduced.
+    reduced: u8,
+    rank: u8,
+    input_len: u32,
+    output_len: u32,
     /// `input_zp · n`, subtracted from each sum (wrapping like TFLM's int32).
     zero_point_sum: i32,
     output_zero_point: i32,
@@ -39,47 +57,123 @@ pub struct MeanParams {
 }
 
 impl MeanParams {
-    /// Parameters for averaging `input` over its height and width; the output is
-    /// `[batches][channels]` (with or without TFLite's `keep_dims`, the bytes are the same).
+    /// Parameters for averaging an NHWC `input` over its height and width (axes 1 and 2); the
+    /// output is `[batches][channels]` (with or without TFLite's `keep_dims`, the bytes are the
+    /// same).
     ///
-    /// Errors: [`KernelError::InvalidQuantization`] for bad scales or zero points or a
-    /// multiplier `input_scale / output_scale` of `2^31` or more; [`KernelError::ShapeOverflow`]
-    /// for sizes no buffer can have.
+    /// Errors as [`MeanParams::for_axes`].
     pub fn new(input: Nhwc, input_q: Quant, output_q: Quant) -> Result<Self, KernelError> {
+        let shape = [input.batches, input.height, input.width, input.channels];
+        Self::for_axes(&shape, &[1, 2], input_q, output_q)
+    }
+
+    /// Parameters for averaging a tensor of dimensions `shape` (outermost first, rank 0 to 6)
+    /// over `axes` (TFLite's axis tensor: negative values count from the end, duplicates are
+    /// ignored). The output holds the kept dimensions in order.
+    ///
+    /// Errors: [`KernelError::Unsupported`] `"rank above 6"` or `"axis out of range"` (TFLM
+    /// fails the op on the latter); [`KernelError::InvalidQuantization`] for bad scales or zero
+    /// points or a multiplier `input_scale / output_scale` of `2^31` or more;
+    /// [`KernelError::ShapeOverflow`] for element counts above `u32::MAX` or that no slice can
+    /// have.
+    pub fn for_axes(
+        shape: &[u32],
+        axes: &[i32],
+        input_q: Quant,
+        output_q: Quant,
+    ) -> Result<Self, KernelError> {
+        if shape.len() > MAX_MEAN_RANK {
+            return Err(KernelError::Unsupported {
+                what: "rank above 6",
+            });
+        }
         check_quant(input_q, "input scale", "input zero point")?;
         check_quant(output_q, "output scale", "output zero point")?;
         let real = f64::from(input_q.scale) / f64::from(output_q.scale);
         let (multiplier, shift) = general_multiplier(real, "output scale")?;
-        let input_len = input.len()?;
-        let output_len = elems(&[input.batches, input.channels])?;
-        let pixels = elems(&[input.height, input.width])?;
-        let n = pixels as u64;
-        let (multiplier, shift) = if n == 0 {
-            (multiplier, shift)
-        } else {
-            // floor(log2 n), clamped so the shift stays within MultiplyByQuantizedMultiplier's
-            // range (shift ≥ −31 after the adjustment) and the 64-bit product cannot overflow.
-            let k = (63 - n.leading_zeros() as i32)
-                .min(32)
-                .min(31 + shift)
-                .max(0);
-            // |multiplier| < 2^31 and k <= 32: the product fits an i64, and the quotient's
-            // magnitude is at most |multiplier| because n >= 2^k.
-            let scaled = (i64::from(multiplier) << k) / n as i64;
-            (scaled as i32, shift - k)
-        };
-        let us = |v: u32| usize::try_from(v).map_err(|_| KernelError::ShapeOverflow);
-        Ok(Self {
-            batches: us(input.batches)?,
-            pixels,
-            channels: us(input.channels)?,
-            input_len,
-            output_len,
-            zero_point_sum: input_q.zero_point.wrapping_mul(pixels as i32),
+
+        // ResolveAxis. A scalar has no axes to resolve (TFLM returns before looking at them).
+        let rank = shape.len() as i32; // at most 6
+        let mut reduced_axes = 0_u8;
+        if rank > 0 {
+            for &axis in axes {
+                let resolved = if axis < 0 {
+                    axis.saturating_add(rank)
+                } else {
+                    axis
+                };
+                if !(0..rank).contains(&resolved) {
+                    return Err(KernelError::Unsupported {
+                        what: "axis out of range",
+                    });
+                }
+                reduced_axes |= 1 << resolved;
+            }
+        }
+
+        let mut p = Self {
+            dims: [0; MAX_MEAN_RANK],
+            reduced: 0,
+            rank: 0,
+            input_len: 0,
+            output_len: 0,
+            zero_point_sum: 0,
             output_zero_point: output_q.zero_point,
             multiplier,
             shift,
-        })
+        };
+        let count = |n: u32, d: u32| n.checked_mul(d).ok_or(KernelError::ShapeOverflow);
+        let (mut input_len, mut output_len, mut n) = (1_u32, 1_u32, 1_u32);
+        let mut last = None;
+        for (i, &d) in shape.iter().enumerate() {
+            let is_reduced = reduced_axes >> i & 1 != 0;
+            input_len = count(input_len, d)?;
+            if is_reduced {
+                n = n.saturating_mul(d); // only used when the input is not empty (see below)
+            } else {
+                output_len = count(output_len, d)?;
+            }
+            if d == 1 {
+                continue; // neither a loop nor a factor of the count
+            }
+            let r = usize::from(p.rank);
+            if last == Some(is_reduced) {
+                p.dims[r - 1] = count(p.dims[r - 1], d)?;
+            } else {
+                p.dims[r] = d;
+                p.reduced |= u8::from(is_reduced) << r;
+                p.rank += 1;
+                last = Some(is_reduced);
+            }
+        }
+        for len in [input_len, output_len] {
+            let len = usize::try_from(len).map_err(|_| KernelError::ShapeOverflow)?;
+            if len > isize::MAX as usize {
+                return Err(KernelError::ShapeOverflow);
+            }
+        }
+        p.input_len = input_len;
+        p.output_len = output_len;
+        if input_len == 0 {
+            // TFLM writes zeros and returns before computing the count or the multiplier.
+            return Ok(p);
+        }
+        // Non-empty input: n divides input_len, so the saturating product above was exact.
+        let n = u64::from(n);
+        // floor(log2 n), clamped so the shift stays within MultiplyByQuantizedMultiplier's
+        // range (shift ≥ −31 after the adjustment) and the 64-bit product cannot overflow.
+        let k = (63 - n.leading_zeros() as i32)
+            .min(32)
+            .min(31 + shift)
+            .max(0);
+        // |multiplier| < 2^31 and k <= 32: the product fits an i64, and the quotient's
+        // magnitude is at most |multiplier| because n >= 2^k.
+        p.multiplier = ((i64::from(multiplier) << k) / n as i64) as i32;
+        p.shift = shift - k;
+        // TFLM computes `temp_sum − input_zp · n` in 64 bits and truncates it to int32; the
+        // same value mod 2^32 as these wrapping 32-bit operations.
+        p.zero_point_sum = input_q.zero_point.wrapping_mul(n as u32 as i32);
+        Ok(p)
     }
 
     /// `(multiplier, shift)` applied to the zero-point-corrected sums (the count folded in).
@@ -88,60 +182,160 @@ impl MeanParams {
         (self.multiplier, self.shift)
     }
 
-    /// Output dimensions `(batches, channels)`.
-    #[must_use]
-    pub const fn output_shape(&self) -> (usize, usize) {
-        (self.batches, self.channels)
-    }
-
     /// Element counts `(input, output)` the buffers must have.
     #[must_use]
     pub const fn lens(&self) -> (usize, usize) {
-        (self.input_len, self.output_len)
+        // Both fit a usize: checked in `for_axes`.
+        (self.input_len as usize, self.output_len as usize)
+    }
+
+    /// The fused loop extents, outermost first, each with whether it is reduced.
+    fn loops(&self) -> impl Iterator<Item = (usize, bool)> + '_ {
+        self.dims[..usize::from(self.rank)]
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (d as usize, self.reduced >> i & 1 != 0))
+    }
+
+    #[inline]
+    fn requantize(&self, sum: i32) -> i8 {
+        let scaled = multiply_by_quantized_multiplier(
+            sum.wrapping_sub(self.zero_point_sum),
+            self.multiplier,
+            self.shift,
+        );
+        scaled.wrapping_add(self.output_zero_point).clamp(-128, 127) as i8
     }
 }
 
-/// Channels summed together (a stack accumulator of this many lanes).
+/// Lanes of the stack accumulator when the innermost dimension is kept.
 const BLOCK: usize = 32;
 
-/// int8 MEAN over height and width (see the [module docs](self)).
+/// Up to [`MAX_MEAN_RANK`] nested loops, each an `(extent, stride)`, outermost first.
+#[derive(Clone, Copy)]
+struct Nest {
+    loops: [(usize, usize); MAX_MEAN_RANK],
+    len: usize,
+}
+
+impl Nest {
+    const EMPTY: Self = Self {
+        loops: [(1, 0); MAX_MEAN_RANK],
+        len: 0,
+    };
+
+    fn push(&mut self, extent: usize, stride: usize) {
+        self.loops[self.len] = (extent, stride);
+        self.len += 1;
+    }
+
+    /// Calls `f` with the offset `Σ index · stride` of every point of the nest, in row-major
+    /// order (once, with 0, for an empty nest). Extents are at least 2 here.
+    #[inline]
+    fn for_each(&self, mut f: impl FnMut(usize)) {
+        let loops = &self.loops[..self.len];
+        let mut index = [0_usize; MAX_MEAN_RANK];
+        let mut offset = 0;
+        loop {
+            f(offset);
+            let mut d = loops.len();
+            loop {
+                if d == 0 {
+                    return;
+                }
+                d -= 1;
+                index[d] += 1;
+                offset += loops[d].1;
+                if index[d] < loops[d].0 {
+                    break;
+                }
+                index[d] = 0;
+                offset -= loops[d].0 * loops[d].1;
+            }
+        }
+    }
+}
+
+/// int8 MEAN (see the [module docs](self)).
 ///
-/// Layouts: `input` NHWC, `output` `[batches][channels]`. Errors with
-/// [`KernelError::LengthMismatch`] before touching `output`.
-pub fn mean_hw(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
-    check_len("input", p.input_len, input.len())?;
-    check_len("output", p.output_len, output.len())?;
-    if p.output_len == 0 {
+/// Layouts: `input` row-major in the shape given to [`MeanParams::for_axes`], `output` the kept
+/// dimensions in order. Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    let (input_len, output_len) = p.lens();
+    check_len("input", input_len, input.len())?;
+    check_len("output", output_len, output.len())?;
+    if output_len == 0 {
         return Ok(());
     }
-    if p.pixels == 0 {
+    if input_len == 0 {
         output.fill(0);
         return Ok(());
     }
-    let c = p.channels;
-    for (image, out) in input
-        .chunks_exact(p.pixels * c)
-        .zip(output.chunks_exact_mut(c))
-    {
-        let mut c0 = 0;
-        while c0 < c {
-            let n = BLOCK.min(c - c0);
-            let mut acc = [0_i32; BLOCK];
-            for px in image.chunks_exact(c) {
-                for (a, &v) in acc.iter_mut().zip(&px[c0..c0 + n]) {
-                    *a = a.wrapping_add(i32::from(v));
+    // Strides of the fused loops in the input, and the loops split by kind. Every fused extent
+    // is at least 2 (the input is not empty and size-1 dimensions were dropped).
+    let mut kept = Nest::EMPTY;
+    let mut reduced = Nest::EMPTY;
+    let mut stride = input_len;
+    let mut innermost = None;
+    for (extent, is_reduced) in p.loops() {
+        stride /= extent; // exact: the extents' product is input_len
+        if is_reduced {
+            reduced.push(extent, stride);
+        } else {
+            kept.push(extent, stride);
+        }
+        innermost = Some((extent, is_reduced));
+    }
+
+    match innermost {
+        // Rank 0 after fusing: every dimension is 1, a single element.
+        None => output[0] = p.requantize(i32::from(input[0])),
+        Some((run, true)) => {
+            // The innermost loop is reduced: each output sums contiguous runs of `run` inputs,
+            // one run per point of the other reduced loops.
+            reduced.len -= 1;
+            let mut outputs = output.iter_mut();
+            kept.for_each(|base| {
+                let mut sum = 0_i32;
+                reduced.for_each(|offset| {
+                    let start = base + offset;
+                    for &x in &input[start..start + run] {
+                        sum = sum.wrapping_add(i32::from(x));
+                    }
+                });
+                if let Some(o) = outputs.next() {
+                    *o = p.requantize(sum);
                 }
-            }
-            for (o, &a) in out[c0..c0 + n].iter_mut().zip(&acc) {
-                let scaled = multiply_by_quantized_multiplier(
-                    a.wrapping_sub(p.zero_point_sum),
-                    p.multiplier,
-                    p.shift,
-                );
-                *o = scaled.wrapping_add(p.output_zero_point).clamp(-128, 127) as i8;
-            }
-            c0 += n;
+            });
+        }
+        Some((width, false)) => {
+            // The innermost loop is kept: outputs come in rows of `width`, each averaged over
+            // the reduced loops, `BLOCK` lanes at a time in a stack accumulator.
+            kept.len -= 1;
+            let mut rows = output.chunks_exact_mut(width);
+            kept.for_each(|base| {
+                let Some(row) = rows.next() else { return };
+                for (block, out) in row.chunks_mut(BLOCK).enumerate() {
+                    let lane0 = base + block * BLOCK;
+                    let mut acc = [0_i32; BLOCK];
+                    reduced.for_each(|offset| {
+                        let start = lane0 + offset;
+                        for (a, &x) in acc.iter_mut().zip(&input[start..start + out.len()]) {
+                            *a = a.wrapping_add(i32::from(x));
+                        }
+                    });
+                    for (o, &a) in out.iter_mut().zip(&acc) {
+                        *o = p.requantize(a);
+                    }
+                }
+            });
         }
     }
     Ok(())
+}
+
+/// int8 MEAN over height and width: [`mean`] with parameters from [`MeanParams::new`] (kept
+/// for callers of the spatial-only version; both accept any [`MeanParams`]).
+pub fn mean_hw(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    mean(p, input, output)
 }

@@ -1,0 +1,409 @@
+//! Broadcasting int8 ADD, SUB and MUL, and the elementwise loop they share with [`add`],
+//! [`sub`] and [`mul`].
+//!
+//! # Shapes
+//!
+//! [`BroadcastShape`] follows numpy's and TFLite's rules, up to rank 6: the shapes are aligned
+//! on their last dimension and the shorter ones padded with leading 1s; along each dimension the
+//! two inputs must have equal sizes, or one of them size 1 (it is then repeated). The output
+//! shape must be exactly the result.
+//!
+//! The constructor reduces the shapes to a short loop nest, as TFLM's `BroadcastBinaryOpSimple`
+//! (`kernels/internal/reference/broadcast_loop.h`) does: dimensions of output size 1 are
+//! dropped, and neighbouring dimensions along which the same inputs are repeated are fused into
+//! one. `[1, 16, 32] − [1, 16, 1]` becomes 16 rows of 32 with `b` repeated along the rows;
+//! `[1, 2, 16, 16] · []` becomes one run of 512 with `b` repeated; equal shapes become one flat
+//! run (the fast path, [`BroadcastShape::is_elementwise`]).
+//!
+//! # Arithmetic
+//!
+//! Broadcasting changes only which elements are paired, never the arithmetic: TFLM's int8 ADD,
+//! SUB and MUL call the same per-element function with and without broadcasting
+//! (`reference_integer_ops::AddFunc` from `BroadcastAdd6DSlow` and `Add`;
+//! `reference_ops::BroadcastQuantSubSlow` and `SubElementwise`, which are the same expression;
+//! `BroadcastMul6DSlow` and `MulElementwise`, likewise), so `add_broadcast` over equal shapes
+//! is byte-for-byte [`add`]. The per-element work is split into the part that depends on one
+//! input only (for ADD and SUB: zero-point offset, `<< 20`, rescale to the common scale; for
+//! MUL: the offset) and the part that combines the two. When an input is repeated along the
+//! innermost run, its part is computed once per run instead of once per element. This is an
+//! exact transformation: the parts are pure functions of the input value.
+//!
+//! [`add`]: super::add
+//! [`sub`]: super::sub
+//! [`mul`]: super::mul
+
+use super::{requantized_to_i8, AddParams, MulParams, SubParams, ADD_LEFT_SHIFT};
+use crate::fixed_point::{
+    multiply_by_quantized_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
+};
+use crate::{check_len, KernelError};
+
+/// Most dimensions a broadcast shape may have (TFLM's `kMaxMulBroadcastDim`, and the rank of
+/// its `BroadcastAdd6DSlow`).
+pub const MAX_BROADCAST_RANK: usize = 6;
+
+/// Two input shapes broadcast to an output shape, resolved into a loop nest (see the
+/// [module docs](self)).
+///
+/// Stored as at most six fused output extents (outermost first) and, per extent, whether each
+/// input is repeated along it; 32 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BroadcastShape {
+    /// Output extents of the fused loops, outermost first; `rank` of them are used.
+    dims: [u32; MAX_BROADCAST_RANK],
+    /// Bit `i` set: `a` is repeated along loop `i` (its stride there is 0).
+    a_repeated: u8,
+    /// Bit `i` set: `b` is repeated along loop `i`.
+    b_repeated: u8,
+    /// Loops in use, 0 (a single element) to 6.
+    rank: u8,
+}
+
+impl BroadcastShape {
+    /// Resolves `a` and `b` broadcast to `out` (dimensions outermost first; an empty slice is
+    /// a scalar).
+    ///
+    /// Errors:
+    /// - [`KernelError::Unsupported`] `"rank above 6"` when a shape has more than
+    ///   [`MAX_BROADCAST_RANK`] dimensions, `"shapes do not broadcast"` when a dimension
+    ///   differs between `a` and `b` with neither size 1, `"output is not the broadcast shape"`
+    ///   when `out` differs from the broadcast shape (in a size or in rank);
+    /// - [`KernelError::ShapeOverflow`] when an element count does not fit a `u32` or a slice.
+    pub fn new(a: &[u32], b: &[u32], out: &[u32]) -> Result<Self, KernelError> {
+        if a.len() > MAX_BROADCAST_RANK
+            || b.len() > MAX_BROADCAST_RANK
+            || out.len() > MAX_BROADCAST_RANK
+        {
+            return Err(KernelError::Unsupported {
+                what: "rank above 6",
+            });
+        }
+        let rank = a.len().max(b.len());
+        if out.len() != rank {
+            return Err(KernelError::Unsupported {
+                what: "output is not the broadcast shape",
+            });
+        }
+        // Size of dimension `i` (of `rank`, outermost first) of a shape padded with leading 1s.
+        let padded =
+            |shape: &[u32], i: usize| (i + shape.len()).checked_sub(rank).map_or(1, |j| shape[j]);
+        let mut shape = Self {
+            dims: [0; MAX_BROADCAST_RANK],
+            a_repeated: 0,
+            b_repeated: 0,
+            rank: 0,
+        };
+        // Running element counts, to refuse shapes whose buffers cannot exist.
+        let (mut a_len, mut b_len, mut out_len) = (1_u32, 1_u32, 1_u32);
+        let mut last_kind = None;
+        for (i, &dout) in out.iter().enumerate() {
+            let (da, db) = (padded(a, i), padded(b, i));
+            let broadcast = if da == db || db == 1 {
+                da
+            } else if da == 1 {
+                db
+            } else {
+                return Err(KernelError::Unsupported {
+                    what: "shapes do not broadcast",
+                });
+            };
+            if dout != broadcast {
+                return Err(KernelError::Unsupported {
+                    what: "output is not the broadcast shape",
+                });
+            }
+            let count = |n: u32, d: u32| n.checked_mul(d).ok_or(KernelError::ShapeOverflow);
+            a_len = count(a_len, da)?;
+            b_len = count(b_len, db)?;
+            out_len = count(out_len, dout)?;
+            if dout == 1 {
+                continue; // a loop of one iteration: nothing to index
+            }
+            // An input of size 1 here (while the output is not) is repeated along this loop.
+            let kind = (da == 1, db == 1);
+            let r = usize::from(shape.rank);
+            if last_kind == Some(kind) {
+                // Same inputs repeated as along the previous (outer) loop: the two loops are
+                // one loop over their product, with the inner loop's strides.
+                shape.dims[r - 1] = count(shape.dims[r - 1], dout)?;
+            } else {
+                shape.dims[r] = dout;
+                shape.a_repeated |= u8::from(kind.0) << r;
+                shape.b_repeated |= u8::from(kind.1) << r;
+                shape.rank += 1;
+                last_kind = Some(kind);
+            }
+        }
+        for n in [a_len, b_len, out_len] {
+            let n = usize::try_from(n).map_err(|_| KernelError::ShapeOverflow)?;
+            if n > isize::MAX as usize {
+                return Err(KernelError::ShapeOverflow);
+            }
+        }
+        Ok(shape)
+    }
+
+    /// Element counts `(a, b, out)` the buffers must have.
+    #[must_use]
+    pub fn lens(&self) -> (usize, usize, usize) {
+        let (mut a, mut b, mut out) = (1_usize, 1_usize, 1_usize);
+        for (i, &d) in self.loops().iter().enumerate() {
+            // Products of subsets of the dimensions, all checked to fit in `new`.
+            let d = d as usize;
+            out *= d;
+            if !self.a_repeats(i) {
+                a *= d;
+            }
+            if !self.b_repeats(i) {
+                b *= d;
+            }
+        }
+        (a, b, out)
+    }
+
+    /// Whether no input is repeated: `a`, `b` and the output have the same element count and
+    /// are combined element by element (the fast path).
+    #[must_use]
+    pub const fn is_elementwise(&self) -> bool {
+        self.a_repeated == 0 && self.b_repeated == 0
+    }
+
+    /// Extents of the fused loops, outermost first (empty for a single element).
+    #[must_use]
+    pub fn loops(&self) -> &[u32] {
+        &self.dims[..usize::from(self.rank)]
+    }
+
+    fn a_repeats(&self, i: usize) -> bool {
+        self.a_repeated >> i & 1 != 0
+    }
+
+    fn b_repeats(&self, i: usize) -> bool {
+        self.b_repeated >> i & 1 != 0
+    }
+}
+
+/// An int8 binary operator split as described in the [module docs](self): `combine(prep_a(a),
+/// prep_b(b))` is the operator's result for the pair `(a, b)`.
+pub(crate) trait BinaryOp {
+    /// The work that depends on the first input only.
+    fn prep_a(&self, a: i8) -> i32;
+    /// The work that depends on the second input only.
+    fn prep_b(&self, b: i8) -> i32;
+    /// The rest: combine the prepared inputs, rescale, offset and clamp.
+    fn combine(&self, a: i32, b: i32) -> i8;
+}
+
+/// TFLM's `MultiplyByQuantizedMultiplierSmallerThanOneExp`: the shift is a right shift (`≤ 0`).
+#[inline]
+fn rescale_smaller_than_one(x: i32, multiplier: i32, shift: i32) -> i32 {
+    rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), -shift)
+}
+
+impl BinaryOp for AddParams {
+    #[inline]
+    fn prep_a(&self, a: i8) -> i32 {
+        // The offset input is in [−255, 255], so the shifted one is below 2^28 in magnitude and
+        // the rescaled one (multiplier ≤ 0.5) below 2^27.
+        let shifted = (i32::from(a) + self.input1_offset) << ADD_LEFT_SHIFT;
+        rescale_smaller_than_one(shifted, self.input1_multiplier, self.input1_shift)
+    }
+
+    #[inline]
+    fn prep_b(&self, b: i8) -> i32 {
+        let shifted = (i32::from(b) + self.input2_offset) << ADD_LEFT_SHIFT;
+        rescale_smaller_than_one(shifted, self.input2_multiplier, self.input2_shift)
+    }
+
+    #[inline]
+    fn combine(&self, a: i32, b: i32) -> i8 {
+        // |a + b| < 2^28: no overflow.
+        let sum = rescale_smaller_than_one(a + b, self.output_multiplier, self.output_shift);
+        requantized_to_i8(
+            sum,
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+impl BinaryOp for SubParams {
+    #[inline]
+    fn prep_a(&self, a: i8) -> i32 {
+        let (multiplier, shift) = self.input1_multiplier();
+        let shifted = (i32::from(a) + self.input1_offset()) << ADD_LEFT_SHIFT;
+        rescale_smaller_than_one(shifted, multiplier, shift)
+    }
+
+    #[inline]
+    fn prep_b(&self, b: i8) -> i32 {
+        let (multiplier, shift) = self.input2_multiplier();
+        let shifted = (i32::from(b) + self.input2_offset()) << ADD_LEFT_SHIFT;
+        rescale_smaller_than_one(shifted, multiplier, shift)
+    }
+
+    #[inline]
+    fn combine(&self, a: i32, b: i32) -> i8 {
+        // TFLM subtracts the two rescaled inputs; it does not negate input 2's multiplier
+        // (which would round −x·m differently from −(x·m): the doubling high multiply rounds
+        // ties upward). |a − b| < 2^28: no overflow.
+        let (multiplier, shift) = self.output_multiplier();
+        let (min, max) = self.activation_range();
+        let difference = rescale_smaller_than_one(a - b, multiplier, shift);
+        requantized_to_i8(difference, self.output_offset(), min, max)
+    }
+}
+
+impl BinaryOp for MulParams {
+    #[inline]
+    fn prep_a(&self, a: i8) -> i32 {
+        i32::from(a) + self.input1_offset
+    }
+
+    #[inline]
+    fn prep_b(&self, b: i8) -> i32 {
+        i32::from(b) + self.input2_offset
+    }
+
+    #[inline]
+    fn combine(&self, a: i32, b: i32) -> i8 {
+        // Each factor is in [−255, 255], so the product fits easily.
+        let scaled =
+            multiply_by_quantized_multiplier(a * b, self.output_multiplier, self.output_shift);
+        requantized_to_i8(
+            scaled,
+            self.output_offset,
+            self.activation_min,
+            self.activation_max,
+        )
+    }
+}
+
+/// `out[i] = op(a[i], b[i])` over the shortest of the three slices (callers check lengths).
+#[inline]
+pub(crate) fn elementwise<K: BinaryOp>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = k.combine(k.prep_a(x), k.prep_b(y));
+    }
+}
+
+/// Checks the buffer lengths against `s`, then runs `k` over the loop nest.
+fn broadcast<K: BinaryOp>(
+    k: &K,
+    s: &BroadcastShape,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    let (a_len, b_len, out_len) = s.lens();
+    check_len("a", a_len, a.len())?;
+    check_len("b", b_len, b.len())?;
+    check_len("output", out_len, out.len())?;
+    if s.is_elementwise() {
+        elementwise(k, a, b, out);
+        return Ok(());
+    }
+    // Not elementwise, so at least one loop; all loop extents are >= 2 or 0.
+    let rank = usize::from(s.rank);
+    let inner = s.dims[rank - 1] as usize;
+    if out_len == 0 {
+        return Ok(());
+    }
+    // Element strides of each input along each loop (0 where it is repeated).
+    let mut a_stride = [0_usize; MAX_BROADCAST_RANK];
+    let mut b_stride = [0_usize; MAX_BROADCAST_RANK];
+    let (mut a_step, mut b_step) = (1_usize, 1_usize);
+    for i in (0..rank).rev() {
+        let d = s.dims[i] as usize;
+        if !s.a_repeats(i) {
+            a_stride[i] = a_step;
+            a_step *= d;
+        }
+        if !s.b_repeats(i) {
+            b_stride[i] = b_step;
+            b_step *= d;
+        }
+    }
+    let (a_inner, b_inner) = (s.a_repeats(rank - 1), s.b_repeats(rank - 1));
+
+    // An odometer over the outer loops; each step writes one innermost run of `inner` outputs.
+    let mut index = [0_u32; MAX_BROADCAST_RANK];
+    let (mut a_at, mut b_at) = (0_usize, 0_usize);
+    for run in out.chunks_exact_mut(inner) {
+        match (a_inner, b_inner) {
+            (false, false) => elementwise(k, &a[a_at..a_at + inner], &b[b_at..b_at + inner], run),
+            (true, false) => {
+                // `a` is one value for the whole run: prepare it once.
+                let x = k.prep_a(a[a_at]);
+                for (o, &y) in run.iter_mut().zip(&b[b_at..b_at + inner]) {
+                    *o = k.combine(x, k.prep_b(y));
+                }
+            }
+            (false, true) => {
+                let y = k.prep_b(b[b_at]);
+                for (o, &x) in run.iter_mut().zip(&a[a_at..a_at + inner]) {
+                    *o = k.combine(k.prep_a(x), y);
+                }
+            }
+            // Both repeated means both have size 1 where the output does not: `new` refuses
+            // that, but a constant run is still the right answer for it.
+            (true, true) => run.fill(k.combine(k.prep_a(a[a_at]), k.prep_b(b[b_at]))),
+        }
+        // Advance the outer loops, innermost first, carrying like an odometer.
+        let mut d = rank - 1;
+        while d > 0 {
+            d -= 1;
+            index[d] += 1;
+            a_at += a_stride[d];
+            b_at += b_stride[d];
+            if index[d] < s.dims[d] {
+                break;
+            }
+            index[d] = 0;
+            a_at -= a_stride[d] * s.dims[d] as usize;
+            b_at -= b_stride[d] * s.dims[d] as usize;
+        }
+    }
+    Ok(())
+}
+
+/// int8 ADD with broadcasting: `out = a + b` over the shapes of `s`, with TFLM's arithmetic
+/// (see [`AddParams`]; identical to [`add`](super::add) when the shapes are equal).
+///
+/// `a`, `b` and `out` must have the lengths [`BroadcastShape::lens`] gives
+/// ([`KernelError::LengthMismatch`] otherwise, before anything is written).
+pub fn add_broadcast(
+    p: &AddParams,
+    s: &BroadcastShape,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    broadcast(p, s, a, b, out)
+}
+
+/// int8 SUB with broadcasting: `out = a − b` over the shapes of `s`, with TFLM's arithmetic
+/// (see [`SubParams`]). Lengths as for [`add_broadcast`].
+pub fn sub_broadcast(
+    p: &SubParams,
+    s: &BroadcastShape,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    broadcast(p, s, a, b, out)
+}
+
+/// int8 MUL with broadcasting: `out = a · b` over the shapes of `s`, with TFLM's arithmetic
+/// (see [`MulParams`]). Lengths as for [`add_broadcast`].
+pub fn mul_broadcast(
+    p: &MulParams,
+    s: &BroadcastShape,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    broadcast(p, s, a, b, out)
+}

@@ -1,0 +1,262 @@
+//! Layer-by-layer comparison of ADD, SUB, MUL, RSQRT and MEAN with TensorFlow Lite Micro.
+//!
+//! `tests/tflm/fixtures/elementwise/*.bin` hold, for a selection of those operators of
+//! tiny_transformer (ADD without broadcasting and with a scalar, SUB with a `[1, 16, 1]`
+//! operand, MUL of a tensor by itself, by a `[1, 16, 1]` tensor and by a scalar, MEAN over the
+//! last axis with `keep_dims` and over axis 1 without, RSQRT), the operator's shapes, options
+//! and quantization, its inputs (TFLM's own intermediate tensors for the model's `input_0.bin`)
+//! and the output TFLM's reference kernels produced. The spatial MEANs of convnet and
+//! inception in `tests/tflm/fixtures/` are run through [`MeanParams::for_axes`] as well. They
+//! were written by `tests/tflm/extract_fixtures.py` with the `tflite-micro` PyPI package. Every
+//! output byte must match.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use npu_kernels::int8::{
+    add_broadcast, dequantize, mean, mul_broadcast, quantize_f32, requantize, rsqrt, sub_broadcast,
+    Activation, AddParams, BroadcastShape, MeanParams, MulParams, Quant, RequantizeParams,
+    RsqrtParams, SubParams,
+};
+
+enum Rec {
+    I8(Vec<i8>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+}
+
+/// The named records of one fixture file (format: see extract_fixtures.py).
+struct Fixture(HashMap<String, Rec>);
+
+impl Fixture {
+    fn load(path: &Path) -> Self {
+        let bytes = std::fs::read(path).unwrap();
+        let mut map = HashMap::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let name_len = usize::from(bytes[at]);
+            let name = String::from_utf8(bytes[at + 1..at + 1 + name_len].to_vec()).unwrap();
+            at += 1 + name_len;
+            let kind = bytes[at];
+            let count = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+            at += 5;
+            let rec = match kind {
+                0 => {
+                    let v = bytes[at..at + count].iter().map(|&b| b as i8).collect();
+                    at += count;
+                    Rec::I8(v)
+                }
+                1 | 2 => {
+                    let words: Vec<[u8; 4]> = bytes[at..at + 4 * count]
+                        .chunks_exact(4)
+                        .map(|c| c.try_into().unwrap())
+                        .collect();
+                    at += 4 * count;
+                    if kind == 1 {
+                        Rec::I32(words.into_iter().map(i32::from_le_bytes).collect())
+                    } else {
+                        Rec::F32(words.into_iter().map(f32::from_le_bytes).collect())
+                    }
+                }
+                k => panic!("unknown record kind {k}"),
+            };
+            map.insert(name, rec);
+        }
+        Self(map)
+    }
+
+    fn i8(&self, k: &str) -> &[i8] {
+        match &self.0[k] {
+            Rec::I8(v) => v,
+            _ => panic!("{k} is not i8"),
+        }
+    }
+
+    fn i32(&self, k: &str) -> &[i32] {
+        match &self.0[k] {
+            Rec::I32(v) => v,
+            _ => panic!("{k} is not i32"),
+        }
+    }
+
+    fn u32s(&self, k: &str) -> Vec<u32> {
+        self.i32(k).iter().map(|&v| v as u32).collect()
+    }
+
+    fn f32(&self, k: &str) -> &[f32] {
+        match &self.0[k] {
+            Rec::F32(v) => v,
+            _ => panic!("{k} is not f32"),
+        }
+    }
+
+    fn is_f32(&self, k: &str) -> bool {
+        matches!(self.0[k], Rec::F32(_))
+    }
+
+    fn has(&self, k: &str) -> bool {
+        self.0.contains_key(k)
+    }
+
+    fn quant(&self, tensor: &str) -> Quant {
+        Quant {
+            scale: self.f32(&format!("{tensor}_scale"))[0],
+            zero_point: self.i32(&format!("{tensor}_zero_point"))[0],
+        }
+    }
+}
+
+fn activation(code: i32) -> Activation {
+    match code {
+        0 => Activation::None,
+        1 => Activation::Relu,
+        2 => Activation::ReluN1To1,
+        3 => Activation::Relu6,
+        a => panic!("activation {a}"),
+    }
+}
+
+/// Runs one fixture; returns the operator name (the file name after `<model>_<index>_`), or
+/// `None` for a fixture of another test's operator.
+fn run(path: &Path) -> Option<String> {
+    let fx = Fixture::load(path);
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let op = name.rsplit(|c: char| c.is_ascii_digit()).next().unwrap()[1..].to_string();
+    // QUANTIZE and DEQUANTIZE occur in no reference model; synthetic_fixtures.py makes some.
+    if op == "dequantize" {
+        let input = fx.i8("input");
+        let expected = fx.f32("expected_f32");
+        let mut out = vec![0_f32; expected.len()];
+        dequantize(fx.quant("input"), input, &mut out).unwrap();
+        for (i, (o, e)) in out.iter().zip(expected).enumerate() {
+            assert_eq!(o.to_bits(), e.to_bits(), "{name}[{i}]: {o} != {e}");
+        }
+        return Some(name);
+    }
+    if op == "quantize" && fx.is_f32("input") {
+        let expected = fx.i8("expected");
+        let mut out = vec![0_i8; expected.len()];
+        quantize_f32(fx.quant("output"), fx.f32("input"), &mut out).unwrap();
+        assert_eq!(out, expected, "{name}");
+        return Some(name);
+    }
+    let (input_q, output_q) = (fx.quant("input"), fx.quant("output"));
+    let input = fx.i8("input");
+    let expected = fx.i8("expected");
+    let mut out = vec![0_i8; expected.len()];
+    let in_shape = fx.u32s("input_shape");
+    match op.as_str() {
+        "add" | "sub" | "mul" => {
+            let act = activation(fx.i32("options")[0]);
+            let q2 = fx.quant("input2");
+            let shape = BroadcastShape::new(
+                &in_shape,
+                &fx.u32s("input2_shape"),
+                &fx.u32s("output_shape"),
+            )
+            .unwrap();
+            let b = fx.i8("input2");
+            match op.as_str() {
+                "add" => {
+                    let p = AddParams::new(input_q, q2, output_q, act).unwrap();
+                    add_broadcast(&p, &shape, input, b, &mut out).unwrap();
+                }
+                "sub" => {
+                    let p = SubParams::new(input_q, q2, output_q, act).unwrap();
+                    sub_broadcast(&p, &shape, input, b, &mut out).unwrap();
+                }
+                _ => {
+                    let p = MulParams::new(input_q, q2, output_q, act).unwrap();
+                    mul_broadcast(&p, &shape, input, b, &mut out).unwrap();
+                }
+            }
+        }
+        "mean" => {
+            // The spatial-mean fixtures of tflm_layers.rs have no axes record: they are
+            // [N, H, W, C] over axes 1 and 2 by construction.
+            let axes = if fx.has("axes") {
+                fx.i32("axes").to_vec()
+            } else {
+                vec![1, 2]
+            };
+            let p = MeanParams::for_axes(&in_shape, &axes, input_q, output_q).unwrap();
+            assert_eq!(p.lens(), (input.len(), expected.len()), "{name}");
+            mean(&p, input, &mut out).unwrap();
+        }
+        "quantize" => {
+            let p = RequantizeParams::new(input_q, output_q).unwrap();
+            requantize(&p, input, &mut out).unwrap();
+        }
+        "rsqrt" => {
+            let p = RsqrtParams::new(input_q, output_q).unwrap();
+            rsqrt(&p, input, &mut out).unwrap();
+        }
+        _ => return None,
+    }
+    let diffs = out.iter().zip(expected).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        diffs,
+        0,
+        "{name}: {diffs} of {} outputs differ from TFLM (first: {:?})",
+        out.len(),
+        out.iter()
+            .zip(expected)
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+    );
+    Some(name)
+}
+
+fn bins(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn elementwise_layers_match_tflm() {
+    // NPU_KERNELS_TFLM_FIXTURES points at another fixture directory (for example MLPerf
+    // layers extracted outside the repository for a local check).
+    let custom = std::env::var_os("NPU_KERNELS_TFLM_FIXTURES");
+    let dir = custom.as_ref().map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tflm/fixtures"),
+        PathBuf::from,
+    );
+    let mut paths = bins(&dir.join("elementwise"));
+    // The spatial MEANs of the layer fixtures, through the general-axes constructor.
+    paths.extend(
+        bins(&dir)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().ends_with("_mean.bin")),
+    );
+    let names: Vec<String> = paths.iter().filter_map(|p| run(p)).collect();
+    println!("{} layers match: {names:?}", names.len());
+    if custom.is_some() {
+        return;
+    }
+    // The committed selection covers every kernel and each broadcasting pattern of the model.
+    for name in [
+        "tiny_transformer_07_mul",  // [1, 2, 16, 16] · scalar
+        "tiny_transformer_16_add",  // equal shapes
+        "tiny_transformer_17_mean", // [1, 16, 32] over axis 2, keep_dims
+        "tiny_transformer_18_sub",  // [1, 16, 32] − [1, 16, 1]
+        "tiny_transformer_19_mul",  // a tensor times itself
+        "tiny_transformer_21_add",  // [1, 16, 1] + scalar
+        "tiny_transformer_22_rsqrt",
+        "tiny_transformer_23_mul",  // [1, 16, 32] · [1, 16, 1]
+        "tiny_transformer_34_mean", // [1, 16, 32] over axis 1
+        "convnet_05_mean",          // [1, 8, 8, 64] over axes 1 and 2
+        "inception_16_mean",
+    ] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "no fixture {name}: {names:?}"
+        );
+    }
+}
