@@ -32,7 +32,7 @@
 
 use crate::channel::ComputeChannel;
 use crate::error::Error;
-use crate::hal::{Op, MAX_JOB_INPUTS};
+use crate::hal::{Capabilities, Op, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::MemoryStats;
 use crate::server::{ComputeServer, ServerStats};
@@ -143,6 +143,41 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.create(bytemuck::cast_slice(data))
     }
 
+    /// A tensor of `bytes` bytes that `fill` writes straight into host staging memory, then
+    /// uploaded: for data computed on the fly, with no buffer of its own.
+    pub fn create_with(
+        &self,
+        bytes: u32,
+        mut fill: impl FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.create_with(bytes, &mut fill))?;
+        Ok(self.wrap(id, bytes))
+    }
+
+    /// Maps constant data (a model in flash) so that [`create_const`](Self::create_const)
+    /// binds tensors inside it in place. See [`ComputeServer::map_flash`].
+    pub fn map_flash(&self, bytes: &'static [u8]) -> Result<u8, Error> {
+        self.call(|s| s.map_flash(bytes))
+    }
+
+    /// Unmaps a flash segment once no tensor refers to it. See [`ComputeServer::unmap_flash`].
+    pub fn unmap_flash(&self, segment: u8) -> Result<(), Error> {
+        self.call(|s| s.unmap_flash(segment))
+    }
+
+    /// A read-only tensor of constant data: in place in mapped flash when the NPU can read it
+    /// there, else copied to the device once.
+    pub fn create_const(&self, data: &'static [u8]) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.create_const(data))?;
+        Ok(self.wrap(id, data.len() as u32))
+    }
+
+    /// Whether a tensor lives in flash (costs no arena bytes).
+    pub fn is_in_flash(&self, t: &Tensor<'c, C>) -> Result<bool, Error> {
+        let id = self.own(t)?;
+        self.call(|s| s.is_in_flash(id))
+    }
+
     /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
     pub fn read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
         let id = self.own(t)?;
@@ -184,6 +219,11 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// Wait until every submitted job has completed.
     pub fn sync(&self) -> Result<(), Error> {
         self.call(|s| s.sync())
+    }
+
+    /// What the NPU behind the channel can do.
+    pub fn capabilities(&self) -> Result<Capabilities, Error> {
+        self.channel.with(|s| s.capabilities())
     }
 
     /// Device memory figures.

@@ -80,6 +80,15 @@ pub enum Error {
     },
     /// The channel is in use by an enclosing call (re-entrant use from a callback or an ISR).
     ChannelBusy,
+    /// A constant tensor (bound in flash) was given as an operator's output.
+    ReadOnlyTensor,
+    /// A flash segment cannot be unmapped while tensors still refer to it.
+    FlashInUse {
+        /// The segment.
+        segment: u8,
+        /// Tensors still bound in it.
+        tensors: u32,
+    },
     /// The NPU refused or failed a job.
     Hal(HalError),
     /// A CPU fallback kernel refused its operands.
@@ -146,6 +155,11 @@ impl core::fmt::Display for Error {
             ),
             Error::OutputAliasesInput { op } => write!(f, "{op:?}: output tensor is also an input"),
             Error::ChannelBusy => write!(f, "compute channel is busy (re-entrant call)"),
+            Error::ReadOnlyTensor => write!(f, "a constant (flash) tensor cannot be an output"),
+            Error::FlashInUse { segment, tensors } => write!(
+                f,
+                "flash segment {segment} is still used by {tensors} constant tensors"
+            ),
             Error::Hal(e) => write!(f, "NPU error: {e:?}"),
             Error::Kernel { op, error } => write!(f, "{op:?} CPU kernel error: {error:?}"),
             Error::Storage(e) => write!(f, "arena bookkeeping error: {e:?}"),

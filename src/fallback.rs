@@ -51,17 +51,17 @@ fn view_mut<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
 
 /// Compute `op` from `inputs` (operand order as documented on [`Op`]) into `output`.
 pub fn run_op(op: &Op, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-    let arity = match op {
-        Op::ReluF32 { .. } | Op::ReluI8 { .. } => 1..=1,
-        Op::FullyConnectedF32 { .. } | Op::FullyConnectedI8 { .. } => 2..=3,
-        _ => 2..=2,
-    };
-    if !arity.contains(&inputs.len()) {
+    let accepted = op
+        .operands()
+        .is_some_and(|operands| operands.accepts(inputs.len()));
+    if !accepted {
         return Err(OpError::InputCount {
             given: inputs.len() as u8,
         });
     }
     let input = |i: usize| inputs.get(i).copied().unwrap_or(&[]);
+    let i8s = |i: usize| view::<i8>(input(i), i);
+    let bias = |i: usize| inputs.get(i).map(|b| view::<i32>(b, i)).transpose();
     match op {
         Op::AddF32 { .. } => kf::add(view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?,
         Op::MulF32 { .. } => kf::mul(view(input(0), 0)?, view(input(1), 1)?, view_mut(output)?)?,
@@ -76,29 +76,85 @@ pub fn run_op(op: &Op, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpErro
                 view_mut(output)?,
             )?
         }
-        Op::AddI8 { params, .. } => ki::add(
+        Op::AddI8 { params, .. } => ki::add(params, i8s(0)?, i8s(1)?, view_mut(output)?)?,
+        Op::MulI8 { params, .. } => ki::mul(params, i8s(0)?, i8s(1)?, view_mut(output)?)?,
+        Op::ReluI8 { params, .. } => ki::relu(params, i8s(0)?, view_mut(output)?)?,
+        Op::FullyConnectedI8 { shape, params } => ki::fully_connected(
             params,
-            view(input(0), 0)?,
-            view(input(1), 1)?,
+            *shape,
+            i8s(0)?,
+            i8s(1)?,
+            bias(2)?,
             view_mut(output)?,
         )?,
-        Op::MulI8 { params, .. } => ki::mul(
+        Op::FullyConnectedPerChannelI8 { shape, params } => ki::fully_connected_per_channel(
             params,
-            view(input(0), 0)?,
-            view(input(1), 1)?,
+            *shape,
+            view(input(2), 2)?,
+            i8s(0)?,
+            i8s(1)?,
+            bias(3)?,
             view_mut(output)?,
         )?,
-        Op::ReluI8 { params, .. } => ki::relu(params, view(input(0), 0)?, view_mut(output)?)?,
-        Op::FullyConnectedI8 { shape, params } => {
-            let bias = inputs.get(2).map(|b| view::<i32>(b, 2)).transpose()?;
-            ki::fully_connected(
-                params,
-                *shape,
-                view(input(0), 0)?,
-                view(input(1), 1)?,
-                bias,
-                view_mut(output)?,
-            )?
+        Op::Conv2dI8 { params, .. } => ki::conv2d(
+            params,
+            view(input(2), 2)?,
+            i8s(0)?,
+            i8s(1)?,
+            bias(3)?,
+            view_mut(output)?,
+        )?,
+        Op::DepthwiseConv2dI8 { params, .. } => ki::depthwise_conv2d(
+            params,
+            view(input(2), 2)?,
+            i8s(0)?,
+            i8s(1)?,
+            bias(3)?,
+            view_mut(output)?,
+        )?,
+        Op::AveragePool2dI8 { params, .. } => {
+            ki::average_pool2d(params, i8s(0)?, view_mut(output)?)?
+        }
+        Op::MaxPool2dI8 { params, .. } => ki::max_pool2d(params, i8s(0)?, view_mut(output)?)?,
+        Op::SoftmaxI8 { depth, params, .. } => {
+            ki::softmax(params, *depth as usize, i8s(0)?, view_mut(output)?)?
+        }
+        Op::MeanI8 { params } => ki::mean(params, i8s(0)?, view_mut(output)?)?,
+        Op::AddBroadcastI8 { shape, params } => {
+            ki::add_broadcast(params, shape, i8s(0)?, i8s(1)?, view_mut(output)?)?
+        }
+        Op::SubI8 { shape, params } => {
+            ki::sub_broadcast(params, shape, i8s(0)?, i8s(1)?, view_mut(output)?)?
+        }
+        Op::MulBroadcastI8 { shape, params } => {
+            ki::mul_broadcast(params, shape, i8s(0)?, i8s(1)?, view_mut(output)?)?
+        }
+        Op::RsqrtI8 { params, .. } => ki::rsqrt(params, i8s(0)?, view_mut(output)?)?,
+        Op::RequantizeI8 { params, .. } => ki::requantize(params, i8s(0)?, view_mut(output)?)?,
+        Op::QuantizeF32 { quant, .. } => {
+            ki::quantize_f32(*quant, view(input(0), 0)?, view_mut(output)?)?
+        }
+        Op::DequantizeI8 { quant, .. } => ki::dequantize(*quant, i8s(0)?, view_mut(output)?)?,
+        Op::BatchMatmulI8 { params } => {
+            ki::batch_matmul(params, i8s(0)?, i8s(1)?, view_mut(output)?)?
+        }
+        Op::TransposeI8 { params } => ki::transpose(params, i8s(0)?, view_mut(output)?)?,
+        Op::ConcatenationI8 { params } => {
+            let mut views: heapless::Vec<&[i8], MAX_JOB_INPUTS> = heapless::Vec::new();
+            for i in 0..inputs.len() {
+                let _ = views.push(i8s(i)?);
+            }
+            ki::concatenation(params, &views, view_mut(output)?)?
+        }
+        Op::Reshape { .. } => {
+            if output.len() != input(0).len() {
+                return Err(OpError::Kernel(KernelError::LengthMismatch {
+                    operand: "output",
+                    expected: input(0).len(),
+                    actual: output.len(),
+                }));
+            }
+            output.copy_from_slice(input(0))
         }
     }
     Ok(())

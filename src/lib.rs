@@ -19,7 +19,7 @@
 //!    ├─ HandleTable ── reference counts + generations            handle.rs
 //!    └─ CPU fallback ── npu-kernels over host staging            fallback.rs
 //!    │
-//! Npu (HAL trait) ── submit / poll / fences / interrupt          hal.rs
+//! Npu (HAL trait) ── submit / poll / fences / interrupt          hal/
 //! ```
 //!
 //! - **No heap.** Every table has a fixed capacity, given as a const generic with a documented
@@ -42,6 +42,7 @@ pub mod channel;
 pub mod client;
 pub mod error;
 pub mod fallback;
+pub mod graph;
 pub mod hal;
 pub mod handle;
 pub mod memory;

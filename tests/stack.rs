@@ -308,7 +308,7 @@ fn errors_are_typed() {
         client.execute(Op::AddF32 { len: 4 }, &[&a, &a], &out),
         Err(Error::BadOperands {
             op: OpKind::Add,
-            operand: 3,
+            operand: npu_compute::hal::MAX_JOB_INPUTS as u8,
             expected: 16,
             actual: 12
         })

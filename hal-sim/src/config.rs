@@ -54,6 +54,10 @@ pub struct SimConfig {
     /// Reported as [`Capabilities::reads_flash`](npu_compute::hal::Capabilities::reads_flash).
     /// Default `true`. (The simulator itself only addresses its two memories.)
     pub reads_flash: bool,
+    /// Alignment of flash regions, reported as
+    /// [`Capabilities::flash_alignment`](npu_compute::hal::Capabilities::flash_alignment):
+    /// 4 by default, the natural alignment of the int32 biases read in place.
+    pub flash_alignment: u32,
 }
 
 impl SimConfig {
@@ -68,6 +72,7 @@ impl SimConfig {
         alignment: 16,
         ops: OpSet::all(),
         reads_flash: true,
+        flash_alignment: 4,
     };
 
     /// Checks the configuration on its own (memories are checked by
@@ -80,6 +85,11 @@ impl SimConfig {
         if !self.alignment.is_power_of_two() || self.alignment < 4 {
             return Err(SimError::BadAlignment {
                 alignment: self.alignment,
+            });
+        }
+        if !self.flash_alignment.is_power_of_two() {
+            return Err(SimError::BadAlignment {
+                alignment: self.flash_alignment,
             });
         }
         if self.execution_units == 0 {
@@ -133,6 +143,12 @@ impl SimConfig {
             OpKind::FullyConnected => {
                 let macs = fc_macs(op).saturating_mul(rate);
                 return macs.div_ceil(u64::from(self.macs_per_cycle.max(1)));
+            }
+            _ => {
+                return op
+                    .macs()
+                    .saturating_mul(rate)
+                    .div_ceil(u64::from(self.macs_per_cycle.max(1)))
             }
         };
         elements(op)
@@ -198,6 +214,6 @@ fn elements(op: &Op) -> u64 {
     match *op {
         Op::AddF32 { len } | Op::MulF32 { len } | Op::ReluF32 { len } => u64::from(len),
         Op::AddI8 { len, .. } | Op::MulI8 { len, .. } | Op::ReluI8 { len, .. } => u64::from(len),
-        Op::FullyConnectedF32 { .. } | Op::FullyConnectedI8 { .. } => 0,
+        _ => 0,
     }
 }

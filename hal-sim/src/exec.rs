@@ -20,7 +20,9 @@
 //!
 //! A failed job writes nothing.
 
-use npu_compute::hal::{Op, Region, MAX_JOB_INPUTS};
+use npu_compute::hal::{Op, Region, Space, MAX_JOB_INPUTS};
+
+use crate::memory::range;
 use npu_kernels::KernelError;
 
 use npu_compute::fallback::{run_op, split_operands, OpError};
@@ -50,28 +52,44 @@ pub const fn kernel_error_code(error: KernelError) -> u32 {
     }
 }
 
-/// Runs `op` over device memory: reads `inputs`, writes `output`, with the same op dispatch as
-/// the server's CPU fallback ([`npu_compute::fallback::run_op`]). On error, `output` may be
-/// partially written only if the kernel itself wrote before failing (the kernels check
-/// lengths and parameters first).
+/// Runs `op` over device memory and mapped flash: reads `inputs`, writes `output` (always
+/// device memory), with the same op dispatch as the server's CPU fallback
+/// ([`npu_compute::fallback::run_op`]). On error, `output` may be partially written only if
+/// the kernel itself wrote before failing (the kernels check lengths and parameters first).
 pub(crate) fn run_compute(
     op: &Op,
     device: &mut [u8],
+    flash: &[Option<&[u8]>],
     inputs: &[Region],
     output: &Region,
 ) -> Result<(), u32> {
     let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
-    for r in inputs {
+    for r in inputs.iter().filter(|r| r.space == Space::Device) {
         ranges
             .push((r.offset as usize, r.len as usize))
             .map_err(|_| CODE_BAD_REGION)?;
     }
-    let (out, ins) = split_operands(
+    let (out, device_ins) = split_operands(
         device,
         (output.offset as usize, output.len as usize),
         &ranges,
     )
     .ok_or(CODE_BAD_REGION)?;
+    let mut device_ins = device_ins.into_iter();
+    let mut ins: heapless::Vec<&[u8], MAX_JOB_INPUTS> = heapless::Vec::new();
+    for r in inputs {
+        let view = match r.space {
+            Space::Device => device_ins.next(),
+            Space::Flash(segment) => flash
+                .get(usize::from(segment))
+                .copied()
+                .flatten()
+                .and_then(|mem| mem.get(range(r, mem.len())?)),
+            Space::Host => None,
+        };
+        ins.push(view.ok_or(CODE_BAD_REGION)?)
+            .map_err(|_| CODE_BAD_REGION)?;
+    }
     run_op(op, &ins, out).map_err(|e| match e {
         OpError::Kernel(e) => kernel_error_code(e),
         OpError::Misaligned { .. } | OpError::InputCount { .. } => CODE_BAD_REGION,

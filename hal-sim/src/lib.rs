@@ -135,6 +135,8 @@ mod error;
 pub mod exec;
 mod failures;
 mod memory;
+#[cfg(feature = "std")]
+pub mod runner;
 mod stats;
 mod trace;
 #[cfg(feature = "std")]
@@ -157,7 +159,7 @@ pub use trace::{TraceEntry, TraceKind};
 
 use npu_compute::hal::{
     Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space,
-    MAX_JOB_DEPS, MAX_JOB_INPUTS,
+    MAX_FLASH_SEGMENTS, MAX_JOB_DEPS, MAX_JOB_INPUTS,
 };
 
 use failures::FailedRing;
@@ -189,6 +191,7 @@ struct InFlight {
 pub struct SimNpu<'a, const JOBS: usize = 32> {
     device: &'a mut [u8],
     host: &'a mut [u8],
+    flash: [Option<&'a [u8]>; MAX_FLASH_SEGMENTS],
     config: SimConfig,
     now: Cycles,
     next_fence: u64,
@@ -238,6 +241,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         Ok(SimNpu {
             device,
             host,
+            flash: [None; MAX_FLASH_SEGMENTS],
             config,
             now: 0,
             next_fence: 0,
@@ -381,11 +385,11 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         } else {
             match &job.kind {
                 JobKind::Transfer { src, dst } => {
-                    memory::transfer(self.device, self.host, src, dst)
+                    memory::transfer(self.device, self.host, &self.flash, src, dst)
                 }
                 JobKind::Compute { op, inputs, output } => match self.inject.take() {
                     Some(code) => Err(code),
-                    None => exec::run_compute(op, self.device, inputs, output),
+                    None => exec::run_compute(op, self.device, &self.flash, inputs, output),
                 },
             }
         };
@@ -445,11 +449,33 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         match space {
             Space::Device => self.device.len(),
             Space::Host => self.host.len(),
+            Space::Flash(segment) => self
+                .flash
+                .get(usize::from(segment))
+                .copied()
+                .flatten()
+                .map_or(0, <[u8]>::len),
         }
     }
 
     fn check_region(&self, region: &Region) -> Result<(), HalError> {
-        memory::check_region(region, self.space_len(region.space), self.config.alignment)
+        let mut alignment = self.config.alignment;
+        if let Space::Flash(segment) = region.space {
+            if !self.config.reads_flash {
+                return Err(HalError::FlashUnreadable);
+            }
+            if self
+                .flash
+                .get(usize::from(segment))
+                .copied()
+                .flatten()
+                .is_none()
+            {
+                return Err(HalError::FlashNotMapped { segment });
+            }
+            alignment = self.config.flash_alignment;
+        }
+        memory::check_region(region, self.space_len(region.space), alignment)
     }
 
     /// Full validation of a job (everything but capacity), in this order: queue, dependencies,
@@ -474,10 +500,13 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         }
     }
 
-    /// Transfer checks: not host→host (`WrongSpace` on `dst`), both regions in bounds and
-    /// aligned, equal lengths (`WrongSpace` on `dst`), no overlap (`Overlap { operand: 0 }`).
+    /// Transfer checks: not host→host and not into flash (`WrongSpace` on `dst`), both
+    /// regions in bounds and aligned, equal lengths (`WrongSpace` on `dst`), no overlap
+    /// (`Overlap { operand: 0 }`).
     fn validate_transfer(&self, src: &Region, dst: &Region) -> Result<(), HalError> {
-        if src.space == Space::Host && dst.space == Space::Host {
+        if (src.space == Space::Host && dst.space == Space::Host)
+            || matches!(dst.space, Space::Flash(_))
+        {
             return Err(HalError::WrongSpace { region: *dst });
         }
         self.check_region(src)?;
@@ -493,10 +522,10 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
 
     /// Compute checks, in order: runs on an execution unit and the op is in `config.ops`
     /// (`Unsupported`); sizes fit `u32` (`BadLength` on the output with `expected: u32::MAX`
-    /// otherwise); every region (inputs, then output) is device memory (`WrongSpace`), in
-    /// bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of inputs and every
-    /// length match [`Op::operand_bytes`] (`BadLength`: a missing input has `actual: 0`, an
-    /// extra one `expected: 0`); the output overlaps no input (`Overlap`).
+    /// otherwise); every input is device memory or mapped flash and the output device memory
+    /// (`WrongSpace`), in bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of
+    /// inputs and every length match [`Op::operands`] (`BadLength`: a missing input has
+    /// `actual: 0`, an extra one `expected: 0`); the output overlaps no input (`Overlap`).
     fn validate_compute(
         &self,
         queue: Queue,
@@ -512,24 +541,28 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             return Err(unsupported);
         }
         let out_operand = MAX_JOB_INPUTS as u8;
-        let Some((expected, out_bytes)) = op.operand_bytes(inputs.len() == 3) else {
+        let Some(operands) = op.operands() else {
             return Err(HalError::BadLength {
                 operand: out_operand,
                 expected: u32::MAX,
                 actual: output.len,
             });
         };
+        let out_bytes = operands.output;
         for region in inputs.iter().chain(core::iter::once(output)) {
-            if region.space != Space::Device {
+            let readable = matches!(region.space, Space::Device | Space::Flash(_));
+            if !readable || (region == output && region.space != Space::Device) {
                 return Err(HalError::WrongSpace { region: *region });
             }
             self.check_region(region)?;
         }
-        for (i, want) in expected.iter().enumerate() {
+        let required = operands.inputs.len() - usize::from(operands.optional);
+        for i in 0..operands.inputs.len().max(inputs.len()) {
+            let want = operands.inputs.get(i).copied();
             let have = inputs.get(i).map(|r| r.len);
-            let mismatch = match (*want, have) {
+            let mismatch = match (want, have) {
                 (Some(e), Some(a)) if e != a => Some((e, a)),
-                (Some(e), None) => Some((e, 0)),
+                (Some(e), None) if i < required => Some((e, 0)),
                 (None, Some(a)) => Some((0, a)),
                 _ => None,
             };
@@ -574,6 +607,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
             max_in_flight: u16::try_from(JOBS).unwrap_or(u16::MAX),
             ops: self.config.ops,
             reads_flash: self.config.reads_flash,
+            flash_alignment: self.config.flash_alignment,
         }
     }
 
@@ -672,6 +706,44 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
 
     fn now(&self) -> Cycles {
         self.now
+    }
+
+    /// Maps `bytes` into the first free segment. Refuses with [`HalError::FlashUnreadable`]
+    /// when the configuration says the NPU cannot read flash, [`HalError::Misaligned`] when
+    /// `bytes` does not start on the configured alignment (region offsets are checked against
+    /// it), and [`HalError::FlashSegmentsFull`].
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
+        if !self.config.reads_flash {
+            return Err(HalError::FlashUnreadable);
+        }
+        let segment =
+            self.flash
+                .iter()
+                .position(Option::is_none)
+                .ok_or(HalError::FlashSegmentsFull {
+                    capacity: MAX_FLASH_SEGMENTS as u8,
+                })? as u8;
+        if (bytes.as_ptr() as usize) % (self.config.alignment as usize) != 0 {
+            return Err(HalError::Misaligned {
+                region: Region::flash(segment, 0, u32::try_from(bytes.len()).unwrap_or(u32::MAX)),
+                alignment: self.config.alignment,
+            });
+        }
+        if u32::try_from(bytes.len()).is_err() {
+            return Err(HalError::OutOfBounds {
+                region: Region::flash(segment, 0, u32::MAX),
+                space_bytes: u32::MAX,
+            });
+        }
+        self.flash[usize::from(segment)] = Some(bytes);
+        Ok(segment)
+    }
+
+    /// Forgets the segment (no effect if it is not mapped).
+    fn unmap_flash(&mut self, segment: u8) {
+        if let Some(slot) = self.flash.get_mut(usize::from(segment)) {
+            *slot = None;
+        }
     }
 
     fn host_memory(&mut self) -> &mut [u8] {

@@ -5,6 +5,11 @@
 //!   cycles and memory statistics.
 //! - `npu-sim bench memory`: the peak-memory table of the Burn-Compute study.
 //! - `npu-sim bench dispatch`: host nanoseconds per `execute` of a tiny op.
+//! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--stats F.json]`:
+//!   runs a TensorFlow Lite model on the simulated NPU.
+//! - `npu-sim inspect MODEL.tflite`: tensors, quantization, and where each operator runs.
+//! - `npu-sim bench models DIR`: every model of a reference-model directory: conformance,
+//!   host time, NPU cycles and arena bytes next to the peers' figures.
 
 use clap::{Parser, Subcommand};
 use npu_compute::channel::ComputeChannel;
@@ -12,10 +17,12 @@ use npu_compute::client::ComputeClient;
 use npu_compute::hal::{Npu, Op};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
 use npu_kernels::int8::{Activation, AddParams, Quant};
+use npu_sim::runner::{self, RunOptions};
 use npu_sim::workloads::{
     self, ConvNet, Transformer, Workload, WorkloadError, D_MODEL, SEQ_LENGTHS,
 };
 use npu_sim::SimConfig;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -34,6 +41,32 @@ struct Cli {
 enum Command {
     /// Run the main job on the simulated NPU and print results, cycles and memory statistics.
     Demo,
+    /// Run a .tflite model on the simulated NPU: write the raw output bytes, print the
+    /// predicted class, cycles and arena bytes.
+    Run {
+        /// The model.
+        model: PathBuf,
+        /// Raw bytes of the input tensor (repeat for models with several inputs).
+        #[arg(long, required = true)]
+        input: Vec<PathBuf>,
+        /// Where to write the raw bytes of the output tensor (repeat for several outputs).
+        #[arg(long)]
+        output: Vec<PathBuf>,
+        /// Bytes of NPU arena (device memory).
+        #[arg(long, default_value_t = 1 << 20)]
+        arena: usize,
+        /// Write the run's figures as JSON to this file.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Timed invocations for host_us (median).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+    },
+    /// Describe a .tflite model: tensors, quantization, and where each operator runs.
+    Inspect {
+        /// The model.
+        model: PathBuf,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -49,6 +82,16 @@ enum Bench {
         #[arg(long, default_value_t = 48)]
         inferences: usize,
     },
+    /// Every model of a reference-model directory (each `NAME/model.tflite` with
+    /// `input_K.bin` and `expected_tflm_K.bin`, and `figures.json`): checks the outputs, and
+    /// prints host time, NPU cycles and arena bytes next to the peers' figures.
+    Models {
+        /// The directory (e.g. ../shared/models).
+        dir: PathBuf,
+        /// Timed invocations per input (the median over all is reported).
+        #[arg(long, default_value_t = 30)]
+        repeat: usize,
+    },
     /// Host nanoseconds per `execute` of a tiny op through client, channel, server, simulator.
     Dispatch {
         /// Timed batches (the median is reported).
@@ -62,13 +105,27 @@ enum Bench {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Demo => demo(),
+        Command::Demo => demo().map_err(|e| e.to_string()),
+        Command::Run {
+            model,
+            input,
+            output,
+            arena,
+            stats,
+            repeat,
+        } => run_model(&model, &input, &output, arena, stats.as_deref(), repeat),
+        Command::Inspect { model } => read_model(&model)
+            .and_then(|m| runner::inspect(m, SimConfig::default()).map_err(|e| e.to_string()))
+            .map(|text| print!("{text}")),
         Command::Bench {
             which: Bench::Memory { inferences },
-        } => bench_memory(inferences),
+        } => bench_memory(inferences).map_err(|e| e.to_string()),
+        Command::Bench {
+            which: Bench::Models { dir, repeat },
+        } => bench_models(&dir, repeat),
         Command::Bench {
             which: Bench::Dispatch { batches, per_batch },
-        } => bench_dispatch(batches, per_batch),
+        } => bench_dispatch(batches, per_batch).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -220,5 +277,139 @@ fn bench_dispatch(batches: usize, per_batch: usize) -> Result<(), WorkloadError>
     println!("dispatch: AddI8 x16 through ComputeClient -> RefCellChannel -> NpuServer -> SimNpu");
     println!("  {batches} batches of {per_batch} executes: median {median:.0} ns/execute (p10 {lo:.0}, p90 {hi:.0})");
     println!("  includes the simulator retiring jobs (kernel run) when its 32-entry queue is full");
+    Ok(())
+}
+
+fn read_model(path: &Path) -> Result<&'static [u8], String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(runner::leak_aligned(&bytes))
+}
+
+fn run_model(
+    model: &Path,
+    inputs: &[PathBuf],
+    outputs: &[PathBuf],
+    arena: usize,
+    stats: Option<&Path>,
+    repeat: usize,
+) -> Result<(), String> {
+    let model_bytes = read_model(model)?;
+    let inputs: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|p| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display())))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let opts = RunOptions {
+        arena_bytes: arena,
+        repeats: repeat,
+        ..RunOptions::default()
+    };
+    let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
+    if !outputs.is_empty() && outputs.len() != report.outputs.len() {
+        return Err(format!(
+            "the model has {} outputs, {} --output files given",
+            report.outputs.len(),
+            outputs.len()
+        ));
+    }
+    for (path, bytes) in outputs.iter().zip(&report.outputs) {
+        std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = stats {
+        std::fs::write(path, report.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let first = report.outputs.first().map(Vec::as_slice).unwrap_or(&[]);
+    let class = first
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, &b)| (b as i8, std::cmp::Reverse(i)))
+        .map_or(0, |(i, _)| i);
+    println!(
+        "{}: predicted class {class} (output bytes {:?})",
+        model.display(),
+        first.iter().map(|&b| b as i8).collect::<Vec<_>>()
+    );
+    println!(
+        "  {} NPU cycles, {} jobs ({} transfers, {} on the CPU fallback), arena peak {} B ({} B held by constants), runtime state {} B, weights {}",
+        report.npu_cycles,
+        report.jobs,
+        report.transfers,
+        report.cpu_ops,
+        report.arena_peak_bytes,
+        report.arena_constant_bytes,
+        report.runtime_state_bytes,
+        if report.weights_in_flash { "in flash" } else { "copied to the arena" }
+    );
+    Ok(())
+}
+
+/// `npu-sim bench models DIR`.
+fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
+    let figures_path = dir.join("figures.json");
+    let figures: serde_json::Value = std::fs::read(&figures_path)
+        .map_err(|e| format!("{}: {e}", figures_path.display()))
+        .and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", figures_path.display()))
+        })?;
+    let rows = figures
+        .as_array()
+        .ok_or("figures.json: expected an array")?;
+    println!("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs | × LiteRT | NPU cycles | Vela cycles | cycles / Vela | arena peak B | TFLM head B | lower bound B | runtime state B |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut failures = 0;
+    for row in rows {
+        let name = row["model"]
+            .as_str()
+            .ok_or("figures.json: model without a name")?;
+        let num = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+        let model_dir = dir.join(name);
+        let model = read_model(&model_dir.join("model.tflite"))?;
+        let mut matched = 0;
+        let mut total = 0;
+        let mut times = Vec::new();
+        let mut first = None;
+        for k in 0.. {
+            let input_path = model_dir.join(format!("input_{k}.bin"));
+            if !input_path.exists() {
+                break;
+            }
+            let input = std::fs::read(&input_path).map_err(|e| e.to_string())?;
+            let expected = std::fs::read(model_dir.join(format!("expected_tflm_{k}.bin")))
+                .map_err(|e| e.to_string())?;
+            let opts = RunOptions {
+                repeats: repeat,
+                ..RunOptions::default()
+            };
+            let report =
+                runner::run(model, &[&input], &opts).map_err(|e| format!("{name}: {e}"))?;
+            total += 1;
+            if report.outputs.first() == Some(&expected) {
+                matched += 1;
+            }
+            times.push(report.host_us);
+            first.get_or_insert(report);
+        }
+        let report = first.ok_or_else(|| format!("{name}: no inputs"))?;
+        failures += total - matched;
+        times.sort_by(f64::total_cmp);
+        let host = times[times.len() / 2];
+        println!(
+            "| {name} | {matched}/{total} | {host:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} | {:.2} | {} | {} | {} | {} |",
+            num("host_tflm_us"),
+            num("host_tflm_us") / host,
+            num("host_litert_us"),
+            host / num("host_litert_us"),
+            report.npu_cycles,
+            num("vela_u55_128_cycles"),
+            report.npu_cycles as f64 / num("vela_u55_128_cycles"),
+            report.arena_peak_bytes,
+            num("tflm_head_bytes"),
+            num("activation_lower_bound_bytes"),
+            report.runtime_state_bytes,
+        );
+    }
+    if failures > 0 {
+        return Err(format!("{failures} outputs differ from TFLM's"));
+    }
     Ok(())
 }

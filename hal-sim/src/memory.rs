@@ -70,11 +70,12 @@ pub(crate) fn check_region(
 }
 
 /// Applies a transfer: copies `src` to `dst` (lengths equal, both in bounds; device→device
-/// and host→host use `copy_within`). Errors with [`CODE_BAD_REGION`] instead of panicking
-/// if that does not hold.
+/// and host→host use `copy_within`; flash is only ever a source). Errors with
+/// [`CODE_BAD_REGION`] instead of panicking if that does not hold.
 pub(crate) fn transfer(
     device: &mut [u8],
     host: &mut [u8],
+    flash: &[Option<&[u8]>],
     src: &Region,
     dst: &Region,
 ) -> Result<(), u32> {
@@ -86,6 +87,20 @@ pub(crate) fn transfer(
         (Space::Device, Space::Host) => copy(device, host, src, dst),
         (Space::Device, Space::Device) => copy_within(device, src, dst),
         (Space::Host, Space::Host) => copy_within(host, src, dst),
+        (Space::Flash(segment), Space::Device | Space::Host) => {
+            let from = flash
+                .get(usize::from(segment))
+                .copied()
+                .flatten()
+                .ok_or(CODE_BAD_REGION)?;
+            let to = if dst.space == Space::Device {
+                device
+            } else {
+                host
+            };
+            copy(from, to, src, dst)
+        }
+        (_, Space::Flash(_)) => Err(CODE_BAD_REGION),
     }
 }
 

@@ -9,7 +9,7 @@
 //! is [`Npu::wait_for_event`], which on hardware is a `WFI` until the completion interrupt and in
 //! the simulator jumps the virtual clock to the next job end.
 //!
-//! Two address spaces exist:
+//! Three kinds of address space exist:
 //! - [`Space::Device`]: the NPU arena, the fixed region the firmware gave to the driver (usually
 //!   the NPU-reachable SRAM section of `memory.x`). The server plans offsets in it; only jobs
 //!   read and write it. This keeps the CPU from aliasing memory the NPU owns (on a cached core
@@ -17,6 +17,9 @@
 //! - [`Space::Host`]: DMA-capable host memory the CPU may write and read directly
 //!   ([`Npu::host_memory`]): staging (and later pinned) buffers. Host↔device copies are
 //!   [`JobKind::Transfer`] jobs on the DMA queue.
+//! - [`Space::Flash`]: read-only constant data the driver mapped with [`Npu::map_flash`]
+//!   (a model's weights in place, on NPUs whose bus reaches flash: [`Capabilities::reads_flash`]).
+//!   Compute jobs read it like device memory; nothing ever writes it.
 //!
 //! Jobs carry their dependencies ([`Job::deps`]): a job starts only after every fence it lists has
 //! completed. Jobs on the same queue run in submission order. The server computes the
@@ -34,19 +37,24 @@
 //! | [`Npu::wait_for_event`] | `cortex_m::asm::wfi()` |
 //! | [`Npu::now`] | DWT `CYCCNT` or a free-running timer, in CPU cycles |
 //! | [`Capabilities::reads_flash`] | the NPU's AXI1 port reaches flash: weights stay in place |
+//! | [`Npu::map_flash`] / [`Space::Flash`] | a base-pointer region set to the model's address in flash |
 //!
 //! A board that shares the server with an interrupt handler puts it in a
 //! [`CriticalSectionChannel`](crate::channel::CriticalSectionChannel) and calls
 //! [`ComputeChannel::on_interrupt`](crate::channel::ComputeChannel::on_interrupt) from the ISR.
 
-use npu_kernels::int8::{AddParams, FcParams, MulParams, ReluParams};
-use npu_kernels::FcShape;
+mod op;
+
+pub use op::{DType, Op, OpKind, OpSet, Operands, CHANNEL_MULTIPLIER_BYTES};
 
 /// Time in cycles of the HAL's clock (CPU cycles on hardware, virtual cycles in the simulator).
 pub type Cycles = u64;
 
-/// Most inputs a compute job reads.
-pub const MAX_JOB_INPUTS: usize = 3;
+/// Most inputs a compute job reads (a CONCATENATION of seven tensors, a convolution's input,
+/// filter, multipliers and bias).
+pub const MAX_JOB_INPUTS: usize = 8;
+/// Most flash segments a HAL maps at once ([`Npu::map_flash`]): one per prepared model.
+pub const MAX_FLASH_SEGMENTS: usize = 4;
 /// Most execution units a HAL may declare.
 pub const MAX_EXECUTION_UNITS: usize = 8;
 /// Number of hardware queues at most: every execution unit plus the DMA engine.
@@ -69,6 +77,8 @@ pub enum Space {
     Device,
     /// DMA-capable host memory the CPU reads and writes through [`Npu::host_memory`].
     Host,
+    /// A read-only segment mapped with [`Npu::map_flash`], by its index.
+    Flash(u8),
 }
 
 /// A byte range in one address space.
@@ -102,6 +112,15 @@ impl Region {
         }
     }
 
+    /// A region of the mapped flash segment `segment`.
+    pub const fn flash(segment: u8, offset: u32, len: u32) -> Self {
+        Region {
+            space: Space::Flash(segment),
+            offset,
+            len,
+        }
+    }
+
     /// One past the last byte, widened so it cannot overflow.
     pub const fn end(&self) -> u64 {
         self.offset as u64 + self.len as u64
@@ -117,178 +136,12 @@ impl Region {
     }
 }
 
-/// Element types a job computes on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum DType {
-    /// IEEE 754 single precision, little-endian.
-    F32,
-    /// Signed 8-bit, affine quantized.
-    I8,
-}
-
-impl DType {
-    /// Bytes per element.
-    pub const fn size(self) -> u32 {
-        match self {
-            DType::F32 => 4,
-            DType::I8 => 1,
-        }
-    }
-}
-
-/// Operator families, for capability queries and error messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum OpKind {
-    /// Elementwise addition.
-    Add,
-    /// Elementwise multiplication.
-    Mul,
-    /// Rectified linear unit.
-    Relu,
-    /// Fully connected layer / matrix multiplication.
-    FullyConnected,
-}
-
-impl OpKind {
-    /// Every operator family, in bit order of [`OpSet`].
-    pub const ALL: [OpKind; 4] = [
-        OpKind::Add,
-        OpKind::Mul,
-        OpKind::Relu,
-        OpKind::FullyConnected,
-    ];
-}
-
-/// A compute operation with its shape and precomputed parameters.
-///
-/// Operand order in [`JobKind::Compute::inputs`]: binary ops `[a, b]`, unary ops `[input]`,
-/// fully connected `[input, weights]` or `[input, weights, bias]` (bias is f32 for f32 and
-/// little-endian i32 for int8).
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Op {
-    /// `out = a + b` on `len` f32 elements.
-    AddF32 {
-        /// Elements.
-        len: u32,
-    },
-    /// `out = a * b` on `len` f32 elements.
-    MulF32 {
-        /// Elements.
-        len: u32,
-    },
-    /// `out = max(0, x)` on `len` f32 elements.
-    ReluF32 {
-        /// Elements.
-        len: u32,
-    },
-    /// f32 fully connected.
-    FullyConnectedF32 {
-        /// Shape.
-        shape: FcShape,
-    },
-    /// int8 `out = a + b`, TFLM arithmetic.
-    AddI8 {
-        /// Elements.
-        len: u32,
-        /// Requantization parameters.
-        params: AddParams,
-    },
-    /// int8 `out = a * b`, TFLM arithmetic.
-    MulI8 {
-        /// Elements.
-        len: u32,
-        /// Requantization parameters.
-        params: MulParams,
-    },
-    /// int8 ReLU, TFLM arithmetic.
-    ReluI8 {
-        /// Elements.
-        len: u32,
-        /// Requantization parameters.
-        params: ReluParams,
-    },
-    /// int8 fully connected, TFLM arithmetic.
-    FullyConnectedI8 {
-        /// Shape.
-        shape: FcShape,
-        /// Requantization parameters.
-        params: FcParams,
-    },
-}
-
-impl Op {
-    /// The operator family.
-    pub const fn kind(&self) -> OpKind {
-        match self {
-            Op::AddF32 { .. } | Op::AddI8 { .. } => OpKind::Add,
-            Op::MulF32 { .. } | Op::MulI8 { .. } => OpKind::Mul,
-            Op::ReluF32 { .. } | Op::ReluI8 { .. } => OpKind::Relu,
-            Op::FullyConnectedF32 { .. } | Op::FullyConnectedI8 { .. } => OpKind::FullyConnected,
-        }
-    }
-
-    /// The element type.
-    pub const fn dtype(&self) -> DType {
-        match self {
-            Op::AddF32 { .. }
-            | Op::MulF32 { .. }
-            | Op::ReluF32 { .. }
-            | Op::FullyConnectedF32 { .. } => DType::F32,
-            _ => DType::I8,
-        }
-    }
-
-    /// Multiply-accumulates (for elementwise ops: elements), the unit of the compute cost model.
-    pub fn macs(&self) -> u64 {
-        match *self {
-            Op::AddF32 { len } | Op::MulF32 { len } | Op::ReluF32 { len } => len as u64,
-            Op::AddI8 { len, .. } | Op::MulI8 { len, .. } | Op::ReluI8 { len, .. } => len as u64,
-            Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => (shape.batches
-                as u64)
-                .saturating_mul(shape.in_features as u64)
-                .saturating_mul(shape.out_features as u64),
-        }
-    }
-
-    /// Bytes each operand must have, in operand order, and the output's bytes.
-    /// `None` for an operand slot the op does not use. Errors if a size overflows `u32`.
-    pub fn operand_bytes(&self, with_bias: bool) -> Option<([Option<u32>; MAX_JOB_INPUTS], u32)> {
-        let e = self.dtype().size();
-        let elems = |len: u32| len.checked_mul(e);
-        match *self {
-            Op::AddF32 { len }
-            | Op::MulF32 { len }
-            | Op::AddI8 { len, .. }
-            | Op::MulI8 { len, .. } => {
-                let b = elems(len)?;
-                Some(([Some(b), Some(b), None], b))
-            }
-            Op::ReluF32 { len } | Op::ReluI8 { len, .. } => {
-                let b = elems(len)?;
-                Some(([Some(b), None, None], b))
-            }
-            Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => {
-                let input = elems(shape.batches.checked_mul(shape.in_features)?)?;
-                let weights = elems(shape.out_features.checked_mul(shape.in_features)?)?;
-                let out = elems(shape.batches.checked_mul(shape.out_features)?)?;
-                // Bias is f32 or i32: four bytes per output feature either way.
-                let bias = if with_bias {
-                    Some(shape.out_features.checked_mul(4)?)
-                } else {
-                    None
-                };
-                Some(([Some(input), Some(weights), bias], out))
-            }
-        }
-    }
-}
-
 /// What a job does.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// A job is stored by value in the driver's fixed in-flight table (no heap to box the op into),
+// so a transfer costs as much room as a compute job: a few hundred bytes per slot.
+#[allow(clippy::large_enum_variant)]
 pub enum JobKind {
     /// A DMA copy of `src.len` bytes (`src.len == dst.len`), host↔device or device↔device.
     Transfer {
@@ -340,50 +193,6 @@ pub struct Job {
     pub deps: heapless::Vec<Fence, MAX_JOB_DEPS>,
 }
 
-/// A set of (operator, dtype) pairs, as a bitset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct OpSet(pub u32);
-
-impl OpSet {
-    /// No operator.
-    pub const EMPTY: OpSet = OpSet(0);
-
-    const fn bit(op: OpKind, dtype: DType) -> u32 {
-        let d = match dtype {
-            DType::F32 => 0,
-            DType::I8 => 1,
-        };
-        1 << (op as u32 * 2 + d)
-    }
-
-    /// Every operator this crate knows, in every dtype.
-    pub const fn all() -> OpSet {
-        let mut bits = 0;
-        let mut i = 0;
-        while i < OpKind::ALL.len() {
-            bits |= Self::bit(OpKind::ALL[i], DType::F32) | Self::bit(OpKind::ALL[i], DType::I8);
-            i += 1;
-        }
-        OpSet(bits)
-    }
-
-    /// This set plus one pair.
-    pub const fn with(self, op: OpKind, dtype: DType) -> OpSet {
-        OpSet(self.0 | Self::bit(op, dtype))
-    }
-
-    /// This set less one pair.
-    pub const fn without(self, op: OpKind, dtype: DType) -> OpSet {
-        OpSet(self.0 & !Self::bit(op, dtype))
-    }
-
-    /// Whether the pair is in the set.
-    pub const fn contains(self, op: OpKind, dtype: DType) -> bool {
-        self.0 & Self::bit(op, dtype) != 0
-    }
-}
-
 /// What an NPU can do, as its driver declares it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -402,6 +211,10 @@ pub struct Capabilities {
     pub ops: OpSet,
     /// Whether the NPU reads constant data (weights) directly from flash.
     pub reads_flash: bool,
+    /// Alignment a [`Space::Flash`] region needs, in bytes (a power of two). Weights in a
+    /// `.tflite` file are aligned only to their element size, so an NPU that reads them in
+    /// place accepts that; a stricter driver declares more and constants are then copied.
+    pub flash_alignment: u32,
 }
 
 /// Why the HAL refused or failed a job.
@@ -448,8 +261,8 @@ pub enum HalError {
         /// The overlapping input's index.
         operand: u8,
     },
-    /// A compute job names a region outside device memory (the NPU computes only on
-    /// [`Space::Device`]), or a transfer's two regions differ in length.
+    /// A compute job writes outside device memory or reads host memory, a transfer writes
+    /// flash or copies host to host, or a transfer's two regions differ in length.
     WrongSpace {
         /// The offending region.
         region: Region,
@@ -461,6 +274,18 @@ pub enum HalError {
         /// Units present.
         units: u8,
     },
+    /// A region names a flash segment that is not mapped.
+    FlashNotMapped {
+        /// The segment index.
+        segment: u8,
+    },
+    /// Every flash segment is mapped ([`MAX_FLASH_SEGMENTS`] or the driver's own limit).
+    FlashSegmentsFull {
+        /// Segments the driver maps at once.
+        capacity: u8,
+    },
+    /// This NPU cannot read flash ([`Capabilities::reads_flash`] is false).
+    FlashUnreadable,
     /// A fence that was never issued by this NPU.
     UnknownFence(Fence),
     /// The job failed on the device (bus error, kernel rejected its parameters, ...).
@@ -483,7 +308,8 @@ pub enum HalError {
 ///   a failure anywhere in it. A driver remembers failures for a bounded number of jobs (the
 ///   simulator: 16); polling an older failed fence may answer `Ok`.
 /// - Jobs on one queue complete in submission order (the server relies on it).
-/// - Transfers copy host↔device or device↔device (host→host is [`HalError::WrongSpace`]);
+/// - Transfers copy host↔device, device↔device or flash→host/device (host→host and writes
+///   to flash are [`HalError::WrongSpace`]);
 ///   overlapping source and destination is [`HalError::Overlap`]. A compute job on
 ///   [`Queue::Dma`] is [`HalError::Unsupported`].
 /// - `wait_for_event` blocks the CPU until at least one in-flight job may have completed (or
@@ -504,4 +330,12 @@ pub trait Npu {
     fn now(&self) -> Cycles;
     /// CPU view of DMA-capable host memory ([`Space::Host`]).
     fn host_memory(&mut self) -> &mut [u8];
+    /// Makes `bytes` (constant data in flash, e.g. a model) readable by jobs as
+    /// [`Space::Flash`] of the returned segment, until [`Npu::unmap_flash`].
+    ///
+    /// Errors: [`HalError::FlashUnreadable`] on an NPU that cannot read flash (the server then
+    /// copies constants into device memory), [`HalError::FlashSegmentsFull`].
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError>;
+    /// Forgets a flash segment. Jobs already submitted that read it must have completed.
+    fn unmap_flash(&mut self, segment: u8);
 }

@@ -16,6 +16,9 @@
 //!   waits for that transfer alone; `try_read` never waits.
 //! - Operators the HAL declares unsupported run on the CPU with the npu-kernels reference kernels:
 //!   inputs are brought to host staging, computed there, and the result is uploaded.
+//! - `create_const` binds constant data (a model's weights) where it lies: in a flash segment
+//!   the NPU reads ([`Npu::map_flash`]) when the HAL can, with no copy and no arena bytes;
+//!   otherwise the bytes are uploaded once, like `create`. Constant tensors are read-only.
 //!
 //! The server waits (`Npu::wait_for_event`, a `WFI` on hardware) only in `read`, `sync`, and
 //! when a fixed resource is exhausted but will be freed by jobs in flight: a full job queue,
@@ -30,8 +33,8 @@ pub use staging::Staging;
 use crate::error::Error;
 use crate::fallback::{run_op, split_operands, OpError};
 use crate::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, MAX_JOB_DEPS,
-    MAX_JOB_INPUTS, MAX_QUEUES,
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, MAX_FLASH_SEGMENTS,
+    MAX_JOB_DEPS, MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
 use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
@@ -46,6 +49,26 @@ pub trait ComputeServer {
     fn empty(&mut self, bytes: u32) -> Result<HandleId, Error>;
     /// A tensor holding `data`, uploaded to the device (returns once the upload is queued).
     fn create(&mut self, data: &[u8]) -> Result<HandleId, Error>;
+    /// A tensor of `bytes` bytes that `fill` writes straight into host staging memory, then
+    /// uploaded like [`create`](Self::create): data computed on the fly (per-channel
+    /// multipliers) needs no buffer of its own. An error from `fill` is returned as is.
+    fn create_with(
+        &mut self,
+        bytes: u32,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<HandleId, Error>;
+    /// Maps constant data (a model in flash) for [`create_const`](Self::create_const);
+    /// returns the segment. Errors as [`Npu::map_flash`]: an NPU that cannot read flash
+    /// answers [`HalError::FlashUnreadable`], and constants are then copied to the device.
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, Error>;
+    /// Unmaps a segment after waiting for every submitted job. Errors with
+    /// [`Error::FlashInUse`] while tensors still refer to it.
+    fn unmap_flash(&mut self, segment: u8) -> Result<(), Error>;
+    /// A read-only tensor of constant data: bound in place when `data` lies in a mapped flash
+    /// segment and is aligned for the NPU, else uploaded to the device once.
+    fn create_const(&mut self, data: &'static [u8]) -> Result<HandleId, Error>;
+    /// Whether a tensor is bound in place in flash (no arena bytes).
+    fn is_in_flash(&self, id: HandleId) -> Result<bool, Error>;
     /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
     fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error>;
     /// Like `read`, but `WouldBlock` until the bytes are ready; never waits.
@@ -62,6 +85,8 @@ pub trait ComputeServer {
     fn size_of(&self, id: HandleId) -> Result<u32, Error>;
     /// The completion interrupt: retire finished jobs.
     fn on_interrupt(&mut self);
+    /// What the NPU behind this server can do.
+    fn capabilities(&self) -> Capabilities;
     /// Memory figures of the device arena.
     fn memory_stats(&self) -> MemoryStats;
     /// Job and transfer counters.
@@ -88,9 +113,26 @@ pub struct ServerStats {
     pub waits: u32,
 }
 
+/// Where a tensor's bytes live.
+#[derive(Clone, Copy, Debug)]
+enum Binding {
+    /// Device memory from the memory manager.
+    Memory(MemoryBinding),
+    /// In place in a mapped flash segment; read-only.
+    Flash(Region),
+}
+
+/// A mapped flash segment: its address range, to find constants inside it.
+#[derive(Clone, Copy, Debug)]
+struct FlashSegment {
+    start: usize,
+    len: usize,
+    tensors: u32,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct TensorEntry {
-    binding: MemoryBinding,
+    binding: Binding,
     bytes: u32,
     /// A device→host transfer started by `try_read`, and the staging block it fills.
     download: Option<(Fence, Block)>,
@@ -131,6 +173,7 @@ pub struct NpuServer<
     frontier: Frontier,
     next_unit: u8,
     stats: ServerStats,
+    flash: [Option<FlashSegment>; MAX_FLASH_SEGMENTS],
 }
 
 impl<H: Npu, const CHUNKS: usize, const HANDLES: usize, const STAGING: usize>
@@ -161,6 +204,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             frontier: Frontier::default(),
             next_unit: 0,
             stats: ServerStats::default(),
+            flash: [None; MAX_FLASH_SEGMENTS],
         })
     }
 
@@ -270,6 +314,28 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         Ok(Region::device(b.offset, b.len))
     }
 
+    fn region_of(&self, binding: Binding) -> Result<Region, Error> {
+        match binding {
+            Binding::Memory(m) => self.device_region(m),
+            Binding::Flash(r) => Ok(r),
+        }
+    }
+
+    /// Adds the fences a job reading `binding` must wait for (none for immutable flash).
+    fn add_read_deps(&mut self, deps: &mut DepSet, binding: Binding) -> Result<(), Error> {
+        if let Binding::Memory(m) = binding {
+            deps.add_read_of(self.memory.access_mut(m)?);
+        }
+        Ok(())
+    }
+
+    fn record_read(&mut self, binding: Binding, queue: Queue, fence: Fence) -> Result<(), Error> {
+        if let Binding::Memory(m) = binding {
+            self.memory.access_mut(m)?.record_read(queue, fence);
+        }
+        Ok(())
+    }
+
     /// Queue the transfer of host region `src` into the tensor memory `binding`.
     fn submit_upload(&mut self, src: Region, binding: MemoryBinding) -> Result<Fence, Error> {
         let mut deps = DepSet::default();
@@ -290,18 +356,19 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     }
 
     /// Copy `data` into staging and queue its upload into `binding`.
-    fn upload(&mut self, binding: MemoryBinding, data: &[u8]) -> Result<(), Error> {
-        let len = data.len() as u32;
+    fn upload_with(
+        &mut self,
+        binding: MemoryBinding,
+        len: u32,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let block = self.staging_alloc(len)?;
         let src = Region::host(block.offset, len);
         let host = self.npu.host_memory();
         let space_bytes = host.len() as u32;
         let start = block.offset as usize;
-        let copied = match host.get_mut(start..start + data.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                Ok(())
-            }
+        let copied = match host.get_mut(start..start + len as usize) {
+            Some(dst) => fill(dst),
             None => Err(HalError::OutOfBounds {
                 region: src,
                 space_bytes,
@@ -318,15 +385,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     }
 
     /// Queue a download of `binding` into a fresh staging block.
-    fn start_download(
-        &mut self,
-        binding: MemoryBinding,
-        bytes: u32,
-    ) -> Result<(Fence, Block), Error> {
+    fn start_download(&mut self, binding: Binding, bytes: u32) -> Result<(Fence, Block), Error> {
         let block = self.staging_alloc(bytes)?;
         let mut deps = DepSet::default();
-        deps.add_read_of(self.memory.access_mut(binding)?);
-        let src = self.device_region(binding)?;
+        self.add_read_deps(&mut deps, binding)?;
+        let src = self.region_of(binding)?;
         let job = Job {
             kind: JobKind::Transfer {
                 src,
@@ -342,9 +405,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 return Err(e);
             }
         };
-        self.memory
-            .access_mut(binding)?
-            .record_read(Queue::Dma, fence);
+        self.record_read(binding, Queue::Dma, fence)?;
         self.stats.downloads += 1;
         self.stats.download_bytes += bytes as u64;
         Ok((fence, block))
@@ -402,14 +463,13 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             expected,
             actual,
         };
-        let with_bias = inputs.len() == MAX_JOB_INPUTS;
-        let (need, out_bytes) = op.operand_bytes(with_bias).ok_or(bad(0, u32::MAX, 0))?;
-        let arity = need.iter().flatten().count();
-        if inputs.len() != arity {
-            return Err(bad(inputs.len().min(arity), 0, 0));
+        let need = op.operands().ok_or(bad(0, u32::MAX, 0))?;
+        if !need.accepts(inputs.len()) {
+            return Err(bad(inputs.len().min(need.inputs.len()), 0, 0));
         }
+        let out_bytes = need.output;
         let mut entries = heapless::Vec::new();
-        for (i, (&id, need)) in inputs.iter().zip(need.iter().flatten()).enumerate() {
+        for (i, (&id, need)) in inputs.iter().zip(need.inputs.iter()).enumerate() {
             if id == output {
                 return Err(Error::OutputAliasesInput { op: kind });
             }
@@ -420,6 +480,9 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             entries.push(e).map_err(|_| bad(i, 0, 0))?;
         }
         let out = self.handles.get(output)?;
+        if matches!(out.binding, Binding::Flash(_)) {
+            return Err(Error::ReadOnlyTensor);
+        }
         if out.bytes != out_bytes {
             return Err(bad(MAX_JOB_INPUTS, out_bytes, out.bytes));
         }
@@ -437,27 +500,29 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         self.next_unit = (self.next_unit + 1) % units;
         let mut deps = DepSet::default();
         let mut regions = heapless::Vec::new();
+        let out = match output.binding {
+            Binding::Memory(m) => m,
+            Binding::Flash(_) => return Err(Error::ReadOnlyTensor),
+        };
         for e in inputs {
-            deps.add_read_of(self.memory.access_mut(e.binding)?);
-            let _ = regions.push(self.device_region(e.binding)?);
+            self.add_read_deps(&mut deps, e.binding)?;
+            let _ = regions.push(self.region_of(e.binding)?);
         }
-        deps.add_write_of(self.memory.access_mut(output.binding)?);
+        deps.add_write_of(self.memory.access_mut(out)?);
         let job = Job {
             kind: JobKind::Compute {
                 op,
                 inputs: regions,
-                output: self.device_region(output.binding)?,
+                output: self.device_region(out)?,
             },
             queue,
             deps: self.deps_for(&deps, queue),
         };
         let fence = self.submit(&job)?;
         for e in inputs {
-            self.memory.access_mut(e.binding)?.record_read(queue, fence);
+            self.record_read(e.binding, queue, fence)?;
         }
-        self.memory
-            .access_mut(output.binding)?
-            .record_write(queue, fence);
+        self.memory.access_mut(out)?.record_write(queue, fence);
         self.stats.compute_jobs += 1;
         Ok(())
     }
@@ -521,7 +586,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             }
             .into()),
         };
-        match computed.and_then(|()| self.submit_upload(out_region, output.binding)) {
+        let out = match output.binding {
+            Binding::Memory(m) => Ok(m),
+            Binding::Flash(_) => Err(Error::ReadOnlyTensor),
+        };
+        match computed.and_then(|()| self.submit_upload(out_region, out?)) {
             Ok(fence) => {
                 self.stats.cpu_ops += 1;
                 self.staging.free_after(fence, out_block)
@@ -543,7 +612,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         let binding = self.reserve(bytes)?;
         self.handles
             .insert(TensorEntry {
-                binding,
+                binding: Binding::Memory(binding),
                 bytes,
                 download: None,
             })
@@ -558,12 +627,106 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
             free: self.memory.stats().largest_free,
             largest_free: self.memory.stats().largest_free,
         })?;
-        let id = self.empty(bytes)?;
-        let binding = self.handles.get(id)?.binding;
-        self.upload(binding, data).inspect_err(|_| {
+        self.create_with(bytes, &mut |buf| {
+            buf.copy_from_slice(data);
+            Ok(())
+        })
+    }
+
+    fn create_with(
+        &mut self,
+        bytes: u32,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<HandleId, Error> {
+        let binding = self.reserve(bytes)?;
+        let id = self
+            .handles
+            .insert(TensorEntry {
+                binding: Binding::Memory(binding),
+                bytes,
+                download: None,
+            })
+            .inspect_err(|_| {
+                let _ = self.memory.release(binding);
+            })?;
+        self.upload_with(binding, bytes, fill).inspect_err(|_| {
             let _ = self.release(id, 1);
         })?;
         Ok(id)
+    }
+
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, Error> {
+        let segment = self.npu.map_flash(bytes)?;
+        match self.flash.get_mut(usize::from(segment)) {
+            Some(slot) => {
+                *slot = Some(FlashSegment {
+                    start: bytes.as_ptr() as usize,
+                    len: bytes.len(),
+                    tensors: 0,
+                });
+                Ok(segment)
+            }
+            None => {
+                self.npu.unmap_flash(segment);
+                Err(HalError::FlashSegmentsFull {
+                    capacity: MAX_FLASH_SEGMENTS as u8,
+                }
+                .into())
+            }
+        }
+    }
+
+    fn unmap_flash(&mut self, segment: u8) -> Result<(), Error> {
+        let slot = self
+            .flash
+            .get_mut(usize::from(segment))
+            .and_then(|s| s.as_mut())
+            .ok_or(HalError::FlashNotMapped { segment })?;
+        if slot.tensors > 0 {
+            return Err(Error::FlashInUse {
+                segment,
+                tensors: slot.tensors,
+            });
+        }
+        self.sync()?;
+        self.flash[usize::from(segment)] = None;
+        self.npu.unmap_flash(segment);
+        Ok(())
+    }
+
+    fn create_const(&mut self, data: &'static [u8]) -> Result<HandleId, Error> {
+        let addr = data.as_ptr() as usize;
+        let aligned = addr % self.caps.flash_alignment.max(1) as usize == 0;
+        let found = self.flash.iter().enumerate().find_map(|(i, seg)| {
+            let seg = (*seg)?;
+            let offset = addr.checked_sub(seg.start)?;
+            (offset.checked_add(data.len())? <= seg.len).then_some((i, offset))
+        });
+        let bytes = u32::try_from(data.len()).ok();
+        match (found, bytes) {
+            (Some((segment, offset)), Some(bytes)) if aligned && self.caps.reads_flash => {
+                let offset = u32::try_from(offset).map_err(|_| Error::OutOfMemory {
+                    requested: bytes,
+                    free: 0,
+                    largest_free: 0,
+                })?;
+                let region = Region::flash(segment as u8, offset, bytes);
+                let id = self.handles.insert(TensorEntry {
+                    binding: Binding::Flash(region),
+                    bytes,
+                    download: None,
+                })?;
+                if let Some(seg) = self.flash[segment].as_mut() {
+                    seg.tensors += 1;
+                }
+                Ok(id)
+            }
+            _ => self.create(data),
+        }
+    }
+
+    fn is_in_flash(&self, id: HandleId) -> Result<bool, Error> {
+        Ok(matches!(self.handles.get(id)?.binding, Binding::Flash(_)))
     }
 
     fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
@@ -630,7 +793,25 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
             self.cancel_download(id)?;
         }
         match self.handles.release(id, n)? {
-            Some(entry) => self.memory.release(entry.binding),
+            Some(TensorEntry {
+                binding: Binding::Memory(m),
+                ..
+            }) => self.memory.release(m),
+            Some(TensorEntry {
+                binding: Binding::Flash(region),
+                ..
+            }) => {
+                if let Space::Flash(segment) = region.space {
+                    if let Some(seg) = self
+                        .flash
+                        .get_mut(usize::from(segment))
+                        .and_then(|s| s.as_mut())
+                    {
+                        seg.tensors = seg.tensors.saturating_sub(1);
+                    }
+                }
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -641,6 +822,10 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
 
     fn on_interrupt(&mut self) {
         self.npu.on_interrupt();
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     fn memory_stats(&self) -> MemoryStats {

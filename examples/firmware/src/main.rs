@@ -10,7 +10,10 @@
 //!   for a microcontroller;
 //! - the whole compute stack (client → channel → server → HAL) over the simulated NPU: two
 //!   tensors uploaded, `AddF32` and `FullyConnectedF32` executed on them, both results read back;
-//! - the results checked against a CPU reference.
+//! - the results checked against a CPU reference;
+//! - a real int8 keyword-spotting model (`kws_dscnn`, the MLPerf Tiny DS-CNN architecture)
+//!   embedded in flash with `include_bytes!`, prepared as a [`Graph`] (weights read in place
+//!   from flash) and run on one input: the output must equal TensorFlow Lite Micro's bytes.
 //!
 //! It exits through semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when every value
 //! matches, and with `EXIT_FAILURE` (status 1) on a mismatch, an error, a panic or a hard fault.
@@ -30,6 +33,7 @@ use defmt_semihosting as _;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
+use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::{Npu, Op};
 use npu_compute::memory::MemoryConfig;
 use npu_compute::server::NpuServer;
@@ -135,6 +139,13 @@ fn reference_fc(a: &[f32; LEN], b: &[f32; LEN]) -> [f32; FC_OUT] {
 /// chunks, 16 staging blocks) and Burn's chunk/slice memory management.
 type Server<'a> = NpuServer<SimNpu<'a>>;
 
+/// The keyword-spotting model, in flash, 16-byte aligned so the NPU reads its weights in place.
+static KWS_MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
+/// One input of the model (49×10 MFCC features, int8).
+static KWS_INPUT: &[u8] = include_bytes!("../../models/kws_dscnn/input_0.bin");
+/// What TensorFlow Lite Micro outputs for it (12 class scores, int8).
+static KWS_EXPECTED: &[u8; 12] = include_bytes!("../../models/kws_dscnn/expected_tflm_0.bin");
+
 /// Why the run failed.
 #[derive(defmt::Format)]
 enum Failure {
@@ -144,8 +155,16 @@ enum Failure {
     Simulator,
     /// The compute stack returned an error.
     Stack(Error),
+    /// The model could not be prepared or run.
+    Graph(GraphError),
     /// This many values differ from the CPU reference.
     Mismatch(usize),
+}
+
+impl From<GraphError> for Failure {
+    fn from(e: GraphError) -> Self {
+        Failure::Graph(e)
+    }
 }
 
 impl From<Error> for Failure {
@@ -217,8 +236,40 @@ fn run() -> Result<(), Failure> {
     defmt::info!("server: {}", client.stats()?);
     defmt::info!("memory: {}", client.memory_stats()?);
 
-    let wrong = mismatches("a + b", &sum, &reference_add(&a, &b))
+    let mut wrong = mismatches("a + b", &sum, &reference_add(&a, &b))
         + mismatches("fc", &fc, &reference_fc(&a, &b));
+
+    // The keyword-spotting model: 12 operators, at most 64 tensors.
+    let start = now()?;
+    let mut kws: Graph<'_, _, 16, 64> = Graph::prepare(client, KWS_MODEL)?;
+    let prepared = now()?;
+    let mut scores = [0u8; 12];
+    kws.invoke(&[KWS_INPUT], &mut [&mut scores])?;
+    let done = now()?;
+    let class = (0..scores.len())
+        .max_by_key(|&i| (scores[i] as i8, core::cmp::Reverse(i)))
+        .unwrap_or(0);
+    defmt::info!(
+        "kws_dscnn: class {=usize}, scores {=[u8]:?}; weights in flash: {=bool}",
+        class,
+        scores,
+        kws.weights_in_flash()
+    );
+    defmt::info!(
+        "kws_dscnn: prepare {=u64} cycles, inference {=u64} NPU cycles; memory: {}; graph state {=usize} bytes",
+        prepared - start,
+        done - prepared,
+        client.memory_stats()?,
+        Graph::<'_, RefCellChannel<Server<'_>>, 16, 64>::state_bytes()
+    );
+    for (i, (g, w)) in scores.iter().zip(KWS_EXPECTED).enumerate() {
+        if g != w {
+            defmt::error!("kws score {=usize} = {=i8}, TFLM gives {=i8}", i, *g as i8, *w as i8);
+            wrong += 1;
+        }
+    }
+    drop(kws);
+
     if wrong == 0 {
         Ok(())
     } else {
@@ -235,7 +286,7 @@ fn main() -> ! {
     defmt::info!("npu-firmware-example on mps2-an386");
     let status = match run() {
         Ok(()) => {
-            defmt::info!("PASS: the NPU's results match the CPU reference");
+            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes");
             EXIT_SUCCESS
         }
         Err(failure) => {

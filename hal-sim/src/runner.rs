@@ -1,0 +1,351 @@
+//! Running `.tflite` models on the simulated NPU from the host (behind the `std` feature):
+//! what `npu-sim run`, `npu-sim inspect` and `npu-sim bench models` do.
+//!
+//! A model runs through the whole stack — [`Graph`] over client, channel, server and
+//! [`SimNpu`] — exactly as firmware runs it. The figures of a run come from the simulator's
+//! virtual clock and the memory manager, so they are the same on every machine; only
+//! `host_us` is wall-clock time.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use npu_compute::channel::ComputeChannel;
+use npu_compute::client::ComputeClient;
+use npu_compute::graph::{Graph, GraphError};
+use npu_compute::hal::Npu;
+use npu_compute::memory::MemoryConfig;
+use npu_compute::model::{DataType, Model, ModelError};
+
+use npu_compute::channel::RefCellChannel;
+use npu_compute::memory::ChunkSliceMemory;
+use npu_compute::server::NpuServer;
+
+use crate::workloads::{self, WorkloadError};
+use crate::{SimConfig, SimNpu};
+
+/// Operators a model may have in a [`run`] (the graph's `OPS` capacity).
+pub const OPS: usize = 64;
+/// Tensors a model may have in a [`run`] (the graph's `TENSORS` capacity).
+pub const TENSORS: usize = 128;
+/// Tensor handles of the runner's server: a model's constants (weights, biases, multipliers:
+/// up to three per operator) plus its live activations.
+pub const HANDLES: usize = 256;
+/// Memory chunks of the runner's server (each constant in the arena and each live activation
+/// holds one).
+pub const CHUNKS: usize = 256;
+/// The server the runner drives.
+pub type ModelServer<'a> = NpuServer<SimNpu<'a>, ChunkSliceMemory<CHUNKS>, HANDLES>;
+/// The channel the runner drives.
+pub type ModelChannel<'a> = RefCellChannel<ModelServer<'a>, HANDLES>;
+/// The graph type the runner prepares.
+pub type SimGraph<'c, 'a> = Graph<'c, ModelChannel<'a>, OPS, TENSORS>;
+
+/// How to run a model.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Bytes of device memory (the NPU arena).
+    pub arena_bytes: usize,
+    /// Bytes of DMA-capable host staging memory.
+    pub host_bytes: usize,
+    /// The simulated NPU.
+    pub config: SimConfig,
+    /// Invocations timed for `host_us` (the first one, untimed, gives every other figure).
+    pub repeats: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            arena_bytes: 1 << 20,
+            host_bytes: 256 << 10,
+            config: SimConfig::default(),
+            repeats: 1,
+        }
+    }
+}
+
+/// The figures of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// The raw bytes of each output tensor.
+    pub outputs: Vec<Vec<u8>>,
+    /// Peak arena bytes reserved (constants that live in the arena included).
+    pub arena_peak_bytes: u32,
+    /// Arena bytes held by the prepared model between invocations (per-channel multipliers,
+    /// and weights when the NPU cannot read flash).
+    pub arena_constant_bytes: u32,
+    /// RAM the runtime needs for this model beyond the arena: the prepared graph's tables.
+    pub runtime_state_bytes: usize,
+    /// Virtual NPU cycles of one invocation, from the input upload to the output download.
+    pub npu_cycles: u64,
+    /// Jobs the NPU ran in one invocation (transfers included).
+    pub jobs: u64,
+    /// DMA transfers in one invocation.
+    pub transfers: u64,
+    /// Operators run on the CPU fallback in one invocation.
+    pub cpu_ops: u32,
+    /// Whether the weights were read in place from flash.
+    pub weights_in_flash: bool,
+    /// Median host microseconds per invocation (simulator included).
+    pub host_us: f64,
+}
+
+impl RunReport {
+    /// The report as a JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
+            self.arena_peak_bytes,
+            self.arena_constant_bytes,
+            self.runtime_state_bytes,
+            self.npu_cycles,
+            self.jobs,
+            self.transfers,
+            self.cpu_ops,
+            self.weights_in_flash,
+            self.host_us
+        )
+    }
+}
+
+/// Why a run failed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RunError {
+    /// The simulator or stack could not be set up.
+    Setup(WorkloadError),
+    /// The model could not be prepared or run.
+    Graph(GraphError),
+    /// The model bytes are malformed.
+    Model(ModelError),
+    /// An input file has the wrong length.
+    InputSize {
+        /// Which input.
+        index: usize,
+        /// Bytes the model expects.
+        expected: u32,
+        /// Bytes given.
+        actual: usize,
+    },
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Setup(e) => write!(f, "setting up the simulator: {e:?}"),
+            RunError::Graph(e) => write!(f, "{e}"),
+            RunError::Model(e) => write!(f, "malformed model: {e:?}"),
+            RunError::InputSize {
+                index,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "input {index} has {actual} bytes; the model's input tensor has {expected}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<GraphError> for RunError {
+    fn from(e: GraphError) -> Self {
+        RunError::Graph(e)
+    }
+}
+
+impl From<WorkloadError> for RunError {
+    fn from(e: WorkloadError) -> Self {
+        RunError::Setup(e)
+    }
+}
+
+/// A copy of `bytes` at a 16-byte aligned address, leaked: a model read from a file stands in
+/// for one in flash, which lives as long as the program.
+pub fn leak_aligned(bytes: &[u8]) -> &'static [u8] {
+    let words: &'static mut [u128] =
+        Box::leak(vec![0u128; bytes.len().div_ceil(16)].into_boxed_slice());
+    let all: &'static mut [u8] = bytemuck::cast_slice_mut(words);
+    all[..bytes.len()].copy_from_slice(bytes);
+    &all[..bytes.len()]
+}
+
+/// The runner's stack over `device` (the arena) and `host` (staging memory).
+pub fn channel<'a>(
+    device: &'a mut [u128],
+    host: &'a mut [u128],
+    config: SimConfig,
+) -> Result<ModelChannel<'a>, WorkloadError> {
+    let npu = SimNpu::new(
+        bytemuck::cast_slice_mut(device),
+        bytemuck::cast_slice_mut(host),
+        config,
+    )?;
+    Ok(RefCellChannel::new(NpuServer::new(
+        npu,
+        MemoryConfig::default(),
+    )?))
+}
+
+/// Prepares `model` and runs it on `inputs` (one buffer per model input).
+pub fn run(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<RunReport, RunError> {
+    let mut device = workloads::aligned_memory(opts.arena_bytes);
+    let mut host = workloads::aligned_memory(opts.host_bytes);
+    let channel = channel(&mut device, &mut host, opts.config)?;
+    let client = ComputeClient::new(&channel);
+    let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    let mut graph: SimGraph = Graph::prepare(client, model)?;
+    for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
+        if input.len() != expected as usize {
+            return Err(RunError::InputSize {
+                index,
+                expected,
+                actual: input.len(),
+            });
+        }
+    }
+    // The prepare's uploads (multipliers, copied constants) finish before the measured invoke.
+    client.sync().map_err(stack)?;
+    let constants = client.memory_stats().map_err(stack)?.reserved;
+    let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
+
+    let before = channel
+        .with(|s| (s.npu().now(), s.npu().stats()))
+        .map_err(stack)?;
+    let server_before = client.stats().map_err(stack)?;
+    invoke(&mut graph, inputs, &mut outputs)?;
+    let after = channel
+        .with(|s| (s.npu().now(), s.npu().stats()))
+        .map_err(stack)?;
+    let server_after = client.stats().map_err(stack)?;
+    let memory = client.memory_stats().map_err(stack)?;
+
+    let mut times = Vec::with_capacity(opts.repeats);
+    for _ in 0..opts.repeats {
+        let t0 = Instant::now();
+        invoke(&mut graph, inputs, &mut outputs)?;
+        times.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(RunReport {
+        outputs,
+        arena_peak_bytes: memory.reserved_peak,
+        arena_constant_bytes: constants,
+        runtime_state_bytes: SimGraph::state_bytes(),
+        npu_cycles: after.0 - before.0,
+        jobs: after.1.jobs_completed - before.1.jobs_completed,
+        transfers: after.1.transfers - before.1.transfers,
+        cpu_ops: server_after.cpu_ops - server_before.cpu_ops,
+        weights_in_flash: graph.weights_in_flash(),
+        host_us: times.get(times.len() / 2).copied().unwrap_or(0.0),
+    })
+}
+
+fn invoke(
+    graph: &mut SimGraph<'_, '_>,
+    inputs: &[&[u8]],
+    outputs: &mut [Vec<u8>],
+) -> Result<(), GraphError> {
+    let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|o| o.as_mut_slice()).collect();
+    graph.invoke(inputs, &mut outs)
+}
+
+/// A human-readable description of a model: tensors with shapes and quantization, and each
+/// operator with where it runs on `config`'s NPU.
+pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<String, RunError> {
+    let parsed = Model::parse(model).map_err(RunError::Model)?;
+    let sub = parsed.subgraph();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "model: version {}, {} operators, {} tensors",
+        parsed.version(),
+        sub.operator_count(),
+        sub.tensor_count()
+    );
+    let _ = writeln!(out, "\ntensors:");
+    for t in sub.tensors() {
+        let t = t.map_err(RunError::Model)?;
+        let q = match &t.quantization {
+            Some(q) if q.len() == 1 => format!(
+                "scale {} zero point {}",
+                q.scale(0).unwrap_or(0.0),
+                q.zero_point(0).unwrap_or(0)
+            ),
+            Some(q) => format!(
+                "{} scales along axis {}",
+                q.len(),
+                q.quantized_dimension().unwrap_or(0)
+            ),
+            None => "not quantized".into(),
+        };
+        let kind = if t.is_constant() {
+            "const"
+        } else {
+            "activation"
+        };
+        let _ = writeln!(
+            out,
+            "  {:>3} {:<10} {:<7} {:?} {} B, {q}  {}",
+            t.index,
+            kind,
+            dtype_name(t.dtype),
+            t.shape.dims(),
+            t.byte_size.unwrap_or(0),
+            t.name
+        );
+    }
+    let mut device = workloads::aligned_memory(1 << 20);
+    let mut host = workloads::aligned_memory(256 << 10);
+    let channel = channel(&mut device, &mut host, config)?;
+    let client = ComputeClient::new(&channel);
+    let _ = writeln!(out, "\noperators:");
+    match SimGraph::prepare(client, model) {
+        Ok(graph) => {
+            for (plan, info) in graph.operators().zip(sub.operators()) {
+                let info = info.map_err(RunError::Model)?;
+                let place = match plan.op {
+                    None => "alias (no job)",
+                    Some(_) if plan.on_npu => "NPU",
+                    Some(_) => "CPU fallback",
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:>3} {:<18} {:<15} in {:?} out {:?}",
+                    plan.op_index,
+                    plan.builtin.name(),
+                    place,
+                    info.inputs.iter().flatten().collect::<Vec<_>>(),
+                    info.outputs.iter().flatten().collect::<Vec<_>>()
+                );
+            }
+            let _ = writeln!(
+                out,
+                "\nweights: {}",
+                if graph.weights_in_flash() {
+                    "read in place from flash"
+                } else {
+                    "copied to the arena"
+                }
+            );
+        }
+        Err(e) => return Err(RunError::Graph(e)),
+    }
+    Ok(out)
+}
+
+fn dtype_name(d: DataType) -> &'static str {
+    match d {
+        DataType::Int8 => "int8",
+        DataType::Int32 => "int32",
+        DataType::Float32 => "float32",
+        DataType::UInt8 => "uint8",
+        DataType::Int16 => "int16",
+        DataType::Int64 => "int64",
+        _ => "other",
+    }
+}

@@ -1,0 +1,138 @@
+//! Why a model could not be prepared or invoked.
+
+use crate::error::Error;
+use crate::model::{BuiltinOp, ModelError};
+use npu_kernels::KernelError;
+
+/// A graph error: every variant names the operator (by its index in the model and its
+/// builtin code) or the capacity involved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GraphError {
+    /// The model bytes are malformed or use a feature the reader does not support.
+    Model(ModelError),
+    /// An operator, or one of its parameters, that the runtime does not support.
+    Unsupported {
+        /// Operator index in the subgraph.
+        op_index: u32,
+        /// The operator.
+        op: BuiltinOp,
+        /// What is unsupported.
+        what: &'static str,
+    },
+    /// A kernel refused an operator's shapes or quantization while it was prepared.
+    Kernel {
+        /// Operator index in the subgraph.
+        op_index: u32,
+        /// The operator.
+        op: BuiltinOp,
+        /// The kernel's reason.
+        error: KernelError,
+    },
+    /// A tensor's shape disagrees with what its operator computes.
+    ShapeMismatch {
+        /// Operator index in the subgraph.
+        op_index: u32,
+        /// The operator.
+        op: BuiltinOp,
+        /// The tensor.
+        tensor: u16,
+        /// Elements the operator produces or needs.
+        expected: u32,
+        /// Elements the tensor has.
+        actual: u32,
+    },
+    /// The compute stack failed (arena full, handle table full, NPU error...), while preparing
+    /// constants (`op_index: None`) or running an operator.
+    Compute {
+        /// The operator being run, if any.
+        op_index: Option<u32>,
+        /// The stack's error.
+        error: Error,
+    },
+    /// A fixed capacity of the graph is too small for this model.
+    CapacityExceeded {
+        /// The const generic or constant (`"OPS"`, `"TENSORS"`, `"MAX_IO"`).
+        capacity: &'static str,
+        /// Its value.
+        limit: u32,
+        /// What this model needs.
+        needed: u32,
+    },
+    /// An input or output buffer has the wrong length, or the wrong number of buffers was
+    /// given.
+    BadIo {
+        /// `"input"` or `"output"`.
+        what: &'static str,
+        /// Which one (the count given, for a wrong count).
+        index: u32,
+        /// Bytes (or buffers) expected.
+        expected: u32,
+        /// Bytes (or buffers) given.
+        actual: u32,
+    },
+}
+
+impl From<ModelError> for GraphError {
+    fn from(e: ModelError) -> Self {
+        GraphError::Model(e)
+    }
+}
+
+impl core::fmt::Display for GraphError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            GraphError::Model(e) => write!(f, "malformed model: {e:?}"),
+            GraphError::Unsupported { op_index, op, what } => write!(
+                f,
+                "operator {op_index} ({}): unsupported {what}",
+                op.name()
+            ),
+            GraphError::Kernel {
+                op_index,
+                op,
+                error,
+            } => write!(
+                f,
+                "operator {op_index} ({}): kernel refused its parameters: {error:?}",
+                op.name()
+            ),
+            GraphError::ShapeMismatch {
+                op_index,
+                op,
+                tensor,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "operator {op_index} ({}): tensor {tensor} has {actual} elements, the operator needs {expected}",
+                op.name()
+            ),
+            GraphError::Compute {
+                op_index: Some(i),
+                error,
+            } => write!(f, "operator {i}: {error}"),
+            GraphError::Compute {
+                op_index: None,
+                error,
+            } => write!(f, "preparing constants: {error}"),
+            GraphError::CapacityExceeded {
+                capacity,
+                limit,
+                needed,
+            } => write!(
+                f,
+                "capacity {capacity} = {limit} is too small: this model needs {needed}"
+            ),
+            GraphError::BadIo {
+                what,
+                index,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "{what} {index}: expected {expected} bytes, got {actual}"
+            ),
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! Graph execution: running a TensorFlow Lite model through the compute client.
+//!
+//! # Design
+//!
+//! A [`Graph`] is a model prepared once and invoked many times:
+//!
+//! - **Prepare** ([`Graph::prepare`]) reads the `.tflite` flatbuffer in place with the
+//!   zero-copy [`model`](crate::model) reader, lowers every operator to one HAL [`Op`] (shapes
+//!   checked, quantization turned into fixed-point parameters), and binds the constants:
+//!   weights and biases stay where they are in flash when the NPU reads flash
+//!   ([`ComputeClient::create_const`]), and are uploaded once otherwise. Per-channel
+//!   multipliers are computed straight into host staging memory and uploaded once. It also
+//!   computes each activation's last use, so an invoke can release a tensor as soon as its
+//!   last reader is submitted.
+//! - **Invoke** ([`Graph::invoke`]) uploads the inputs, then for each operator reserves the
+//!   output through the compute stack's memory management (`client.empty`), submits the job,
+//!   and drops the inputs whose last use it was. The memory manager reuses released memory
+//!   only after the jobs reading it retire (fences), so nothing here waits on the NPU until
+//!   the outputs are read. Each operator runs on the NPU, or on the CPU fallback kernels when
+//!   the HAL declares it unsupported: the server decides, per operator.
+//! - RESHAPE costs nothing: its output is another handle to its input's memory.
+//!
+//! Several graphs can be prepared over the same client and run one after another; each maps
+//! its model as its own flash segment. Capacities are const generics: `OPS` operators and
+//! `TENSORS` tensors per model, [`MAX_IO`] inputs and outputs.
+//!
+//! ```
+//! use npu_compute::graph::Graph;
+//! use npu_compute::prelude::*;
+//! use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+//!
+//! static MODEL: &[u8] = npu_compute::include_aligned!("../../examples/models/convnet/model.tflite");
+//! let input = include_bytes!("../../examples/models/convnet/input_0.bin");
+//! let expected = include_bytes!("../../examples/models/convnet/expected_tflm_0.bin");
+//!
+//! let mut device = AlignedMemory::<65536>::new();
+//! let mut host = AlignedMemory::<16384>::new();
+//! let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+//! let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+//! let client = ComputeClient::new(&channel);
+//!
+//! let mut graph: Graph<_> = Graph::prepare(client, MODEL).unwrap();
+//! let mut out = [0u8; 10];
+//! graph.invoke(&[input], &mut [&mut out]).unwrap();
+//! assert_eq!(&out, expected);
+//! ```
+
+mod error;
+mod lower;
+
+pub use error::GraphError;
+
+use crate::channel::ComputeChannel;
+use crate::client::{ComputeClient, Tensor};
+use crate::error::Error;
+use crate::hal::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
+use crate::model::{BuiltinOp, Model, SubGraph};
+use lower::{Lowered, Operand};
+use npu_kernels::int8::ChannelMultiplier;
+
+/// Most model inputs, and most model outputs, a graph handles.
+pub const MAX_IO: usize = 4;
+
+/// Includes a file as a `&'static [u8]` aligned to 16 bytes, the alignment NPUs need to read a
+/// model's weights in place (`include_bytes!` gives no alignment).
+///
+/// ```
+/// static MODEL: &[u8] = npu_compute::include_aligned!("../../examples/models/kws_dscnn/model.tflite");
+/// assert_eq!(MODEL.as_ptr() as usize % 16, 0);
+/// ```
+#[macro_export]
+macro_rules! include_aligned {
+    ($path:expr) => {{
+        #[repr(C, align(16))]
+        struct Aligned<T: ?Sized>(T);
+        static ALIGNED: &Aligned<[u8]> = &Aligned(*include_bytes!($path));
+        &ALIGNED.0
+    }};
+}
+
+/// One operand of a step: a model tensor or a prepared auxiliary tensor (multipliers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepOperand {
+    Tensor(u16),
+    Aux(u16),
+}
+
+/// One lowered operator.
+#[derive(Clone, Debug)]
+struct Step {
+    /// Index of the operator in the model.
+    op_index: u16,
+    builtin: BuiltinOp,
+    /// `None` for an alias (RESHAPE).
+    op: Option<Op>,
+    operands: heapless::Vec<StepOperand, MAX_JOB_INPUTS>,
+    output: u16,
+}
+
+/// A model tensor's state.
+struct Slot<'c, C: ComputeChannel> {
+    bytes: u32,
+    /// Last step reading it (`u16::MAX`: a model output, kept until read).
+    last_use: u16,
+    constant: bool,
+    /// The constant, or during an invoke the live activation.
+    value: Option<Tensor<'c, C>>,
+}
+
+/// Where one operator runs, as [`Graph::operators`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct OperatorPlan {
+    /// Index in the model.
+    pub op_index: u16,
+    /// The TFLite operator.
+    pub builtin: BuiltinOp,
+    /// The HAL operation (`None`: RESHAPE, which shares its input's memory and runs nothing).
+    pub op: Option<Op>,
+    /// Whether the NPU runs it (else the CPU fallback kernels do).
+    pub on_npu: bool,
+}
+
+/// A prepared model (see the [module docs](self)).
+pub struct Graph<'c, C: ComputeChannel, const OPS: usize = 64, const TENSORS: usize = 128> {
+    client: ComputeClient<'c, C>,
+    steps: heapless::Vec<Step, OPS>,
+    tensors: heapless::Vec<Slot<'c, C>, TENSORS>,
+    aux: heapless::Vec<Tensor<'c, C>, OPS>,
+    inputs: heapless::Vec<u16, MAX_IO>,
+    outputs: heapless::Vec<u16, MAX_IO>,
+    flash_segment: Option<u8>,
+}
+
+fn capacity(capacity: &'static str, limit: usize, needed: usize) -> GraphError {
+    GraphError::CapacityExceeded {
+        capacity,
+        limit: limit as u32,
+        needed: u32::try_from(needed).unwrap_or(u32::MAX),
+    }
+}
+
+fn io_list<const N: usize>(
+    list: crate::model::TensorIndices<'_>,
+) -> Result<heapless::Vec<u16, N>, GraphError> {
+    let mut out = heapless::Vec::new();
+    for i in 0..list.len() {
+        let t = list.get(i).ok_or(capacity("MAX_IO", N, list.len()))?;
+        out.push(t).map_err(|_| capacity("MAX_IO", N, list.len()))?;
+    }
+    Ok(out)
+}
+
+impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
+    /// Prepares `model` (a `.tflite` flatbuffer, read in place) to run through `client`.
+    ///
+    /// Errors: [`GraphError::Model`] for malformed bytes, [`GraphError::Unsupported`] naming
+    /// the first operator or parameter the runtime does not support,
+    /// [`GraphError::Kernel`]/[`GraphError::ShapeMismatch`] for inconsistent operators,
+    /// [`GraphError::CapacityExceeded`] naming `OPS`, `TENSORS` or `MAX_IO`, and
+    /// [`GraphError::Compute`] when the arena or a table of the stack cannot hold the
+    /// constants.
+    pub fn prepare(client: ComputeClient<'c, C>, model: &'static [u8]) -> Result<Self, GraphError> {
+        let parsed = Model::parse(model)?;
+        let sub = parsed.subgraph();
+        let tensor_count = usize::from(sub.tensor_count());
+        let op_count = sub.operator_count() as usize;
+        if tensor_count > TENSORS {
+            return Err(capacity("TENSORS", TENSORS, tensor_count));
+        }
+        if op_count > OPS || op_count >= usize::from(u16::MAX) {
+            return Err(capacity("OPS", OPS, op_count));
+        }
+        let flash_segment = client.map_flash(model).ok();
+        let mut graph = Graph {
+            client,
+            steps: heapless::Vec::new(),
+            tensors: heapless::Vec::new(),
+            aux: heapless::Vec::new(),
+            inputs: io_list(sub.inputs())?,
+            outputs: io_list(sub.outputs())?,
+            flash_segment,
+        };
+        for t in sub.tensors() {
+            let t = t?;
+            let slot = Slot {
+                bytes: t.byte_size.unwrap_or(0),
+                last_use: 0,
+                constant: false,
+                value: None,
+            };
+            // Capacity checked above.
+            let _ = graph.tensors.push(slot);
+        }
+        for info in sub.operators() {
+            let info = info?;
+            let lowered = lower::lower(&sub, &info)?;
+            graph.add_step(&sub, &info, lowered)?;
+        }
+        for &o in &graph.outputs {
+            if let Some(slot) = graph.tensors.get_mut(usize::from(o)) {
+                slot.last_use = u16::MAX;
+            }
+        }
+        Ok(graph)
+    }
+
+    fn add_step(
+        &mut self,
+        sub: &SubGraph<'static>,
+        info: &crate::model::OperatorInfo<'_>,
+        lowered: Lowered,
+    ) -> Result<(), GraphError> {
+        let step_index = self.steps.len() as u16;
+        let compute_error = |error| GraphError::Compute {
+            op_index: Some(info.index),
+            error,
+        };
+        let (op, list) = match lowered {
+            Lowered::Compute { op, operands } => (Some(op), operands),
+            Lowered::Alias { input } => {
+                let mut l = heapless::Vec::new();
+                let _ = l.push(Operand::Tensor(input));
+                (None, l)
+            }
+        };
+        let mut operands = heapless::Vec::new();
+        for operand in list {
+            let step_operand = match operand {
+                Operand::Tensor(t) => {
+                    let info_t = sub.tensor(t)?;
+                    let slot = &mut self.tensors[usize::from(t)];
+                    if let Some(data) = info_t.data {
+                        if slot.value.is_none() {
+                            slot.value =
+                                Some(self.client.create_const(data).map_err(compute_error)?);
+                            slot.constant = true;
+                        }
+                    }
+                    slot.last_use = step_index;
+                    StepOperand::Tensor(t)
+                }
+                Operand::Multipliers {
+                    input_scale,
+                    filter,
+                    output_scale,
+                    channels,
+                } => {
+                    let f = sub.tensor(filter)?;
+                    let q = f.quantization;
+                    let bytes = channels
+                        .checked_mul(CHANNEL_MULTIPLIER_BYTES)
+                        .ok_or(capacity("multiplier bytes", u32::MAX as usize, usize::MAX))?;
+                    let multiplier = |c: usize| {
+                        let scale = q
+                            .as_ref()
+                            .and_then(|q| q.scale(if q.len() == 1 { 0 } else { c }));
+                        ChannelMultiplier::new(input_scale, scale.unwrap_or(f32::NAN), output_scale)
+                    };
+                    // Validate every channel first, so that filling staging memory cannot fail.
+                    for c in 0..channels as usize {
+                        multiplier(c).map_err(|error| GraphError::Kernel {
+                            op_index: info.index,
+                            op: info.builtin,
+                            error,
+                        })?;
+                    }
+                    let tensor = self
+                        .client
+                        .create_with(bytes, |buf| {
+                            for (c, out) in buf
+                                .chunks_exact_mut(CHANNEL_MULTIPLIER_BYTES as usize)
+                                .enumerate()
+                            {
+                                let m = multiplier(c).unwrap_or_default();
+                                out.copy_from_slice(bytemuck::bytes_of(&m));
+                            }
+                            Ok(())
+                        })
+                        .map_err(compute_error)?;
+                    let index = self.aux.len() as u16;
+                    self.aux
+                        .push(tensor)
+                        .map_err(|_| capacity("OPS", OPS, OPS + 1))?;
+                    StepOperand::Aux(index)
+                }
+            };
+            // `list` has at most MAX_JOB_INPUTS entries.
+            let _ = operands.push(step_operand);
+        }
+        let output = info.output(0).ok_or(GraphError::Unsupported {
+            op_index: info.index,
+            op: info.builtin,
+            what: "omitted output",
+        })?;
+        self.tensors[usize::from(output)].last_use = step_index;
+        let step = Step {
+            op_index: info.index as u16,
+            builtin: info.builtin,
+            op,
+            operands,
+            output,
+        };
+        self.steps
+            .push(step)
+            .map_err(|_| capacity("OPS", OPS, OPS + 1))
+    }
+
+    /// Runs the model: `inputs[k]` holds the bytes of model input `k`, and `outputs[k]`
+    /// receives model output `k`. Returns once the outputs are read.
+    ///
+    /// Errors: [`GraphError::BadIo`] for a wrong count or length (nothing runs then), and
+    /// [`GraphError::Compute`] naming the operator whose job could not be submitted or whose
+    /// result could not be read. Every activation is released before returning, even on
+    /// error.
+    pub fn invoke(
+        &mut self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+    ) -> Result<(), GraphError> {
+        self.check_io("input", &self.inputs, inputs.iter().map(|b| b.len()))?;
+        self.check_io("output", &self.outputs, outputs.iter().map(|b| b.len()))?;
+        let result = self.run(inputs, outputs);
+        for slot in self.tensors.iter_mut().filter(|s| !s.constant) {
+            slot.value = None;
+        }
+        result
+    }
+
+    fn check_io(
+        &self,
+        what: &'static str,
+        tensors: &[u16],
+        lens: impl ExactSizeIterator<Item = usize>,
+    ) -> Result<(), GraphError> {
+        if lens.len() != tensors.len() {
+            return Err(GraphError::BadIo {
+                what,
+                index: lens.len() as u32,
+                expected: tensors.len() as u32,
+                actual: lens.len() as u32,
+            });
+        }
+        for (k, (len, &t)) in lens.zip(tensors).enumerate() {
+            let expected = self.tensors[usize::from(t)].bytes;
+            if len != expected as usize {
+                return Err(GraphError::BadIo {
+                    what,
+                    index: k as u32,
+                    expected,
+                    actual: u32::try_from(len).unwrap_or(u32::MAX),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), GraphError> {
+        let client = self.client;
+        for (&t, bytes) in self.inputs.iter().zip(inputs) {
+            let tensor = client.create(bytes).map_err(|error| GraphError::Compute {
+                op_index: None,
+                error,
+            })?;
+            self.tensors[usize::from(t)].value = Some(tensor);
+        }
+        for (si, step) in self.steps.iter().enumerate() {
+            let failed = |error| GraphError::Compute {
+                op_index: Some(u32::from(step.op_index)),
+                error,
+            };
+            let value = {
+                let mut refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
+                for operand in &step.operands {
+                    let t = match *operand {
+                        StepOperand::Tensor(t) => self.tensors[usize::from(t)].value.as_ref(),
+                        StepOperand::Aux(a) => self.aux.get(usize::from(a)),
+                    };
+                    let t = t.ok_or(failed(Error::StaleHandle { index: 0 }))?;
+                    let _ = refs.push(t);
+                }
+                match step.op {
+                    None => refs[0].clone(),
+                    Some(op) => {
+                        let bytes = self.tensors[usize::from(step.output)].bytes;
+                        let out = client.empty(bytes).map_err(failed)?;
+                        client.execute(op, &refs, &out).map_err(failed)?;
+                        out
+                    }
+                }
+            };
+            self.tensors[usize::from(step.output)].value = Some(value);
+            for operand in &step.operands {
+                if let StepOperand::Tensor(t) = *operand {
+                    let slot = &mut self.tensors[usize::from(t)];
+                    if !slot.constant && usize::from(slot.last_use) == si {
+                        slot.value = None;
+                    }
+                }
+            }
+        }
+        for (&t, out) in self.outputs.iter().zip(outputs.iter_mut()) {
+            let tensor =
+                self.tensors[usize::from(t)]
+                    .value
+                    .as_ref()
+                    .ok_or(GraphError::Compute {
+                        op_index: None,
+                        error: Error::StaleHandle { index: t },
+                    })?;
+            client
+                .read(tensor, out)
+                .map_err(|error| GraphError::Compute {
+                    op_index: None,
+                    error,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Byte sizes of the model's inputs, in order.
+    pub fn input_sizes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.inputs
+            .iter()
+            .map(|&t| self.tensors[usize::from(t)].bytes)
+    }
+
+    /// Byte sizes of the model's outputs, in order.
+    pub fn output_sizes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.outputs
+            .iter()
+            .map(|&t| self.tensors[usize::from(t)].bytes)
+    }
+
+    /// Each operator with its HAL operation and where it runs.
+    pub fn operators(&self) -> impl Iterator<Item = OperatorPlan> + '_ {
+        let ops = self
+            .client
+            .capabilities()
+            .map(|c| c.ops)
+            .unwrap_or_default();
+        self.steps.iter().map(move |s| OperatorPlan {
+            op_index: s.op_index,
+            builtin: s.builtin,
+            op: s.op,
+            on_npu: s.op.is_some_and(|op| {
+                op.kind() == OpKind::Reshape || ops.contains(op.kind(), op.dtype())
+            }),
+        })
+    }
+
+    /// Whether the weights are read in place from flash (else they were copied to the arena).
+    pub fn weights_in_flash(&self) -> bool {
+        self.flash_segment.is_some()
+    }
+
+    /// Bytes of RAM this prepared graph occupies outside the arena (its tables, sized by
+    /// `OPS` and `TENSORS`): what a firmware build reserves for it, besides the compute
+    /// stack itself.
+    pub const fn state_bytes() -> usize {
+        core::mem::size_of::<Self>()
+    }
+}
+
+impl<C: ComputeChannel, const OPS: usize, const TENSORS: usize> Drop
+    for Graph<'_, C, OPS, TENSORS>
+{
+    fn drop(&mut self) {
+        // Constants bound in the flash segment must be released before it is unmapped.
+        self.tensors.clear();
+        self.aux.clear();
+        if let Some(segment) = self.flash_segment {
+            let _ = self.client.unmap_flash(segment);
+        }
+    }
+}

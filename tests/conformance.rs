@@ -1,0 +1,109 @@
+//! Conformance: every shared model, every input, byte for byte what TensorFlow Lite Micro gives.
+//!
+//! The models made for this product live in `examples/models/` and run in `cargo test`. The
+//! MLPerf Tiny models are never committed: the `--ignored` tests read them from
+//! `../shared/models` (`.ci/run` runs those, and they fail if the files are missing).
+
+use std::path::{Path, PathBuf};
+
+use npu_compute::client::ComputeClient;
+use npu_compute::graph::Graph;
+use npu_sim::{runner, SimConfig};
+
+const DEVICE: usize = 512 * 1024;
+const HOST: usize = 256 * 1024;
+
+/// Runs every input of the model in `dir` and compares with `expected_tflm_K.bin`.
+fn check_model(dir: &Path, config: SimConfig) {
+    let model = runner::leak_aligned(&std::fs::read(dir.join("model.tflite")).unwrap());
+    let mut device = vec![0u128; DEVICE / 16];
+    let mut host = vec![0u128; HOST / 16];
+    let channel = runner::channel(&mut device, &mut host, config).unwrap();
+    let client = ComputeClient::new(&channel);
+    let mut graph: runner::SimGraph =
+        Graph::prepare(client, model).unwrap_or_else(|e| panic!("{}: prepare: {e}", dir.display()));
+    let mut checked = 0;
+    for k in 0.. {
+        let input = dir.join(format!("input_{k}.bin"));
+        if !input.exists() {
+            break;
+        }
+        let input = std::fs::read(input).unwrap();
+        let expected = std::fs::read(dir.join(format!("expected_tflm_{k}.bin"))).unwrap();
+        let mut out = vec![0u8; expected.len()];
+        graph
+            .invoke(&[&input], &mut [&mut out])
+            .unwrap_or_else(|e| panic!("{} input {k}: {e}", dir.display()));
+        assert_eq!(out, expected, "{} input {k}", dir.display());
+        checked += 1;
+    }
+    assert!(checked >= 1, "{}: no inputs", dir.display());
+}
+
+fn product(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/models")
+        .join(name)
+}
+
+#[test]
+fn kws_dscnn() {
+    check_model(&product("kws_dscnn"), SimConfig::default());
+}
+
+#[test]
+fn convnet() {
+    check_model(&product("convnet"), SimConfig::default());
+}
+
+#[test]
+fn inception() {
+    check_model(&product("inception"), SimConfig::default());
+}
+
+#[test]
+fn tiny_transformer() {
+    check_model(&product("tiny_transformer"), SimConfig::default());
+}
+
+fn shared(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/models")
+        .join(name);
+    assert!(
+        dir.join("model.tflite").is_file(),
+        "{} is missing: the MLPerf models are read from ../shared/models",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+#[ignore = "reads the MLPerf models from ../shared (run by .ci/run)"]
+fn mlperf_kws() {
+    check_model(&shared("mlperf_kws"), SimConfig::default());
+}
+
+#[test]
+#[ignore = "reads the MLPerf models from ../shared (run by .ci/run)"]
+fn mlperf_vww() {
+    check_model(&shared("mlperf_vww"), SimConfig::default());
+}
+
+#[test]
+#[ignore = "reads the MLPerf models from ../shared (run by .ci/run)"]
+fn mlperf_ic() {
+    check_model(&shared("mlperf_ic"), SimConfig::default());
+}
+
+#[test]
+#[ignore = "reads the MLPerf models from ../shared (run by .ci/run)"]
+fn mlperf_ad() {
+    check_model(&shared("mlperf_ad"), SimConfig::default());
+}
+
+#[test]
+#[ignore = "reads the MLPerf models from ../shared (run by .ci/run)"]
+fn mlperf_ww() {
+    check_model(&shared("mlperf_ww"), SimConfig::default());
+}
