@@ -7,9 +7,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use npu_compute::client::ComputeClient;
 use npu_compute::graph::Graph;
-use npu_compute::prelude::*;
-use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+use npu_sim::{runner, SimConfig};
 
 fuzz_target!(|data: &[u8]| {
     // The graph API takes the model as `&'static` (like a model in flash, which the NPU may
@@ -30,17 +30,14 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn run(model: &'static [u8]) {
-    let mut device = Box::new(AlignedMemory::<{ 256 * 1024 }>::new());
-    let mut host = Box::new(AlignedMemory::<{ 64 * 1024 }>::new());
-    let Ok(npu) = SimNpu::<'_, 32>::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()) else {
+    let mut device = vec![0u128; 256 * 1024 / 16];
+    let mut host = vec![0u128; 64 * 1024 / 16];
+    let Ok(channel) = runner::channel(&mut device, &mut host, SimConfig::default()) else {
         return;
     };
-    let Ok(server) = NpuServer::<_>::new(npu, MemoryConfig::default()) else {
-        return;
-    };
-    let channel: RefCellChannel<_> = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
-    if let Ok(mut graph) = Graph::<_, 64, 128>::prepare(client, model) {
+    let prepared: Result<runner::SimGraph, _> = Graph::prepare(client, model);
+    if let Ok(mut graph) = prepared {
         let inputs: Vec<Vec<u8>> = graph.input_sizes().map(|n| vec![0u8; n.min(1 << 20) as usize]).collect();
         let mut outputs: Vec<Vec<u8>> =
             graph.output_sizes().map(|n| vec![0u8; n.min(1 << 20) as usize]).collect();

@@ -19,14 +19,16 @@
 //! `micro/kernels/activations.h` (RELU), `micro/kernels/fully_connected_common.cc`,
 //! `kernels/kernel_util.cc` and `reference/integer_ops/fully_connected.h` (FULLY_CONNECTED).
 //!
-//! Broadcasting is not supported yet: elementwise operands must have equal lengths.
+//! [`add`] and [`mul`] take operands of equal lengths; [`broadcast`] has the broadcasting
+//! versions (and SUB's), and [`sub`](mod@sub), [`rsqrt`](mod@rsqrt) and [`quantize`] the other
+//! elementwise operators.
 //!
 //! Spatial operators, in submodules re-exported here (NHWC layout, any batch size):
 //!
 //! - [`conv`]: CONV_2D (including grouped) and DEPTHWISE_CONV_2D with per-channel weights
 //!   ([`Conv2dParams`], [`DepthwiseParams`], [`ChannelMultiplier`]);
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
-//! - [`mean`]: MEAN over height and width ([`MeanParams`]);
+//! - [`mean`](mod@mean): MEAN over any axes, of which height and width ([`MeanParams`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
 //!   ([`SoftmaxParams`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).

@@ -248,6 +248,43 @@ fn broadcast_over_equal_shapes_is_the_elementwise_kernel() {
 }
 
 #[test]
+fn long_inputs_give_the_same_bytes_as_short_ones() {
+    // From 1024 outputs on, ADD and SUB read their per-input rescalings from tables built per
+    // call; the bytes must be those of short calls, which compute them directly.
+    let mut rng = Rng(5);
+    let (a, b) = (rng.i8s(4096), rng.i8s(64));
+    let add_p =
+        AddParams::new(q(0.0122, 3), q(0.0027, -21), q(0.0118, 1), Activation::Relu).unwrap();
+    let sub_p =
+        SubParams::new(q(0.0122, 3), q(0.0027, -21), q(0.0118, 1), Activation::None).unwrap();
+    let long = BroadcastShape::new(&[64, 64], &[64, 1], &[64, 64]).unwrap();
+    let row = BroadcastShape::new(&[64], &[1], &[64]).unwrap();
+    let (mut x, mut y) = (vec![0; 4096], vec![0; 4096]);
+    add_broadcast(&add_p, &long, &a, &b, &mut x).unwrap();
+    for ((ar, &br), yr) in a.chunks(64).zip(&b).zip(y.chunks_mut(64)) {
+        add_broadcast(&add_p, &row, ar, &[br], yr).unwrap();
+    }
+    assert_eq!(x, y);
+    sub_broadcast(&sub_p, &long, &a, &b, &mut x).unwrap();
+    for ((ar, &br), yr) in a.chunks(64).zip(&b).zip(y.chunks_mut(64)) {
+        sub_broadcast(&sub_p, &row, ar, &[br], yr).unwrap();
+    }
+    assert_eq!(x, y);
+    // Equal shapes.
+    let b = rng.i8s(4096);
+    add(&add_p, &a, &b, &mut x).unwrap();
+    for ((ar, br), yr) in a.chunks(100).zip(b.chunks(100)).zip(y.chunks_mut(100)) {
+        add(&add_p, ar, br, yr).unwrap();
+    }
+    assert_eq!(x, y);
+    sub(&sub_p, &a, &b, &mut x).unwrap();
+    for ((ar, br), yr) in a.chunks(100).zip(b.chunks(100)).zip(y.chunks_mut(100)) {
+        sub(&sub_p, ar, br, yr).unwrap();
+    }
+    assert_eq!(x, y);
+}
+
+#[test]
 fn broadcast_length_errors_write_nothing() {
     let s = BroadcastShape::new(&[2, 3], &[1, 3], &[2, 3]).unwrap();
     let p = AddParams::new(UNIT, UNIT, UNIT, Activation::None).unwrap();

@@ -15,8 +15,10 @@
 //! widens the quotients (`static_cast<double>(input1->params.scale / twice_max_input_scale)`),
 //! so the multipliers can differ from ADD's in the last bits. Each `rescale` is a doubling high
 //! multiply and a rounding right shift (TFLM's `MultiplyByQuantizedMultiplierSmallerThanOneExp`).
-//! The second input is subtracted after its own rescaling, not folded in as a negated
-//! multiplier, so the rounding of `b'` is that of a positive product.
+//! The second input is rescaled exactly like the first and then subtracted: TFLM does not fold
+//! the subtraction into a negated input-2 multiplier, which would round the ties of `b'` the
+//! other way (the doubling high multiply rounds ties towards +∞, so `−x·m` and `−(x·m)` can
+//! differ by one).
 //!
 //! Broadcasting shapes: [`sub_broadcast`](super::sub_broadcast).
 

@@ -103,6 +103,8 @@ def broadcast_shapes(rng):
         ([4], [2, 3, 4]),
         ([2, 1, 4, 1, 3], [1, 5, 1, 2, 1]),
         ([1, 2, 1, 4, 1, 3], [2, 1, 3, 1, 5, 1]),
+        ([1, 32, 32, 2], [1, 32, 32, 2]),  # long enough for the tabulated ADD / SUB
+        ([64, 64], [64, 1]),
     ]  # (TFLM refuses tensors with a dimension of 0 as dynamic)
     if rng.random() < 0.4:
         return fixed[rng.integers(len(fixed))]

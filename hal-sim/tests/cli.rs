@@ -1,0 +1,116 @@
+//! The `npu-sim` command line: `run` writes TFLM's bytes and the stats JSON, `inspect`
+//! describes a model, and errors go to stderr with a non-zero exit status.
+#![cfg(feature = "std")]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn models() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/models")
+}
+
+fn npu_sim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_npu-sim"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn run_writes_the_tflm_bytes_and_the_stats() {
+    let dir = std::env::temp_dir().join(format!("npu-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (out, stats) = (dir.join("out.bin"), dir.join("stats.json"));
+    let m = models().join("kws_dscnn");
+    let o = npu_sim(&[
+        "run",
+        m.join("model.tflite").to_str().unwrap(),
+        "--input",
+        m.join("input_1.bin").to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--stats",
+        stats.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(m.join("expected_tflm_1.bin")).unwrap()
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("predicted class"), "{stdout}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    for key in [
+        "arena_peak_bytes",
+        "runtime_state_bytes",
+        "npu_cycles",
+        "jobs",
+        "transfers",
+        "host_us",
+    ] {
+        assert!(json[key].is_number(), "{key} missing in {json}");
+    }
+    assert!(json["npu_cycles"].as_u64().unwrap() > 1000);
+    assert_eq!(
+        json["transfers"].as_u64(),
+        Some(2),
+        "input upload and output download only"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_arena_too_small_fails_with_a_message() {
+    let m = models().join("convnet");
+    let o = npu_sim(&[
+        "run",
+        m.join("model.tflite").to_str().unwrap(),
+        "--input",
+        m.join("input_0.bin").to_str().unwrap(),
+        "--arena",
+        "4096",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("arena out of memory"), "{err}");
+}
+
+#[test]
+fn bad_inputs_fail_with_a_message() {
+    let m = models().join("convnet");
+    // A model file that is not a model.
+    let o = npu_sim(&[
+        "run",
+        m.join("input_0.bin").to_str().unwrap(),
+        "--input",
+        m.join("input_0.bin").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("malformed model"));
+    // An input of the wrong size.
+    let o = npu_sim(&[
+        "run",
+        m.join("model.tflite").to_str().unwrap(),
+        "--input",
+        m.join("expected_tflm_0.bin").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("input 0"));
+}
+
+#[test]
+fn inspect_lists_tensors_and_where_operators_run() {
+    let m = models().join("tiny_transformer");
+    let o = npu_sim(&["inspect", m.join("model.tflite").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("BATCH_MATMUL") && text.contains("NPU"),
+        "{text}"
+    );
+    assert!(
+        text.contains("alias (no job)"),
+        "RESHAPE shares memory: {text}"
+    );
+    assert!(text.contains("scale"), "{text}");
+}

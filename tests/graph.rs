@@ -1,0 +1,222 @@
+//! Graph execution: hand-computed results, errors that name what went wrong, several models
+//! over one arena, weights in flash or copied, and the CPU fallback.
+
+mod common;
+
+use common::*;
+use npu_compute::client::ComputeClient;
+use npu_compute::error::Error;
+use npu_compute::graph::{Graph, GraphError};
+use npu_compute::hal::{DType, OpKind, OpSet};
+use npu_compute::model::BuiltinOp;
+use npu_sim::runner::{self, leak_aligned, SimGraph};
+use npu_sim::SimConfig;
+
+fn product(name: &str, file: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/examples/models/{name}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+fn model(name: &str) -> &'static [u8] {
+    leak_aligned(&product(name, "model.tflite"))
+}
+
+/// Runs `f` with a client over a simulator of `arena` bytes.
+fn with_client(
+    arena: usize,
+    config: SimConfig,
+    f: impl FnOnce(ComputeClient<'_, runner::ModelChannel<'_>>),
+) {
+    let mut device = vec![0u128; arena / 16];
+    let mut host = vec![0u128; 64 * 1024 / 16];
+    let channel = runner::channel(&mut device, &mut host, config).unwrap();
+    f(ComputeClient::new(&channel));
+}
+
+#[test]
+fn hand_made_fully_connected_gives_the_hand_computed_bytes() {
+    // Input scale 0.5, zero point -1; weights per channel 0.1 and 0.2; bias [1, 2]; output
+    // scale 0.25, zero point 3; ReLU. For x = [1, 2, 3, 4]: x - zp = [2, 3, 4, 5].
+    //   channel 0: 2·1 + 3·2 + 4·3 + 5·4 + 1 = 41, × 0.5·0.1/0.25 = 8.2 → 8, + 3 = 11
+    //   channel 1: 2·5 + 3·6 + 4·7 + 5·8 + 2 = 98, × 0.5·0.2/0.25 = 39.2 → 39, + 3 = 42
+    let bytes = leak_aligned(&Spec::fc().build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let mut graph: SimGraph = Graph::prepare(client, bytes).unwrap();
+        let mut out = [0u8; 2];
+        graph.invoke(&[&[1, 2, 3, 4]], &mut [&mut out]).unwrap();
+        assert_eq!(out, [11, 42]);
+        // ReLU clamps at the output zero point: x = -128 everywhere gives negative sums.
+        graph.invoke(&[&[0x80; 4]], &mut [&mut out]).unwrap();
+        assert_eq!(out, [3, 3]);
+    });
+}
+
+#[test]
+fn unsupported_operators_are_named_with_their_index() {
+    let mut spec = Spec::fc();
+    spec.opcodes = vec![opcode(28)]; // TANH
+    spec.operators = vec![operator(0, &[0], &[3], None)];
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let err = SimGraph::prepare(client, bytes).err().unwrap();
+        assert_eq!(
+            err,
+            GraphError::Unsupported {
+                op_index: 0,
+                op: BuiltinOp::Tanh,
+                what: "operator"
+            }
+        );
+        assert_eq!(err.to_string(), "operator 0 (TANH): unsupported operator");
+    });
+}
+
+#[test]
+fn capacities_and_io_sizes_are_checked() {
+    let convnet = model("convnet");
+    with_client(256 * 1024, SimConfig::default(), |client| {
+        let ops = Graph::<_, 4, 128>::prepare(client, convnet).err().unwrap();
+        assert_eq!(
+            ops,
+            GraphError::CapacityExceeded {
+                capacity: "OPS",
+                limit: 4,
+                needed: 8
+            }
+        );
+        let tensors = Graph::<_, 64, 8>::prepare(client, convnet).err().unwrap();
+        assert!(matches!(
+            tensors,
+            GraphError::CapacityExceeded {
+                capacity: "TENSORS",
+                limit: 8,
+                ..
+            }
+        ));
+        let mut graph: SimGraph = Graph::prepare(client, convnet).unwrap();
+        let mut out = [0u8; 10];
+        let err = graph.invoke(&[&[0u8; 5]], &mut [&mut out]).unwrap_err();
+        assert_eq!(
+            err,
+            GraphError::BadIo {
+                what: "input",
+                index: 0,
+                expected: 3072,
+                actual: 5
+            }
+        );
+        let err = graph.invoke(&[], &mut [&mut out]).unwrap_err();
+        assert!(matches!(
+            err,
+            GraphError::BadIo {
+                what: "input",
+                expected: 1,
+                actual: 0,
+                ..
+            }
+        ));
+    });
+}
+
+#[test]
+fn an_arena_too_small_names_the_operator_and_the_bytes() {
+    let convnet = model("convnet");
+    let input = product("convnet", "input_0.bin");
+    with_client(16 * 1024, SimConfig::default(), |client| {
+        let mut graph: SimGraph = Graph::prepare(client, convnet).unwrap();
+        let mut out = [0u8; 10];
+        match graph.invoke(&[&input], &mut [&mut out]) {
+            Err(GraphError::Compute {
+                op_index: Some(_),
+                error: Error::OutOfMemory { requested, .. },
+            }) => assert!(requested > 0),
+            other => panic!("{other:?}"),
+        }
+        // Every activation was released: the arena holds only the constants again.
+        let held = client.memory_stats().unwrap().in_use;
+        assert!(held < 2048, "{held} bytes still held");
+    });
+}
+
+#[test]
+fn several_models_share_one_arena() {
+    let (kws, convnet) = (model("kws_dscnn"), model("convnet"));
+    let kws_in = product("kws_dscnn", "input_1.bin");
+    let kws_want = product("kws_dscnn", "expected_tflm_1.bin");
+    let conv_in = product("convnet", "input_2.bin");
+    let conv_want = product("convnet", "expected_tflm_2.bin");
+    with_client(256 * 1024, SimConfig::default(), |client| {
+        let mut a: SimGraph = Graph::prepare(client, kws).unwrap();
+        let mut b: SimGraph = Graph::prepare(client, convnet).unwrap();
+        assert!(a.weights_in_flash() && b.weights_in_flash());
+        let (mut out_a, mut out_b) = (vec![0u8; kws_want.len()], vec![0u8; conv_want.len()]);
+        for _ in 0..3 {
+            a.invoke(&[&kws_in], &mut [&mut out_a]).unwrap();
+            b.invoke(&[&conv_in], &mut [&mut out_b]).unwrap();
+            assert_eq!(out_a, kws_want);
+            assert_eq!(out_b, conv_want);
+        }
+        drop(a);
+        b.invoke(&[&conv_in], &mut [&mut out_b]).unwrap();
+        assert_eq!(out_b, conv_want);
+        drop(b);
+        assert_eq!(
+            client.memory_stats().unwrap().in_use,
+            0,
+            "every constant released"
+        );
+    });
+}
+
+#[test]
+fn weights_are_copied_when_the_npu_cannot_read_flash() {
+    let kws = model("kws_dscnn");
+    let input = product("kws_dscnn", "input_0.bin");
+    let want = product("kws_dscnn", "expected_tflm_0.bin");
+    let config = SimConfig {
+        reads_flash: false,
+        ..SimConfig::default()
+    };
+    with_client(256 * 1024, config, |client| {
+        let mut graph: SimGraph = Graph::prepare(client, kws).unwrap();
+        assert!(!graph.weights_in_flash());
+        // The weights (about 24 KB) now live in the arena.
+        assert!(client.memory_stats().unwrap().in_use > 20_000);
+        let mut out = vec![0u8; want.len()];
+        graph.invoke(&[&input], &mut [&mut out]).unwrap();
+        assert_eq!(out, want);
+    });
+}
+
+#[test]
+fn operators_the_npu_lacks_run_on_the_cpu_with_the_same_bytes() {
+    let kws = model("kws_dscnn");
+    let input = product("kws_dscnn", "input_2.bin");
+    let want = product("kws_dscnn", "expected_tflm_2.bin");
+    let config = SimConfig {
+        ops: OpSet::all()
+            .without(OpKind::DepthwiseConv2d, DType::I8)
+            .without(OpKind::Softmax, DType::I8),
+        ..SimConfig::default()
+    };
+    with_client(256 * 1024, config, |client| {
+        let mut graph: SimGraph = Graph::prepare(client, kws).unwrap();
+        let on_cpu: Vec<_> = graph
+            .operators()
+            .filter(|p| !p.on_npu)
+            .map(|p| p.builtin)
+            .collect();
+        assert_eq!(
+            on_cpu.len(),
+            5,
+            "4 depthwise convolutions and the softmax: {on_cpu:?}"
+        );
+        let mut out = vec![0u8; want.len()];
+        graph.invoke(&[&input], &mut [&mut out]).unwrap();
+        assert_eq!(out, want);
+        assert_eq!(client.stats().unwrap().cpu_ops, 5);
+    });
+}
