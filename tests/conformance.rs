@@ -46,6 +46,56 @@ fn product(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Vela's cycles for the whole model: the `op_cycles` of every row of `vela_per_layer.csv`.
+fn vela_total(dir: &Path) -> u64 {
+    let csv = std::fs::read_to_string(dir.join("vela_per_layer.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "op_cycles").unwrap();
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').nth(col).unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// The simulator's default configuration is calibrated on Vela's Ethos-U55-128 estimates: a
+/// whole invoke (input upload and output download included) lands within ±25% of Vela's total.
+/// Cycles are virtual and deterministic, so this is a check of the model, not a timing.
+fn check_cycles(dir: &Path) {
+    let model = runner::leak_aligned(&std::fs::read(dir.join("model.tflite")).unwrap());
+    let input = std::fs::read(dir.join("input_0.bin")).unwrap();
+    let report = runner::run(model, &[&input], &runner::RunOptions::default()).unwrap();
+    let vela = vela_total(dir);
+    let ratio = report.npu_cycles as f64 / vela as f64;
+    assert!(
+        (0.75..=1.25).contains(&ratio),
+        "{}: {} NPU cycles, Vela {vela} (ratio {ratio:.2})",
+        dir.display(),
+        report.npu_cycles
+    );
+}
+
+#[test]
+fn simulated_cycles_are_within_a_quarter_of_vela() {
+    for name in ["kws_dscnn", "convnet", "inception", "tiny_transformer"] {
+        check_cycles(&product(name));
+    }
+}
+
+#[test]
+#[ignore = "reads the MLPerf models from ../shared (run by .ci/run)"]
+fn mlperf_simulated_cycles_are_within_a_quarter_of_vela() {
+    for name in [
+        "mlperf_kws",
+        "mlperf_vww",
+        "mlperf_ic",
+        "mlperf_ad",
+        "mlperf_ww",
+    ] {
+        check_cycles(&shared(name));
+    }
+}
+
 #[test]
 fn kws_dscnn() {
     check_model(&product("kws_dscnn"), SimConfig::default());

@@ -6,6 +6,7 @@
 
 use npu_compute::hal::{Cycles, DType, JobKind, Op, OpKind, OpSet};
 
+use crate::cost::U55Config;
 use crate::error::SimError;
 
 /// The HAL's bounds, which the simulator shares: at most [`MAX_EXECUTION_UNITS`] units
@@ -58,6 +59,12 @@ pub struct SimConfig {
     /// [`Capabilities::flash_alignment`](npu_compute::hal::Capabilities::flash_alignment):
     /// 4 by default, the natural alignment of the int32 biases read in place.
     pub flash_alignment: u32,
+    /// The cycle model of the layer ops (convolutions, pooling, fully connected, softmax,
+    /// elementwise with shapes, ...): `Some` = the Ethos-U55 model of [`cost`](crate::cost),
+    /// calibrated on Vela, with weights prefetched through a [`Pipeline`](crate::cost::Pipeline);
+    /// `None` = the simple model below for every op. The f32 ops and the issue-2 int8 ops over
+    /// plain lengths always use the simple model.
+    pub layers: Option<U55Config>,
 }
 
 impl SimConfig {
@@ -73,6 +80,7 @@ impl SimConfig {
         ops: OpSet::all(),
         reads_flash: true,
         flash_alignment: 4,
+        layers: Some(U55Config::ETHOS_U55_128),
     };
 
     /// Checks the configuration on its own (memories are checked by

@@ -131,9 +131,11 @@
 extern crate std;
 
 mod config;
+pub mod cost;
 mod error;
 pub mod exec;
 mod failures;
+pub mod layer;
 mod memory;
 #[cfg(feature = "std")]
 pub mod runner;
@@ -202,6 +204,30 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     stats: SimStats,
     trace: TraceRing<'a>,
     inject: Option<u32>,
+    pipeline: Option<cost::Pipeline>,
+    layer_cache: LayerCache,
+}
+
+/// Layer costs already computed (the cost model searches block shapes, which is worth
+/// remembering: a model runs the same layers every inference).
+const LAYER_CACHE: usize = 32;
+
+#[derive(Debug)]
+struct LayerCache {
+    entries: [Option<(cost::LayerDesc, cost::CostBreakdown)>; LAYER_CACHE],
+    next: usize,
+}
+
+impl LayerCache {
+    fn cost(&mut self, desc: &cost::LayerDesc, cfg: &cost::U55Config) -> cost::CostBreakdown {
+        if let Some((_, c)) = self.entries.iter().flatten().find(|(d, _)| d == desc) {
+            return *c;
+        }
+        let c = cost::layer_cycles(desc, cfg);
+        self.entries[self.next] = Some((*desc, c));
+        self.next = (self.next + 1) % LAYER_CACHE;
+        c
+    }
 }
 
 impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
@@ -251,6 +277,11 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             stats: SimStats::default(),
             trace: TraceRing::default(),
             inject: None,
+            pipeline: config.layers.map(cost::Pipeline::new),
+            layer_cache: LayerCache {
+                entries: [None; LAYER_CACHE],
+                next: 0,
+            },
         })
     }
 
@@ -442,6 +473,20 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             end: job.end,
             failure: outcome.err(),
         });
+    }
+
+    /// Cycles of a job: the Ethos-U55 layer model for layer ops when configured, else the
+    /// simple model of [`SimConfig::job_cost`].
+    fn job_cycles(&mut self, kind: &JobKind) -> Cycles {
+        if let (JobKind::Compute { op, inputs, .. }, Some(pipeline), Some(cfg)) =
+            (kind, self.pipeline.as_mut(), self.config.layers.as_ref())
+        {
+            if let Some(desc) = layer::describe(op, inputs) {
+                let cost = self.layer_cache.cost(&desc, cfg);
+                return pipeline.push_cost(cost).total.max(1);
+            }
+        }
+        self.config.job_cost(kind)
     }
 
     /// Length in bytes of a memory (at most `u32::MAX`, checked at construction).
@@ -652,7 +697,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
                 dep_failed = true;
             }
         }
-        let end = start.saturating_add(self.config.job_cost(&job.kind));
+        let end = start.saturating_add(self.job_cycles(&job.kind));
 
         let entry = InFlight {
             fence,

@@ -178,6 +178,13 @@ impl BroadcastShape {
         &self.dims[..usize::from(self.rank)]
     }
 
+    /// Bit masks over [`loops`](Self::loops): bit `i` set when `a` (first) or `b` (second)
+    /// is repeated along loop `i`, that is has size 1 there.
+    #[must_use]
+    pub const fn repeats(&self) -> (u8, u8) {
+        (self.a_repeated, self.b_repeated)
+    }
+
     fn a_repeats(&self, i: usize) -> bool {
         self.a_repeated >> i & 1 != 0
     }

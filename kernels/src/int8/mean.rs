@@ -182,6 +182,13 @@ impl MeanParams {
         (self.multiplier, self.shift)
     }
 
+    /// The fused input extents, outermost first, and a bit mask of the reduced ones (bit `i`:
+    /// extent `i`).
+    #[must_use]
+    pub fn extents(&self) -> (&[u32], u8) {
+        (&self.dims[..usize::from(self.rank)], self.reduced)
+    }
+
     /// Element counts `(input, output)` the buffers must have.
     #[must_use]
     pub const fn lens(&self) -> (usize, usize) {
