@@ -38,9 +38,14 @@ fn run(model: &'static [u8]) {
     let client = ComputeClient::new(&channel);
     let prepared: Result<runner::SimGraph, _> = Graph::prepare(client, model);
     if let Ok(mut graph) = prepared {
-        let inputs: Vec<Vec<u8>> = graph.input_sizes().map(|n| vec![0u8; n.min(1 << 20) as usize]).collect();
-        let mut outputs: Vec<Vec<u8>> =
-            graph.output_sizes().map(|n| vec![0u8; n.min(1 << 20) as usize]).collect();
+        let inputs: Vec<Vec<u8>> = graph
+            .input_sizes()
+            .map(|n| vec![0u8; n.min(1 << 20) as usize])
+            .collect();
+        let mut outputs: Vec<Vec<u8>> = graph
+            .output_sizes()
+            .map(|n| vec![0u8; n.min(1 << 20) as usize])
+            .collect();
         let ins: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
         let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(Vec::as_mut_slice).collect();
         let _ = graph.invoke(&ins, &mut outs);

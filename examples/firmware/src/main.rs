@@ -264,7 +264,12 @@ fn run() -> Result<(), Failure> {
     );
     for (i, (g, w)) in scores.iter().zip(KWS_EXPECTED).enumerate() {
         if g != w {
-            defmt::error!("kws score {=usize} = {=i8}, TFLM gives {=i8}", i, *g as i8, *w as i8);
+            defmt::error!(
+                "kws score {=usize} = {=i8}, TFLM gives {=i8}",
+                i,
+                *g as i8,
+                *w as i8
+            );
             wrong += 1;
         }
     }
