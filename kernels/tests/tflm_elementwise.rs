@@ -10,111 +10,15 @@
 //! were written by `tests/tflm/extract_fixtures.py` with the `tflite-micro` PyPI package. Every
 //! output byte must match.
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::*;
 use npu_kernels::int8::{
     add_broadcast, dequantize, mean, mul_broadcast, quantize_f32, requantize, rsqrt, sub_broadcast,
-    Activation, AddParams, BroadcastShape, MeanParams, MulParams, Quant, RequantizeParams,
-    RsqrtParams, SubParams,
+    AddParams, BroadcastShape, MeanParams, MulParams, RequantizeParams, RsqrtParams, SubParams,
 };
-
-enum Rec {
-    I8(Vec<i8>),
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-}
-
-/// The named records of one fixture file (format: see extract_fixtures.py).
-struct Fixture(HashMap<String, Rec>);
-
-impl Fixture {
-    fn load(path: &Path) -> Self {
-        let bytes = std::fs::read(path).unwrap();
-        let mut map = HashMap::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let name_len = usize::from(bytes[at]);
-            let name = String::from_utf8(bytes[at + 1..at + 1 + name_len].to_vec()).unwrap();
-            at += 1 + name_len;
-            let kind = bytes[at];
-            let count = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-            at += 5;
-            let rec = match kind {
-                0 => {
-                    let v = bytes[at..at + count].iter().map(|&b| b as i8).collect();
-                    at += count;
-                    Rec::I8(v)
-                }
-                1 | 2 => {
-                    let words: Vec<[u8; 4]> = bytes[at..at + 4 * count]
-                        .chunks_exact(4)
-                        .map(|c| c.try_into().unwrap())
-                        .collect();
-                    at += 4 * count;
-                    if kind == 1 {
-                        Rec::I32(words.into_iter().map(i32::from_le_bytes).collect())
-                    } else {
-                        Rec::F32(words.into_iter().map(f32::from_le_bytes).collect())
-                    }
-                }
-                k => panic!("unknown record kind {k}"),
-            };
-            map.insert(name, rec);
-        }
-        Self(map)
-    }
-
-    fn i8(&self, k: &str) -> &[i8] {
-        match &self.0[k] {
-            Rec::I8(v) => v,
-            _ => panic!("{k} is not i8"),
-        }
-    }
-
-    fn i32(&self, k: &str) -> &[i32] {
-        match &self.0[k] {
-            Rec::I32(v) => v,
-            _ => panic!("{k} is not i32"),
-        }
-    }
-
-    fn u32s(&self, k: &str) -> Vec<u32> {
-        self.i32(k).iter().map(|&v| v as u32).collect()
-    }
-
-    fn f32(&self, k: &str) -> &[f32] {
-        match &self.0[k] {
-            Rec::F32(v) => v,
-            _ => panic!("{k} is not f32"),
-        }
-    }
-
-    fn is_f32(&self, k: &str) -> bool {
-        matches!(self.0[k], Rec::F32(_))
-    }
-
-    fn has(&self, k: &str) -> bool {
-        self.0.contains_key(k)
-    }
-
-    fn quant(&self, tensor: &str) -> Quant {
-        Quant {
-            scale: self.f32(&format!("{tensor}_scale"))[0],
-            zero_point: self.i32(&format!("{tensor}_zero_point"))[0],
-        }
-    }
-}
-
-fn activation(code: i32) -> Activation {
-    match code {
-        0 => Activation::None,
-        1 => Activation::Relu,
-        2 => Activation::ReluN1To1,
-        3 => Activation::Relu6,
-        a => panic!("activation {a}"),
-    }
-}
 
 /// Runs one fixture; returns the operator name (the file name after `<model>_<index>_`), or
 /// `None` for a fixture of another test's operator.
@@ -147,7 +51,7 @@ fn run(path: &Path) -> Option<String> {
     let in_shape = fx.u32s("input_shape");
     match op.as_str() {
         "add" | "sub" | "mul" => {
-            let act = activation(fx.i32("options")[0]);
+            let act = activation(fx.u32s("options")[0]);
             let q2 = fx.quant("input2");
             let shape = BroadcastShape::new(
                 &in_shape,
@@ -175,7 +79,7 @@ fn run(path: &Path) -> Option<String> {
             // The spatial-mean fixtures of tflm_layers.rs have no axes record: they are
             // [N, H, W, C] over axes 1 and 2 by construction.
             let axes = if fx.has("axes") {
-                fx.i32("axes").to_vec()
+                fx.i32("axes").unwrap().to_vec()
             } else {
                 vec![1, 2]
             };

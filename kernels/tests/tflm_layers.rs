@@ -8,121 +8,16 @@
 //! `tests/tflm/extract_fixtures.py` with the `tflite-micro` PyPI package. Every output byte
 //! must match.
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::Path;
 
+use common::*;
 use npu_kernels::int8::{
     average_pool2d, channel_multipliers, conv2d, depthwise_conv2d, max_pool2d, mean_hw, softmax,
-    Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape,
-    MeanParams, Nhwc, Padding, PoolParams, PoolShape, Quant, SoftmaxParams, Window2d,
+    ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, MeanParams,
+    PoolParams, PoolShape, SoftmaxParams, Window2d,
 };
-
-enum Rec {
-    I8(Vec<i8>),
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-}
-
-struct Fixture(HashMap<String, Rec>);
-
-impl Fixture {
-    fn load(path: &Path) -> Self {
-        let bytes = std::fs::read(path).unwrap();
-        let mut map = HashMap::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let name_len = usize::from(bytes[at]);
-            let name = String::from_utf8(bytes[at + 1..at + 1 + name_len].to_vec()).unwrap();
-            at += 1 + name_len;
-            let kind = bytes[at];
-            let count = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-            at += 5;
-            let rec = match kind {
-                0 => {
-                    let v = bytes[at..at + count].iter().map(|&b| b as i8).collect();
-                    at += count;
-                    Rec::I8(v)
-                }
-                1 | 2 => {
-                    let words: Vec<[u8; 4]> = bytes[at..at + 4 * count]
-                        .chunks_exact(4)
-                        .map(|c| c.try_into().unwrap())
-                        .collect();
-                    at += 4 * count;
-                    if kind == 1 {
-                        Rec::I32(words.into_iter().map(i32::from_le_bytes).collect())
-                    } else {
-                        Rec::F32(words.into_iter().map(f32::from_le_bytes).collect())
-                    }
-                }
-                k => panic!("unknown record kind {k}"),
-            };
-            map.insert(name, rec);
-        }
-        Self(map)
-    }
-
-    fn i8(&self, k: &str) -> &[i8] {
-        match &self.0[k] {
-            Rec::I8(v) => v,
-            _ => panic!("{k} is not i8"),
-        }
-    }
-
-    fn i32(&self, k: &str) -> Option<&[i32]> {
-        match self.0.get(k)? {
-            Rec::I32(v) => Some(v),
-            _ => panic!("{k} is not i32"),
-        }
-    }
-
-    fn u32s(&self, k: &str) -> Vec<u32> {
-        self.i32(k).unwrap().iter().map(|&v| v as u32).collect()
-    }
-
-    fn f32(&self, k: &str) -> &[f32] {
-        match &self.0[k] {
-            Rec::F32(v) => v,
-            _ => panic!("{k} is not f32"),
-        }
-    }
-
-    fn quant(&self, tensor: &str) -> Quant {
-        Quant {
-            scale: self.f32(&format!("{tensor}_scale"))[0],
-            zero_point: self.i32(&format!("{tensor}_zero_point")).unwrap()[0],
-        }
-    }
-
-    fn nhwc(&self, k: &str) -> Nhwc {
-        let s = self.u32s(k);
-        assert_eq!(s.len(), 4, "{k}");
-        Nhwc {
-            batches: s[0],
-            height: s[1],
-            width: s[2],
-            channels: s[3],
-        }
-    }
-}
-
-fn padding(code: u32) -> Padding {
-    match code {
-        0 => Padding::Same,
-        1 => Padding::Valid,
-        p => panic!("padding {p}"),
-    }
-}
-
-fn activation(code: u32) -> Activation {
-    match code {
-        0 => Activation::None,
-        1 => Activation::Relu,
-        2 => Activation::ReluN1To1,
-        3 => Activation::Relu6,
-        a => panic!("activation {a}"),
-    }
-}
 
 /// Runs one fixture; returns the operator name.
 fn run(path: &Path) -> String {

@@ -12,104 +12,17 @@
 //! `NPU_KERNELS_TFLM_FIXTURES=<dir>` runs the layers of `<dir>/tensor_ops/` instead (for
 //! example MLPerf layers extracted outside the repository for a local check).
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::*;
 use npu_kernels::int8::{
     batch_matmul, channel_multipliers, check_same_quant, concatenation, fully_connected,
     fully_connected_per_channel, reshape, transpose, Activation, BatchMatmulParams,
-    ChannelMultiplier, ConcatParams, FcParams, FcPerChannelParams, Quant, TransposeParams,
+    ChannelMultiplier, ConcatParams, FcParams, FcPerChannelParams, TransposeParams,
 };
 use npu_kernels::FcShape;
-
-enum Rec {
-    I8(Vec<i8>),
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-}
-
-/// One fixture file: named records (see the extractor's docstring for the format).
-struct Fixture(HashMap<String, Rec>);
-
-impl Fixture {
-    fn load(path: &Path) -> Self {
-        let bytes = std::fs::read(path).unwrap();
-        let mut map = HashMap::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let name_len = usize::from(bytes[at]);
-            let name = String::from_utf8(bytes[at + 1..at + 1 + name_len].to_vec()).unwrap();
-            at += 1 + name_len;
-            let kind = bytes[at];
-            let count = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-            at += 5;
-            let rec = match kind {
-                0 => {
-                    let v = bytes[at..at + count].iter().map(|&b| b as i8).collect();
-                    at += count;
-                    Rec::I8(v)
-                }
-                1 | 2 => {
-                    let words: Vec<[u8; 4]> = bytes[at..at + 4 * count]
-                        .chunks_exact(4)
-                        .map(|c| c.try_into().unwrap())
-                        .collect();
-                    at += 4 * count;
-                    if kind == 1 {
-                        Rec::I32(words.into_iter().map(i32::from_le_bytes).collect())
-                    } else {
-                        Rec::F32(words.into_iter().map(f32::from_le_bytes).collect())
-                    }
-                }
-                k => panic!("unknown record kind {k}"),
-            };
-            map.insert(name, rec);
-        }
-        Self(map)
-    }
-
-    fn i8(&self, k: &str) -> &[i8] {
-        match &self.0[k] {
-            Rec::I8(v) => v,
-            _ => panic!("{k} is not i8"),
-        }
-    }
-
-    fn i32(&self, k: &str) -> Option<&[i32]> {
-        match self.0.get(k)? {
-            Rec::I32(v) => Some(v),
-            _ => panic!("{k} is not i32"),
-        }
-    }
-
-    fn u32s(&self, k: &str) -> Vec<u32> {
-        self.i32(k).unwrap().iter().map(|&v| v as u32).collect()
-    }
-
-    fn f32(&self, k: &str) -> &[f32] {
-        match &self.0[k] {
-            Rec::F32(v) => v,
-            _ => panic!("{k} is not f32"),
-        }
-    }
-
-    fn quant(&self, tensor: &str) -> Quant {
-        Quant {
-            scale: self.f32(&format!("{tensor}_scale"))[0],
-            zero_point: self.i32(&format!("{tensor}_zero_point")).unwrap()[0],
-        }
-    }
-}
-
-fn activation(code: u32) -> Activation {
-    match code {
-        0 => Activation::None,
-        1 => Activation::Relu,
-        2 => Activation::ReluN1To1,
-        3 => Activation::Relu6,
-        a => panic!("activation {a}"),
-    }
-}
 
 /// The fixture directory, and whether it is the repository's own.
 fn fixture_dir() -> (PathBuf, bool) {
