@@ -176,15 +176,7 @@ pub fn channel<'a>(
     host: &'a mut [u128],
     config: SimConfig,
 ) -> Result<ModelChannel<'a>, WorkloadError> {
-    let npu = SimNpu::new(
-        bytemuck::cast_slice_mut(device),
-        bytemuck::cast_slice_mut(host),
-        config,
-    )?;
-    Ok(RefCellChannel::new(NpuServer::new(
-        npu,
-        MemoryConfig::default(),
-    )?))
+    workloads::sim_channel(device, host, config, MemoryConfig::default())
 }
 
 /// Prepares `model` and runs it on `inputs` (one buffer per model input).

@@ -17,7 +17,7 @@
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
 use npu_compute::hal::{Npu, Op, OpKind};
-use npu_compute::memory::{MemoryConfig, MemoryStats};
+use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, MemoryStats};
 use npu_compute::server::NpuServer;
 use npu_compute::Error;
 use npu_kernels::int8::{Activation, AddParams, FcParams, Quant, ReluParams};
@@ -83,6 +83,20 @@ pub fn channel<'a>(
     sim: SimConfig,
     memory: MemoryConfig,
 ) -> Result<SimChannel<'a>, WorkloadError> {
+    sim_channel(device, host, sim, memory)
+}
+
+/// A channel over a fresh simulator using the given memories, with any capacities (memory
+/// chunks, handles, channel slots): [`channel`] and the model runner's stack both use it.
+pub fn sim_channel<'a, const CHUNKS: usize, const HANDLES: usize, const SLOTS: usize>(
+    device: &'a mut [u128],
+    host: &'a mut [u128],
+    sim: SimConfig,
+    memory: MemoryConfig,
+) -> Result<
+    RefCellChannel<NpuServer<SimNpu<'a>, ChunkSliceMemory<CHUNKS>, HANDLES>, SLOTS>,
+    WorkloadError,
+> {
     let npu = SimNpu::new(
         bytemuck::cast_slice_mut(device),
         bytemuck::cast_slice_mut(host),

@@ -165,23 +165,44 @@ fn filter_scale_count(
     }
 }
 
-/// Checks an optional int32 bias of `channels` elements; returns it as an operand.
-fn bias(
+/// Appends the optional int32 bias (input 2) of `channels` elements to `list`, checked.
+fn push_bias(
+    list: &mut heapless::Vec<Operand, MAX_JOB_INPUTS>,
     sub: &SubGraph<'_>,
     info: &OperatorInfo<'_>,
     ctx: Ctx,
-    i: usize,
     channels: u32,
-) -> Result<Option<Operand>, GraphError> {
-    let Some(index) = info.input(i) else {
-        return Ok(None);
+) -> Result<(), GraphError> {
+    let Some(index) = info.input(2) else {
+        return Ok(());
     };
     let t = sub.tensor(index)?;
     if t.dtype != DataType::Int32 {
         return Err(ctx.unsupported("bias type other than int32"));
     }
     ctx.check_elements(&t, channels as usize)?;
-    Ok(Some(Operand::Tensor(index)))
+    // Lists built here have at most three operands before the bias.
+    let _ = list.push(Operand::Tensor(index));
+    Ok(())
+}
+
+/// A convolution window from a TFLite operator's options.
+fn window(
+    ctx: Ctx,
+    (filter_height, filter_width): (u32, u32),
+    (stride_h, stride_w): (i32, i32),
+    (dilation_h, dilation_w): (i32, i32),
+    p: Padding,
+) -> Result<Window2d, GraphError> {
+    Ok(Window2d {
+        filter_height,
+        filter_width,
+        stride_height: positive(stride_h, ctx, "stride")?,
+        stride_width: positive(stride_w, ctx, "stride")?,
+        dilation_height: positive(dilation_h, ctx, "dilation")?,
+        dilation_width: positive(dilation_w, ctx, "dilation")?,
+        padding: padding(p),
+    })
 }
 
 fn activation(a: Activation, ctx: Ctx) -> Result<ki::Activation, GraphError> {
@@ -248,15 +269,13 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
                 input: nhwc(&x, ctx)?,
                 out_channels,
                 filter_depth: depth,
-                window: Window2d {
-                    filter_height: fh,
-                    filter_width: fw,
-                    stride_height: positive(o.stride_h, ctx, "stride")?,
-                    stride_width: positive(o.stride_w, ctx, "stride")?,
-                    dilation_height: positive(o.dilation_h_factor, ctx, "dilation")?,
-                    dilation_width: positive(o.dilation_w_factor, ctx, "dilation")?,
-                    padding: padding(o.padding),
-                },
+                window: window(
+                    ctx,
+                    (fh, fw),
+                    (o.stride_h, o.stride_w),
+                    (o.dilation_h_factor, o.dilation_w_factor),
+                    o.padding,
+                )?,
             };
             let params = ki::Conv2dParams::new(shape, xq, yq, activation(o.activation, ctx)?)
                 .map_err(|e| ctx.kernel(e))?;
@@ -266,9 +285,7 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
                 Operand::Tensor(f.index),
                 multipliers(xq, &f, yq, out_channels),
             ]);
-            if let Some(b) = bias(sub, info, ctx, 2, out_channels)? {
-                let _ = list.push(b);
-            }
+            push_bias(&mut list, sub, info, ctx, out_channels)?;
             Ok(Lowered::Compute {
                 op: Op::Conv2dI8 { shape, params },
                 operands: list,
@@ -293,15 +310,13 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
             let shape = DepthwiseShape {
                 input: input_shape,
                 depth_multiplier,
-                window: Window2d {
-                    filter_height: fh,
-                    filter_width: fw,
-                    stride_height: positive(o.stride_h, ctx, "stride")?,
-                    stride_width: positive(o.stride_w, ctx, "stride")?,
-                    dilation_height: positive(o.dilation_h_factor, ctx, "dilation")?,
-                    dilation_width: positive(o.dilation_w_factor, ctx, "dilation")?,
-                    padding: padding(o.padding),
-                },
+                window: window(
+                    ctx,
+                    (fh, fw),
+                    (o.stride_h, o.stride_w),
+                    (o.dilation_h_factor, o.dilation_w_factor),
+                    o.padding,
+                )?,
             };
             let params = ki::DepthwiseParams::new(shape, xq, yq, activation(o.activation, ctx)?)
                 .map_err(|e| ctx.kernel(e))?;
@@ -311,9 +326,7 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
                 Operand::Tensor(f.index),
                 multipliers(xq, &f, yq, out_channels),
             ]);
-            if let Some(b) = bias(sub, info, ctx, 2, out_channels)? {
-                let _ = list.push(b);
-            }
+            push_bias(&mut list, sub, info, ctx, out_channels)?;
             Ok(Lowered::Compute {
                 op: Op::DepthwiseConv2dI8 { shape, params },
                 operands: list,
@@ -400,9 +413,7 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
                     ]),
                 ),
             };
-            if let Some(b) = bias(sub, info, ctx, 2, out_features)? {
-                let _ = list.push(b);
-            }
+            push_bias(&mut list, sub, info, ctx, out_features)?;
             Ok(Lowered::Compute { op, operands: list })
         }
         (BuiltinOp::Softmax, BuiltinOptions::Softmax(o)) => {
