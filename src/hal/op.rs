@@ -320,6 +320,15 @@ impl Operands {
     }
 }
 
+/// Element counts of a fully connected layer's input, weights and output.
+fn fc_elements(s: FcShape) -> Option<(u32, u32, u32)> {
+    Some((
+        s.batches.checked_mul(s.in_features)?,
+        s.out_features.checked_mul(s.in_features)?,
+        s.batches.checked_mul(s.out_features)?,
+    ))
+}
+
 fn bytes(elements: usize) -> Option<u32> {
     u32::try_from(elements).ok()
 }
@@ -437,17 +446,13 @@ impl Op {
                 Operands::new(&[b], 0, b)
             }
             Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => {
-                let input = elems(shape.batches.checked_mul(shape.in_features)?)?;
-                let weights = elems(shape.out_features.checked_mul(shape.in_features)?)?;
-                let out = elems(shape.batches.checked_mul(shape.out_features)?)?;
+                let (input, weights, out) = fc_elements(shape)?;
                 // Bias is f32 or i32: four bytes per output feature either way.
                 let bias = shape.out_features.checked_mul(4)?;
-                Operands::new(&[input, weights, bias], 1, out)
+                Operands::new(&[elems(input)?, elems(weights)?, bias], 1, elems(out)?)
             }
             Op::FullyConnectedPerChannelI8 { shape, .. } => {
-                let input = shape.batches.checked_mul(shape.in_features)?;
-                let weights = shape.out_features.checked_mul(shape.in_features)?;
-                let out = shape.batches.checked_mul(shape.out_features)?;
+                let (input, weights, out) = fc_elements(shape)?;
                 per_channel(
                     input as usize,
                     weights as usize,
