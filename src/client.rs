@@ -154,6 +154,46 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         Ok(self.wrap(id, bytes))
     }
 
+    /// A tensor of `bytes` at `offset` inside `pool`, at a place a planner chose: nothing is
+    /// reserved. See [`ComputeServer::place`].
+    ///
+    /// ```
+    /// # use npu_compute::prelude::*;
+    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// # let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// # let client = ComputeClient::new(&channel);
+    /// let pool = client.empty(64).unwrap();
+    /// let a = client.place(&pool, 0, 16).unwrap();
+    /// client.write(&a, &[7; 16]).unwrap();
+    /// let b = client.place(&pool, 16, 16).unwrap();
+    /// client.execute(Op::ReluF32 { len: 4 }, &[&a], &b).unwrap();
+    /// drop(a);
+    /// // `a`'s bytes are dead: the next tensor may lie over them.
+    /// let c = client.place(&pool, 0, 16).unwrap();
+    /// client.execute(Op::ReluF32 { len: 4 }, &[&b], &c).unwrap();
+    /// let mut out = [0u8; 16];
+    /// client.read(&c, &mut out).unwrap();
+    /// assert_eq!(out, [7; 16]);
+    /// ```
+    pub fn place(
+        &self,
+        pool: &Tensor<'c, C>,
+        offset: u32,
+        bytes: u32,
+    ) -> Result<Tensor<'c, C>, Error> {
+        let pool = self.own(pool)?;
+        let id = self.call(|s| s.place(pool, offset, bytes))?;
+        Ok(self.wrap(id, bytes))
+    }
+
+    /// Overwrites `t` with `data` (its size); returns once the upload is queued.
+    pub fn write(&self, t: &Tensor<'c, C>, data: &[u8]) -> Result<(), Error> {
+        let id = self.own(t)?;
+        self.call(|s| s.write(id, data))
+    }
+
     /// Maps constant data (a model in flash) so that [`create_const`](Self::create_const)
     /// binds tensors inside it in place. See [`ComputeServer::map_flash`].
     pub fn map_flash(&self, bytes: &'static [u8]) -> Result<u8, Error> {

@@ -89,6 +89,21 @@ pub enum Error {
         /// Tensors still bound in it.
         tensors: u32,
     },
+    /// A placement does not fit its pool: the offset is not a multiple of the arena's
+    /// alignment, or `offset + bytes` (rounded to the alignment) passes the pool's end.
+    BadPlacement {
+        /// Offset asked for, from the pool's start.
+        offset: u32,
+        /// Bytes asked for.
+        bytes: u32,
+        /// The pool's size.
+        pool_bytes: u32,
+    },
+    /// A pool cannot be released while tensors are still placed in it.
+    PoolInUse {
+        /// Tensors still placed in it.
+        placed: u32,
+    },
     /// The NPU refused or failed a job.
     Hal(HalError),
     /// A CPU fallback kernel refused its operands.
@@ -160,6 +175,13 @@ impl core::fmt::Display for Error {
                 f,
                 "flash segment {segment} is still used by {tensors} constant tensors"
             ),
+            Error::BadPlacement { offset, bytes, pool_bytes } => write!(
+                f,
+                "placement of {bytes} bytes at offset {offset} does not fit a {pool_bytes}-byte pool (or is misaligned)"
+            ),
+            Error::PoolInUse { placed } => {
+                write!(f, "pool still holds {placed} placed tensors")
+            }
             Error::Hal(e) => write!(f, "NPU error: {e:?}"),
             Error::Kernel { op, error } => write!(f, "{op:?} CPU kernel error: {error:?}"),
             Error::Storage(e) => write!(f, "arena bookkeeping error: {e:?}"),

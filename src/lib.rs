@@ -47,6 +47,7 @@ pub mod hal;
 pub mod handle;
 pub mod memory;
 pub mod model;
+pub mod plan;
 pub mod server;
 pub mod storage;
 

@@ -118,47 +118,69 @@ pub struct MemoryStats {
     pub largest_free: u32,
     /// Chunks live now.
     pub chunks: u32,
+    /// Tensors placed at planned offsets inside pools so far.
+    pub placements: u32,
 }
 
-/// The newest jobs, per hardware queue, that read a chunk, and the one that last wrote it.
+/// The newest jobs, per hardware queue, that read a chunk, and those that wrote its contents.
 ///
-/// Jobs on one queue complete in order, so one fence per queue stands for all older ones.
+/// Jobs on one queue complete in order, so one fence per queue stands for all older ones. A
+/// chunk's contents normally have one writer; a placed tensor laid over several earlier ones
+/// (a [`place`](MemoryManagement::place)d view, or a concatenation written in parts) inherits
+/// all their writers, at most one per queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Access {
     /// Newest reader per queue ([`Queue::index`]).
     pub reads: [Option<Fence>; MAX_QUEUES],
-    /// Last writer and its queue index.
-    pub write: Option<(Fence, u8)>,
+    /// Newest writer per queue.
+    pub writes: [Option<Fence>; MAX_QUEUES],
+}
+
+fn newest(slot: &mut Option<Fence>, fence: Fence) {
+    *slot = Some(slot.map_or(fence, |f| f.max(fence)));
 }
 
 impl Access {
     /// Record a read by a job on `queue`.
     pub fn record_read(&mut self, queue: Queue, fence: Fence) {
-        let slot = &mut self.reads[queue.index()];
-        *slot = Some(slot.map_or(fence, |f| f.max(fence)));
+        newest(&mut self.reads[queue.index()], fence);
     }
 
     /// Record a write; earlier reads and writes are ordered before it by its dependencies.
     pub fn record_write(&mut self, queue: Queue, fence: Fence) {
         *self = Access::default();
-        self.write = Some((fence, queue.index() as u8));
+        self.writes[queue.index()] = Some(fence);
+    }
+
+    /// Take on every job recorded in `other` (memory that overlaps this chunk's range): a
+    /// reader of this chunk then waits for `other`'s writers, and a writer for all of them.
+    pub fn merge(&mut self, other: &Access) {
+        for (mine, theirs) in self
+            .reads
+            .iter_mut()
+            .zip(other.reads)
+            .chain(self.writes.iter_mut().zip(other.writes))
+        {
+            if let Some(f) = theirs {
+                newest(mine, f);
+            }
+        }
     }
 
     /// Whether no recorded job is still in flight.
     pub fn is_idle(&self) -> bool {
-        self.write.is_none() && self.reads.iter().all(Option::is_none)
+        self.writes.iter().chain(&self.reads).all(Option::is_none)
     }
 
     /// Forget fences for which `done(queue index, fence)` holds.
     pub fn retire(&mut self, done: &mut impl FnMut(usize, Fence) -> bool) {
-        for (queue, r) in self.reads.iter_mut().enumerate() {
-            if r.is_some_and(|f| done(queue, f)) {
-                *r = None;
+        for slots in [&mut self.reads, &mut self.writes] {
+            for (queue, r) in slots.iter_mut().enumerate() {
+                if r.is_some_and(|f| done(queue, f)) {
+                    *r = None;
+                }
             }
-        }
-        if self.write.is_some_and(|(f, queue)| done(queue as usize, f)) {
-            self.write = None;
         }
     }
 }
@@ -185,6 +207,9 @@ enum ChunkState {
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
     block: Block,
+    /// For a placed tensor, the pool chunk it lies in: its block is a range of the pool's, not
+    /// an arena block of its own.
+    parent: Option<u16>,
     state: ChunkState,
     /// Bumped at every binding so a stale [`MemoryBinding`] is detected.
     generation: u32,
@@ -195,6 +220,21 @@ struct Chunk {
 pub trait MemoryManagement {
     /// Reserve `bytes` for a new tensor.
     fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error>;
+    /// Place a tensor of `bytes` at `offset` inside `pool`, a reservation whose layout a
+    /// planner decided ahead of time: nothing is searched or carved. The range may overlap
+    /// earlier placements, released or not (the planner knows their contents are dead, or
+    /// that the new tensor is a view of them): the new tensor takes on their recorded jobs, so
+    /// a job writing it waits for their readers and a job reading it for their writers.
+    ///
+    /// Errors: [`Error::BadPlacement`] when `offset` is not aligned or the range leaves the
+    /// pool, [`Error::StaleHandle`] for a stale pool, [`Error::CapacityExceeded`] naming
+    /// [`Capacity::Chunks`] when the chunk table is full.
+    fn place(
+        &mut self,
+        pool: MemoryBinding,
+        offset: u32,
+        bytes: u32,
+    ) -> Result<MemoryBinding, Error>;
     /// The tensor holding `binding` is gone.
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error>;
     /// The arena byte range (offset, requested length) of a binding.
@@ -287,7 +327,7 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         let mut best: Option<(usize, u32)> = None;
         for (i, c) in self.chunks.iter().enumerate() {
             let Some(c) = c else { continue };
-            if c.state != ChunkState::Free {
+            if c.state != ChunkState::Free || c.parent.is_some() {
                 continue;
             }
             if c.block.len == len {
@@ -306,7 +346,7 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     pub fn cleanup_chunks(&mut self) {
         for slot in self.chunks.iter_mut() {
             if let Some(c) = slot {
-                if c.state == ChunkState::Free && c.access.is_idle() {
+                if c.state == ChunkState::Free && c.parent.is_none() && c.access.is_idle() {
                     // The block came from this arena, so dealloc cannot fail.
                     if self.arena.dealloc(c.block).is_ok() {
                         self.stats.deallocations += 1;
@@ -318,18 +358,41 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         }
     }
 
+    fn free_slot(&self) -> Result<usize, Error> {
+        self.chunks
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::CapacityExceeded {
+                capacity: Capacity::Chunks,
+                limit: CHUNKS as u32,
+            })
+    }
+
+    /// Removes the released placements of `pool` that overlap `range` (all of them for
+    /// `None`), returning the jobs recorded against them: whoever reuses the range must
+    /// wait for those. Placements still held are merged but kept.
+    fn dissolve_placements(&mut self, pool: u16, range: Option<Block>) -> Access {
+        let mut merged = Access::default();
+        for slot in self.chunks.iter_mut() {
+            let Some(c) = slot else { continue };
+            let overlaps =
+                range.is_none_or(|r| c.block.offset < r.end() && r.offset < c.block.end());
+            if c.parent == Some(pool) && overlaps {
+                merged.merge(&c.access);
+                if c.state == ChunkState::Free {
+                    *slot = None;
+                }
+            }
+        }
+        merged
+    }
+
     fn create_chunk(&mut self, len: u32) -> Result<usize, Error> {
-        let index =
-            self.chunks
-                .iter()
-                .position(Option::is_none)
-                .ok_or(Error::CapacityExceeded {
-                    capacity: Capacity::Chunks,
-                    limit: CHUNKS as u32,
-                })?;
+        let index = self.free_slot()?;
         let block = self.arena.alloc(len)?;
         self.chunks[index] = Some(Chunk {
             block,
+            parent: None,
             state: ChunkState::Free,
             generation: 0,
             access: Access::default(),
@@ -384,8 +447,78 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         Ok(binding)
     }
 
+    fn place(
+        &mut self,
+        pool: MemoryBinding,
+        offset: u32,
+        bytes: u32,
+    ) -> Result<MemoryBinding, Error> {
+        let p = *self.chunk(pool)?;
+        let pool_bytes = match p.state {
+            ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
+            ChunkState::Free => 0,
+        };
+        let bad = Error::BadPlacement {
+            offset,
+            bytes,
+            pool_bytes,
+        };
+        if p.parent.is_some() || offset % self.arena.alignment() != 0 {
+            return Err(bad);
+        }
+        let len = self.arena.rounded(bytes).ok_or(bad)?;
+        let pool_len = self.arena.rounded(pool_bytes).ok_or(bad)?;
+        if offset.checked_add(len).is_none_or(|end| end > pool_len) {
+            return Err(bad);
+        }
+        let block = Block {
+            offset: p.block.offset + offset,
+            len,
+        };
+        let index = self.free_slot()?;
+        let access = self.dissolve_placements(pool.chunk, Some(block));
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        self.chunks[index] = Some(Chunk {
+            block,
+            parent: Some(pool.chunk),
+            state: ChunkState::Whole { bytes },
+            generation,
+            access,
+        });
+        self.stats.placements += 1;
+        Ok(MemoryBinding {
+            chunk: index as u16,
+            generation,
+        })
+    }
+
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error> {
-        let state = self.chunk(binding)?.state;
+        let c = *self.chunk(binding)?;
+        if c.parent.is_some() {
+            if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
+                c.state = ChunkState::Free;
+            }
+            return Ok(());
+        }
+        let held = self
+            .chunks
+            .iter()
+            .flatten()
+            .filter(|p| p.parent == Some(binding.chunk) && p.state != ChunkState::Free)
+            .count();
+        if held > 0 {
+            return Err(Error::PoolInUse {
+                placed: held as u32,
+            });
+        }
+        // The pool's memory goes back to chunk/slice reuse: its next user waits for every
+        // job its placements recorded.
+        let access = self.dissolve_placements(binding.chunk, None);
+        if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
+            c.access.merge(&access);
+        }
+        let state = c.state;
         let (next, bytes) = match state {
             ChunkState::Whole { bytes } => (ChunkState::Free, bytes),
             ChunkState::Slice { bytes, held: true } => {
@@ -428,17 +561,24 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
 
     fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {
         let mut done = |q, f| done(q, f);
-        for c in self.chunks.iter_mut().flatten() {
+        for slot in self.chunks.iter_mut() {
+            let Some(c) = slot else { continue };
             c.access.retire(&mut done);
+            // A released placement has nothing left to hand on once its jobs are over.
+            if c.parent.is_some() && c.state == ChunkState::Free && c.access.is_idle() {
+                *slot = None;
+            }
         }
     }
 
     fn has_busy_free_chunks(&self) -> bool {
         self.chunks.iter().flatten().any(|c| {
-            matches!(
-                c.state,
-                ChunkState::Free | ChunkState::Slice { held: false, .. }
-            ) && !c.access.is_idle()
+            c.parent.is_none()
+                && matches!(
+                    c.state,
+                    ChunkState::Free | ChunkState::Slice { held: false, .. }
+                )
+                && !c.access.is_idle()
         })
     }
 

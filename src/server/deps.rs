@@ -19,10 +19,12 @@ impl DepSet {
         }
     }
 
-    /// Everything a job that *reads* the chunk must wait for: its last writer.
+    /// Everything a job that *reads* the chunk must wait for: its writers.
     pub fn add_read_of(&mut self, access: &Access) {
-        if let Some((fence, queue)) = access.write {
-            self.add(queue as usize, fence);
+        for (queue, fence) in access.writes.iter().enumerate() {
+            if let Some(f) = fence {
+                self.add(queue, *f);
+            }
         }
     }
 

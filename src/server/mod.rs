@@ -57,6 +57,13 @@ pub trait ComputeServer {
         bytes: u32,
         fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Error>,
     ) -> Result<HandleId, Error>;
+    /// A tensor of `bytes` at `offset` inside the tensor `pool`, laid out ahead of time by a
+    /// planner (see [`MemoryManagement::place`]): no memory is searched or reserved. The
+    /// placed tensor keeps the pool alive. Overlapping earlier placements is allowed and
+    /// fence-safe: the new tensor's jobs wait for theirs.
+    fn place(&mut self, pool: HandleId, offset: u32, bytes: u32) -> Result<HandleId, Error>;
+    /// Overwrites a tensor with `data` (an upload, returned as soon as it is queued).
+    fn write(&mut self, id: HandleId, data: &[u8]) -> Result<(), Error>;
     /// Maps constant data (a model in flash) for [`create_const`](Self::create_const);
     /// returns the segment. Errors as [`Npu::map_flash`]: an NPU that cannot read flash
     /// answers [`HalError::FlashUnreadable`], and constants are then copied to the device.
@@ -134,6 +141,8 @@ struct FlashSegment {
 struct TensorEntry {
     binding: Binding,
     bytes: u32,
+    /// The pool a placed tensor lies in (it holds one reference to it).
+    pool: Option<HandleId>,
     /// A device→host transfer started by `try_read`, and the staging block it fills.
     download: Option<(Fence, Block)>,
 }
@@ -614,6 +623,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
             .insert(TensorEntry {
                 binding: Binding::Memory(binding),
                 bytes,
+                pool: None,
                 download: None,
             })
             .inspect_err(|_| {
@@ -644,6 +654,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
             .insert(TensorEntry {
                 binding: Binding::Memory(binding),
                 bytes,
+                pool: None,
                 download: None,
             })
             .inspect_err(|_| {
@@ -653,6 +664,44 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
             let _ = self.release(id, 1);
         })?;
         Ok(id)
+    }
+
+    fn place(&mut self, pool: HandleId, offset: u32, bytes: u32) -> Result<HandleId, Error> {
+        let Binding::Memory(pool_binding) = self.handles.get(pool)?.binding else {
+            return Err(Error::ReadOnlyTensor);
+        };
+        let binding = self.memory.place(pool_binding, offset, bytes)?;
+        let id = self
+            .handles
+            .insert(TensorEntry {
+                binding: Binding::Memory(binding),
+                bytes,
+                pool: Some(pool),
+                download: None,
+            })
+            .inspect_err(|_| {
+                let _ = self.memory.release(binding);
+            })?;
+        self.handles.retain(pool, 1)?;
+        Ok(id)
+    }
+
+    fn write(&mut self, id: HandleId, data: &[u8]) -> Result<(), Error> {
+        let entry = self.handles.get(id)?;
+        let Binding::Memory(binding) = entry.binding else {
+            return Err(Error::ReadOnlyTensor);
+        };
+        if data.len() != entry.bytes as usize {
+            return Err(Error::SizeMismatch {
+                expected: entry.bytes,
+                actual: u32::try_from(data.len()).unwrap_or(u32::MAX),
+            });
+        }
+        self.cancel_download(id)?;
+        self.upload_with(binding, entry.bytes, &mut |buf| {
+            buf.copy_from_slice(data);
+            Ok(())
+        })
     }
 
     fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, Error> {
@@ -714,6 +763,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
                 let id = self.handles.insert(TensorEntry {
                     binding: Binding::Flash(region),
                     bytes,
+                    pool: None,
                     download: None,
                 })?;
                 if let Some(seg) = self.flash[segment].as_mut() {
@@ -795,8 +845,15 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         match self.handles.release(id, n)? {
             Some(TensorEntry {
                 binding: Binding::Memory(m),
+                pool,
                 ..
-            }) => self.memory.release(m),
+            }) => {
+                self.memory.release(m)?;
+                match pool {
+                    Some(pool) => self.release(pool, 1),
+                    None => Ok(()),
+                }
+            }
             Some(TensorEntry {
                 binding: Binding::Flash(region),
                 ..
