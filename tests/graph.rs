@@ -25,15 +25,15 @@ fn model(name: &str) -> &'static [u8] {
 }
 
 /// Runs `f` with a client over a simulator of `arena` bytes.
-fn with_client(
+fn with_client<R>(
     arena: usize,
     config: SimConfig,
-    f: impl FnOnce(ComputeClient<'_, runner::ModelChannel<'_>>),
-) {
+    f: impl FnOnce(ComputeClient<'_, runner::ModelChannel<'_>>) -> R,
+) -> R {
     let mut device = vec![0u128; arena / 16];
     let mut host = vec![0u128; 64 * 1024 / 16];
     let channel = runner::channel(&mut device, &mut host, config).unwrap();
-    f(ComputeClient::new(&channel));
+    f(ComputeClient::new(&channel))
 }
 
 #[test]
@@ -122,22 +122,43 @@ fn capacities_and_io_sizes_are_checked() {
 }
 
 #[test]
-fn an_arena_too_small_names_the_operator_and_the_bytes() {
+fn the_planned_arena_is_exactly_enough() {
     let convnet = model("convnet");
     let input = product("convnet", "input_0.bin");
-    with_client(16 * 1024, SimConfig::default(), |client| {
+    let want = product("convnet", "expected_tflm_0.bin");
+    let report = with_client(64 * 1024, SimConfig::default(), |client| {
+        let graph: SimGraph = Graph::prepare(client, convnet).unwrap();
+        graph.arena()
+    });
+    assert!(report.activation_bytes >= report.lower_bound_bytes);
+    assert!(
+        report.constant_bytes > 0,
+        "per-channel multipliers live in the arena"
+    );
+    let exact = report.arena_bytes() as usize;
+    with_client(exact, SimConfig::default(), |client| {
         let mut graph: SimGraph = Graph::prepare(client, convnet).unwrap();
         let mut out = [0u8; 10];
-        match graph.invoke(&[&input], &mut [&mut out]) {
-            Err(GraphError::Compute {
-                op_index: Some(_),
-                error: Error::OutOfMemory { requested, .. },
-            }) => assert!(requested > 0),
-            other => panic!("{other:?}"),
+        for _ in 0..2 {
+            graph.invoke(&[&input], &mut [&mut out]).unwrap();
+            assert_eq!(&out[..], &want[..]);
         }
-        // Every activation was released: the arena holds only the constants again.
-        let held = client.memory_stats().unwrap().in_use;
-        assert!(held < 2048, "{held} bytes still held");
+    });
+    // One alignment unit less fails when the pool is reserved, naming the bytes.
+    with_client(exact - 16, SimConfig::default(), |client| {
+        match Graph::<_, 64, 128>::prepare(client, convnet) {
+            Err(GraphError::Compute {
+                op_index: None,
+                error:
+                    Error::OutOfMemory {
+                        requested, free, ..
+                    },
+            }) => {
+                assert_eq!(requested, report.activation_bytes);
+                assert_eq!(free, report.activation_bytes - 16);
+            }
+            other => panic!("{:?}", other.map(|g| g.arena())),
+        }
     });
 }
 

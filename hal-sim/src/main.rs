@@ -8,6 +8,8 @@
 //! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--stats F.json]`:
 //!   runs a TensorFlow Lite model on the simulated NPU.
 //! - `npu-sim inspect MODEL.tflite`: tensors, quantization, and where each operator runs.
+//! - `npu-sim plan MODEL.tflite [--json]`: the exact arena bytes the model needs (the size to
+//!   give the firmware's arena section), from the arena plan made at prepare.
 //! - `npu-sim bench models DIR`: every model of a reference-model directory: conformance,
 //!   host time, NPU cycles and arena bytes next to the peers' figures.
 
@@ -67,6 +69,15 @@ enum Command {
         /// The model.
         model: PathBuf,
     },
+    /// Print the exact arena bytes a model needs: an arena of that size runs it, one
+    /// alignment unit less does not.
+    Plan {
+        /// The model.
+        model: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -103,6 +114,34 @@ enum Bench {
     },
 }
 
+fn plan_model(model: &'static [u8], json: bool) -> Result<(), String> {
+    let config = SimConfig::default();
+    let plan = runner::plan(model, config).map_err(|e| e.to_string())?;
+    if json {
+        println!(
+            "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"alignment\": {}\n}}",
+            plan.arena_bytes(),
+            plan.activation_bytes,
+            plan.constant_bytes,
+            plan.lower_bound_bytes,
+            config.alignment
+        );
+    } else {
+        println!(
+            "arena: {} bytes ({} of activations, {} of constants), alignment {}",
+            plan.arena_bytes(),
+            plan.activation_bytes,
+            plan.constant_bytes,
+            config.alignment
+        );
+        println!(
+            "whole-tensor lower bound of the activations: {} bytes",
+            plan.lower_bound_bytes
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Demo => demo().map_err(|e| e.to_string()),
@@ -117,6 +156,7 @@ fn main() -> ExitCode {
         Command::Inspect { model } => read_model(&model)
             .and_then(|m| runner::inspect(m, SimConfig::default()).map_err(|e| e.to_string()))
             .map(|text| print!("{text}")),
+        Command::Plan { model, json } => read_model(&model).and_then(|m| plan_model(m, json)),
         Command::Bench {
             which: Bench::Memory { inferences },
         } => bench_memory(inferences).map_err(|e| e.to_string()),

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{Graph, GraphError};
+use npu_compute::graph::{ArenaReport, Graph, GraphError};
 use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::model::{DataType, Model, ModelError};
@@ -74,6 +74,8 @@ pub struct RunReport {
     /// Arena bytes held by the prepared model between invocations (per-channel multipliers,
     /// and weights when the NPU cannot read flash).
     pub arena_constant_bytes: u32,
+    /// The arena plan of the prepared graph: activation pool, its lower bound, constants.
+    pub plan: ArenaReport,
     /// RAM the runtime needs for this model beyond the arena: the prepared graph's tables.
     pub runtime_state_bytes: usize,
     /// Virtual NPU cycles of one invocation, from the input upload to the output download.
@@ -94,9 +96,11 @@ impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
+            self.plan.activation_bytes,
+            self.plan.lower_bound_bytes,
             self.runtime_state_bytes,
             self.npu_cycles,
             self.jobs,
@@ -227,6 +231,7 @@ pub fn run(
         outputs,
         arena_peak_bytes: memory.reserved_peak,
         arena_constant_bytes: constants,
+        plan: graph.arena(),
         runtime_state_bytes: SimGraph::state_bytes(),
         npu_cycles: after.0 - before.0,
         jobs: after.1.jobs_completed - before.1.jobs_completed,
@@ -244,6 +249,16 @@ fn invoke(
 ) -> Result<(), GraphError> {
     let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|o| o.as_mut_slice()).collect();
     graph.invoke(inputs, &mut outs)
+}
+
+/// The arena a model needs on `config`'s NPU, from its prepared graph's plan: an arena of
+/// `arena_bytes()` runs it, one alignment unit less does not.
+pub fn plan(model: &'static [u8], config: SimConfig) -> Result<ArenaReport, RunError> {
+    let mut device = workloads::aligned_memory(16 << 20);
+    let mut host = workloads::aligned_memory(256 << 10);
+    let channel = channel(&mut device, &mut host, config)?;
+    let graph: SimGraph = Graph::prepare(ComputeClient::new(&channel), model)?;
+    Ok(graph.arena())
 }
 
 /// A human-readable description of a model: tensors with shapes and quantization, and each

@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::model::{BuiltinOp, ModelError};
+use crate::plan::PlanError;
 use npu_kernels::KernelError;
 
 /// A graph error: every variant names the operator (by its index in the model and its
@@ -59,6 +60,9 @@ pub enum GraphError {
         /// What this model needs.
         needed: u32,
     },
+    /// The arena planner refused the model's activations (more buffers than its capacity,
+    /// or a plan beyond 4 GiB).
+    Plan(PlanError),
     /// An input or output buffer has the wrong length, or the wrong number of buffers was
     /// given.
     BadIo {
@@ -83,6 +87,7 @@ impl core::fmt::Display for GraphError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             GraphError::Model(e) => write!(f, "malformed model: {e:?}"),
+            GraphError::Plan(e) => write!(f, "arena plan failed: {e:?}"),
             GraphError::Unsupported { op_index, op, what } => write!(
                 f,
                 "operator {op_index} ({}): unsupported {what}",

@@ -55,11 +55,15 @@ use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
 use crate::hal::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
 use crate::model::{BuiltinOp, Model, SubGraph};
+use crate::plan::Lifetime;
 use lower::{Lowered, Operand};
 use npu_kernels::int8::ChannelMultiplier;
 
 /// Most model inputs, and most model outputs, a graph handles.
 pub const MAX_IO: usize = 4;
+
+/// Rounds of local search the arena planner runs at prepare (see [`crate::plan::arena`]).
+pub const PLAN_EFFORT: u32 = 200;
 
 /// Includes a file as a `&'static [u8]` aligned to 16 bytes, the alignment NPUs need to read a
 /// model's weights in place (`include_bytes!` gives no alignment).
@@ -103,6 +107,8 @@ struct Slot<'c, C: ComputeChannel> {
     /// Last step reading it (`u16::MAX`: a model output, kept until read).
     last_use: u16,
     constant: bool,
+    /// For an activation: its offset in the graph's pool, from the arena plan.
+    offset: u32,
     /// The constant, or during an invoke the live activation.
     value: Option<Tensor<'c, C>>,
 }
@@ -130,6 +136,29 @@ pub struct Graph<'c, C: ComputeChannel, const OPS: usize = 64, const TENSORS: us
     inputs: heapless::Vec<u16, MAX_IO>,
     outputs: heapless::Vec<u16, MAX_IO>,
     flash_segment: Option<u8>,
+    /// The activations' memory, reserved once at prepare and laid out by the arena plan.
+    pool: Option<Tensor<'c, C>>,
+    memory: ArenaReport,
+}
+
+/// The arena figures of a prepared graph.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ArenaReport {
+    /// Bytes of the activation pool the arena plan needs.
+    pub activation_bytes: u32,
+    /// The activations' whole-tensor lower bound: the most bytes live at one step (aligned).
+    pub lower_bound_bytes: u32,
+    /// Bytes of constants the graph keeps in the arena (per-channel multipliers, and weights
+    /// that could not stay in flash), each rounded to the arena's alignment.
+    pub constant_bytes: u32,
+}
+
+impl ArenaReport {
+    /// The arena the graph needs: constants and activations.
+    pub fn arena_bytes(&self) -> u32 {
+        self.activation_bytes.saturating_add(self.constant_bytes)
+    }
 }
 
 fn capacity(capacity: &'static str, limit: usize, needed: usize) -> GraphError {
@@ -180,6 +209,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             inputs: io_list(sub.inputs())?,
             outputs: io_list(sub.outputs())?,
             flash_segment,
+            pool: None,
+            memory: ArenaReport::default(),
         };
         for t in sub.tensors() {
             let t = t?;
@@ -187,6 +218,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 bytes: t.byte_size.unwrap_or(0),
                 last_use: 0,
                 constant: false,
+                offset: 0,
                 value: None,
             };
             // Capacity checked above.
@@ -202,7 +234,108 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 slot.last_use = u16::MAX;
             }
         }
+        graph.plan_arena()?;
         Ok(graph)
+    }
+
+    /// Lays the activations out in one pool (see [`crate::plan::arena`]) and reserves it.
+    ///
+    /// A buffer is the memory of an activation and of the RESHAPEs that alias it. It is live
+    /// from the step that writes it (step 0 for a model input) to its last reader (past the
+    /// last step for a model output, which is read after the run).
+    fn plan_arena(&mut self) -> Result<(), GraphError> {
+        let end = self.steps.len() as u16;
+        // The buffer of each tensor: the tensor itself, or the root of its alias chain.
+        let mut root: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
+        for t in 0..self.tensors.len() {
+            let _ = root.push(t as u16);
+        }
+        let mut first: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
+        let _ = first.resize(self.tensors.len(), u16::MAX);
+        let mut last: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
+        let _ = last.resize(self.tensors.len(), 0);
+        for &t in &self.inputs {
+            first[usize::from(t)] = 0;
+        }
+        for (si, step) in self.steps.iter().enumerate() {
+            let out = usize::from(step.output);
+            if let (None, Some(StepOperand::Tensor(input))) = (step.op, step.operands.first()) {
+                root[out] = root[usize::from(*input)];
+            }
+            let r = usize::from(root[out]);
+            first[r] = first[r].min(si as u16);
+        }
+        for (t, slot) in self.tensors.iter().enumerate() {
+            if slot.constant {
+                continue;
+            }
+            let r = usize::from(root[t]);
+            let used = if slot.last_use == u16::MAX {
+                end
+            } else {
+                slot.last_use
+            };
+            last[r] = last[r].max(used);
+        }
+        let mut lifetimes: heapless::Vec<Lifetime, TENSORS> = heapless::Vec::new();
+        let mut buffer_of: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
+        let _ = buffer_of.resize(self.tensors.len(), u16::MAX);
+        for (t, slot) in self.tensors.iter().enumerate() {
+            if root[t] as usize == t && first[t] != u16::MAX && !slot.constant {
+                buffer_of[t] = lifetimes.len() as u16;
+                let _ = lifetimes.push(Lifetime {
+                    bytes: slot.bytes,
+                    first: first[t],
+                    last: last[t].max(first[t]),
+                });
+            }
+        }
+        let alignment = self
+            .client
+            .capabilities()
+            .map_err(|error| GraphError::Compute {
+                op_index: None,
+                error,
+            })?
+            .alignment;
+        let plan = crate::plan::plan::<TENSORS>(&lifetimes, alignment, PLAN_EFFORT)
+            .map_err(GraphError::Plan)?;
+        for t in 0..self.tensors.len() {
+            let b = buffer_of[usize::from(root[t])];
+            if let Some(offset) = plan.offset(usize::from(b)) {
+                self.tensors[t].offset = offset;
+            }
+        }
+        let rounded = |bytes: u32| bytes.div_ceil(alignment.max(1)) * alignment.max(1);
+        let constant_bytes = self
+            .tensors
+            .iter()
+            .filter_map(|s| s.value.as_ref())
+            .chain(&self.aux)
+            .filter(|v| !self.client.is_in_flash(v).unwrap_or(false))
+            .map(|v| rounded(v.bytes()))
+            .sum();
+        self.memory = ArenaReport {
+            activation_bytes: plan.size(),
+            lower_bound_bytes: plan.lower_bound(),
+            constant_bytes,
+        };
+        if plan.size() > 0 {
+            let pool = self
+                .client
+                .empty(plan.size())
+                .map_err(|error| GraphError::Compute {
+                    op_index: None,
+                    error,
+                })?;
+            self.pool = Some(pool);
+        }
+        Ok(())
+    }
+
+    /// The arena figures: the activation pool of the plan, its lower bound, and the constants.
+    pub fn arena(&self) -> ArenaReport {
+        self.memory
     }
 
     fn add_step(
@@ -357,12 +490,20 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
 
     fn run(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), GraphError> {
         let client = self.client;
+        let pool = self.pool.as_ref().ok_or(GraphError::Compute {
+            op_index: None,
+            error: Error::StaleHandle { index: 0 },
+        })?;
         for (&t, bytes) in self.inputs.iter().zip(inputs) {
-            let tensor = client.create(bytes).map_err(|error| GraphError::Compute {
-                op_index: None,
-                error,
-            })?;
-            self.tensors[usize::from(t)].value = Some(tensor);
+            let slot = &mut self.tensors[usize::from(t)];
+            let tensor = client
+                .place(pool, slot.offset, slot.bytes)
+                .and_then(|tensor| client.write(&tensor, bytes).map(|()| tensor))
+                .map_err(|error| GraphError::Compute {
+                    op_index: None,
+                    error,
+                })?;
+            slot.value = Some(tensor);
         }
         for (si, step) in self.steps.iter().enumerate() {
             let failed = |error| GraphError::Compute {
@@ -382,8 +523,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 match step.op {
                     None => refs[0].clone(),
                     Some(op) => {
-                        let bytes = self.tensors[usize::from(step.output)].bytes;
-                        let out = client.empty(bytes).map_err(failed)?;
+                        let slot = &self.tensors[usize::from(step.output)];
+                        let out = client
+                            .place(pool, slot.offset, slot.bytes)
+                            .map_err(failed)?;
                         client.execute(op, &refs, &out).map_err(failed)?;
                         out
                     }
