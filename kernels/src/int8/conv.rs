@@ -29,7 +29,7 @@
 //! lengths, so the kernels only compare lengths and then run loops without border tests: for
 //! every output row and column the range of filter taps inside the image is computed once.
 
-use super::window::{elems, Axis, Nhwc, Window2d};
+use super::window::{elems, image_len, row_band, Axis, Nhwc, Window2d};
 use super::{activation_range, check_quant, check_scale, general_multiplier, requantized_to_i8};
 use super::{Activation, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
@@ -302,6 +302,79 @@ impl Conv2dParams {
     pub const fn lens(&self) -> (usize, usize, usize) {
         (self.input_len, self.filter_len, self.output_len)
     }
+
+    /// Input tensor dimensions (for [`row_band`](Self::row_band) parameters, the band's).
+    #[must_use]
+    pub fn input_shape(&self) -> Nhwc {
+        // Every dimension was checked to fit a u32 in `new` (a band's are no larger).
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.in_size as u32,
+            width: self.cols.in_size as u32,
+            channels: self.in_channels as u32,
+        }
+    }
+
+    /// Parameters that compute output rows `out_rows` from the band of input rows they read,
+    /// and that band (`input_rows`), for running a layer in horizontal stripes.
+    ///
+    /// Running [`conv2d`] with the returned parameters on rows `input_rows` of the original
+    /// input (NHWC with one image, so the contiguous elements `i0 · W · C .. i1 · W · C`) writes
+    /// exactly rows `out_rows` of the original output (`o0 · W' · C' .. o1 · W' · C'`), bit for
+    /// bit; the filter, bias and multipliers are the original ones. `input_rows` runs from the
+    /// lowest input row a tap of these output rows reads (padding excluded) to one past the
+    /// highest; taps outside the band are exactly the taps outside the original image, which
+    /// are skipped as before. The returned parameters' [`input_shape`](Self::input_shape),
+    /// [`output_shape`](Self::output_shape), [`lens`](Self::lens) and
+    /// [`padding`](Self::padding) describe the band (its leading row padding is
+    /// `pad + i0 − o0 · stride`, at least 0). The parameters of a band can be banded again.
+    ///
+    /// If no output row in range reads any input row (a dilated filter whose taps all fall in
+    /// the padding), `input_rows` is a single row that is then not read, since the kernel
+    /// needs a non-empty input for a non-empty output.
+    ///
+    /// Errors: [`KernelError::Unsupported`] when the batch size is not 1, or `out_rows` is
+    /// empty or reaches past the output's last row.
+    ///
+    /// ```
+    /// use npu_kernels::int8::{Activation, Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d};
+    ///
+    /// // 3x3 SAME convolution of an 8x5x2 image into 4 channels.
+    /// let shape = Conv2dShape {
+    ///     input: Nhwc { batches: 1, height: 8, width: 5, channels: 2 },
+    ///     out_channels: 4,
+    ///     filter_depth: 2,
+    ///     window: Window2d {
+    ///         filter_height: 3, filter_width: 3, stride_height: 1, stride_width: 1,
+    ///         dilation_height: 1, dilation_width: 1, padding: Padding::Same,
+    ///     },
+    /// };
+    /// let q = Quant { scale: 0.1, zero_point: 0 };
+    /// let p = Conv2dParams::new(shape, q, q, Activation::None)?;
+    /// // Output rows 3..6 read input rows 2..7 (one row of halo on each side).
+    /// let (band, rows) = p.row_band(3..6)?;
+    /// assert_eq!(rows, 2..7);
+    /// assert_eq!(band.input_shape(), Nhwc { batches: 1, height: 5, width: 5, channels: 2 });
+    /// assert_eq!(band.output_shape(), Nhwc { batches: 1, height: 3, width: 5, channels: 4 });
+    /// assert_eq!(band.lens(), (5 * 5 * 2, 4 * 3 * 3 * 2, 3 * 5 * 4));
+    /// // The top stripe is padded above, as the whole image is.
+    /// let (band, rows) = p.row_band(0..2)?;
+    /// assert_eq!((rows, band.padding()), (0..3, (1, 1)));
+    /// # Ok::<(), npu_kernels::KernelError>(())
+    /// ```
+    pub fn row_band(
+        &self,
+        out_rows: core::ops::Range<u32>,
+    ) -> Result<(Self, core::ops::Range<u32>), KernelError> {
+        let (rows, input_rows) = row_band(&self.rows, self.batches, out_rows)?;
+        let band = Self {
+            rows,
+            input_len: image_len(rows.in_size, self.cols.in_size, self.in_channels)?,
+            output_len: image_len(rows.out_size, self.cols.out_size, self.out_channels)?,
+            ..*self
+        };
+        Ok((band, input_rows))
+    }
 }
 
 fn check_channel_operands(
@@ -546,6 +619,61 @@ impl DepthwiseParams {
     #[must_use]
     pub const fn lens(&self) -> (usize, usize, usize) {
         (self.input_len, self.filter_len, self.output_len)
+    }
+
+    /// Input tensor dimensions (for [`row_band`](Self::row_band) parameters, the band's).
+    #[must_use]
+    pub fn input_shape(&self) -> Nhwc {
+        // Every dimension was checked to fit a u32 in `new` (a band's are no larger).
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.in_size as u32,
+            width: self.cols.in_size as u32,
+            channels: self.in_channels as u32,
+        }
+    }
+
+    /// Parameters that compute output rows `out_rows` from the band of input rows they read,
+    /// and that band (`input_rows`), for running a layer in horizontal stripes: as
+    /// [`Conv2dParams::row_band`], for [`depthwise_conv2d`].
+    ///
+    /// Errors: [`KernelError::Unsupported`] when the batch size is not 1, or `out_rows` is
+    /// empty or reaches past the output's last row.
+    ///
+    /// ```
+    /// use npu_kernels::int8::{Activation, DepthwiseParams, DepthwiseShape, Nhwc, Padding, Quant, Window2d};
+    ///
+    /// // 3x3 VALID depthwise convolution with stride 2 of a 9x4x3 image: 4 output rows.
+    /// let shape = DepthwiseShape {
+    ///     input: Nhwc { batches: 1, height: 9, width: 4, channels: 3 },
+    ///     depth_multiplier: 1,
+    ///     window: Window2d {
+    ///         filter_height: 3, filter_width: 3, stride_height: 2, stride_width: 1,
+    ///         dilation_height: 1, dilation_width: 1, padding: Padding::Valid,
+    ///     },
+    /// };
+    /// let q = Quant { scale: 0.1, zero_point: 0 };
+    /// let p = DepthwiseParams::new(shape, q, q, Activation::None)?;
+    /// // Output rows 1..3 read input rows 2..7 (row 2 · 2 + 2 is the last).
+    /// let (band, rows) = p.row_band(1..3)?;
+    /// assert_eq!(rows, 2..7);
+    /// assert_eq!(band.input_shape().height, 5);
+    /// assert_eq!(band.output_shape().height, 2);
+    /// assert_eq!(band.lens(), (5 * 4 * 3, 3 * 3 * 3, 2 * 2 * 3));
+    /// # Ok::<(), npu_kernels::KernelError>(())
+    /// ```
+    pub fn row_band(
+        &self,
+        out_rows: core::ops::Range<u32>,
+    ) -> Result<(Self, core::ops::Range<u32>), KernelError> {
+        let (rows, input_rows) = row_band(&self.rows, self.batches, out_rows)?;
+        let band = Self {
+            rows,
+            input_len: image_len(rows.in_size, self.cols.in_size, self.in_channels)?,
+            output_len: image_len(rows.out_size, self.cols.out_size, self.out_channels)?,
+            ..*self
+        };
+        Ok((band, input_rows))
     }
 }
 

@@ -18,7 +18,7 @@
 //!
 //! The activation range is TFLM's `CalculateActivationRangeQuantized` on the output.
 
-use super::window::{elems, Axis, Nhwc, Padding};
+use super::window::{elems, image_len, row_band, Axis, Nhwc, Padding};
 use super::{activation_range, check_quant, Activation, Quant};
 use crate::{check_len, KernelError};
 
@@ -150,6 +150,59 @@ impl PoolParams {
     #[must_use]
     pub const fn lens(&self) -> (usize, usize) {
         (self.input_len, self.output_len)
+    }
+
+    /// Input tensor dimensions (for [`row_band`](Self::row_band) parameters, the band's).
+    #[must_use]
+    pub fn input_shape(&self) -> Nhwc {
+        // Every dimension was checked to fit a u32 in `new` (a band's are no larger).
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.in_size as u32,
+            width: self.cols.in_size as u32,
+            channels: self.channels as u32,
+        }
+    }
+
+    /// Parameters that compute output rows `out_rows` from the band of input rows they read,
+    /// and that band (`input_rows`), for running a layer in horizontal stripes: as
+    /// [`Conv2dParams::row_band`](super::Conv2dParams::row_band), for both [`average_pool2d`]
+    /// and [`max_pool2d`]. An average's divisor is the number of window taps inside the image,
+    /// which are the taps inside the band, so it is unchanged.
+    ///
+    /// Errors: [`KernelError::Unsupported`] when the batch size is not 1, or `out_rows` is
+    /// empty or reaches past the output's last row.
+    ///
+    /// ```
+    /// use npu_kernels::int8::{Activation, Nhwc, Padding, PoolParams, PoolShape, Quant};
+    ///
+    /// // 2x2 max pool with stride 2 (VALID) of a 7x6x1 image: 3 output rows; row 6 is never read.
+    /// let shape = PoolShape {
+    ///     input: Nhwc { batches: 1, height: 7, width: 6, channels: 1 },
+    ///     filter_height: 2, filter_width: 2, stride_height: 2, stride_width: 2,
+    ///     padding: Padding::Valid,
+    /// };
+    /// let q = Quant { scale: 0.1, zero_point: 0 };
+    /// let p = PoolParams::new(shape, q, q, Activation::None)?;
+    /// let (band, rows) = p.row_band(0..3)?;
+    /// assert_eq!(rows, 0..6);
+    /// let (band, rows) = p.row_band(2..3)?;
+    /// assert_eq!(rows, 4..6);
+    /// assert_eq!(band.lens(), (2 * 6, 3));
+    /// # Ok::<(), npu_kernels::KernelError>(())
+    /// ```
+    pub fn row_band(
+        &self,
+        out_rows: core::ops::Range<u32>,
+    ) -> Result<(Self, core::ops::Range<u32>), KernelError> {
+        let (rows, input_rows) = row_band(&self.rows, self.batches, out_rows)?;
+        let band = Self {
+            rows,
+            input_len: image_len(rows.in_size, self.cols.in_size, self.channels)?,
+            output_len: image_len(rows.out_size, self.cols.out_size, self.channels)?,
+            ..*self
+        };
+        Ok((band, input_rows))
     }
 
     /// Checks the buffers, then calls `pixel(window_rows, window_cols, in_image, out_pixel)`

@@ -168,6 +168,125 @@ impl Axis {
         let end = self.filter.min(first + fit);
         (first, end, in_pos)
     }
+
+    /// The axis that computes outputs `out` (non-empty, within `0..out_size`) from the band of
+    /// input positions they read, and that band: `(band_axis, i0..i1)`.
+    ///
+    /// `i0` is the lowest input position any valid tap of an output in `out` reads and `i1`
+    /// one past the highest. The band axis has `in_size = i1 − i0`, `out_size = out.len()` and
+    /// leading padding `pad' = pad + i0 − out.start · stride`, so that output `o` of the
+    /// original axis is output `o − out.start` of the band axis and its taps land at the same
+    /// positions shifted by `−i0`:
+    ///
+    /// ```text
+    /// origin'(o − o0) = (o − o0) · stride − pad' = o · stride − pad − i0 = origin(o) − i0
+    /// ```
+    ///
+    /// `pad' >= 0`: every tap of output `o >= o0` lies at or after `origin(o) >= origin(o0)`,
+    /// so the lowest valid tap `i0 >= origin(o0) = o0 · stride − pad`. A tap is inside the
+    /// band (`i0 <= x < i1`) exactly when it is inside the image (`0 <= x < in_size`): every
+    /// valid tap of these outputs lies in `i0..i1` by the choice of `i0` and `i1`, and
+    /// `i0..i1` lies within `0..in_size`. So the band axis skips exactly the taps the original
+    /// skips, and visits the others in the same order.
+    ///
+    /// When no output in `out` has a valid tap (a dilated filter whose taps all straddle a
+    /// small image), the band is the single position `i0..i0 + 1` with `i0 =
+    /// clamp(origin(o0), 0, in_size − 1)`, which no tap reads: the kernels need a non-empty
+    /// input for a non-empty output, and a producer can always supply one row. `pad' >= 0`
+    /// there too, since `origin(o) < in_size` for every output (`(out − 1) · stride < in` for
+    /// SAME, `origin + effective_filter <= in` for VALID; on a band axis, an output with a
+    /// valid tap has its origin at or before that tap, and one without has a negative origin,
+    /// since tap 0 of an origin inside the image is valid).
+    ///
+    /// Visits only the outputs near the borders (those with taps outside the image), not the
+    /// whole range.
+    pub(crate) fn band(&self, out: core::ops::Range<usize>) -> (Self, core::ops::Range<usize>) {
+        // Lowest valid tap: once an output's window starts inside the image (`first == 0`), its
+        // first tap is valid (or no later output has any) and every later output's taps lie
+        // after it.
+        let mut lo: Option<usize> = None;
+        for o in out.clone() {
+            let (first, end, pos) = self.taps(o);
+            if first < end {
+                lo = Some(lo.map_or(pos, |l| l.min(pos)));
+            }
+            if first == 0 {
+                break;
+            }
+        }
+        // Highest valid tap: once an output's last filter tap is valid (`end == filter`),
+        // every earlier output's taps lie before it.
+        let mut hi: Option<usize> = None;
+        for o in out.clone().rev() {
+            let (first, end, pos) = self.taps(o);
+            if first < end {
+                // The last valid tap, `pos + (end − first − 1) · dilation`, is inside the image.
+                let past = pos + (end - first - 1) * self.dilation + 1;
+                hi = Some(hi.map_or(past, |h| h.max(past)));
+                if end == self.filter {
+                    break;
+                }
+            }
+        }
+        // Input position of output `out.start`'s tap 0 is `start_pos − pad` (may be negative).
+        let start_pos = out.start * self.stride;
+        let (i0, i1) = match (lo, hi) {
+            (Some(lo), Some(hi)) => (lo, hi),
+            _ => {
+                let i0 = start_pos
+                    .saturating_sub(self.pad)
+                    .min(self.in_size.saturating_sub(1));
+                (i0, (i0 + 1).min(self.in_size))
+            }
+        };
+        // pad' = pad + i0 − o0 · stride >= 0 (see above); saturating only keeps this total.
+        let pad = (self.pad + i0).saturating_sub(start_pos);
+        let band = Self {
+            in_size: i1 - i0,
+            out_size: out.end - out.start,
+            pad,
+            ..*self
+        };
+        (band, i0..i1)
+    }
+}
+
+/// The row band of a window operator's parameters: checks that the operator has one image and
+/// that `out_rows` is a non-empty range of output rows, then returns the band of the row axis
+/// (see [`Axis::band`]) and its input rows.
+pub(crate) fn row_band(
+    rows: &Axis,
+    batches: usize,
+    out_rows: core::ops::Range<u32>,
+) -> Result<(Axis, core::ops::Range<u32>), KernelError> {
+    if batches != 1 {
+        return Err(KernelError::Unsupported {
+            what: "row band of a batch size other than 1",
+        });
+    }
+    if out_rows.start >= out_rows.end {
+        return Err(KernelError::Unsupported {
+            what: "row band of an empty range of output rows",
+        });
+    }
+    let to_usize = |v: u32| usize::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+    let (o0, o1) = (to_usize(out_rows.start)?, to_usize(out_rows.end)?);
+    if o1 > rows.out_size {
+        return Err(KernelError::Unsupported {
+            what: "row band beyond the last output row",
+        });
+    }
+    let (band, inputs) = rows.band(o0..o1);
+    let to_u32 = |v: usize| u32::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+    Ok((band, to_u32(inputs.start)?..to_u32(inputs.end)?))
+}
+
+/// Element count of a one-image NHWC tensor of `rows × cols × channels`.
+pub(crate) fn image_len(rows: usize, cols: usize, channels: usize) -> Result<usize, KernelError> {
+    rows.checked_mul(cols)
+        .and_then(|n| n.checked_mul(channels))
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or(KernelError::ShapeOverflow)
 }
 
 /// Product of dimensions as a slice length: refuses products that overflow `usize` or exceed
@@ -186,7 +305,9 @@ pub(crate) fn elems(dims: &[u32]) -> Result<usize, KernelError> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec::Vec;
 
     fn axis(p: Padding, i: u32, f: u32, s: u32, d: u32) -> (usize, usize) {
         let a = Axis::new(p, i, f, s, d).unwrap();
@@ -235,6 +356,70 @@ mod tests {
             e(Axis::new(Padding::Same, 10, u32::MAX, 1, u32::MAX)),
             KernelError::ShapeOverflow
         );
+    }
+
+    /// Input positions of output `o`'s valid taps, by brute force.
+    fn valid_taps(a: &Axis, o: usize) -> Vec<usize> {
+        let origin = (o * a.stride) as isize - a.pad as isize;
+        (0..a.filter)
+            .map(|k| origin + (k * a.dilation) as isize)
+            .filter(|&x| x >= 0 && x < a.in_size as isize)
+            .map(|x| x as usize)
+            .collect()
+    }
+
+    #[test]
+    fn bands_match_brute_force() {
+        let mut empty_bands = 0;
+        for p in [Padding::Same, Padding::Valid] {
+            for i in 1..10_u32 {
+                for f in 1..6_u32 {
+                    for s in 1..4_u32 {
+                        for d in 1..5_u32 {
+                            let a = Axis::new(p, i, f, s, d).unwrap();
+                            for o0 in 0..a.out_size {
+                                for o1 in o0 + 1..=a.out_size {
+                                    let (b, rows) = a.band(o0..o1);
+                                    let all: Vec<usize> =
+                                        (o0..o1).flat_map(|o| valid_taps(&a, o)).collect();
+                                    let ctx = (p, i, f, s, d, o0, o1);
+                                    match (all.iter().min(), all.iter().max()) {
+                                        (Some(&lo), Some(&hi)) => {
+                                            assert_eq!(rows, lo..hi + 1, "{ctx:?}");
+                                        }
+                                        _ => {
+                                            assert_eq!(rows.len(), 1, "{ctx:?}");
+                                            empty_bands += 1;
+                                        }
+                                    }
+                                    assert!(rows.end <= a.in_size, "{ctx:?}");
+                                    assert_eq!(b.in_size, rows.len());
+                                    assert_eq!(b.out_size, o1 - o0);
+                                    assert_eq!(
+                                        b.pad as isize,
+                                        a.pad as isize + rows.start as isize
+                                            - (o0 * a.stride) as isize,
+                                        "{ctx:?}"
+                                    );
+                                    for o in o0..o1 {
+                                        let want: Vec<usize> = valid_taps(&a, o)
+                                            .into_iter()
+                                            .map(|x| x - rows.start)
+                                            .collect();
+                                        assert_eq!(valid_taps(&b, o - o0), want, "{ctx:?} {o}");
+                                    }
+                                    // A band of a band is the same band.
+                                    let (bb, inner) = b.band(0..o1 - o0);
+                                    assert_eq!((bb, inner), (b, 0..b.in_size), "{ctx:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Dilated filters whose taps all miss a small image occur above.
+        assert!(empty_bands > 0);
     }
 
     #[test]
