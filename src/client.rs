@@ -34,7 +34,7 @@ use crate::channel::ComputeChannel;
 use crate::error::Error;
 use crate::hal::{Capabilities, Op, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
-use crate::memory::MemoryStats;
+use crate::memory::{MemoryStats, PassStats};
 use crate::server::{ComputeServer, ServerStats};
 
 /// The firmware's entry point to the compute stack.
@@ -274,5 +274,69 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// Job and transfer counters.
     pub fn stats(&self) -> Result<ServerStats, Error> {
         self.channel.with(|s| s.stats())
+    }
+
+    /// Starts a pass: one run of an eager workload (one inference) whose shape `key` names,
+    /// for example its sequence length. With a [`GuidedMemory`](crate::memory::GuidedMemory)
+    /// server, the first pass of a key is measured and later ones are placed at planned
+    /// offsets; with the chunk/slice manager it does nothing. Prefer [`pass`](Self::pass),
+    /// which always ends the pass. See [`ComputeServer::begin_pass`].
+    pub fn begin_pass(&self, key: u32) -> Result<(), Error> {
+        self.call(|s| s.begin_pass(key))
+    }
+
+    /// Ends the pass begun by [`begin_pass`](Self::begin_pass). See
+    /// [`ComputeServer::end_pass`].
+    pub fn end_pass(&self) -> Result<(), Error> {
+        self.call(|s| s.end_pass())
+    }
+
+    /// Runs `f` as one pass of shape `key`: [`begin_pass`](Self::begin_pass), `f`, then
+    /// [`end_pass`](Self::end_pass) even when `f` fails. Tensors `f` returns escape the pass
+    /// (they are never placed). The first error wins.
+    ///
+    /// ```
+    /// # use npu_compute::prelude::*;
+    /// # use npu_compute::memory::{ChunkSliceMemory, GuidedMemory};
+    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let memory: GuidedMemory = GuidedMemory::new(ChunkSliceMemory::new(4096, 16, MemoryConfig::default()).unwrap());
+    /// let server: NpuServer<_, _> = NpuServer::with_memory(npu, memory).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(server);
+    /// let client = ComputeClient::new(&channel);
+    /// for _ in 0..3 {
+    ///     let out = client.pass(4, || {
+    ///         let a = client.create_f32(&[1.0, -2.0, 3.0, -4.0])?;
+    ///         let b = client.empty(16)?;
+    ///         client.execute(Op::ReluF32 { len: 4 }, &[&a], &b)?;
+    ///         let mut out = [0.0f32; 4];
+    ///         client.read_f32(&b, &mut out)?;
+    ///         Ok(out)
+    ///     }).unwrap();
+    ///     assert_eq!(out, [1.0, 0.0, 3.0, 0.0]);
+    /// }
+    /// let s = client.pass_stats().unwrap();
+    /// assert_eq!((s.measured_passes, s.guided_passes, s.placed_reservations), (1, 2, 4));
+    /// ```
+    pub fn pass<R>(&self, key: u32, f: impl FnOnce() -> Result<R, Error>) -> Result<R, Error> {
+        self.begin_pass(key)?;
+        let result = f();
+        let end = self.end_pass();
+        let r = result?;
+        end?;
+        Ok(r)
+    }
+
+    /// Counters of the memory manager's passes.
+    pub fn pass_stats(&self) -> Result<PassStats, Error> {
+        self.channel.with(|s| s.pass_stats())
+    }
+
+    /// Restarts the memory peaks ([`MemoryStats::in_use_peak`], [`MemoryStats::reserved_peak`])
+    /// from the current figures, to measure one phase of a run (for example every run after
+    /// the first of each shape).
+    pub fn reset_memory_peak(&self) -> Result<(), Error> {
+        self.channel.with(|s| s.reset_memory_peak())
     }
 }

@@ -104,6 +104,13 @@ pub enum Error {
         /// Tensors still placed in it.
         placed: u32,
     },
+    /// A pass was begun while another is open: passes do not nest.
+    PassAlreadyOpen {
+        /// The key of the open pass.
+        key: u32,
+    },
+    /// A pass was ended with none open.
+    NoPassOpen,
     /// The NPU refused or failed a job.
     Hal(HalError),
     /// A CPU fallback kernel refused its operands.
@@ -182,6 +189,10 @@ impl core::fmt::Display for Error {
             Error::PoolInUse { placed } => {
                 write!(f, "pool still holds {placed} placed tensors")
             }
+            Error::PassAlreadyOpen { key } => {
+                write!(f, "a pass (key {key}) is already open: passes do not nest")
+            }
+            Error::NoPassOpen => write!(f, "end of a pass with no pass open"),
             Error::Hal(e) => write!(f, "NPU error: {e:?}"),
             Error::Kernel { op, error } => write!(f, "{op:?} CPU kernel error: {error:?}"),
             Error::Storage(e) => write!(f, "arena bookkeeping error: {e:?}"),

@@ -27,6 +27,8 @@ pub enum OpError {
         /// Inputs given.
         given: u8,
     },
+    /// The op cannot write over its input ([`Op::runs_in_place`] is false).
+    NotInPlace,
 }
 
 impl From<KernelError> for OpError {
@@ -151,6 +153,47 @@ pub fn run_op(op: &Op, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpErro
     Ok(())
 }
 
+/// Elements computed per pass by [`run_op_in_place`]: the size of its stack copy.
+const IN_PLACE_CHUNK: usize = 64;
+
+/// Computes `op` into `inout`, which also holds the inputs given as `None` in `inputs` (the
+/// others are separate buffers), for an op that [runs in place](Op::runs_in_place). It works
+/// in chunks: each chunk of `inout` is copied to the stack first, so the kernels see disjoint
+/// input and output slices and the result is the one `run_op` gives on separate buffers.
+pub fn run_op_in_place(op: &Op, inputs: &[Option<&[u8]>], inout: &mut [u8]) -> Result<(), OpError> {
+    if !op.runs_in_place() {
+        return Err(OpError::NotInPlace);
+    }
+    let mut copy = [0u8; IN_PLACE_CHUNK];
+    let mut start = 0;
+    while start < inout.len() {
+        let end = (start + IN_PLACE_CHUNK).min(inout.len());
+        let n = end - start;
+        copy[..n].copy_from_slice(&inout[start..end]);
+        let mut chunk_op = *op;
+        if let Op::AddI8 { len, .. } | Op::MulI8 { len, .. } | Op::ReluI8 { len, .. } =
+            &mut chunk_op
+        {
+            *len = n as u32;
+        }
+        let mut views: heapless::Vec<&[u8], MAX_JOB_INPUTS> = heapless::Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let view = match input {
+                Some(bytes) => bytes
+                    .get(start..end)
+                    .ok_or(OpError::Misaligned { operand: i as u8 })?,
+                None => &copy[..n],
+            };
+            views
+                .push(view)
+                .map_err(|_| OpError::InputCount { given: i as u8 })?;
+        }
+        run_op(&chunk_op, &views, &mut inout[start..end])?;
+        start = end;
+    }
+    Ok(())
+}
+
 /// Split one memory into a mutable output range and shared input ranges, which must not overlap
 /// the output (inputs may overlap each other). Ranges are `(offset, len)`. `None` if a range is
 /// out of bounds or overlaps the output.
@@ -201,6 +244,32 @@ mod tests {
         let (out, ins) = split_operands(&mut m, (32, 4), &[(0, 4), (0, 4), (40, 4)]).unwrap();
         out[0] = 1;
         assert_eq!(ins.len(), 3);
+    }
+
+    #[test]
+    fn in_place_equals_separate_buffers() {
+        use npu_kernels::int8::{Activation, AddParams, Quant};
+        let q = |scale, zero_point| Quant { scale, zero_point };
+        let params = AddParams::new(q(0.05, -3), q(0.07, 5), q(0.1, 2), Activation::None).unwrap();
+        let op = Op::AddI8 { len: 150, params };
+        let a: [u8; 150] = core::array::from_fn(|i| (i * 7) as u8);
+        let b: [u8; 150] = core::array::from_fn(|i| (i * 13 + 1) as u8);
+        let mut separate = [0u8; 150];
+        run_op(&op, &[&a, &b], &mut separate).unwrap();
+        let mut inout = a;
+        run_op_in_place(&op, &[None, Some(&b)], &mut inout).unwrap();
+        assert_eq!(inout, separate);
+        // Both inputs the output (x + x).
+        let mut twice = [0u8; 150];
+        run_op(&op, &[&a, &a], &mut twice).unwrap();
+        let mut inout = a;
+        run_op_in_place(&op, &[None, None], &mut inout).unwrap();
+        assert_eq!(inout, twice);
+        let relu = Op::ReluF32 { len: 4 };
+        assert_eq!(
+            run_op_in_place(&relu, &[None], &mut [0; 16]),
+            Err(OpError::NotInPlace)
+        );
     }
 
     #[test]

@@ -7,21 +7,28 @@
 use std::path::{Path, PathBuf};
 
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::Graph;
+use npu_compute::graph::{Graph, Optimise};
 use npu_sim::{runner, SimConfig};
 
 const DEVICE: usize = 512 * 1024;
 const HOST: usize = 256 * 1024;
 
-/// Runs every input of the model in `dir` and compares with `expected_tflm_K.bin`.
+/// Runs every input of the model in `dir` and compares with `expected_tflm_K.bin`, with the
+/// arena planned for the fewest cycles and for the smallest arena (layers in stripes).
 fn check_model(dir: &Path, config: SimConfig) {
+    for optimise in [Optimise::Cycles, Optimise::Memory] {
+        check_model_with(dir, config, optimise);
+    }
+}
+
+fn check_model_with(dir: &Path, config: SimConfig, optimise: Optimise) {
     let model = runner::leak_aligned(&std::fs::read(dir.join("model.tflite")).unwrap());
     let mut device = vec![0u128; DEVICE / 16];
     let mut host = vec![0u128; HOST / 16];
     let channel = runner::channel(&mut device, &mut host, config).unwrap();
     let client = ComputeClient::new(&channel);
-    let mut graph: runner::SimGraph =
-        Graph::prepare(client, model).unwrap_or_else(|e| panic!("{}: prepare: {e}", dir.display()));
+    let mut graph: runner::SimGraph = Graph::prepare_with(client, model, optimise)
+        .unwrap_or_else(|e| panic!("{} {optimise:?}: prepare: {e}", dir.display()));
     let mut checked = 0;
     for k in 0.. {
         let input = dir.join(format!("input_{k}.bin"));
@@ -33,8 +40,8 @@ fn check_model(dir: &Path, config: SimConfig) {
         let mut out = vec![0u8; expected.len()];
         graph
             .invoke(&[&input], &mut [&mut out])
-            .unwrap_or_else(|e| panic!("{} input {k}: {e}", dir.display()));
-        assert_eq!(out, expected, "{} input {k}", dir.display());
+            .unwrap_or_else(|e| panic!("{} {optimise:?} input {k}: {e}", dir.display()));
+        assert_eq!(out, expected, "{} {optimise:?} input {k}", dir.display());
         checked += 1;
     }
     assert!(checked >= 1, "{}: no inputs", dir.display());

@@ -25,7 +25,7 @@ use npu_compute::hal::{Op, Region, Space, MAX_JOB_INPUTS};
 use crate::memory::range;
 use npu_kernels::KernelError;
 
-use npu_compute::fallback::{run_op, split_operands, OpError};
+use npu_compute::fallback::{run_op, run_op_in_place, split_operands, OpError};
 
 /// The kernel rejected a buffer length.
 pub const CODE_KERNEL_LENGTH_MISMATCH: u32 = 1;
@@ -63,8 +63,13 @@ pub(crate) fn run_compute(
     inputs: &[Region],
     output: &Region,
 ) -> Result<(), u32> {
+    // An input that is the output itself (an op running in place) is read from the output.
+    let aliased = |r: &Region| op.runs_in_place() && r == output;
     let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
-    for r in inputs.iter().filter(|r| r.space == Space::Device) {
+    for r in inputs
+        .iter()
+        .filter(|r| r.space == Space::Device && !aliased(r))
+    {
         ranges
             .push((r.offset as usize, r.len as usize))
             .map_err(|_| CODE_BAD_REGION)?;
@@ -76,8 +81,12 @@ pub(crate) fn run_compute(
     )
     .ok_or(CODE_BAD_REGION)?;
     let mut device_ins = device_ins.into_iter();
-    let mut ins: heapless::Vec<&[u8], MAX_JOB_INPUTS> = heapless::Vec::new();
+    let mut ins: heapless::Vec<Option<&[u8]>, MAX_JOB_INPUTS> = heapless::Vec::new();
     for r in inputs {
+        if aliased(r) {
+            ins.push(None).map_err(|_| CODE_BAD_REGION)?;
+            continue;
+        }
         let view = match r.space {
             Space::Device => device_ins.next(),
             Space::Flash(segment) => flash
@@ -87,11 +96,19 @@ pub(crate) fn run_compute(
                 .and_then(|mem| mem.get(range(r, mem.len())?)),
             Space::Host => None,
         };
-        ins.push(view.ok_or(CODE_BAD_REGION)?)
+        ins.push(Some(view.ok_or(CODE_BAD_REGION)?))
             .map_err(|_| CODE_BAD_REGION)?;
     }
-    run_op(op, &ins, out).map_err(|e| match e {
+    let result = if ins.iter().any(Option::is_none) {
+        run_op_in_place(op, &ins, out)
+    } else {
+        let ins: heapless::Vec<&[u8], MAX_JOB_INPUTS> = ins.iter().flatten().copied().collect();
+        run_op(op, &ins, out)
+    };
+    result.map_err(|e| match e {
         OpError::Kernel(e) => kernel_error_code(e),
-        OpError::Misaligned { .. } | OpError::InputCount { .. } => CODE_BAD_REGION,
+        OpError::Misaligned { .. } | OpError::InputCount { .. } | OpError::NotInPlace => {
+            CODE_BAD_REGION
+        }
     })
 }

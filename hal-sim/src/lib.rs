@@ -570,7 +570,8 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// otherwise); every input is device memory or mapped flash and the output device memory
     /// (`WrongSpace`), in bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of
     /// inputs and every length match [`Op::operands`] (`BadLength`: a missing input has
-    /// `actual: 0`, an extra one `expected: 0`); the output overlaps no input (`Overlap`).
+    /// `actual: 0`, an extra one `expected: 0`); the output overlaps no input (`Overlap`),
+    /// except an input it equals when the op [runs in place](Op::runs_in_place).
     fn validate_compute(
         &self,
         queue: Queue,
@@ -634,7 +635,11 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
                 actual: output.len,
             });
         }
-        if let Some(i) = inputs.iter().position(|r| r.overlaps(output)) {
+        let in_place = |r: &Region| op.runs_in_place() && r == output;
+        if let Some(i) = inputs
+            .iter()
+            .position(|r| r.overlaps(output) && !in_place(r))
+        {
             return Err(HalError::Overlap { operand: i as u8 });
         }
         Ok(())

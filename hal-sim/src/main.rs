@@ -16,6 +16,7 @@
 use clap::{Parser, Subcommand};
 use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
+use npu_compute::graph::Optimise;
 use npu_compute::hal::{Npu, Op};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
 use npu_kernels::int8::{Activation, AddParams, Quant};
@@ -63,6 +64,10 @@ enum Command {
         /// Timed invocations for host_us (median).
         #[arg(long, default_value_t = 1)]
         repeat: usize,
+        /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
+        /// fewest cycles (whole tensors).
+        #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
+        optimise: OptimiseArg,
     },
     /// Describe a .tflite model: tensors, quantization, and where each operator runs.
     Inspect {
@@ -77,12 +82,34 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
+        /// fewest cycles (whole tensors).
+        #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
+        optimise: OptimiseArg,
     },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
         which: Bench,
     },
+}
+
+/// What the arena plan optimises (`npu_compute::graph::Optimise`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OptimiseArg {
+    /// The fewest cycles.
+    Cycles,
+    /// The smallest arena.
+    Memory,
+}
+
+impl From<OptimiseArg> for Optimise {
+    fn from(o: OptimiseArg) -> Self {
+        match o {
+            OptimiseArg::Cycles => Optimise::Cycles,
+            OptimiseArg::Memory => Optimise::Memory,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -114,16 +141,18 @@ enum Bench {
     },
 }
 
-fn plan_model(model: &'static [u8], json: bool) -> Result<(), String> {
+fn plan_model(model: &'static [u8], json: bool, optimise: Optimise) -> Result<(), String> {
     let config = SimConfig::default();
-    let plan = runner::plan(model, config).map_err(|e| e.to_string())?;
+    let plan = runner::plan(model, config, optimise).map_err(|e| e.to_string())?;
     if json {
         println!(
-            "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"alignment\": {}\n}}",
+            "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"alignment\": {}\n}}",
             plan.arena_bytes(),
             plan.activation_bytes,
             plan.constant_bytes,
             plan.lower_bound_bytes,
+            plan.tiled_chains,
+            plan.recomputed_macs,
             config.alignment
         );
     } else {
@@ -138,6 +167,12 @@ fn plan_model(model: &'static [u8], json: bool) -> Result<(), String> {
             "whole-tensor lower bound of the activations: {} bytes",
             plan.lower_bound_bytes
         );
+        if plan.tiled_chains > 0 {
+            println!(
+                "{} chains of layers run in stripes, recomputing {} multiply-accumulates per invoke",
+                plan.tiled_chains, plan.recomputed_macs
+            );
+        }
     }
     Ok(())
 }
@@ -152,11 +187,24 @@ fn main() -> ExitCode {
             arena,
             stats,
             repeat,
-        } => run_model(&model, &input, &output, arena, stats.as_deref(), repeat),
+            optimise,
+        } => run_model(
+            &model,
+            &input,
+            &output,
+            arena,
+            stats.as_deref(),
+            repeat,
+            optimise.into(),
+        ),
         Command::Inspect { model } => read_model(&model)
             .and_then(|m| runner::inspect(m, SimConfig::default()).map_err(|e| e.to_string()))
             .map(|text| print!("{text}")),
-        Command::Plan { model, json } => read_model(&model).and_then(|m| plan_model(m, json)),
+        Command::Plan {
+            model,
+            json,
+            optimise,
+        } => read_model(&model).and_then(|m| plan_model(m, json, optimise.into())),
         Command::Bench {
             which: Bench::Memory { inferences },
         } => bench_memory(inferences).map_err(|e| e.to_string()),
@@ -274,6 +322,49 @@ fn bench_memory(inferences: usize) -> Result<(), WorkloadError> {
             }
         }
     }
+    bench_guided(inferences)
+}
+
+/// The guided rows: the transformer over `GuidedMemory`, peaks after the first run of each
+/// shape.
+fn bench_guided(inferences: usize) -> Result<(), WorkloadError> {
+    let cycles = (inferences / SEQ_LENGTHS.len()).saturating_sub(1).max(1);
+    println!();
+    println!(
+        "Measured then guided (GuidedMemory over the chunk/slice manager, slice ratio 0.8, dealloc period 128), transformer, varying seq: one cycle of {} lengths measured, peaks reset, then {cycles} cycles",
+        SEQ_LENGTHS.len()
+    );
+    println!();
+    println!("| workload | phase | peak reserved (B) | worst-moment live (B) | reserved / live |");
+    println!("|---|---|---|---|---|");
+    let g = workloads::run_guided(MemoryConfig::default(), cycles)?;
+    for (phase, s) in [
+        ("first run of each shape (measured)", g.first_cycle),
+        ("after the first run of each shape (guided)", g.guided),
+    ] {
+        println!(
+            "| transformer, varying seq | {phase} | {} | {} | {:.2} |",
+            s.reserved_peak,
+            s.in_use_peak,
+            s.reserved_peak as f64 / s.in_use_peak as f64
+        );
+    }
+    let p = g.passes;
+    println!();
+    println!(
+        "passes: {} measured, {} guided ({} diverged, {} unguided); reservations: {} placed, {} fallback, {} escaping; {} plans stored, {} evicted; {} allocations / {} deallocations",
+        p.measured_passes,
+        p.guided_passes,
+        p.diverged_passes,
+        p.unguided_passes,
+        p.placed_reservations,
+        p.fallback_reservations,
+        p.escaping_reservations,
+        p.plans_stored,
+        p.plan_evictions,
+        g.guided.allocations,
+        g.guided.deallocations
+    );
     Ok(())
 }
 
@@ -332,6 +423,7 @@ fn run_model(
     arena: usize,
     stats: Option<&Path>,
     repeat: usize,
+    optimise: Optimise,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
     let inputs: Vec<Vec<u8>> = inputs
@@ -342,6 +434,7 @@ fn run_model(
     let opts = RunOptions {
         arena_bytes: arena,
         repeats: repeat,
+        optimise,
         ..RunOptions::default()
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
@@ -394,8 +487,8 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
     let rows = figures
         .as_array()
         .ok_or("figures.json: expected an array")?;
-    println!("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs | × LiteRT | NPU cycles | Vela cycles | cycles / Vela | arena peak B | TFLM head B | lower bound B | runtime state B |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut time_table = String::from("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs | × LiteRT | NPU cycles | Vela cycles | cycles / Vela |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut arena_table = String::from("| model | activations B (cycles) | lower bound B | TFLM head B | activations B (memory) | Vela size SRAM B | outputs = TFLM (memory) | tiled chains | NPU cycles (memory) | recompute cycles | constants B | runtime state B | TFLM tail B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mut failures = 0;
     for row in rows {
         let name = row["model"]
@@ -404,10 +497,10 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
         let num = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         let model_dir = dir.join(name);
         let model = read_model(&model_dir.join("model.tflite"))?;
-        let mut matched = 0;
+        let mut matched = [0, 0];
         let mut total = 0;
         let mut times = Vec::new();
-        let mut first = None;
+        let mut first: [Option<runner::RunReport>; 2] = [None, None];
         for k in 0.. {
             let input_path = model_dir.join(format!("input_{k}.bin"));
             if !input_path.exists() {
@@ -416,38 +509,58 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
             let input = std::fs::read(&input_path).map_err(|e| e.to_string())?;
             let expected = std::fs::read(model_dir.join(format!("expected_tflm_{k}.bin")))
                 .map_err(|e| e.to_string())?;
-            let opts = RunOptions {
-                repeats: repeat,
-                ..RunOptions::default()
-            };
-            let report =
-                runner::run(model, &[&input], &opts).map_err(|e| format!("{name}: {e}"))?;
             total += 1;
-            if report.outputs.first() == Some(&expected) {
-                matched += 1;
+            for (m, optimise) in [Optimise::Cycles, Optimise::Memory].into_iter().enumerate() {
+                let opts = RunOptions {
+                    repeats: if m == 0 { repeat } else { 0 },
+                    optimise,
+                    ..RunOptions::default()
+                };
+                let report =
+                    runner::run(model, &[&input], &opts).map_err(|e| format!("{name}: {e}"))?;
+                if report.outputs.first() == Some(&expected) {
+                    matched[m] += 1;
+                }
+                if m == 0 {
+                    times.push(report.host_us);
+                }
+                first[m].get_or_insert(report);
             }
-            times.push(report.host_us);
-            first.get_or_insert(report);
         }
-        let report = first.ok_or_else(|| format!("{name}: no inputs"))?;
-        failures += total - matched;
+        let [Some(fast), Some(small)] = first else {
+            return Err(format!("{name}: no inputs"));
+        };
+        failures += 2 * total - matched[0] - matched[1];
         times.sort_by(f64::total_cmp);
         let host = times[times.len() / 2];
-        println!(
-            "| {name} | {matched}/{total} | {host:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} | {:.2} | {} | {} | {} | {} |",
+        time_table += &format!(
+            "| {name} | {}/{total} | {host:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} | {:.2} |\n",
+            matched[0],
             num("host_tflm_us"),
             num("host_tflm_us") / host,
             num("host_litert_us"),
             host / num("host_litert_us"),
-            report.npu_cycles,
+            fast.npu_cycles,
             num("vela_u55_128_cycles"),
-            report.npu_cycles as f64 / num("vela_u55_128_cycles"),
-            report.arena_peak_bytes,
-            num("tflm_head_bytes"),
+            fast.npu_cycles as f64 / num("vela_u55_128_cycles"),
+        );
+        arena_table += &format!(
+            "| {name} | {} | {} | {} | {} | {} | {}/{total} | {} | {} | {} | {} | {} | {} |\n",
+            fast.plan.activation_bytes,
             num("activation_lower_bound_bytes"),
-            report.runtime_state_bytes,
+            num("tflm_head_bytes"),
+            small.plan.activation_bytes,
+            num("vela_u55_128_size_sram_bytes"),
+            matched[1],
+            small.plan.tiled_chains,
+            small.npu_cycles,
+            small.npu_cycles as i64 - fast.npu_cycles as i64,
+            fast.plan.constant_bytes,
+            fast.runtime_state_bytes,
+            num("tflm_total_bytes") - num("tflm_head_bytes"),
         );
     }
+    println!("{time_table}\n{arena_table}");
     if failures > 0 {
         return Err(format!("{failures} outputs differ from TFLM's"));
     }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{ArenaReport, Graph, GraphError};
+use npu_compute::graph::{ArenaReport, Graph, GraphError, Optimise};
 use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::model::{DataType, Model, ModelError};
@@ -51,6 +51,8 @@ pub struct RunOptions {
     pub config: SimConfig,
     /// Invocations timed for `host_us` (the first one, untimed, gives every other figure).
     pub repeats: usize,
+    /// What the arena plan optimises.
+    pub optimise: Optimise,
 }
 
 impl Default for RunOptions {
@@ -60,6 +62,7 @@ impl Default for RunOptions {
             host_bytes: 256 << 10,
             config: SimConfig::default(),
             repeats: 1,
+            optimise: Optimise::Cycles,
         }
     }
 }
@@ -96,11 +99,13 @@ impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
             self.plan.lower_bound_bytes,
+            self.plan.tiled_chains,
+            self.plan.recomputed_macs,
             self.runtime_state_bytes,
             self.npu_cycles,
             self.jobs,
@@ -194,7 +199,7 @@ pub fn run(
     let channel = channel(&mut device, &mut host, opts.config)?;
     let client = ComputeClient::new(&channel);
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let mut graph: SimGraph = Graph::prepare(client, model)?;
+    let mut graph: SimGraph = Graph::prepare_with(client, model, opts.optimise)?;
     for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
         if input.len() != expected as usize {
             return Err(RunError::InputSize {
@@ -253,11 +258,15 @@ fn invoke(
 
 /// The arena a model needs on `config`'s NPU, from its prepared graph's plan: an arena of
 /// `arena_bytes()` runs it, one alignment unit less does not.
-pub fn plan(model: &'static [u8], config: SimConfig) -> Result<ArenaReport, RunError> {
+pub fn plan(
+    model: &'static [u8],
+    config: SimConfig,
+    optimise: Optimise,
+) -> Result<ArenaReport, RunError> {
     let mut device = workloads::aligned_memory(16 << 20);
     let mut host = workloads::aligned_memory(256 << 10);
     let channel = channel(&mut device, &mut host, config)?;
-    let graph: SimGraph = Graph::prepare(ComputeClient::new(&channel), model)?;
+    let graph: SimGraph = Graph::prepare_with(ComputeClient::new(&channel), model, optimise)?;
     Ok(graph.arena())
 }
 

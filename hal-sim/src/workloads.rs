@@ -13,11 +13,14 @@
 //!
 //! Weights are created once and stay resident; activations are reserved and released as a
 //! runtime would, so the memory manager sees the allocation trace of a real inference loop.
+//! Each transformer inference is one pass ([`ComputeClient::pass`]) keyed by its sequence
+//! length: a no-op for the chunk/slice manager, measured then guided for [`GuidedMemory`]
+//! ([`run_guided`]).
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
 use npu_compute::hal::{Npu, Op, OpKind};
-use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, MemoryStats};
+use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, MemoryStats, PassStats};
 use npu_compute::server::NpuServer;
 use npu_compute::Error;
 use npu_kernels::int8::{Activation, AddParams, FcParams, Quant, ReluParams};
@@ -318,8 +321,13 @@ impl<'c, C: ComputeChannel> Transformer<'c, C> {
         Ok(out)
     }
 
-    /// One inference on a `[len, D_MODEL]` sequence; returns the `[len, D_MODEL]` output.
+    /// One inference on a `[len, D_MODEL]` sequence, as one pass keyed by `len`; returns the
+    /// `[len, D_MODEL]` output.
     pub fn infer(&self, client: &ComputeClient<'c, C>, x: &[i8]) -> Result<Vec<i8>, Error> {
+        client.pass((x.len() / D_MODEL) as u32, || self.layer(client, x))
+    }
+
+    fn layer(&self, client: &ComputeClient<'c, C>, x: &[i8]) -> Result<Vec<i8>, Error> {
         let len = (x.len() / D_MODEL) as u32;
         let (d, dh, ff) = (D_MODEL as u32, D_HEAD as u32, D_FF as u32);
         let x = client.create(as_bytes(x))?;
@@ -466,4 +474,77 @@ pub fn run(
     let stats = client.memory_stats()?;
     let cycles = channel.with(|s| s.npu().now())?;
     Ok((stats, cycles))
+}
+
+/// Shapes whose plans the guided memory of [`run_guided`] keeps: one per distinct sequence
+/// length of [`SEQ_LENGTHS`] (seven), and one to spare.
+pub const GUIDED_PLANS: usize = 8;
+
+/// The memory manager of [`run_guided`]: measured then guided, over the chunk/slice manager.
+pub type GuidedSimMemory = GuidedMemory<ChunkSliceMemory<64>, GUIDED_PLANS, 64>;
+/// The server type of [`run_guided`].
+pub type GuidedSimServer<'a> = NpuServer<SimNpu<'a>, GuidedSimMemory>;
+/// The channel type of [`run_guided`].
+pub type GuidedSimChannel<'a> = RefCellChannel<GuidedSimServer<'a>>;
+
+/// A channel over a fresh simulator whose memory is a [`GuidedSimMemory`] over a chunk/slice
+/// manager configured by `memory`.
+pub fn guided_channel<'a>(
+    device: &'a mut [u128],
+    host: &'a mut [u128],
+    sim: SimConfig,
+    memory: MemoryConfig,
+) -> Result<GuidedSimChannel<'a>, WorkloadError> {
+    let npu = SimNpu::new(
+        bytemuck::cast_slice_mut(device),
+        bytemuck::cast_slice_mut(host),
+        sim,
+    )?;
+    let caps = npu.capabilities();
+    let inner = ChunkSliceMemory::new(caps.device_memory_bytes, caps.alignment, memory)?;
+    Ok(RefCellChannel::new(NpuServer::with_memory(
+        npu,
+        GuidedMemory::new(inner),
+    )?))
+}
+
+/// Figures of [`run_guided`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuidedFigures {
+    /// Memory figures at the end of the first cycle (every shape measured once).
+    pub first_cycle: MemoryStats,
+    /// Memory figures at the end, peaks counted from the end of the first cycle.
+    pub guided: MemoryStats,
+    /// Pass counters at the end.
+    pub passes: PassStats,
+    /// Virtual cycles at the end.
+    pub cycles: u64,
+}
+
+/// The transformer with changing sequence lengths over [`GuidedSimMemory`]: one cycle of
+/// [`SEQ_LENGTHS`] (every shape's first run, measured), the peaks reset, then `cycles` more
+/// cycles. Inputs are those of [`run`], so the outputs are the same.
+pub fn run_guided(memory: MemoryConfig, cycles: usize) -> Result<GuidedFigures, WorkloadError> {
+    let (mut device, mut host) = (aligned_memory(DEVICE_BYTES), aligned_memory(HOST_BYTES));
+    let channel = guided_channel(&mut device, &mut host, SimConfig::default(), memory)?;
+    let client = ComputeClient::new(&channel);
+    let net = Transformer::new(&client)?;
+    let mut first_cycle = None;
+    for i in 0..SEQ_LENGTHS.len() * (cycles + 1) {
+        if i == SEQ_LENGTHS.len() {
+            client.sync()?;
+            first_cycle = Some(client.memory_stats()?);
+            client.reset_memory_peak()?;
+        }
+        let len = SEQ_LENGTHS[i % SEQ_LENGTHS.len()];
+        net.infer(&client, &pseudo_random_i8(200 + i as u32, len * D_MODEL))?;
+    }
+    client.sync()?;
+    let guided = client.memory_stats()?;
+    Ok(GuidedFigures {
+        first_cycle: first_cycle.unwrap_or(guided),
+        guided,
+        passes: client.pass_stats()?,
+        cycles: channel.with(|s| s.npu().now())?,
+    })
 }

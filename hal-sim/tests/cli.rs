@@ -114,3 +114,55 @@ fn inspect_lists_tensors_and_where_operators_run() {
     );
     assert!(text.contains("scale"), "{text}");
 }
+
+/// `plan` prints the exact arena: `run --arena` with it succeeds, one alignment unit less
+/// fails with an error naming the bytes; in both optimisation modes.
+#[test]
+fn plan_gives_the_exact_arena() {
+    let m = models().join("convnet");
+    let model = m.join("model.tflite");
+    let input = m.join("input_0.bin");
+    for optimise in ["cycles", "memory"] {
+        let o = npu_sim(&[
+            "plan",
+            model.to_str().unwrap(),
+            "--json",
+            "--optimise",
+            optimise,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let arena = json["arena_bytes"].as_u64().unwrap();
+        let activations = json["activation_bytes"].as_u64().unwrap();
+        let alignment = json["alignment"].as_u64().unwrap();
+        assert_eq!(
+            arena,
+            activations + json["constant_bytes"].as_u64().unwrap()
+        );
+        let run = |arena: u64| {
+            npu_sim(&[
+                "run",
+                model.to_str().unwrap(),
+                "--input",
+                input.to_str().unwrap(),
+                "--arena",
+                &arena.to_string(),
+                "--optimise",
+                optimise,
+            ])
+        };
+        let fits = run(arena);
+        assert!(
+            fits.status.success(),
+            "{optimise}: {}",
+            String::from_utf8_lossy(&fits.stderr)
+        );
+        let short = run(arena - alignment);
+        assert!(!short.status.success());
+        let err = String::from_utf8_lossy(&short.stderr);
+        assert!(
+            err.contains(&format!("requested {activations} bytes")),
+            "{optimise}: {err}"
+        );
+    }
+}

@@ -468,7 +468,20 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
             let shape = ki::BroadcastShape::new(a.shape.dims(), b.shape.dims(), y.shape.dims())
                 .map_err(|e| ctx.kernel(e))?;
             let kernel = |e| ctx.kernel(e);
+            // Without broadcasting, ADD and MUL are plain elementwise ops, which can run in
+            // place (the same arithmetic: TFLM's broadcast kernels compute each element the
+            // same way).
+            let (_, _, len) = shape.lens();
+            let plain = shape.lens() == (len, len, len);
             let op = match info.builtin {
+                BuiltinOp::Add if plain => Op::AddI8 {
+                    len: len as u32,
+                    params: ki::AddParams::new(aq, bq, yq, act).map_err(kernel)?,
+                },
+                BuiltinOp::Mul if plain => Op::MulI8 {
+                    len: len as u32,
+                    params: ki::MulParams::new(aq, bq, yq, act).map_err(kernel)?,
+                },
                 BuiltinOp::Add => Op::AddBroadcastI8 {
                     shape,
                     params: ki::AddParams::new(aq, bq, yq, act).map_err(kernel)?,

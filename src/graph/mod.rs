@@ -47,6 +47,7 @@
 
 mod error;
 mod lower;
+mod tile;
 
 pub use error::GraphError;
 
@@ -55,12 +56,36 @@ use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
 use crate::hal::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
 use crate::model::{BuiltinOp, Model, SubGraph};
-use crate::plan::Lifetime;
+use crate::plan::{Lifetime, PlanError};
 use lower::{Lowered, Operand};
 use npu_kernels::int8::ChannelMultiplier;
+use tile::Tile;
 
 /// Most model inputs, and most model outputs, a graph handles.
 pub const MAX_IO: usize = 4;
+
+/// Most tiled chains in one graph.
+pub const MAX_TILES: usize = 8;
+
+/// What the arena plan optimises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Optimise {
+    /// The fewest cycles: whole tensors, no recomputation.
+    #[default]
+    Cycles,
+    /// The smallest arena: chains of convolutions and pools run in stripes of rows wherever
+    /// that shrinks the arena (recomputing the halo rows between stripes).
+    Memory,
+}
+
+/// A model's activation buffers: lifetimes and, per tensor, the buffer holding it and the
+/// tensor's offset in that buffer.
+struct Buffers<const N: usize> {
+    lifetimes: heapless::Vec<Lifetime, N>,
+    of: heapless::Vec<u16, N>,
+    at: heapless::Vec<u32, N>,
+}
 
 /// Rounds of local search the arena planner runs at prepare (see [`crate::plan::arena`]).
 pub const PLAN_EFFORT: u32 = 200;
@@ -136,6 +161,7 @@ pub struct Graph<'c, C: ComputeChannel, const OPS: usize = 64, const TENSORS: us
     inputs: heapless::Vec<u16, MAX_IO>,
     outputs: heapless::Vec<u16, MAX_IO>,
     flash_segment: Option<u8>,
+    tiles: heapless::Vec<Tile, MAX_TILES>,
     /// The activations' memory, reserved once at prepare and laid out by the arena plan.
     pool: Option<Tensor<'c, C>>,
     memory: ArenaReport,
@@ -147,8 +173,13 @@ pub struct Graph<'c, C: ComputeChannel, const OPS: usize = 64, const TENSORS: us
 pub struct ArenaReport {
     /// Bytes of the activation pool the arena plan needs.
     pub activation_bytes: u32,
-    /// The activations' whole-tensor lower bound: the most bytes live at one step (aligned).
+    /// The activations' whole-tensor lower bound: the most bytes live at one step (aligned),
+    /// without tiling.
     pub lower_bound_bytes: u32,
+    /// Chains of layers run in stripes ([`Optimise::Memory`]).
+    pub tiled_chains: u8,
+    /// Multiply-accumulates per invoke computed twice because stripes overlap.
+    pub recomputed_macs: u64,
     /// Bytes of constants the graph keeps in the arena (per-channel multipliers, and weights
     /// that could not stay in flash), each rounded to the arena's alignment.
     pub constant_bytes: u32,
@@ -188,8 +219,18 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// [`GraphError::Kernel`]/[`GraphError::ShapeMismatch`] for inconsistent operators,
     /// [`GraphError::CapacityExceeded`] naming `OPS`, `TENSORS` or `MAX_IO`, and
     /// [`GraphError::Compute`] when the arena or a table of the stack cannot hold the
-    /// constants.
+    /// constants or the activation pool.
     pub fn prepare(client: ComputeClient<'c, C>, model: &'static [u8]) -> Result<Self, GraphError> {
+        Self::prepare_with(client, model, Optimise::Cycles)
+    }
+
+    /// [`prepare`](Self::prepare), with the arena plan optimised for `optimise`:
+    /// [`Optimise::Memory`] runs chains of layers in stripes where that shrinks the arena.
+    pub fn prepare_with(
+        client: ComputeClient<'c, C>,
+        model: &'static [u8],
+        optimise: Optimise,
+    ) -> Result<Self, GraphError> {
         let parsed = Model::parse(model)?;
         let sub = parsed.subgraph();
         let tensor_count = usize::from(sub.tensor_count());
@@ -209,6 +250,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             inputs: io_list(sub.inputs())?,
             outputs: io_list(sub.outputs())?,
             flash_segment,
+            tiles: heapless::Vec::new(),
             pool: None,
             memory: ArenaReport::default(),
         };
@@ -234,26 +276,27 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 slot.last_use = u16::MAX;
             }
         }
-        graph.plan_arena()?;
+        graph.plan_arena(optimise)?;
         Ok(graph)
     }
 
-    /// Lays the activations out in one pool (see [`crate::plan::arena`]) and reserves it.
+    /// The activation buffers under `tiles`: their lifetimes, and the buffer of each tensor
+    /// (`u16::MAX` for constants and tensors never produced).
     ///
     /// A buffer is the memory of an activation and of the RESHAPEs that alias it. It is live
     /// from the step that writes it (step 0 for a model input) to its last reader (past the
-    /// last step for a model output, which is read after the run).
-    fn plan_arena(&mut self) -> Result<(), GraphError> {
+    /// last step for a model output, which is read after the run). In a tiled chain, an
+    /// intermediate tensor is only its band, the chain's input lives to the chain's last step
+    /// and its output from the chain's first step.
+    fn buffers(&self, tiles: &[Tile], alignment: u32, in_place: bool) -> Option<Buffers<TENSORS>> {
+        let n = self.tensors.len();
         let end = self.steps.len() as u16;
-        // The buffer of each tensor: the tensor itself, or the root of its alias chain.
-        let mut root: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
-        for t in 0..self.tensors.len() {
-            let _ = root.push(t as u16);
-        }
+        let mut root: heapless::Vec<u16, TENSORS> = (0..n as u16).collect();
         let mut first: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
-        let _ = first.resize(self.tensors.len(), u16::MAX);
+        let _ = first.resize(n, u16::MAX);
         let mut last: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
-        let _ = last.resize(self.tensors.len(), 0);
+        let _ = last.resize(n, 0);
+        let mut bytes: heapless::Vec<u32, TENSORS> = self.tensors.iter().map(|s| s.bytes).collect();
         for &t in &self.inputs {
             first[usize::from(t)] = 0;
         }
@@ -266,30 +309,197 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             first[r] = first[r].min(si as u16);
         }
         for (t, slot) in self.tensors.iter().enumerate() {
-            if slot.constant {
-                continue;
+            if !slot.constant {
+                let r = usize::from(root[t]);
+                let used = if slot.last_use == u16::MAX {
+                    end
+                } else {
+                    slot.last_use
+                };
+                last[r] = last[r].max(used);
             }
-            let r = usize::from(root[t]);
-            let used = if slot.last_use == u16::MAX {
-                end
-            } else {
-                slot.last_use
-            };
-            last[r] = last[r].max(used);
         }
-        let mut lifetimes: heapless::Vec<Lifetime, TENSORS> = heapless::Vec::new();
-        let mut buffer_of: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
-        let _ = buffer_of.resize(self.tensors.len(), u16::MAX);
+        if in_place {
+            // An op that runs in place writes its output over an input whose buffer dies at
+            // that op (and has the output's size): the output joins that buffer.
+            for (si, step) in self.steps.iter().enumerate() {
+                let out = usize::from(step.output);
+                if !step.op.is_some_and(|op| op.runs_in_place()) || usize::from(root[out]) != out {
+                    continue;
+                }
+                let dying = step.operands.iter().find_map(|o| match *o {
+                    StepOperand::Tensor(t) => {
+                        let r = usize::from(root[usize::from(t)]);
+                        let fits = !self.tensors[r].constant && bytes[r] == bytes[out];
+                        (fits && usize::from(last[r]) == si).then_some(r)
+                    }
+                    StepOperand::Aux(_) => None,
+                });
+                if let Some(r) = dying {
+                    for t in root.iter_mut().filter(|t| usize::from(**t) == out) {
+                        *t = r as u16;
+                    }
+                    last[r] = last[r].max(last[out]);
+                }
+            }
+        }
+        // A chain's input that nothing reads after the chain starts shares memory with the
+        // chain's output: the output starts `lag` bytes below the input and overwrites only
+        // input rows no later stripe reads (streaming in place). `into[r]` is the buffer the
+        // root `r` moved into and its offset there.
+        let mut into: heapless::Vec<Option<(u16, u32)>, TENSORS> = heapless::Vec::new();
+        let _ = into.resize(n, None);
+        for tile in tiles {
+            let (a, b) = (usize::from(tile.first), usize::from(tile.last));
+            let op = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
+            let cost = tile::chain_cost(b - a + 1, op, tile.rows)?;
+            for (k, rows) in cost.band_rows.iter().enumerate() {
+                let out = tile::shapes(op(k)?)?.1;
+                bytes[usize::from(self.steps[a + k].output)] = rows * tile::row_bytes(out);
+            }
+            let r_in = usize::from(root[usize::from(self.chain_input(a)?)]);
+            let r_out = usize::from(root[usize::from(self.steps[b].output)]);
+            first[r_out] = first[r_out].min(tile.first);
+            if tile.in_place && last[r_in] <= tile.first && into[r_in].is_none() && r_in != r_out {
+                let lag = cost.input_lag.div_ceil(alignment) * alignment;
+                into[r_in] = Some((r_out as u16, lag));
+                bytes[r_out] = bytes[r_out].max(lag.checked_add(bytes[r_in])?);
+                first[r_out] = first[r_out].min(first[r_in]);
+            } else {
+                last[r_in] = last[r_in].max(tile.last);
+            }
+        }
+        let mut buffers = Buffers {
+            lifetimes: heapless::Vec::new(),
+            of: heapless::Vec::new(),
+            at: heapless::Vec::new(),
+        };
+        let _ = buffers.of.resize(n, u16::MAX);
+        let _ = buffers.at.resize(n, 0);
         for (t, slot) in self.tensors.iter().enumerate() {
-            if root[t] as usize == t && first[t] != u16::MAX && !slot.constant {
-                buffer_of[t] = lifetimes.len() as u16;
-                let _ = lifetimes.push(Lifetime {
-                    bytes: slot.bytes,
+            let owns = usize::from(root[t]) == t && into[t].is_none();
+            if owns && first[t] != u16::MAX && !slot.constant {
+                buffers.of[t] = buffers.lifetimes.len() as u16;
+                let _ = buffers.lifetimes.push(Lifetime {
+                    bytes: bytes[t],
                     first: first[t],
                     last: last[t].max(first[t]),
                 });
             }
         }
+        for t in 0..n {
+            let r = usize::from(root[t]);
+            (buffers.of[t], buffers.at[t]) = match into[r] {
+                Some((o, lag)) => (buffers.of[usize::from(o)], lag),
+                None => (buffers.of[r], 0),
+            };
+        }
+        Some(buffers)
+    }
+
+    /// The activation a chain starting at step `a` reads (its first operand).
+    fn chain_input(&self, a: usize) -> Option<u16> {
+        match self.steps.get(a)?.operands.first()? {
+            StepOperand::Tensor(t) => Some(*t),
+            StepOperand::Aux(_) => None,
+        }
+    }
+
+    /// Whether steps `si` and `si + 1` can run in one tiled chain: both row-local, and the
+    /// second reads the first's output, which nothing else reads.
+    fn chainable(&self, si: usize, alignment: u32) -> bool {
+        let (Some(s), Some(next)) = (self.steps.get(si), self.steps.get(si + 1)) else {
+            return false;
+        };
+        let local = |st: &Step| {
+            st.op
+                .as_ref()
+                .is_some_and(|op| tile::is_row_local(op, alignment))
+        };
+        local(s)
+            && local(next)
+            && self.chain_input(si + 1) == Some(s.output)
+            && usize::from(self.tensors[usize::from(s.output)].last_use) == si + 1
+    }
+
+    /// Arena bytes of the plan under `tiles` (`None`: some tile cannot be cut).
+    fn planned_size(&self, tiles: &[Tile], alignment: u32) -> Option<u32> {
+        let b = self.buffers(tiles, alignment, true)?;
+        crate::plan::plan::<TENSORS>(&b.lifetimes, alignment, 0)
+            .ok()
+            .map(|p| p.size())
+    }
+
+    /// Picks tiled chains greedily: each round tries every chain of chainable steps that does
+    /// not overlap a chosen one, in stripes of 1, 2, 4, ... rows, and keeps the one giving the
+    /// smallest arena (fewest recomputed multiply-accumulates on a tie), while the arena
+    /// shrinks.
+    fn choose_tiles(&mut self, alignment: u32) {
+        let n = self.steps.len();
+        let mut tiles: heapless::Vec<Tile, MAX_TILES> = heapless::Vec::new();
+        let Some(mut best) = self.planned_size(&tiles, alignment) else {
+            return;
+        };
+        while !tiles.is_full() {
+            let mut found: Option<(u32, u64, Tile)> = None;
+            for a in 0..n {
+                for b in a + 1..n.min(a + tile::MAX_CHAIN) {
+                    if !self.chainable(b - 1, alignment) {
+                        break;
+                    }
+                    if tiles
+                        .iter()
+                        .any(|t| usize::from(t.first) <= b && a <= usize::from(t.last))
+                    {
+                        continue;
+                    }
+                    let op = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
+                    let height = op(b - a)
+                        .and_then(tile::shapes)
+                        .map_or(0, |(_, o)| o.height);
+                    let mut rows = 1u32;
+                    for (rows, in_place) in core::iter::from_fn(|| {
+                        let r = rows;
+                        rows *= 2;
+                        (r < height).then_some(r)
+                    })
+                    .flat_map(|r| [(r, false), (r, true)])
+                    {
+                        let tile = Tile {
+                            first: a as u16,
+                            last: b as u16,
+                            rows: rows as u16,
+                            in_place,
+                        };
+                        let Some(cost) = tile::chain_cost(b - a + 1, op, tile.rows) else {
+                            continue;
+                        };
+                        let _ = tiles.push(tile);
+                        let size = self.planned_size(&tiles, alignment);
+                        tiles.pop();
+                        if let Some(size) = size {
+                            let key = (size, cost.extra_macs);
+                            if found.is_none_or(|(s, m, _)| key < (s, m)) {
+                                found = Some((size, cost.extra_macs, tile));
+                            }
+                        }
+                    }
+                }
+            }
+            match found {
+                Some((size, _, tile)) if size < best => {
+                    best = size;
+                    let _ = tiles.push(tile);
+                }
+                _ => break,
+            }
+        }
+        self.tiles = tiles;
+    }
+
+    /// Lays the activations out in one pool (see [`crate::plan::arena`]) and reserves it,
+    /// after choosing tiled chains when `optimise` asks for the smallest arena.
+    fn plan_arena(&mut self, optimise: Optimise) -> Result<(), GraphError> {
         let alignment = self
             .client
             .capabilities()
@@ -297,16 +507,29 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 op_index: None,
                 error,
             })?
-            .alignment;
-        let plan = crate::plan::plan::<TENSORS>(&lifetimes, alignment, PLAN_EFFORT)
+            .alignment
+            .max(1);
+        if optimise == Optimise::Memory {
+            self.choose_tiles(alignment);
+        }
+        let buffers = self
+            .buffers(&self.tiles, alignment, true)
+            .ok_or(GraphError::Plan(PlanError::BadInput { buffer: u32::MAX }))?;
+        let plan = crate::plan::plan::<TENSORS>(&buffers.lifetimes, alignment, PLAN_EFFORT)
             .map_err(GraphError::Plan)?;
-        for t in 0..self.tensors.len() {
-            let b = buffer_of[usize::from(root[t])];
+        for ((slot, &b), &at) in self.tensors.iter_mut().zip(&buffers.of).zip(&buffers.at) {
             if let Some(offset) = plan.offset(usize::from(b)) {
-                self.tensors[t].offset = offset;
+                slot.offset = offset + at;
             }
         }
-        let rounded = |bytes: u32| bytes.div_ceil(alignment.max(1)) * alignment.max(1);
+        let mut recomputed_macs = 0;
+        for t in &self.tiles {
+            let a = usize::from(t.first);
+            let op = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
+            recomputed_macs += tile::chain_cost(usize::from(t.last - t.first) + 1, op, t.rows)
+                .map_or(0, |c| c.extra_macs);
+        }
+        let rounded = |bytes: u32| bytes.div_ceil(alignment) * alignment;
         let constant_bytes = self
             .tensors
             .iter()
@@ -317,8 +540,16 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .sum();
         self.memory = ArenaReport {
             activation_bytes: plan.size(),
-            lower_bound_bytes: plan.lower_bound(),
+            lower_bound_bytes: crate::plan::lower_bound(
+                &self
+                    .buffers(&[], alignment, false)
+                    .map(|b| b.lifetimes)
+                    .unwrap_or_default(),
+                alignment,
+            ),
             constant_bytes,
+            tiled_chains: self.tiles.len() as u8,
+            recomputed_macs,
         };
         if plan.size() > 0 {
             let pool = self
@@ -490,7 +721,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
 
     fn run(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), GraphError> {
         let client = self.client;
-        let pool = self.pool.as_ref().ok_or(GraphError::Compute {
+        let pool = self.pool.clone();
+        let pool = pool.as_ref().ok_or(GraphError::Compute {
             op_index: None,
             error: Error::StaleHandle { index: 0 },
         })?;
@@ -505,42 +737,29 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 })?;
             slot.value = Some(tensor);
         }
-        for (si, step) in self.steps.iter().enumerate() {
-            let failed = |error| GraphError::Compute {
-                op_index: Some(u32::from(step.op_index)),
-                error,
-            };
-            let value = {
-                let mut refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
-                for operand in &step.operands {
-                    let t = match *operand {
-                        StepOperand::Tensor(t) => self.tensors[usize::from(t)].value.as_ref(),
-                        StepOperand::Aux(a) => self.aux.get(usize::from(a)),
-                    };
-                    let t = t.ok_or(failed(Error::StaleHandle { index: 0 }))?;
-                    let _ = refs.push(t);
+        let mut si = 0;
+        while si < self.steps.len() {
+            let last = match self.tiles.iter().find(|t| usize::from(t.first) == si) {
+                Some(&tile) => {
+                    self.run_tile(pool, tile)?;
+                    usize::from(tile.last)
                 }
-                match step.op {
-                    None => refs[0].clone(),
-                    Some(op) => {
-                        let slot = &self.tensors[usize::from(step.output)];
-                        let out = client
-                            .place(pool, slot.offset, slot.bytes)
-                            .map_err(failed)?;
-                        client.execute(op, &refs, &out).map_err(failed)?;
-                        out
-                    }
+                None => {
+                    self.run_step(pool, si)?;
+                    si
                 }
             };
-            self.tensors[usize::from(step.output)].value = Some(value);
-            for operand in &step.operands {
-                if let StepOperand::Tensor(t) = *operand {
-                    let slot = &mut self.tensors[usize::from(t)];
-                    if !slot.constant && usize::from(slot.last_use) == si {
-                        slot.value = None;
+            for k in si..=last {
+                for operand in &self.steps[k].operands {
+                    if let StepOperand::Tensor(t) = *operand {
+                        let slot = &mut self.tensors[usize::from(t)];
+                        if !slot.constant && usize::from(slot.last_use) == k {
+                            slot.value = None;
+                        }
                     }
                 }
             }
+            si = last + 1;
         }
         for (&t, out) in self.outputs.iter().zip(outputs.iter_mut()) {
             let tensor =
@@ -558,6 +777,119 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     error,
                 })?;
         }
+        Ok(())
+    }
+
+    fn failed(&self, si: usize) -> impl Fn(Error) -> GraphError {
+        let op_index = self.steps.get(si).map(|s| u32::from(s.op_index));
+        move |error| GraphError::Compute { op_index, error }
+    }
+
+    /// Step `si`'s operands: its activations and constants, in order, from operand `from` on.
+    fn operand_refs(
+        &self,
+        si: usize,
+        from: usize,
+    ) -> Result<heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS>, GraphError> {
+        let mut refs = heapless::Vec::new();
+        for operand in self.steps[si].operands.iter().skip(from) {
+            let t = match *operand {
+                StepOperand::Tensor(t) => self.tensors[usize::from(t)].value.as_ref(),
+                StepOperand::Aux(a) => self.aux.get(usize::from(a)),
+            };
+            let _ = refs.push(t.ok_or(self.failed(si)(Error::StaleHandle { index: 0 }))?);
+        }
+        Ok(refs)
+    }
+
+    /// Runs one step on whole tensors: its output is placed where the plan says.
+    fn run_step(&mut self, pool: &Tensor<'c, C>, si: usize) -> Result<(), GraphError> {
+        let step = &self.steps[si];
+        let refs = self.operand_refs(si, 0)?;
+        let value = match step.op {
+            None => refs[0].clone(),
+            Some(op) => {
+                let slot = &self.tensors[usize::from(step.output)];
+                let out = self.client.place(pool, slot.offset, slot.bytes);
+                let out = out.map_err(self.failed(si))?;
+                self.client
+                    .execute(op, &refs, &out)
+                    .map_err(self.failed(si))?;
+                out
+            }
+        };
+        let output = usize::from(step.output);
+        drop(refs);
+        self.tensors[output].value = Some(value);
+        Ok(())
+    }
+
+    /// Runs a tiled chain stripe by stripe (see [`tile`]): each op reads a band of the
+    /// previous op's band buffer (of the chain's input, for the first) and writes its own band
+    /// buffer (its rows of the chain's output, for the last). Bands are placed tensors, so
+    /// reusing a band buffer waits for the jobs that read its previous stripe.
+    fn run_tile(&mut self, pool: &Tensor<'c, C>, tile: Tile) -> Result<(), GraphError> {
+        let client = self.client;
+        let (a, b) = (usize::from(tile.first), usize::from(tile.last));
+        let len = b - a + 1;
+        let op_at = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
+        let uncut = |k: usize| GraphError::Unsupported {
+            op_index: u32::from(self.steps[a + k].op_index),
+            op: self.steps[a + k].builtin,
+            what: "row band of a tiled chain",
+        };
+        let input = self.chain_input(a).ok_or(uncut(0))?;
+        let in_offset = self.tensors[usize::from(input)].offset;
+        let output = self.steps[b].output;
+        let (out_offset, out_bytes) = {
+            let slot = &self.tensors[usize::from(output)];
+            (slot.offset, slot.bytes)
+        };
+        let height = op_at(len - 1)
+            .and_then(tile::shapes)
+            .ok_or(uncut(len - 1))?
+            .1
+            .height;
+        for stripe in tile::stripes(height, tile.rows) {
+            let rows = tile::stripe_rows(len, op_at, stripe.clone()).ok_or(uncut(0))?;
+            let mut band: Option<Tensor<'c, C>> = None;
+            for k in 0..len {
+                let failed = self.failed(a + k);
+                let base = op_at(k).ok_or(uncut(k))?;
+                let (in_shape, out_shape) = tile::shapes(base).ok_or(uncut(k))?;
+                let produced = rows.get(k + 1).cloned().unwrap_or(stripe.clone());
+                let (op, in_rows) = tile::band_op(base, produced.clone()).ok_or(uncut(k))?;
+                let input = match band.take() {
+                    Some(t) => t,
+                    None => {
+                        let row = tile::row_bytes(in_shape);
+                        let view = client.place(
+                            pool,
+                            in_offset + in_rows.start * row,
+                            (in_rows.end - in_rows.start) * row,
+                        );
+                        view.map_err(&failed)?
+                    }
+                };
+                let row = tile::row_bytes(out_shape);
+                let at = if k + 1 == len {
+                    out_offset + produced.start * row
+                } else {
+                    self.tensors[usize::from(self.steps[a + k].output)].offset
+                };
+                let out = client
+                    .place(pool, at, (produced.end - produced.start) * row)
+                    .map_err(&failed)?;
+                let mut refs = self.operand_refs(a + k, 1)?;
+                refs.insert(0, &input).map_err(|_| uncut(k))?;
+                client.execute(op, &refs, &out).map_err(&failed)?;
+                band = Some(out);
+            }
+        }
+        let whole = client
+            .place(pool, out_offset, out_bytes)
+            .map_err(self.failed(b))?;
+        self.tensors[usize::from(output)].value = Some(whole);
         Ok(())
     }
 

@@ -156,7 +156,9 @@ pub enum JobKind {
         op: Op,
         /// Input regions in operand order (see [`Op`]).
         inputs: heapless::Vec<Region, MAX_JOB_INPUTS>,
-        /// Output region.
+        /// Output region. It overlaps no input, except that for an op that
+        /// [runs in place](Op::runs_in_place) it may be exactly an input's region: the job
+        /// then computes as if it read that input before writing.
         output: Region,
     },
 }

@@ -372,6 +372,17 @@ impl Op {
         }
     }
 
+    /// Whether the op may write its output over one of its inputs (the same region): each
+    /// output element depends only on the input elements at the same index, so a streaming
+    /// engine reads them before it writes. True for the int8 elementwise ops without
+    /// broadcasting (ADD, MUL, ReLU).
+    pub fn runs_in_place(&self) -> bool {
+        matches!(
+            self,
+            Op::AddI8 { .. } | Op::MulI8 { .. } | Op::ReluI8 { .. }
+        )
+    }
+
     /// Multiply-accumulates (for elementwise and data-movement ops: output elements), the
     /// unit of a compute cost model.
     pub fn macs(&self) -> u64 {

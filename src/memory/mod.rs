@@ -26,6 +26,14 @@
 //!
 //! Everything lives in fixed tables: at most `CHUNKS` chunks (the const generic, default 64),
 //! and running out is [`Error::CapacityExceeded`] naming [`Capacity::Chunks`].
+//!
+//! For eager workloads that repeat (one inference after another), [`GuidedMemory`] wraps a
+//! manager: it measures the first run of each shape and places later runs at planned offsets
+//! (see [`guided`]).
+
+pub mod guided;
+
+pub use guided::{GuidedMemory, PassStats};
 
 use crate::error::{Capacity, Error};
 use crate::hal::{Fence, Queue, MAX_QUEUES};
@@ -249,6 +257,33 @@ pub trait MemoryManagement {
     fn has_busy_free_chunks(&self) -> bool;
     /// Current figures.
     fn stats(&self) -> MemoryStats;
+    /// The alignment of the manager's blocks: offsets given to [`place`](Self::place) must be
+    /// multiples of it. The default, 1, suits a manager without alignment; [`ChunkSliceMemory`]
+    /// answers its arena's.
+    fn alignment(&self) -> u32 {
+        1
+    }
+    /// Return every free chunk whose jobs are over to the arena (for [`ChunkSliceMemory`],
+    /// [`cleanup_chunks`](ChunkSliceMemory::cleanup_chunks)). The default does nothing.
+    fn release_free(&mut self) {}
+    /// Restart the peaks ([`MemoryStats::in_use_peak`], [`MemoryStats::reserved_peak`]) from
+    /// the current figures, to measure a phase of a run. The default does nothing.
+    fn reset_peak(&mut self) {}
+    /// Start a *pass*: one run of an eager workload (one inference), whose shape `key` names
+    /// (for example its sequence length). A manager that learns from repeated runs
+    /// ([`GuidedMemory`]) uses it; the default does nothing.
+    fn begin_pass(&mut self, key: u32) -> Result<(), Error> {
+        let _ = key;
+        Ok(())
+    }
+    /// End the pass started by [`begin_pass`](Self::begin_pass). The default does nothing.
+    fn end_pass(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+    /// Counters of the passes (all zero for a manager without passes).
+    fn pass_stats(&self) -> PassStats {
+        PassStats::default()
+    }
 }
 
 /// Burn-Compute's chunk/slice memory manager over a fixed arena, with at most `CHUNKS` chunks.
@@ -343,6 +378,9 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     }
 
     /// Return every free chunk whose jobs have completed to the arena.
+    ///
+    /// A chunk whose slice was released is free only from the next reserve on, so this does
+    /// not return it; [`MemoryManagement::release_free`] does.
     pub fn cleanup_chunks(&mut self) {
         for slot in self.chunks.iter_mut() {
             if let Some(c) = slot {
@@ -476,7 +514,9 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             len,
         };
         let index = self.free_slot()?;
-        let access = self.dissolve_placements(pool.chunk, Some(block));
+        let mut access = self.dissolve_placements(pool.chunk, Some(block));
+        // The pool may be a reused chunk whose old contents jobs still read or write.
+        access.merge(&p.access);
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         self.chunks[index] = Some(Chunk {
@@ -588,5 +628,19 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             chunks: self.arena.blocks() as u32,
             ..self.stats
         }
+    }
+
+    fn alignment(&self) -> u32 {
+        self.arena.alignment()
+    }
+
+    fn release_free(&mut self) {
+        self.cleanup_slices();
+        self.cleanup_chunks();
+    }
+
+    fn reset_peak(&mut self) {
+        self.stats.in_use_peak = self.stats.in_use;
+        self.stats.reserved_peak = self.stats.reserved;
     }
 }

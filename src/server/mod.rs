@@ -37,7 +37,9 @@ use crate::hal::{
     MAX_JOB_DEPS, MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
-use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
+use crate::memory::{
+    ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats, PassStats,
+};
 use crate::storage::Block;
 
 /// What a client can ask of a server. Handles are plain ids here; the client wraps them in RAII
@@ -98,6 +100,19 @@ pub trait ComputeServer {
     fn memory_stats(&self) -> MemoryStats;
     /// Job and transfer counters.
     fn stats(&self) -> ServerStats;
+    /// Starts a pass: one run of an eager workload whose shape `key` names (see
+    /// [`MemoryManagement::begin_pass`]; a no-op for the chunk/slice manager). Waits for
+    /// running jobs when only they hold back the memory the pass needs. Errors:
+    /// [`Error::PassAlreadyOpen`] while a pass is open.
+    fn begin_pass(&mut self, key: u32) -> Result<(), Error>;
+    /// Ends the pass (see [`MemoryManagement::end_pass`]). Errors: [`Error::NoPassOpen`]
+    /// without a pass.
+    fn end_pass(&mut self) -> Result<(), Error>;
+    /// Counters of the memory manager's passes.
+    fn pass_stats(&self) -> PassStats;
+    /// Restarts the memory peaks from the current figures (see
+    /// [`MemoryManagement::reset_peak`]), to measure one phase of a run.
+    fn reset_memory_peak(&mut self);
 }
 
 /// Counters of the work a server has done.
@@ -582,7 +597,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                     op: op.kind(),
                     error,
                 },
-                OpError::Misaligned { .. } | OpError::InputCount { .. } => {
+                OpError::Misaligned { .. } | OpError::InputCount { .. } | OpError::NotInPlace => {
                     Error::Hal(HalError::Misaligned {
                         region: out_region,
                         alignment: self.caps.alignment,
@@ -891,5 +906,33 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
 
     fn stats(&self) -> ServerStats {
         self.stats
+    }
+
+    fn begin_pass(&mut self, key: u32) -> Result<(), Error> {
+        loop {
+            self.retire_memory_fences();
+            match self.memory.begin_pass(key) {
+                Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
+                    if self.memory.has_busy_free_chunks() =>
+                {
+                    self.wait()
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn end_pass(&mut self) -> Result<(), Error> {
+        // Chunks whose jobs are over can then go back to the arena.
+        self.retire_memory_fences();
+        self.memory.end_pass()
+    }
+
+    fn pass_stats(&self) -> PassStats {
+        self.memory.pass_stats()
+    }
+
+    fn reset_memory_peak(&mut self) {
+        self.memory.reset_peak();
     }
 }
