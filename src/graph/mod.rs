@@ -351,10 +351,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         let _ = into.resize(n, None);
         for tile in tiles {
             let (a, b) = (usize::from(tile.first), usize::from(tile.last));
-            let op = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
-            let cost = tile::chain_cost(b - a + 1, op, tile.rows)?;
+            let cost = self.tile_cost(tile)?;
             for (k, rows) in cost.band_rows.iter().enumerate() {
-                let out = tile::shapes(op(k)?)?.1;
+                let out = tile::shapes(self.chain_op(a, k)?)?.1;
                 bytes[usize::from(self.steps[a + k].output)] = rows * tile::row_bytes(out);
             }
             let r_in = usize::from(root[usize::from(self.chain_input(a)?)]);
@@ -395,6 +394,18 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
         }
         Some(buffers)
+    }
+
+    /// Op `k` of a chain starting at step `a`.
+    fn chain_op(&self, a: usize, k: usize) -> Option<&Op> {
+        self.steps.get(a + k).and_then(|s| s.op.as_ref())
+    }
+
+    /// What running `tile` in stripes costs (`None`: some op cannot be cut).
+    fn tile_cost(&self, tile: &Tile) -> Option<tile::ChainCost> {
+        let a = usize::from(tile.first);
+        let len = usize::from(tile.last.checked_sub(tile.first)?) + 1;
+        tile::chain_cost(len, |k| self.chain_op(a, k), tile.rows)
     }
 
     /// The activation a chain starting at step `a` reads (its first operand).
@@ -453,25 +464,20 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     {
                         continue;
                     }
-                    let op = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
-                    let height = op(b - a)
+                    let height = self
+                        .chain_op(a, b - a)
                         .and_then(tile::shapes)
                         .map_or(0, |(_, o)| o.height);
-                    let mut rows = 1u32;
-                    for (rows, in_place) in core::iter::from_fn(|| {
-                        let r = rows;
-                        rows *= 2;
-                        (r < height).then_some(r)
-                    })
-                    .flat_map(|r| [(r, false), (r, true)])
-                    {
+                    // Stripes of 1, 2, 4, ... rows, each with and without streaming in place.
+                    let heights = (0..16).map(|p| 1u32 << p).take_while(|&r| r < height);
+                    for (rows, in_place) in heights.flat_map(|r| [(r, false), (r, true)]) {
                         let tile = Tile {
                             first: a as u16,
                             last: b as u16,
                             rows: rows as u16,
                             in_place,
                         };
-                        let Some(cost) = tile::chain_cost(b - a + 1, op, tile.rows) else {
+                        let Some(cost) = self.tile_cost(&tile) else {
                             continue;
                         };
                         let _ = tiles.push(tile);
@@ -522,13 +528,12 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 slot.offset = offset + at;
             }
         }
-        let mut recomputed_macs = 0;
-        for t in &self.tiles {
-            let a = usize::from(t.first);
-            let op = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
-            recomputed_macs += tile::chain_cost(usize::from(t.last - t.first) + 1, op, t.rows)
-                .map_or(0, |c| c.extra_macs);
-        }
+        let recomputed_macs = self
+            .tiles
+            .iter()
+            .filter_map(|t| self.tile_cost(t))
+            .map(|c| c.extra_macs)
+            .sum();
         let rounded = |bytes: u32| bytes.div_ceil(alignment) * alignment;
         let constant_bytes = self
             .tensors
@@ -832,7 +837,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         let client = self.client;
         let (a, b) = (usize::from(tile.first), usize::from(tile.last));
         let len = b - a + 1;
-        let op_at = |k: usize| self.steps.get(a + k).and_then(|s| s.op.as_ref());
+        let op_at = |k: usize| self.chain_op(a, k);
         let uncut = |k: usize| GraphError::Unsupported {
             op_index: u32::from(self.steps[a + k].op_index),
             op: self.steps[a + k].builtin,

@@ -74,33 +74,22 @@ pub(crate) fn is_row_local(op: &Op, alignment: u32) -> bool {
 }
 
 /// The operator computing output rows `out_rows` of `op` from a band of its input, and that
-/// band's rows.
+/// band's rows. The band op's shape describes the band's input (its window keeps the layer's
+/// filter size and strides; the band's own padding is in the params).
 pub(crate) fn band_op(op: &Op, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
-    let with_height = |mut input: Nhwc, rows: &Range<u32>| {
-        input.height = rows.end - rows.start;
-        input
-    };
+    macro_rules! cut {
+        ($variant:ident, $shape:expr, $params:expr) => {{
+            let (params, rows) = $params.row_band(out_rows).ok()?;
+            let mut shape = $shape;
+            shape.input = params.input_shape();
+            Some((Op::$variant { shape, params }, rows))
+        }};
+    }
     match *op {
-        Op::Conv2dI8 { mut shape, params } => {
-            let (params, rows) = params.row_band(out_rows).ok()?;
-            shape.input = with_height(shape.input, &rows);
-            Some((Op::Conv2dI8 { shape, params }, rows))
-        }
-        Op::DepthwiseConv2dI8 { mut shape, params } => {
-            let (params, rows) = params.row_band(out_rows).ok()?;
-            shape.input = with_height(shape.input, &rows);
-            Some((Op::DepthwiseConv2dI8 { shape, params }, rows))
-        }
-        Op::AveragePool2dI8 { mut shape, params } => {
-            let (params, rows) = params.row_band(out_rows).ok()?;
-            shape.input = with_height(shape.input, &rows);
-            Some((Op::AveragePool2dI8 { shape, params }, rows))
-        }
-        Op::MaxPool2dI8 { mut shape, params } => {
-            let (params, rows) = params.row_band(out_rows).ok()?;
-            shape.input = with_height(shape.input, &rows);
-            Some((Op::MaxPool2dI8 { shape, params }, rows))
-        }
+        Op::Conv2dI8 { shape, params } => cut!(Conv2dI8, shape, params),
+        Op::DepthwiseConv2dI8 { shape, params } => cut!(DepthwiseConv2dI8, shape, params),
+        Op::AveragePool2dI8 { shape, params } => cut!(AveragePool2dI8, shape, params),
+        Op::MaxPool2dI8 { shape, params } => cut!(MaxPool2dI8, shape, params),
         _ => None,
     }
 }
