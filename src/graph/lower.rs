@@ -471,8 +471,8 @@ pub(crate) fn lower(sub: &SubGraph<'_>, info: &OperatorInfo<'_>) -> Result<Lower
             // Without broadcasting, ADD and MUL are plain elementwise ops, which can run in
             // place (the same arithmetic: TFLM's broadcast kernels compute each element the
             // same way).
-            let (_, _, len) = shape.lens();
-            let plain = shape.lens() == (len, len, len);
+            let (a_len, b_len, len) = shape.lens();
+            let plain = a_len == len && b_len == len;
             let op = match info.builtin {
                 BuiltinOp::Add if plain => Op::AddI8 {
                     len: len as u32,

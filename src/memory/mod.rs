@@ -492,10 +492,7 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         bytes: u32,
     ) -> Result<MemoryBinding, Error> {
         let p = *self.chunk(pool)?;
-        let pool_bytes = match p.state {
-            ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
-            ChunkState::Free => 0,
-        };
+        let pool_bytes = self.block(pool)?.len;
         let bad = Error::BadPlacement {
             offset,
             bytes,

@@ -310,9 +310,18 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
 
     /// Device memory for `bytes`, waiting for running jobs if only they hold back free memory.
     fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        self.with_memory_retry(|m| m.reserve(bytes))
+    }
+
+    /// Runs `f` on the memory manager, waiting for the NPU and retrying while it fails for
+    /// lack of memory that only running jobs hold back.
+    fn with_memory_retry<R>(
+        &mut self,
+        mut f: impl FnMut(&mut M) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         loop {
             self.retire_memory_fences();
-            match self.memory.reserve(bytes) {
+            match f(&mut self.memory) {
                 Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
                     if self.memory.has_busy_free_chunks() =>
                 {
@@ -909,17 +918,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn begin_pass(&mut self, key: u32) -> Result<(), Error> {
-        loop {
-            self.retire_memory_fences();
-            match self.memory.begin_pass(key) {
-                Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
-                    if self.memory.has_busy_free_chunks() =>
-                {
-                    self.wait()
-                }
-                other => return other,
-            }
-        }
+        self.with_memory_retry(|m| m.begin_pass(key))
     }
 
     fn end_pass(&mut self) -> Result<(), Error> {
