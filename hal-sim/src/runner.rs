@@ -211,7 +211,6 @@ pub fn run(
     }
     // The prepare's uploads (multipliers, copied constants) finish before the measured invoke.
     client.sync().map_err(stack)?;
-    let constants = client.memory_stats().map_err(stack)?.reserved;
     let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
 
     let before = channel
@@ -235,7 +234,7 @@ pub fn run(
     Ok(RunReport {
         outputs,
         arena_peak_bytes: memory.reserved_peak,
-        arena_constant_bytes: constants,
+        arena_constant_bytes: graph.arena().constant_bytes,
         plan: graph.arena(),
         runtime_state_bytes: SimGraph::state_bytes(),
         npu_cycles: after.0 - before.0,
