@@ -241,3 +241,81 @@ fn operators_the_npu_lacks_run_on_the_cpu_with_the_same_bytes() {
         assert_eq!(client.stats().unwrap().cpu_ops, 5);
     });
 }
+
+/// `x → ADD(x, x) = a, MUL(x, x) = b → CONCATENATION(a, b) = y` with `x`, `a`, `b` of
+/// `shape`, concatenated along `axis`; with `concat: false`, the model stops at `a` and `b`
+/// (both outputs), which gives the bytes the concatenation must produce.
+fn add_mul_concat(shape: &[i32], axis: i32, concat: bool) -> &'static [u8] {
+    let q = || Some(quant(&[0.5], &[-3], 0));
+    let mut out_shape = shape.to_vec();
+    out_shape[axis as usize] *= 2;
+    let mut spec = Spec::fc();
+    spec.opcodes = vec![opcode(0), opcode(18), opcode(2)];
+    spec.tensors = vec![
+        tensor(shape, INT8, 0, "x", q()),
+        tensor(shape, INT8, 0, "a", q()),
+        tensor(shape, INT8, 0, "b", q()),
+        tensor(&out_shape, INT8, 0, "y", q()),
+    ];
+    spec.operators = vec![
+        operator(0, &[0, 0], &[1], None),
+        operator(1, &[0, 0], &[2], None),
+    ];
+    spec.outputs = vec![1, 2];
+    if concat {
+        let options = table(vec![(0, F::I32(axis)), (1, F::I8(0))]);
+        spec.operators
+            .push(operator(2, &[1, 2], &[3], Some((CONCAT_OPTIONS, options))));
+        spec.outputs = vec![3];
+    }
+    spec.buffers = vec![buffer(&[])];
+    spec.inputs = vec![0];
+    leak_aligned(&spec.build())
+}
+
+#[test]
+fn concatenation_inputs_are_written_in_place_when_they_are_blocks_of_the_output() {
+    let x: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(37)).collect();
+    // (shape, axis, in place): along the outermost axis each input is one block of the output;
+    // along the inner axis of [2, 8] the inputs interleave, so the concatenation copies.
+    for (shape, axis, in_place) in [([1, 16], 0, true), ([2, 8], 1, false)] {
+        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+        with_client(64 * 1024, SimConfig::default(), |client| {
+            let mut parts: SimGraph =
+                Graph::prepare(client, add_mul_concat(&shape, axis, false)).unwrap();
+            parts.invoke(&[&x], &mut [&mut a, &mut b]).unwrap();
+        });
+        let want: Vec<u8> = if in_place {
+            a.iter().chain(&b).copied().collect()
+        } else {
+            a.chunks(8)
+                .zip(b.chunks(8))
+                .flat_map(|(a, b)| a.iter().chain(b))
+                .copied()
+                .collect()
+        };
+        assert_ne!(
+            a, b,
+            "the two producers must differ for the test to see the order"
+        );
+
+        let report = with_client(64 * 1024, SimConfig::default(), |client| {
+            let mut graph: SimGraph =
+                Graph::prepare(client, add_mul_concat(&shape, axis, true)).unwrap();
+            let mut y = [0u8; 32];
+            for _ in 0..2 {
+                graph.invoke(&[&x], &mut [&mut y]).unwrap();
+                assert_eq!(&y[..], &want[..], "{shape:?} along {axis}");
+            }
+            graph.arena()
+        });
+        // Whole tensors: a, b and y are live together at the concatenation (64 bytes). In
+        // place, MUL writes b over x, and ADD and MUL write a and b into y's halves: 32 bytes.
+        assert_eq!(report.lower_bound_bytes, 64);
+        assert_eq!(
+            report.activation_bytes,
+            if in_place { 32 } else { 64 },
+            "{shape:?}"
+        );
+    }
+}

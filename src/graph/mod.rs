@@ -9,16 +9,20 @@
 //!   checked, quantization turned into fixed-point parameters), and binds the constants:
 //!   weights and biases stay where they are in flash when the NPU reads flash
 //!   ([`ComputeClient::create_const`]), and are uploaded once otherwise. Per-channel
-//!   multipliers are computed straight into host staging memory and uploaded once. It also
-//!   computes each activation's last use, so an invoke can release a tensor as soon as its
-//!   last reader is submitted.
-//! - **Invoke** ([`Graph::invoke`]) uploads the inputs, then for each operator reserves the
-//!   output through the compute stack's memory management (`client.empty`), submits the job,
-//!   and drops the inputs whose last use it was. The memory manager reuses released memory
-//!   only after the jobs reading it retire (fences), so nothing here waits on the NPU until
-//!   the outputs are read. Each operator runs on the NPU, or on the CPU fallback kernels when
-//!   the HAL declares it unsupported: the server decides, per operator.
-//! - RESHAPE costs nothing: its output is another handle to its input's memory.
+//!   multipliers are computed straight into host staging memory and uploaded once. Last, it
+//!   plans the activations' arena (see [`crate::plan`]) from every activation's lifetime and
+//!   reserves it as one pool.
+//! - **Invoke** ([`Graph::invoke`]) writes the inputs into the pool, then for each operator
+//!   places the output at its planned offset (`client.place`, nothing is reserved), submits
+//!   the job, and drops the inputs whose last use it was. A placement over memory that older
+//!   jobs read or write waits for their fences, so nothing here waits on the NPU until the
+//!   outputs are read. Each operator runs on the NPU, or on the CPU fallback kernels when the
+//!   HAL declares it unsupported: the server decides, per operator.
+//! - **In place**: RESHAPE's output is another handle to its input's memory; ADD, MUL and
+//!   ReLU without broadcasting write over an input that dies there; a concatenation whose
+//!   inputs are contiguous blocks of its output has its producers write straight into those
+//!   blocks, and runs nothing. With [`Optimise::Memory`], chains of convolutions and pools
+//!   run in stripes of rows (see `tile`).
 //!
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
@@ -124,6 +128,9 @@ struct Step {
     op: Option<Op>,
     operands: heapless::Vec<StepOperand, MAX_JOB_INPUTS>,
     output: u16,
+    /// The arena plan put every input where the output wants it (a concatenation whose
+    /// producers wrote straight into its output): the step runs nothing.
+    in_place: bool,
 }
 
 /// A model tensor's state.
@@ -368,6 +375,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 last[r_in] = last[r_in].max(tile.last);
             }
         }
+        if in_place {
+            self.concat_in_place(alignment, &root, &mut first, &last, &bytes, &mut into);
+        }
         let mut buffers = Buffers {
             lifetimes: heapless::Vec::new(),
             of: heapless::Vec::new(),
@@ -394,6 +404,73 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
         }
         Some(buffers)
+    }
+
+    /// Moves the inputs of each concatenation along its outermost axis into their blocks of
+    /// the output, when every input is an activation whose buffer dies at the concatenation
+    /// (nothing else reads it later), has exactly its block's size, starts at an aligned
+    /// offset and is no other buffer's home: the producers then write straight into the
+    /// output, and the concatenation copies nothing. Moves never nest.
+    fn concat_in_place(
+        &self,
+        alignment: u32,
+        root: &[u16],
+        first: &mut [u16],
+        last: &[u16],
+        bytes: &[u32],
+        into: &mut [Option<(u16, u32)>],
+    ) {
+        for si in 0..self.steps.len() {
+            let Some(blocks) = self.concat_blocks(si) else {
+                continue;
+            };
+            let r_out = usize::from(root[usize::from(self.steps[si].output)]);
+            let root_of = |t: u16| usize::from(root[usize::from(t)]);
+            let movable = |k: usize, &(t, at, len): &(u16, u32, u32)| {
+                let r = root_of(t);
+                let is_home = into.iter().flatten().any(|&(o, _)| usize::from(o) == r);
+                !self.tensors[r].constant
+                    && first[r] != u16::MAX
+                    && usize::from(last[r]) == si
+                    && bytes[r] == len
+                    && at % alignment == 0
+                    && r != r_out
+                    && into[r].is_none()
+                    && into[r_out].is_none()
+                    && !is_home
+                    && !blocks[..k].iter().any(|&(u, ..)| root_of(u) == r)
+            };
+            if blocks.iter().enumerate().all(|(k, b)| movable(k, b)) {
+                for &(t, at, _) in &blocks {
+                    let r = root_of(t);
+                    into[r] = Some((r_out as u16, at));
+                    first[r_out] = first[r_out].min(first[r]);
+                }
+            }
+        }
+    }
+
+    /// For a concatenation along its outermost axis (one outer slice, so each input is one
+    /// contiguous block of the output): each input with its block's byte offset and length.
+    fn concat_blocks(&self, si: usize) -> Option<heapless::Vec<(u16, u32, u32), MAX_JOB_INPUTS>> {
+        let step = self.steps.get(si)?;
+        let Some(Op::ConcatenationI8 { params }) = step.op else {
+            return None;
+        };
+        if params.outer() != 1 {
+            return None;
+        }
+        let mut blocks = heapless::Vec::new();
+        let mut at = 0_u32;
+        for (k, operand) in step.operands.iter().enumerate() {
+            let StepOperand::Tensor(t) = *operand else {
+                return None;
+            };
+            let len = u32::try_from(params.input_len(k)).ok()?;
+            blocks.push((t, at, len)).ok()?;
+            at = at.checked_add(len)?;
+        }
+        Some(blocks)
     }
 
     /// Op `k` of a chain starting at step `a`.
@@ -527,6 +604,19 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if let Some(offset) = plan.offset(usize::from(b)) {
                 slot.offset = offset + at;
             }
+        }
+        for si in 0..self.steps.len() {
+            // Buffers live at the same step never overlap, so an input found exactly at its
+            // block of the output was moved there.
+            let out = usize::from(self.steps[si].output);
+            let in_place = self.concat_blocks(si).is_some_and(|blocks| {
+                blocks.iter().all(|&(t, at, _)| {
+                    let (t, o) = (usize::from(t), out);
+                    buffers.of[t] == buffers.of[o]
+                        && self.tensors[t].offset == self.tensors[o].offset + at
+                })
+            });
+            self.steps[si].in_place = in_place;
         }
         let recomputed_macs = self
             .tiles
@@ -669,6 +759,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             op,
             operands,
             output,
+            in_place: false,
         };
         self.steps
             .push(step)
@@ -815,11 +906,15 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             None => refs[0].clone(),
             Some(op) => {
                 let slot = &self.tensors[usize::from(step.output)];
+                // Placing the output over its inputs' memory makes its readers wait for the
+                // producers' writes.
                 let out = self.client.place(pool, slot.offset, slot.bytes);
                 let out = out.map_err(self.failed(si))?;
-                self.client
-                    .execute(op, &refs, &out)
-                    .map_err(self.failed(si))?;
+                if !step.in_place {
+                    self.client
+                        .execute(op, &refs, &out)
+                        .map_err(self.failed(si))?;
+                }
                 out
             }
         };

@@ -201,6 +201,7 @@ pub const INT8: i8 = 9;
 pub const INT32: i8 = 2;
 pub const FC_OPTIONS: u8 = 8;
 pub const CONV_OPTIONS: u8 = 1;
+pub const CONCAT_OPTIONS: u8 = 10;
 
 /// A small valid model: one FULLY_CONNECTED layer, int8 with per-channel weights.
 #[derive(Clone)]

@@ -135,6 +135,14 @@ impl ConcatParams {
         self.inputs as usize
     }
 
+    /// Product of the dimensions before the axis: how many slices each input is cut into
+    /// (0 for an empty output). With 1, every input is one contiguous block of the output,
+    /// in input order, so its producer can write it straight into place.
+    #[must_use]
+    pub const fn outer(&self) -> u32 {
+        self.outer
+    }
+
     /// Element count of input `i` (0 for an `i` beyond the inputs).
     #[must_use]
     pub fn input_len(&self, i: usize) -> usize {
@@ -233,10 +241,13 @@ mod tests {
         let mut out = [0_i8; 6];
         concatenation(&p, &[&[1, 2], &[3, 4, 5, 6]], &mut out).unwrap();
         assert_eq!(out, [1, 2, 3, 4, 5, 6]);
+        // One outer slice: each input is one contiguous block of the output.
+        assert_eq!(p.outer(), 1);
 
         // [2][1][2], [2][2][2], [2][0][2] along axis 1 → [2][3][2].
         let p = ConcatParams::new(&[&[2, 1, 2], &[2, 2, 2], &[2, 0, 2]], 1).unwrap();
         assert_eq!(p.output_shape().as_slice(), &[2, 3, 2]);
+        assert_eq!(p.outer(), 2);
         let mut out = [0_i8; 12];
         let a = [1, 2, 3, 4];
         let b = [10, 11, 12, 13, 14, 15, 16, 17];
