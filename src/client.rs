@@ -35,7 +35,7 @@ use crate::error::Error;
 use crate::hal::{Capabilities, Op, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryStats, PassStats};
-use crate::server::{ComputeServer, ServerStats};
+use crate::server::{ComputeServer, Residency, ServerStats};
 
 /// The firmware's entry point to the compute stack.
 pub struct ComputeClient<'c, C> {
@@ -192,6 +192,113 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     pub fn write(&self, t: &Tensor<'c, C>, data: &[u8]) -> Result<(), Error> {
         let id = self.own(t)?;
         self.call(|s| s.write(id, data))
+    }
+
+    /// A tensor with a pinned host block: the CPU fills and reads it in place
+    /// ([`host_mut`](Self::host_mut), [`host_ref`](Self::host_ref)) and its bytes move
+    /// between host and device without a staging copy, only when a job or a host read needs
+    /// them. See [`Residency`].
+    ///
+    /// ```
+    /// # use npu_compute::prelude::*;
+    /// # use npu_compute::server::Residency;
+    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// # let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// # let client = ComputeClient::new(&channel);
+    /// let x = client.pinned(16).unwrap();
+    /// client.host_mut(&x, |b| {
+    ///     for (chunk, v) in b.chunks_exact_mut(4).zip([-1.0f32, 2.0, -3.0, 4.0]) {
+    ///         chunk.copy_from_slice(&v.to_le_bytes());
+    ///     }
+    /// }).unwrap();
+    /// assert_eq!(client.residency(&x).unwrap(), Residency::Host);
+    /// let y = client.pinned(16).unwrap();
+    /// // Uploads x straight from its block, then runs.
+    /// client.execute(Op::ReluF32 { len: 4 }, &[&x], &y).unwrap();
+    /// assert_eq!(client.residency(&y).unwrap(), Residency::Device);
+    /// let third = client.host_ref(&y, |b| b[8..12].to_vec()).unwrap();
+    /// assert_eq!(third, 0.0f32.to_le_bytes());
+    /// assert_eq!(client.residency(&y).unwrap(), Residency::Both);
+    /// assert_eq!(client.stats().unwrap().staging_copy_bytes, 0);
+    /// ```
+    pub fn pinned(&self, bytes: u32) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.pinned(bytes))?;
+        Ok(self.wrap(id, bytes))
+    }
+
+    /// Runs `f` on a pinned tensor's host block, to write it in place (after the DMA jobs
+    /// still using the block complete). The host then holds the newest bytes; the next job
+    /// reading the tensor uploads them. `f` runs inside the channel: it must not call the
+    /// client. Errors: [`Error::NotPinned`].
+    pub fn host_mut<R>(
+        &self,
+        t: &Tensor<'c, C>,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R, Error> {
+        let id = self.own(t)?;
+        let mut f = Some(f);
+        let mut result = None;
+        self.call(|s| {
+            s.host_mut(id, &mut |b| {
+                if let Some(f) = f.take() {
+                    result = Some(f(b));
+                }
+            })
+        })?;
+        result.ok_or(Error::NotPinned)
+    }
+
+    /// Runs `f` on a pinned tensor's host block, to read it in place, downloading the newest
+    /// bytes into it first when the device holds them (and waiting for that download only).
+    /// `f` runs inside the channel: it must not call the client. Errors:
+    /// [`Error::NotPinned`], the failure of a job producing the bytes.
+    pub fn host_ref<R>(&self, t: &Tensor<'c, C>, f: impl FnOnce(&[u8]) -> R) -> Result<R, Error> {
+        let id = self.own(t)?;
+        let mut f = Some(f);
+        let mut result = None;
+        self.call(|s| {
+            s.host_ref(id, &mut |b| {
+                if let Some(f) = f.take() {
+                    result = Some(f(b));
+                }
+            })
+        })?;
+        result.ok_or(Error::NotPinned)
+    }
+
+    /// Like [`host_ref`](Self::host_ref) but never waits: `WouldBlock` until the host block
+    /// holds the newest bytes (the download starts at the first call).
+    pub fn try_host_ref<R>(
+        &self,
+        t: &Tensor<'c, C>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> nb::Result<R, Error> {
+        let id = self.own(t)?;
+        let mut f = Some(f);
+        let mut result = None;
+        self.channel.with(|s| {
+            s.try_host_ref(id, &mut |b| {
+                if let Some(f) = f.take() {
+                    result = Some(f(b));
+                }
+            })
+        })??;
+        result.ok_or(nb::Error::Other(Error::NotPinned))
+    }
+
+    /// Where a tensor's newest bytes are.
+    pub fn residency(&self, t: &Tensor<'c, C>) -> Result<Residency, Error> {
+        let id = self.own(t)?;
+        self.call(|s| s.residency(id))
+    }
+
+    /// Queues a copy of `src`'s newest bytes into `dst` (same size): device to device, or
+    /// straight from or into a pinned block; returns at once. See [`ComputeServer::copy`].
+    pub fn copy(&self, src: &Tensor<'c, C>, dst: &Tensor<'c, C>) -> Result<(), Error> {
+        let (src, dst) = (self.own(src)?, self.own(dst)?);
+        self.call(|s| s.copy(src, dst))
     }
 
     /// Maps constant data (a model in flash) so that [`create_const`](Self::create_const)

@@ -111,6 +111,9 @@ pub enum Error {
     },
     /// A pass was ended with none open.
     NoPassOpen,
+    /// A host-side access ([`ComputeClient::host_mut`](crate::client::ComputeClient::host_mut)
+    /// and friends) to a tensor that has no pinned host block.
+    NotPinned,
     /// The NPU refused or failed a job.
     Hal(HalError),
     /// A CPU fallback kernel refused its operands.
@@ -193,6 +196,10 @@ impl core::fmt::Display for Error {
                 write!(f, "a pass (key {key}) is already open: passes do not nest")
             }
             Error::NoPassOpen => write!(f, "end of a pass with no pass open"),
+            Error::NotPinned => write!(
+                f,
+                "host access to a tensor without a pinned host block (make it with `pinned`)"
+            ),
             Error::Hal(e) => write!(f, "NPU error: {e:?}"),
             Error::Kernel { op, error } => write!(f, "{op:?} CPU kernel error: {error:?}"),
             Error::Storage(e) => write!(f, "arena bookkeeping error: {e:?}"),

@@ -19,18 +19,28 @@
 //! - `create_const` binds constant data (a model's weights) where it lies: in a flash segment
 //!   the NPU reads ([`Npu::map_flash`]) when the HAL can, with no copy and no arena bytes;
 //!   otherwise the bytes are uploaded once, like `create`. Constant tensors are read-only.
+//! - `pinned` makes a tensor with a block of DMA-capable host memory the CPU fills and reads
+//!   in place (`host_mut`, `host_ref`); its bytes move only when a job or a host read needs
+//!   them, straight between that block and the device (see [`Residency`]). `copy` moves a
+//!   tensor's newest bytes device to device, or straight from or into a pinned block.
+//!   [`ServerStats`] counts every transfer by direction, and the bytes the CPU copied through
+//!   staging.
 //!
 //! The server waits (`Npu::wait_for_event`, a `WFI` on hardware) only in `read`, `sync`, and
 //! when a fixed resource is exhausted but will be freed by jobs in flight: a full job queue,
 //! full staging memory, or an arena whose free chunks are still read by running jobs.
 
 mod deps;
+mod residency;
 mod staging;
 
 pub use deps::{DepSet, Frontier};
+pub use residency::Residency;
 pub use staging::Staging;
 
-use crate::error::Error;
+use residency::HostCopy;
+
+use crate::error::{Capacity, Error};
 use crate::fallback::{run_op, split_operands, OpError};
 use crate::hal::{
     Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, MAX_FLASH_SEGMENTS,
@@ -78,6 +88,28 @@ pub trait ComputeServer {
     fn create_const(&mut self, data: &'static [u8]) -> Result<HandleId, Error>;
     /// Whether a tensor is bound in place in flash (no arena bytes).
     fn is_in_flash(&self, id: HandleId) -> Result<bool, Error>;
+    /// A tensor of `bytes` with a pinned host block (see [`Residency`]): the CPU writes and
+    /// reads it in place, and transfers go straight between that block and the device. Device
+    /// memory is reserved at the first job that touches it. Errors:
+    /// [`Error::StagingExhausted`] or [`Error::CapacityExceeded`] (`StagingBlocks`) when
+    /// host memory cannot hold it.
+    fn pinned(&mut self, bytes: u32) -> Result<HandleId, Error>;
+    /// Lets `f` write a pinned tensor's host block in place, after the DMA jobs still using
+    /// the block complete; the host then holds the newest bytes. Errors: [`Error::NotPinned`].
+    fn host_mut(&mut self, id: HandleId, f: &mut dyn FnMut(&mut [u8])) -> Result<(), Error>;
+    /// Lets `f` read a pinned tensor's host block in place, downloading the newest bytes into
+    /// it first when the device holds them. Errors: [`Error::NotPinned`], a failed job.
+    fn host_ref(&mut self, id: HandleId, f: &mut dyn FnMut(&[u8])) -> Result<(), Error>;
+    /// Like [`host_ref`](Self::host_ref) but never waits: `WouldBlock` (after starting the
+    /// download, if one is needed) until the host block holds the newest bytes.
+    fn try_host_ref(&mut self, id: HandleId, f: &mut dyn FnMut(&[u8])) -> nb::Result<(), Error>;
+    /// Where a tensor's newest bytes are.
+    fn residency(&self, id: HandleId) -> Result<Residency, Error>;
+    /// Queues a copy of `src`'s newest bytes into `dst` (same size) and returns at once:
+    /// device to device when both are on the device, straight from or into a pinned host
+    /// block otherwise (no staging copy). Errors: [`Error::SizeMismatch`],
+    /// [`Error::ReadOnlyTensor`] for a `dst` in flash.
+    fn copy(&mut self, src: HandleId, dst: HandleId) -> Result<(), Error>;
     /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
     fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error>;
     /// Like `read`, but `WouldBlock` until the bytes are ready; never waits.
@@ -131,17 +163,35 @@ pub struct ServerStats {
     pub upload_bytes: u64,
     /// Bytes moved device→host.
     pub download_bytes: u64,
+    /// Device→device transfers ([`ComputeServer::copy`]).
+    pub device_copies: u32,
+    /// Bytes the CPU copied through staging blocks (`create`, `write`, `read`): zero for data
+    /// moved through pinned tensors.
+    pub staging_copy_bytes: u64,
     /// Times the CPU slept waiting for the NPU.
     pub waits: u32,
 }
 
-/// Where a tensor's bytes live.
+/// Where a tensor's device bytes live.
 #[derive(Clone, Copy, Debug)]
 enum Binding {
     /// Device memory from the memory manager.
     Memory(MemoryBinding),
     /// In place in a mapped flash segment; read-only.
     Flash(Region),
+    /// None yet: a pinned tensor no job has touched, whose bytes are in its host block.
+    Host,
+}
+
+/// The memory on one side of a transfer whose access record the transfer joins.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    /// Staging or flash: nothing else uses it.
+    Untracked,
+    /// Device memory.
+    Device(MemoryBinding),
+    /// The pinned host block of a tensor.
+    Pinned(HandleId),
 }
 
 /// A mapped flash segment: its address range, to find constants inside it.
@@ -160,6 +210,24 @@ struct TensorEntry {
     pool: Option<HandleId>,
     /// A device→host transfer started by `try_read`, and the staging block it fills.
     download: Option<(Fence, Block)>,
+    /// A pinned tensor's slot in the server's table of pinned blocks.
+    host: Option<u8>,
+    /// Where the newest bytes are (always `Device` without a host block).
+    newest: Residency,
+}
+
+impl TensorEntry {
+    /// A tensor whose bytes live on the device only.
+    fn on_device(binding: Binding, bytes: u32, pool: Option<HandleId>) -> Self {
+        TensorEntry {
+            binding,
+            bytes,
+            pool,
+            download: None,
+            host: None,
+            newest: Residency::Device,
+        }
+    }
 }
 
 /// A server tag from a global counter, so ids of two servers never match.
@@ -198,6 +266,8 @@ pub struct NpuServer<
     next_unit: u8,
     stats: ServerStats,
     flash: [Option<FlashSegment>; MAX_FLASH_SEGMENTS],
+    /// Pinned tensors' host blocks, which share the staging blocks' capacity.
+    pinned: [Option<HostCopy>; STAGING],
 }
 
 impl<H: Npu, const CHUNKS: usize, const HANDLES: usize, const STAGING: usize>
@@ -229,6 +299,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             next_unit: 0,
             stats: ServerStats::default(),
             flash: [None; MAX_FLASH_SEGMENTS],
+            pinned: [None; STAGING],
         })
     }
 
@@ -347,10 +418,13 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         Ok(Region::device(b.offset, b.len))
     }
 
+    /// The device region of a tensor bound on the device (in memory or flash). A pinned
+    /// tensor no job has touched yet has none: callers bind it first (`bind_on_device`).
     fn region_of(&self, binding: Binding) -> Result<Region, Error> {
         match binding {
             Binding::Memory(m) => self.device_region(m),
             Binding::Flash(r) => Ok(r),
+            Binding::Host => Err(Error::NotPinned),
         }
     }
 
@@ -369,23 +443,131 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         Ok(())
     }
 
-    /// Queue the transfer of host region `src` into the tensor memory `binding`.
-    fn submit_upload(&mut self, src: Region, binding: MemoryBinding) -> Result<Fence, Error> {
+    /// Queues the DMA transfer `src → dst`: it waits for the writers of its source and for
+    /// every job still reading or writing its destination, and joins both access records.
+    /// Counted by direction (host→device, device→host, device→device).
+    fn transfer(&mut self, src: Region, from: Side, dst: Region, to: Side) -> Result<Fence, Error> {
+        // Pinned blocks need no dependencies: every job using them is on the DMA queue.
         let mut deps = DepSet::default();
-        deps.add_write_of(self.memory.access_mut(binding)?);
-        let dst = self.device_region(binding)?;
+        if let Side::Device(m) = from {
+            deps.add_read_of(self.memory.access_mut(m)?);
+        }
+        if let Side::Device(m) = to {
+            deps.add_write_of(self.memory.access_mut(m)?);
+        }
         let job = Job {
             kind: JobKind::Transfer { src, dst },
             queue: Queue::Dma,
             deps: self.deps_for(&deps, Queue::Dma),
         };
         let fence = self.submit(&job)?;
-        self.memory
-            .access_mut(binding)?
-            .record_write(Queue::Dma, fence);
-        self.stats.uploads += 1;
-        self.stats.upload_bytes += src.len as u64;
+        match from {
+            Side::Device(m) => self.memory.access_mut(m)?.record_read(Queue::Dma, fence),
+            Side::Pinned(id) => {
+                if let Some(h) = self.pinned_slot(id)? {
+                    h.read = Some(fence);
+                }
+            }
+            Side::Untracked => {}
+        }
+        match to {
+            Side::Device(m) => self.memory.access_mut(m)?.record_write(Queue::Dma, fence),
+            Side::Pinned(id) => {
+                if let Some(h) = self.pinned_slot(id)? {
+                    h.write = Some(fence);
+                }
+            }
+            Side::Untracked => {}
+        }
+        let bytes = u64::from(src.len);
+        match (src.space, dst.space) {
+            (Space::Host, _) => {
+                self.stats.uploads += 1;
+                self.stats.upload_bytes += bytes;
+            }
+            (_, Space::Host) => {
+                self.stats.downloads += 1;
+                self.stats.download_bytes += bytes;
+            }
+            _ => self.stats.device_copies += 1,
+        }
         Ok(fence)
+    }
+
+    /// Queue the transfer of staging region `src` into the tensor memory `binding`.
+    fn submit_upload(&mut self, src: Region, binding: MemoryBinding) -> Result<Fence, Error> {
+        let dst = self.device_region(binding)?;
+        self.transfer(src, Side::Untracked, dst, Side::Device(binding))
+    }
+
+    /// Binds a pinned tensor on the device at its first use by a job (reserving its device
+    /// memory), and when the job reads it (`read`) and the host holds the newest bytes,
+    /// queues their upload straight from the pinned block. Returns the updated entry.
+    fn bind_on_device(&mut self, id: HandleId, read: bool) -> Result<TensorEntry, Error> {
+        let mut entry = self.handles.get(id)?;
+        if matches!(entry.binding, Binding::Host) {
+            entry.binding = Binding::Memory(self.reserve(entry.bytes)?);
+            self.handles.get_mut(id)?.binding = entry.binding;
+        }
+        if let (true, Some(host), Residency::Host, Binding::Memory(m)) =
+            (read, self.host_of(&entry), entry.newest, entry.binding)
+        {
+            let src = Region::host(host.block.offset, entry.bytes);
+            let dst = self.device_region(m)?;
+            self.transfer(src, Side::Pinned(id), dst, Side::Device(m))?;
+            self.handles.get_mut(id)?.newest = Residency::Both;
+            entry = self.handles.get(id)?;
+        }
+        Ok(entry)
+    }
+
+    /// A tensor's pinned block (`None` for a tensor without one).
+    fn host_of(&self, entry: &TensorEntry) -> Option<HostCopy> {
+        entry
+            .host
+            .and_then(|slot| self.pinned.get(usize::from(slot)).copied().flatten())
+    }
+
+    /// The record of `id`'s pinned block, to update.
+    fn pinned_slot(&mut self, id: HandleId) -> Result<Option<&mut HostCopy>, Error> {
+        let slot = self.handles.get(id)?.host;
+        Ok(slot.and_then(|slot| self.pinned.get_mut(usize::from(slot))?.as_mut()))
+    }
+
+    /// The pinned block of `id` as a host-memory range, with the tensor's entry.
+    fn pinned_block(&self, id: HandleId) -> Result<(TensorEntry, HostCopy), Error> {
+        let entry = self.handles.get(id)?;
+        let host = self.host_of(&entry).ok_or(Error::NotPinned)?;
+        Ok((entry, host))
+    }
+
+    /// Starts downloading a pinned tensor's newest device bytes into its block, if the host
+    /// copy is stale. Returns the fence the host block must wait for (the newest download).
+    fn fetch_to_host(&mut self, id: HandleId) -> Result<Option<Fence>, Error> {
+        let (entry, host) = self.pinned_block(id)?;
+        if !entry.newest.on_host() {
+            let src = self.region_of(entry.binding)?;
+            let from = match entry.binding {
+                Binding::Memory(m) => Side::Device(m),
+                _ => Side::Untracked,
+            };
+            let dst = Region::host(host.block.offset, entry.bytes);
+            self.transfer(src, from, dst, Side::Pinned(id))?;
+            self.handles.get_mut(id)?.newest = Residency::Both;
+        }
+        Ok(self.pinned_block(id)?.1.write)
+    }
+
+    /// The bytes of a pinned block.
+    fn block_bytes(&mut self, block: Block, len: u32) -> Result<&mut [u8], Error> {
+        let host = self.npu.host_memory();
+        let space_bytes = host.len() as u32;
+        let start = block.offset as usize;
+        host.get_mut(start..start + len as usize)
+            .ok_or(Error::Hal(HalError::OutOfBounds {
+                region: Region::host(block.offset, len),
+                space_bytes,
+            }))
     }
 
     /// Copy `data` into staging and queue its upload into `binding`.
@@ -400,6 +582,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         let host = self.npu.host_memory();
         let space_bytes = host.len() as u32;
         let start = block.offset as usize;
+        self.stats.staging_copy_bytes += u64::from(len);
         let copied = match host.get_mut(start..start + len as usize) {
             Some(dst) => fill(dst),
             None => Err(HalError::OutOfBounds {
@@ -419,29 +602,20 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
 
     /// Queue a download of `binding` into a fresh staging block.
     fn start_download(&mut self, binding: Binding, bytes: u32) -> Result<(Fence, Block), Error> {
-        let block = self.staging_alloc(bytes)?;
-        let mut deps = DepSet::default();
-        self.add_read_deps(&mut deps, binding)?;
         let src = self.region_of(binding)?;
-        let job = Job {
-            kind: JobKind::Transfer {
-                src,
-                dst: Region::host(block.offset, bytes),
-            },
-            queue: Queue::Dma,
-            deps: self.deps_for(&deps, Queue::Dma),
+        let from = match binding {
+            Binding::Memory(m) => Side::Device(m),
+            _ => Side::Untracked,
         };
-        let fence = match self.submit(&job) {
-            Ok(f) => f,
+        let block = self.staging_alloc(bytes)?;
+        let dst = Region::host(block.offset, bytes);
+        match self.transfer(src, from, dst, Side::Untracked) {
+            Ok(fence) => Ok((fence, block)),
             Err(e) => {
                 self.staging.free(block)?;
-                return Err(e);
+                Err(e)
             }
-        };
-        self.record_read(binding, Queue::Dma, fence)?;
-        self.stats.downloads += 1;
-        self.stats.download_bytes += bytes as u64;
-        Ok((fence, block))
+        }
     }
 
     /// Copy a finished download out of staging and free its block.
@@ -455,6 +629,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 space_bytes: host.len() as u32,
             })?;
         out.copy_from_slice(src);
+        self.stats.staging_copy_bytes += out.len() as u64;
         self.staging.free(block)
     }
 
@@ -535,7 +710,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         let mut regions = heapless::Vec::new();
         let out = match output.binding {
             Binding::Memory(m) => m,
-            Binding::Flash(_) => return Err(Error::ReadOnlyTensor),
+            Binding::Flash(_) | Binding::Host => return Err(Error::ReadOnlyTensor),
         };
         for e in inputs {
             self.add_read_deps(&mut deps, e.binding)?;
@@ -621,7 +796,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         };
         let out = match output.binding {
             Binding::Memory(m) => Ok(m),
-            Binding::Flash(_) => Err(Error::ReadOnlyTensor),
+            Binding::Flash(_) | Binding::Host => Err(Error::ReadOnlyTensor),
         };
         match computed.and_then(|()| self.submit_upload(out_region, out?)) {
             Ok(fence) => {
@@ -644,12 +819,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     fn empty(&mut self, bytes: u32) -> Result<HandleId, Error> {
         let binding = self.reserve(bytes)?;
         self.handles
-            .insert(TensorEntry {
-                binding: Binding::Memory(binding),
+            .insert(TensorEntry::on_device(
+                Binding::Memory(binding),
                 bytes,
-                pool: None,
-                download: None,
-            })
+                None,
+            ))
             .inspect_err(|_| {
                 let _ = self.memory.release(binding);
             })
@@ -675,12 +849,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         let binding = self.reserve(bytes)?;
         let id = self
             .handles
-            .insert(TensorEntry {
-                binding: Binding::Memory(binding),
+            .insert(TensorEntry::on_device(
+                Binding::Memory(binding),
                 bytes,
-                pool: None,
-                download: None,
-            })
+                None,
+            ))
             .inspect_err(|_| {
                 let _ = self.memory.release(binding);
             })?;
@@ -691,18 +864,17 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn place(&mut self, pool: HandleId, offset: u32, bytes: u32) -> Result<HandleId, Error> {
-        let Binding::Memory(pool_binding) = self.handles.get(pool)?.binding else {
+        let Binding::Memory(pool_binding) = self.bind_on_device(pool, true)?.binding else {
             return Err(Error::ReadOnlyTensor);
         };
         let binding = self.memory.place(pool_binding, offset, bytes)?;
         let id = self
             .handles
-            .insert(TensorEntry {
-                binding: Binding::Memory(binding),
+            .insert(TensorEntry::on_device(
+                Binding::Memory(binding),
                 bytes,
-                pool: Some(pool),
-                download: None,
-            })
+                Some(pool),
+            ))
             .inspect_err(|_| {
                 let _ = self.memory.release(binding);
             })?;
@@ -712,15 +884,18 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
 
     fn write(&mut self, id: HandleId, data: &[u8]) -> Result<(), Error> {
         let entry = self.handles.get(id)?;
-        let Binding::Memory(binding) = entry.binding else {
-            return Err(Error::ReadOnlyTensor);
-        };
         if data.len() != entry.bytes as usize {
             return Err(Error::SizeMismatch {
                 expected: entry.bytes,
                 actual: u32::try_from(data.len()).unwrap_or(u32::MAX),
             });
         }
+        if entry.host.is_some() {
+            return self.host_mut(id, &mut |buf| buf.copy_from_slice(data));
+        }
+        let Binding::Memory(binding) = entry.binding else {
+            return Err(Error::ReadOnlyTensor);
+        };
         self.cancel_download(id)?;
         self.upload_with(binding, entry.bytes, &mut |buf| {
             buf.copy_from_slice(data);
@@ -784,12 +959,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
                     largest_free: 0,
                 })?;
                 let region = Region::flash(segment as u8, offset, bytes);
-                let id = self.handles.insert(TensorEntry {
-                    binding: Binding::Flash(region),
+                let id = self.handles.insert(TensorEntry::on_device(
+                    Binding::Flash(region),
                     bytes,
-                    pool: None,
-                    download: None,
-                })?;
+                    None,
+                ))?;
                 if let Some(seg) = self.flash[segment].as_mut() {
                     seg.tensors += 1;
                 }
@@ -803,7 +977,150 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         Ok(matches!(self.handles.get(id)?.binding, Binding::Flash(_)))
     }
 
+    fn pinned(&mut self, bytes: u32) -> Result<HandleId, Error> {
+        let full = Error::CapacityExceeded {
+            capacity: Capacity::StagingBlocks,
+            limit: STAGING as u32,
+        };
+        // Slots are numbered in a u8: at most 256 pinned tensors, whatever STAGING is.
+        let slot = self
+            .pinned
+            .iter()
+            .take(256)
+            .position(Option::is_none)
+            .ok_or(full)?;
+        let block = self.staging_alloc(bytes)?;
+        // Zeroed, so a pinned tensor read before any write gives the same bytes everywhere.
+        if let Err(e) = self.block_bytes(block, bytes).map(|b| b.fill(0)) {
+            self.staging.free(block)?;
+            return Err(e);
+        }
+        let entry = TensorEntry {
+            binding: Binding::Host,
+            bytes,
+            pool: None,
+            download: None,
+            host: Some(slot as u8),
+            newest: Residency::Host,
+        };
+        match self.handles.insert(entry) {
+            Ok(id) => {
+                self.pinned[slot] = Some(HostCopy::new(block));
+                Ok(id)
+            }
+            Err(e) => {
+                self.staging.free(block)?;
+                Err(e)
+            }
+        }
+    }
+
+    fn host_mut(&mut self, id: HandleId, f: &mut dyn FnMut(&mut [u8])) -> Result<(), Error> {
+        let (entry, host) = self.pinned_block(id)?;
+        // An upload still reading the block would send the new bytes; a download would
+        // overwrite them.
+        if let Some(fence) = host.last_dma() {
+            self.wait_for(fence)?;
+        }
+        f(self.block_bytes(host.block, entry.bytes)?);
+        self.handles.get_mut(id)?.newest = Residency::Host;
+        Ok(())
+    }
+
+    fn host_ref(&mut self, id: HandleId, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
+        if let Some(fence) = self.fetch_to_host(id)? {
+            self.wait_for(fence)?;
+        }
+        let (entry, host) = self.pinned_block(id)?;
+        f(self.block_bytes(host.block, entry.bytes)?);
+        Ok(())
+    }
+
+    fn try_host_ref(&mut self, id: HandleId, f: &mut dyn FnMut(&[u8])) -> nb::Result<(), Error> {
+        if let Some(fence) = self.fetch_to_host(id)? {
+            self.npu.poll(fence).map_err(|e| e.map(Error::from))?;
+        }
+        let (entry, host) = self.pinned_block(id)?;
+        f(self.block_bytes(host.block, entry.bytes)?);
+        Ok(())
+    }
+
+    fn residency(&self, id: HandleId) -> Result<Residency, Error> {
+        Ok(self.handles.get(id)?.newest)
+    }
+
+    fn copy(&mut self, src: HandleId, dst: HandleId) -> Result<(), Error> {
+        let (from, to) = (self.handles.get(src)?, self.handles.get(dst)?);
+        if from.bytes != to.bytes {
+            return Err(Error::SizeMismatch {
+                expected: to.bytes,
+                actual: from.bytes,
+            });
+        }
+        if matches!(to.binding, Binding::Flash(_)) {
+            return Err(Error::ReadOnlyTensor);
+        }
+        if src == dst {
+            return Ok(());
+        }
+        self.cancel_download(dst)?;
+        let bytes = from.bytes;
+        // The source's newest bytes: its pinned block, or its device (or flash) memory.
+        let (from_host, to_host) = (self.host_of(&from), self.host_of(&to));
+        let (src_region, src_side) = match (from.newest, from_host, from.binding) {
+            (Residency::Host, Some(h), _) => {
+                (Region::host(h.block.offset, bytes), Side::Pinned(src))
+            }
+            (_, _, Binding::Memory(m)) => (self.device_region(m)?, Side::Device(m)),
+            (_, _, binding) => (self.region_of(binding)?, Side::Untracked),
+        };
+        // Into a pinned block when the destination has no device memory yet (a pinned output
+        // buffer), else into device memory.
+        let (dst_region, dst_side, newest) = match (to_host, to.binding) {
+            (Some(h), Binding::Host) => (
+                Region::host(h.block.offset, bytes),
+                Side::Pinned(dst),
+                Residency::Host,
+            ),
+            (_, Binding::Memory(m)) => (self.device_region(m)?, Side::Device(m), Residency::Device),
+            _ => return Err(Error::ReadOnlyTensor),
+        };
+        if src_region.space == Space::Host && dst_region.space == Space::Host {
+            // Host to host is the CPU's job: wait for the blocks' DMA, then copy.
+            let (Some(a), Some(b)) = (from_host, to_host) else {
+                return Err(Error::NotPinned);
+            };
+            for fence in [a.write, b.last_dma()].into_iter().flatten() {
+                self.wait_for(fence)?;
+            }
+            let host = self.npu.host_memory();
+            let (s, d) = (a.block.offset as usize, b.block.offset as usize);
+            let len = bytes as usize;
+            if s.max(d) + len > host.len() {
+                return Err(Error::Hal(HalError::OutOfBounds {
+                    region: src_region,
+                    space_bytes: host.len() as u32,
+                }));
+            }
+            host.copy_within(s..s + len, d);
+        } else {
+            self.transfer(src_region, src_side, dst_region, dst_side)?;
+        }
+        self.handles.get_mut(dst)?.newest = newest;
+        Ok(())
+    }
+
     fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
+        let entry = self.handles.get(id)?;
+        if entry.host.is_some() {
+            if out.len() != entry.bytes as usize {
+                return Err(Error::SizeMismatch {
+                    expected: entry.bytes,
+                    actual: out.len() as u32,
+                });
+            }
+            return self.host_ref(id, &mut |b| out.copy_from_slice(b));
+        }
         let (fence, block) = self.download_of(id, out.len())?;
         self.handles.get_mut(id)?.download = None;
         match self.wait_for(fence) {
@@ -816,6 +1133,16 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error> {
+        let entry = self.handles.get(id)?;
+        if entry.host.is_some() {
+            if out.len() != entry.bytes as usize {
+                return Err(nb::Error::Other(Error::SizeMismatch {
+                    expected: entry.bytes,
+                    actual: out.len() as u32,
+                }));
+            }
+            return self.try_host_ref(id, &mut |b| out.copy_from_slice(b));
+        }
         let (fence, block) = self.download_of(id, out.len())?;
         match self.npu.poll(fence) {
             Err(nb::Error::WouldBlock) => Err(nb::Error::WouldBlock),
@@ -836,7 +1163,16 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn execute(&mut self, op: Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error> {
-        let (entries, out) = self.check_operands(&op, inputs, output)?;
+        let (mut entries, mut out) = self.check_operands(&op, inputs, output)?;
+        // Pinned operands: bind them on the device, upload inputs whose newest bytes are on
+        // the host; the output's newest bytes will be on the device.
+        if out.host.is_some() || entries.iter().any(|e| e.host.is_some()) {
+            for (e, &id) in entries.iter_mut().zip(inputs) {
+                *e = self.bind_on_device(id, true)?;
+            }
+            out = self.bind_on_device(output, false)?;
+            self.handles.get_mut(output)?.newest = Residency::Device;
+        }
         // The output's bytes are about to change: a started read of the old bytes is void.
         self.cancel_download(output)?;
         if self.caps.ops.contains(op.kind(), op.dtype()) {
@@ -866,7 +1202,15 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         if self.handles.refs(id)? <= n {
             self.cancel_download(id)?;
         }
-        match self.handles.release(id, n)? {
+        let released = self.handles.release(id, n)?;
+        let slot = released.and_then(|e| e.host);
+        if let Some(host) = slot.and_then(|slot| self.pinned.get_mut(usize::from(slot))?.take()) {
+            match host.last_dma() {
+                Some(fence) => self.staging.free_after(fence, host.block)?,
+                None => self.staging.free(host.block)?,
+            }
+        }
+        match released {
             Some(TensorEntry {
                 binding: Binding::Memory(m),
                 pool,
@@ -893,7 +1237,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
                 }
                 Ok(())
             }
-            None => Ok(()),
+            Some(TensorEntry {
+                binding: Binding::Host,
+                ..
+            })
+            | None => Ok(()),
         }
     }
 

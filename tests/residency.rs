@@ -1,0 +1,232 @@
+//! Residency and pinned host buffers: transfers happen only when a job or a read needs the
+//! bytes, never twice, and never through a staging copy for pinned tensors.
+
+use npu_compute::channel::{ComputeChannel, RefCellChannel};
+use npu_compute::client::ComputeClient;
+use npu_compute::hal::{Npu, Op};
+use npu_compute::memory::MemoryConfig;
+use npu_compute::server::{NpuServer, Residency, ServerStats};
+use npu_compute::Error;
+use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+
+type Server = NpuServer<SimNpu<'static>>;
+
+fn memory<const N: usize>() -> &'static mut [u8] {
+    Box::leak(Box::new(AlignedMemory::<N>::new())).as_mut_slice()
+}
+
+fn channel() -> RefCellChannel<Server> {
+    let npu = SimNpu::new(memory::<65536>(), memory::<16384>(), SimConfig::default()).unwrap();
+    RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Counter differences: (uploads, downloads, device copies, staging copy bytes).
+fn moved(before: ServerStats, after: ServerStats) -> (u32, u32, u32, u64) {
+    (
+        after.uploads - before.uploads,
+        after.downloads - before.downloads,
+        after.device_copies - before.device_copies,
+        after.staging_copy_bytes - before.staging_copy_bytes,
+    )
+}
+
+const RELU: Op = Op::ReluF32 { len: 4 };
+
+#[test]
+fn a_pinned_input_is_uploaded_once_and_only_when_a_job_needs_it() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let reserved = client.memory_stats().unwrap().reserved;
+    let x = client.pinned(16).unwrap();
+    client
+        .host_mut(&x, |b| {
+            b.copy_from_slice(&f32_bytes(&[-1.0, 2.0, -3.0, 4.0]))
+        })
+        .unwrap();
+    let start = client.stats().unwrap();
+    assert_eq!(client.residency(&x).unwrap(), Residency::Host);
+    assert_eq!(
+        client.memory_stats().unwrap().reserved,
+        reserved,
+        "no device memory before a job uses it"
+    );
+    assert_eq!(moved(start, client.stats().unwrap()), (0, 0, 0, 0));
+
+    let (y, z) = (client.empty(16).unwrap(), client.empty(16).unwrap());
+    client.execute(RELU, &[&x], &y).unwrap();
+    assert_eq!(client.residency(&x).unwrap(), Residency::Both);
+    client.execute(RELU, &[&x], &z).unwrap();
+    assert_eq!(
+        moved(start, client.stats().unwrap()),
+        (1, 0, 0, 0),
+        "one upload, from the pinned block"
+    );
+
+    // A new host write makes the device copy stale: the next job uploads again.
+    client
+        .host_mut(&x, |b| {
+            b.copy_from_slice(&f32_bytes(&[5.0, -6.0, 7.0, -8.0]))
+        })
+        .unwrap();
+    assert_eq!(client.residency(&x).unwrap(), Residency::Host);
+    client.execute(RELU, &[&x], &z).unwrap();
+    assert_eq!(moved(start, client.stats().unwrap()), (2, 0, 0, 0));
+    let mut out = [0.0f32; 4];
+    client.read_f32(&y, &mut out).unwrap();
+    assert_eq!(out, [0.0, 2.0, 0.0, 4.0]);
+    client.read_f32(&z, &mut out).unwrap();
+    assert_eq!(out, [5.0, 0.0, 7.0, 0.0]);
+}
+
+#[test]
+fn a_pinned_output_stays_on_the_device_until_read_and_is_downloaded_once() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let x = client.create(&f32_bytes(&[-1.0, 2.0, -3.0, 4.0])).unwrap();
+    let y = client.pinned(16).unwrap();
+    let start = client.stats().unwrap();
+    client.execute(RELU, &[&x], &y).unwrap();
+    assert_eq!(client.residency(&y).unwrap(), Residency::Device);
+    assert_eq!(moved(start, client.stats().unwrap()), (0, 0, 0, 0));
+    let want = f32_bytes(&[0.0, 2.0, 0.0, 4.0]);
+    for _ in 0..3 {
+        assert_eq!(client.host_ref(&y, |b| b.to_vec()).unwrap(), want);
+    }
+    let mut out = [0u8; 16];
+    client.read(&y, &mut out).unwrap();
+    assert_eq!(out.to_vec(), want);
+    assert_eq!(
+        moved(start, client.stats().unwrap()),
+        (0, 1, 0, 0),
+        "one download, into the pinned block"
+    );
+    assert_eq!(client.residency(&y).unwrap(), Residency::Both);
+}
+
+#[test]
+fn try_host_ref_never_waits() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let x = client.create(&f32_bytes(&[-1.0, 2.0, -3.0, 4.0])).unwrap();
+    let y = client.pinned(16).unwrap();
+    client.execute(RELU, &[&x], &y).unwrap();
+    let waits = client.stats().unwrap().waits;
+    let t0 = channel.with(|s| s.npu().now()).unwrap();
+    assert_eq!(
+        client.try_host_ref(&y, |b| b.to_vec()),
+        Err(nb::Error::WouldBlock)
+    );
+    assert_eq!(client.stats().unwrap().waits, waits);
+    assert_eq!(
+        channel.with(|s| s.npu().now()).unwrap(),
+        t0,
+        "no virtual time passed"
+    );
+    let got = loop {
+        match client.try_host_ref(&y, |b| b.to_vec()) {
+            Ok(bytes) => break bytes,
+            Err(nb::Error::WouldBlock) => channel.with(|s| s.npu_mut().wait_for_event()).unwrap(),
+            Err(nb::Error::Other(e)) => panic!("{e}"),
+        }
+    };
+    assert_eq!(got, f32_bytes(&[0.0, 2.0, 0.0, 4.0]));
+    assert_eq!(client.stats().unwrap().downloads, 1);
+}
+
+#[test]
+fn writing_a_pinned_block_waits_for_the_upload_still_reading_it() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let x = client.pinned(16).unwrap();
+    client
+        .write(&x, &f32_bytes(&[1.0, -2.0, 3.0, -4.0]))
+        .unwrap();
+    let y = client.empty(16).unwrap();
+    // The upload is queued, not done (no virtual time has passed); overwriting the block now
+    // would change what it sends.
+    client.execute(RELU, &[&x], &y).unwrap();
+    client.write(&x, &f32_bytes(&[9.0; 4])).unwrap();
+    let z = client.empty(16).unwrap();
+    client.execute(RELU, &[&x], &z).unwrap();
+    let mut out = [0.0f32; 4];
+    client.read_f32(&y, &mut out).unwrap();
+    assert_eq!(out, [1.0, 0.0, 3.0, 0.0]);
+    client.read_f32(&z, &mut out).unwrap();
+    assert_eq!(out, [9.0; 4]);
+    assert_eq!(
+        client.stats().unwrap().staging_copy_bytes,
+        16 * 2,
+        "only the two reads"
+    );
+}
+
+#[test]
+fn copies_go_device_to_device_or_straight_through_pinned_blocks() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let bytes = f32_bytes(&[1.0, 2.0, 3.0, 4.0]);
+    let a = client.create(&bytes).unwrap();
+    let b = client.empty(16).unwrap();
+    let start = client.stats().unwrap();
+    client.copy(&a, &b).unwrap();
+    assert_eq!(moved(start, client.stats().unwrap()), (0, 0, 1, 0));
+
+    // Device to a pinned buffer without device memory: a download into its block.
+    let p = client.pinned(16).unwrap();
+    client.copy(&b, &p).unwrap();
+    assert_eq!(client.residency(&p).unwrap(), Residency::Host);
+    assert_eq!(moved(start, client.stats().unwrap()), (0, 1, 1, 0));
+    // Pinned to pinned: the CPU copies, nothing moves on the bus.
+    let q = client.pinned(16).unwrap();
+    client.copy(&p, &q).unwrap();
+    // Pinned to device: an upload straight from the block.
+    let c = client.empty(16).unwrap();
+    client.copy(&q, &c).unwrap();
+    assert_eq!(moved(start, client.stats().unwrap()), (1, 1, 1, 0));
+    let mut out = [0u8; 16];
+    client.read(&c, &mut out).unwrap();
+    assert_eq!(out.to_vec(), bytes);
+    assert_eq!(client.host_ref(&q, |b| b.to_vec()).unwrap(), bytes);
+
+    let small = client.empty(8).unwrap();
+    assert!(matches!(
+        client.copy(&a, &small),
+        Err(Error::SizeMismatch {
+            expected: 8,
+            actual: 16
+        })
+    ));
+}
+
+#[test]
+fn host_access_to_a_tensor_without_a_pinned_block_is_an_error() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let a = client.empty(16).unwrap();
+    assert_eq!(client.host_mut(&a, |_| ()), Err(Error::NotPinned));
+    assert_eq!(client.host_ref(&a, |_| ()), Err(Error::NotPinned));
+    assert_eq!(client.residency(&a).unwrap(), Residency::Device);
+}
+
+#[test]
+fn pinned_blocks_are_returned_when_their_tensor_is_dropped() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    // Host memory is 16 KiB: 100 pinned buffers of 4 KiB fit only if each is given back.
+    for k in 0..100u8 {
+        let x = client.pinned(4096).unwrap();
+        client.host_mut(&x, |b| b.fill(k)).unwrap();
+        let y = client.empty(4096).unwrap();
+        client.copy(&x, &y).unwrap();
+        drop(x);
+    }
+    client.sync().unwrap();
+    assert!(matches!(
+        client.pinned(1 << 20),
+        Err(Error::StagingExhausted { .. })
+    ));
+}
