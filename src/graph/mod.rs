@@ -174,6 +174,26 @@ pub struct Graph<'c, C: ComputeChannel, const OPS: usize = 64, const TENSORS: us
     memory: ArenaReport,
 }
 
+/// Pinned input and output buffers of one in-flight invoke ([`Graph::io_buffers`],
+/// [`Graph::submit`]). Fill the inputs with [`ComputeClient::host_mut`] and read the outputs
+/// with [`ComputeClient::host_ref`]: no staging copy either way.
+pub struct IoBuffers<'c, C: ComputeChannel> {
+    inputs: heapless::Vec<Tensor<'c, C>, MAX_IO>,
+    outputs: heapless::Vec<Tensor<'c, C>, MAX_IO>,
+}
+
+impl<'c, C: ComputeChannel> IoBuffers<'c, C> {
+    /// The pinned buffer of model input `k`.
+    pub fn input(&self, k: usize) -> Option<&Tensor<'c, C>> {
+        self.inputs.get(k)
+    }
+
+    /// The pinned buffer of model output `k`.
+    pub fn output(&self, k: usize) -> Option<&Tensor<'c, C>> {
+        self.outputs.get(k)
+    }
+}
+
 /// The arena figures of a prepared graph.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -787,6 +807,105 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         result
     }
 
+    /// Pinned buffers for one in-flight invoke: one per model input and output, sized for
+    /// them (see [`submit`](Self::submit)). Errors: [`GraphError::Compute`] when host memory
+    /// or the staging capacity cannot hold them.
+    pub fn io_buffers(&self) -> Result<IoBuffers<'c, C>, GraphError> {
+        let pinned = |list: &[u16]| -> Result<heapless::Vec<Tensor<'c, C>, MAX_IO>, GraphError> {
+            let mut out = heapless::Vec::new();
+            for &t in list {
+                let bytes = self.tensors[usize::from(t)].bytes;
+                let tensor = self
+                    .client
+                    .pinned(bytes)
+                    .map_err(|error| GraphError::Compute {
+                        op_index: None,
+                        error,
+                    })?;
+                // `list` has at most MAX_IO entries.
+                let _ = out.push(tensor);
+            }
+            Ok(out)
+        };
+        Ok(IoBuffers {
+            inputs: pinned(&self.inputs)?,
+            outputs: pinned(&self.outputs)?,
+        })
+    }
+
+    /// Submits one invoke over the pinned buffers `io` and returns without waiting: the
+    /// inputs are uploaded straight from `io`'s blocks, every job is queued, and so are the
+    /// downloads of the outputs into `io`'s output blocks. Read them with
+    /// [`ComputeClient::host_ref`] (which waits for that download only) or
+    /// [`ComputeClient::try_host_ref`] (which never waits).
+    ///
+    /// With two or more [`IoBuffers`], the CPU prepares the next input while the NPU runs
+    /// this one: writing an input block waits only for its own previous upload, and the
+    /// next invoke's jobs wait, on the NPU, for the ones they overwrite.
+    ///
+    /// ```
+    /// # use npu_compute::graph::Graph;
+    /// # use npu_compute::prelude::*;
+    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// # static MODEL: &[u8] = npu_compute::include_aligned!("../../examples/models/convnet/model.tflite");
+    /// # let input = include_bytes!("../../examples/models/convnet/input_0.bin");
+    /// # let expected = include_bytes!("../../examples/models/convnet/expected_tflm_0.bin");
+    /// # let mut device = AlignedMemory::<65536>::new();
+    /// # let mut host = AlignedMemory::<16384>::new();
+    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// # let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// # let client = ComputeClient::new(&channel);
+    /// let mut graph: Graph<_> = Graph::prepare(client, MODEL).unwrap();
+    /// let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
+    /// for frame in 0..4 {
+    ///     let io = &sets[frame % 2];
+    ///     client.host_mut(io.input(0).unwrap(), |b| b.copy_from_slice(input)).unwrap();
+    ///     graph.submit(io).unwrap();
+    ///     if frame > 0 {
+    ///         // The previous frame's output, read while this one runs.
+    ///         let prev = &sets[(frame - 1) % 2];
+    ///         let out = client.host_ref(prev.output(0).unwrap(), |b| b.to_vec()).unwrap();
+    ///         assert_eq!(&out[..], &expected[..]);
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Errors: [`GraphError::BadIo`] for buffers of other sizes (nothing runs then), and
+    /// [`GraphError::Compute`] naming the operator whose job could not be submitted.
+    pub fn submit(&mut self, io: &IoBuffers<'c, C>) -> Result<(), GraphError> {
+        self.check_io(
+            "input",
+            &self.inputs,
+            io.inputs.iter().map(|t| t.bytes() as usize),
+        )?;
+        self.check_io(
+            "output",
+            &self.outputs,
+            io.outputs.iter().map(|t| t.bytes() as usize),
+        )?;
+        let result = self.submit_steps(io);
+        for slot in self.tensors.iter_mut().filter(|s| !s.constant) {
+            slot.value = None;
+        }
+        result
+    }
+
+    fn submit_steps(&mut self, io: &IoBuffers<'c, C>) -> Result<(), GraphError> {
+        let client = self.client;
+        let pool = self.pool()?;
+        self.place_inputs(&pool, |k, t| client.copy(&io.inputs[k], t))?;
+        self.run_steps(&pool)?;
+        for (k, out) in io.outputs.iter().enumerate() {
+            client
+                .copy(self.output_value(k)?, out)
+                .map_err(|error| GraphError::Compute {
+                    op_index: None,
+                    error,
+                })?;
+        }
+        Ok(())
+    }
+
     fn check_io(
         &self,
         what: &'static str,
@@ -815,24 +934,65 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         Ok(())
     }
 
-    fn run(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), GraphError> {
-        let client = self.client;
-        let pool = self.pool.clone();
-        let pool = pool.as_ref().ok_or(GraphError::Compute {
+    /// The activation pool (absent only if preparing it failed).
+    fn pool(&self) -> Result<Tensor<'c, C>, GraphError> {
+        self.pool.clone().ok_or(GraphError::Compute {
             op_index: None,
             error: Error::StaleHandle { index: 0 },
-        })?;
-        for (&t, bytes) in self.inputs.iter().zip(inputs) {
+        })
+    }
+
+    /// Places each model input at its planned offset and fills it with `fill(k, tensor)`.
+    fn place_inputs(
+        &mut self,
+        pool: &Tensor<'c, C>,
+        mut fill: impl FnMut(usize, &Tensor<'c, C>) -> Result<(), Error>,
+    ) -> Result<(), GraphError> {
+        for (k, &t) in self.inputs.iter().enumerate() {
             let slot = &mut self.tensors[usize::from(t)];
-            let tensor = client
+            let tensor = self
+                .client
                 .place(pool, slot.offset, slot.bytes)
-                .and_then(|tensor| client.write(&tensor, bytes).map(|()| tensor))
+                .and_then(|tensor| fill(k, &tensor).map(|()| tensor))
                 .map_err(|error| GraphError::Compute {
                     op_index: None,
                     error,
                 })?;
             slot.value = Some(tensor);
         }
+        Ok(())
+    }
+
+    /// The live tensor of model output `k`.
+    fn output_value(&self, k: usize) -> Result<&Tensor<'c, C>, GraphError> {
+        let t = self.outputs[k];
+        self.tensors[usize::from(t)]
+            .value
+            .as_ref()
+            .ok_or(GraphError::Compute {
+                op_index: None,
+                error: Error::StaleHandle { index: t },
+            })
+    }
+
+    fn run(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), GraphError> {
+        let client = self.client;
+        let pool = self.pool()?;
+        self.place_inputs(&pool, |k, t| client.write(t, inputs[k]))?;
+        self.run_steps(&pool)?;
+        for (k, out) in outputs.iter_mut().enumerate() {
+            client
+                .read(self.output_value(k)?, out)
+                .map_err(|error| GraphError::Compute {
+                    op_index: None,
+                    error,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Submits every step; returns once they are queued.
+    fn run_steps(&mut self, pool: &Tensor<'c, C>) -> Result<(), GraphError> {
         let mut si = 0;
         while si < self.steps.len() {
             let last = match self.tiles.iter().find(|t| usize::from(t.first) == si) {
@@ -856,22 +1016,6 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 }
             }
             si = last + 1;
-        }
-        for (&t, out) in self.outputs.iter().zip(outputs.iter_mut()) {
-            let tensor =
-                self.tensors[usize::from(t)]
-                    .value
-                    .as_ref()
-                    .ok_or(GraphError::Compute {
-                        op_index: None,
-                        error: Error::StaleHandle { index: t },
-                    })?;
-            client
-                .read(tensor, out)
-                .map_err(|error| GraphError::Compute {
-                    op_index: None,
-                    error,
-                })?;
         }
         Ok(())
     }
