@@ -138,6 +138,8 @@ mod failures;
 pub mod layer;
 mod memory;
 #[cfg(feature = "std")]
+pub mod pipeline;
+#[cfg(feature = "std")]
 pub mod runner;
 mod stats;
 mod trace;
