@@ -49,6 +49,11 @@ pub struct PipelineReport {
     pub steady_busy: f64,
     /// Times the CPU slept waiting for the NPU, over the whole run.
     pub waits: u32,
+    /// Transfers of the frames between the first and the last (uploads, downloads, device
+    /// copies), as the server counts them.
+    pub steady_transfers: (u32, u32, u32),
+    /// Bytes the CPU copied through staging in those frames.
+    pub steady_staging_copy_bytes: u64,
 }
 
 /// Runs `frames` frames of `input` through `model` with `cpu_cycles` of preprocessing each,
@@ -103,6 +108,7 @@ pub fn run(
     let waits_before = client.stats().map_err(stack)?.waits;
     let start = now()?;
     let mut outputs = Vec::with_capacity(frames);
+    let mut steady = [client.stats().map_err(stack)?; 2];
     if pipelined {
         let sets = [graph.io_buffers()?, graph.io_buffers()?];
         let compute = |e| {
@@ -112,6 +118,9 @@ pub fn run(
             })
         };
         for n in 0..=frames {
+            if n == 1 || n == frames - 1 {
+                steady[usize::from(n != 1)] = client.stats().map_err(stack)?;
+            }
             if n < frames {
                 let io = &sets[n % 2];
                 advance(cpu_cycles)?;
@@ -127,7 +136,10 @@ pub fn run(
             }
         }
     } else {
-        for _ in 0..frames {
+        for n in 0..frames {
+            if n == 1 || n == frames - 1 {
+                steady[usize::from(n != 1)] = client.stats().map_err(stack)?;
+            }
             advance(cpu_cycles)?;
             let mut out = vec![0u8; out_len];
             graph.invoke(&[input], &mut [&mut out])?;
@@ -161,6 +173,12 @@ pub fn run(
         steady_cycles_per_frame: steady_cycles / (frames as u64 - 2),
         steady_busy: busy as f64 / steady_cycles.max(1) as f64,
         waits,
+        steady_transfers: (
+            steady[1].uploads - steady[0].uploads,
+            steady[1].downloads - steady[0].downloads,
+            steady[1].device_copies - steady[0].device_copies,
+        ),
+        steady_staging_copy_bytes: steady[1].staging_copy_bytes - steady[0].staging_copy_bytes,
     })
 }
 

@@ -87,6 +87,15 @@ pub struct RunReport {
     pub jobs: u64,
     /// DMA transfers in one invocation.
     pub transfers: u64,
+    /// Host→device transfers in one invocation, counted by the server.
+    pub uploads: u32,
+    /// Device→host transfers in one invocation, counted by the server.
+    pub downloads: u32,
+    /// Bytes moved across the bus in one invocation (both directions).
+    pub transfer_bytes: u64,
+    /// Bytes the CPU copied through staging in one invocation (the input into staging and
+    /// the output out of it; zero for pipelined invokes over pinned buffers).
+    pub staging_copy_bytes: u64,
     /// Operators run on the CPU fallback in one invocation.
     pub cpu_ops: u32,
     /// Whether the weights were read in place from flash.
@@ -99,7 +108,7 @@ impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
@@ -110,6 +119,10 @@ impl RunReport {
             self.npu_cycles,
             self.jobs,
             self.transfers,
+            self.uploads,
+            self.downloads,
+            self.transfer_bytes,
+            self.staging_copy_bytes,
             self.cpu_ops,
             self.weights_in_flash,
             self.host_us
@@ -240,6 +253,11 @@ pub fn run(
         npu_cycles: after.0 - before.0,
         jobs: after.1.jobs_completed - before.1.jobs_completed,
         transfers: after.1.transfers - before.1.transfers,
+        uploads: server_after.uploads - server_before.uploads,
+        downloads: server_after.downloads - server_before.downloads,
+        transfer_bytes: (server_after.upload_bytes + server_after.download_bytes)
+            - (server_before.upload_bytes + server_before.download_bytes),
+        staging_copy_bytes: server_after.staging_copy_bytes - server_before.staging_copy_bytes,
         cpu_ops: server_after.cpu_ops - server_before.cpu_ops,
         weights_in_flash: graph.weights_in_flash(),
         host_us: times.get(times.len() / 2).copied().unwrap_or(0.0),

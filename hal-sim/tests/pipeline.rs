@@ -31,3 +31,23 @@ fn pipelining_keeps_the_npu_busy_while_the_cpu_preprocesses() {
         pipelined
     );
 }
+
+#[test]
+fn a_steady_frame_moves_its_input_and_output_only() {
+    let model = runner::leak_aligned(&product("convnet", "model.tflite"));
+    let input = product("convnet", "input_0.bin");
+    let frames = 6;
+    let steady = frames as u32 - 2;
+    for pipelined in [false, true] {
+        let r =
+            pipeline::run(model, &input, SimConfig::default(), 1000, frames, pipelined).unwrap();
+        assert_eq!(r.steady_transfers, (steady, steady, 0), "{r:?}");
+        // Through staging: the input in and the output out (10 bytes), once per frame.
+        let staged = if pipelined {
+            0
+        } else {
+            u64::from(steady) * (input.len() as u64 + 10)
+        };
+        assert_eq!(r.steady_staging_copy_bytes, staged, "{r:?}");
+    }
+}
