@@ -166,3 +166,31 @@ fn plan_gives_the_exact_arena() {
         );
     }
 }
+
+#[test]
+fn bench_chain_runs_the_chain_back_to_back() {
+    // 100 jobs of 76 cycles: the chain takes exactly their sum, with no idle gap; the same
+    // figures on one unit and on two.
+    let o = npu_sim(&["bench", "chain", "--jobs", "100", "--repeat", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for units in [1, 2] {
+        let row = format!("| {units} | 100 | 7600 | 7600 | 0 | ");
+        assert!(stdout.contains(&row), "{row} not in\n{stdout}");
+    }
+    // A CPU slower than the NPU (100 cycles per execute against 76 per job) leaves gaps, and
+    // the table shows them.
+    let o = npu_sim(&[
+        "bench",
+        "chain",
+        "--jobs",
+        "100",
+        "--host-cycles",
+        "100",
+        "--repeat",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!stdout.contains("| 7600 | 7600 | 0 |"), "{stdout}");
+}

@@ -1,0 +1,720 @@
+//! The engine on the simulated NPU, read off the simulator's trace:
+//!
+//! - a chain of 1,000 tiny dependent jobs runs back to back: every job starts at the cycle its
+//!   producer ends, so the chain takes exactly the sum of the jobs' own times (job overhead
+//!   included) and the CPU's waits on a full job table leave no idle gap;
+//! - memory released by a dropped tensor is handed to a new tensor at once, but no job or
+//!   transfer writes it before the jobs reading its old contents complete. The readers are long
+//!   and the writers short, on other queues: a writer that did not wait would end first, and
+//!   the simulator (which applies a job's effect when it retires) would feed the reader the new
+//!   bytes. A control test shows that corruption when the dependency is left out.
+//!
+//! The NPU is [`SimNpu`] behind a thin [`Recorder`] that keeps every job the server submitted
+//! (its regions, queue and dependencies), so the tests can name the memory a job used.
+
+use npu_compute::channel::{ComputeChannel, RefCellChannel};
+use npu_compute::client::{ComputeClient, Tensor};
+use npu_compute::hal::{
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space,
+};
+use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
+use npu_compute::server::{NpuServer, ServerStats};
+use npu_kernels::int8::{self, Activation, FcParams, MulParams, Quant, ReluParams};
+use npu_kernels::FcShape;
+use npu_sim::{AlignedMemory, SimConfig, SimNpu, TraceEntry, TraceKind};
+
+/// [`SimNpu`] with a log of every job submitted through it.
+struct Recorder<const JOBS: usize> {
+    sim: SimNpu<'static, JOBS>,
+    jobs: Vec<(Fence, Job)>,
+}
+
+impl<const JOBS: usize> Npu for Recorder<JOBS> {
+    fn capabilities(&self) -> Capabilities {
+        self.sim.capabilities()
+    }
+    fn submit(&mut self, job: &Job) -> Result<Fence, HalError> {
+        let fence = self.sim.submit(job)?;
+        self.jobs.push((fence, job.clone()));
+        Ok(fence)
+    }
+    fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
+        self.sim.poll(fence)
+    }
+    fn wait_for_event(&mut self) {
+        self.sim.wait_for_event()
+    }
+    fn on_interrupt(&mut self) {
+        self.sim.on_interrupt()
+    }
+    fn now(&self) -> u64 {
+        self.sim.now()
+    }
+    fn host_memory(&mut self) -> &mut [u8] {
+        self.sim.host_memory()
+    }
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
+        self.sim.map_flash(bytes)
+    }
+    fn unmap_flash(&mut self, segment: u8) {
+        self.sim.unmap_flash(segment)
+    }
+}
+
+type Server<const JOBS: usize> = NpuServer<Recorder<JOBS>>;
+type Channel<const JOBS: usize> = RefCellChannel<Server<JOBS>>;
+
+fn memory<const N: usize>() -> &'static mut [u8] {
+    Box::leak(Box::new(AlignedMemory::<N>::new())).as_mut_slice()
+}
+
+/// A channel over a recorded simulator with a trace of `trace` entries.
+fn channel<const JOBS: usize>(
+    config: SimConfig,
+    memory_config: MemoryConfig,
+    trace: usize,
+) -> Channel<JOBS> {
+    let trace = Box::leak(vec![TraceEntry::EMPTY; trace].into_boxed_slice());
+    let sim = SimNpu::<JOBS>::new(memory::<{ 256 << 10 }>(), memory::<{ 64 << 10 }>(), config)
+        .unwrap()
+        .with_trace(trace);
+    let npu = Recorder {
+        sim,
+        jobs: Vec::new(),
+    };
+    RefCellChannel::new(NpuServer::new(npu, memory_config).unwrap())
+}
+
+/// The trace in submission (fence) order, checking that nothing was overwritten.
+fn trace<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<TraceEntry> {
+    channel
+        .with(|s| {
+            assert_eq!(
+                s.npu().sim.trace_overwritten(),
+                0,
+                "trace storage too small"
+            );
+            let mut t: Vec<TraceEntry> = s.npu().sim.trace().collect();
+            t.sort_by_key(|e| e.fence);
+            t
+        })
+        .unwrap()
+}
+
+fn jobs<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<(Fence, Job)> {
+    channel.with(|s| s.npu().jobs.clone()).unwrap()
+}
+
+fn now<const JOBS: usize>(channel: &Channel<JOBS>) -> u64 {
+    channel.with(|s| s.npu().now()).unwrap()
+}
+
+fn entry(trace: &[TraceEntry], fence: Fence) -> TraceEntry {
+    *trace
+        .iter()
+        .find(|e| e.fence == fence)
+        .unwrap_or_else(|| panic!("{fence:?} not in the trace"))
+}
+
+fn bytes(v: &[i8]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+/// Deterministic pseudo-random int8 values (xorshift).
+fn pseudo_random(seed: u32, len: usize) -> Vec<i8> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 24) as i8
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A chain of 1,000 dependent jobs.
+// ---------------------------------------------------------------------------------------------
+
+const CHAIN: usize = 1000;
+const LEN: u32 = 16;
+/// The CPU's own time per `execute`, in cycles, advanced on the simulator's clock after each
+/// one. Host work takes no virtual time otherwise, so a server that synchronised with the NPU
+/// between jobs would leave no gap in the trace; with it, each such synchronisation shows as
+/// an idle gap of this many cycles. It is below half a job's 76 cycles, so a server that does
+/// not synchronise keeps ahead of the NPU, even feeding two units.
+const HOST_CYCLES: u64 = 30;
+
+/// One step of the chain: `x ← x² − 1.904` on the grid `x = q / 65.1` (int8 MUL of `x` by
+/// itself whose output zero point folds in the constant). On `[−1.95, 1.95]` this quadratic map
+/// is chaotic and never clamps, so every step changes the values and a lost, repeated or
+/// reordered step shows in the result.
+fn chain_op() -> Op {
+    let scale = 1.95 / 127.0;
+    let x = Quant {
+        scale,
+        zero_point: 0,
+    };
+    let out = Quant {
+        scale,
+        zero_point: -124,
+    };
+    let params = MulParams::new(x, x, out, Activation::None).unwrap();
+    Op::MulI8 { len: LEN, params }
+}
+
+fn chain_reference(x0: &[i8], steps: usize) -> Vec<i8> {
+    let Op::MulI8 { params, .. } = chain_op() else {
+        unreachable!()
+    };
+    let mut x = x0.to_vec();
+    let mut y = vec![0i8; x.len()];
+    for _ in 0..steps {
+        int8::mul(&params, &x, &x, &mut y).unwrap();
+        std::mem::swap(&mut x, &mut y);
+    }
+    x
+}
+
+/// What a run of interleaved chains produced.
+struct ChainRun {
+    /// Each chain's final bytes.
+    outputs: Vec<[u8; LEN as usize]>,
+    /// Every job, in submission order.
+    trace: Vec<TraceEntry>,
+    /// The jobs as submitted.
+    jobs: Vec<(Fence, Job)>,
+    stats: ServerStats,
+    /// The CPU's waits until the last job was submitted (before the reads).
+    submit_waits: u32,
+    /// Virtual time when the last read returned.
+    end: u64,
+}
+
+/// `chains` independent chains of `CHAIN` jobs each, through the client: each chain ping-pongs
+/// between two tensors (job k reads what job k−1 wrote and overwrites what job k−1 read), the
+/// chains' jobs interleaved, the CPU spending [`HOST_CYCLES`] on each. No read until every job
+/// is submitted; then one read per chain.
+fn run_chains<const JOBS: usize>(config: SimConfig, chains: usize) -> ChainRun {
+    let channel = channel::<JOBS>(config, MemoryConfig::default(), 2 * CHAIN * chains + 64);
+    let client = ComputeClient::new(&channel);
+    let op = chain_op();
+    let mut pairs: Vec<[Tensor<'_, Channel<JOBS>>; 2]> = (0..chains)
+        .map(|c| {
+            let x0 = pseudo_random(c as u32 + 1, LEN as usize);
+            [
+                client.create(bytes(&x0)).unwrap(),
+                client.empty(LEN).unwrap(),
+            ]
+        })
+        .collect();
+    for _ in 0..CHAIN {
+        for [a, b] in pairs.iter_mut() {
+            client.execute(op, &[&*a, &*a], &*b).unwrap();
+            channel
+                .with(|s| s.npu_mut().sim.advance(HOST_CYCLES))
+                .unwrap();
+            std::mem::swap(a, b);
+        }
+    }
+    let submit_waits = client.stats().unwrap().waits;
+    let outputs = pairs
+        .iter()
+        .map(|[a, _]| {
+            let mut out = [0u8; LEN as usize];
+            client.read(a, &mut out).unwrap();
+            out
+        })
+        .collect();
+    ChainRun {
+        outputs,
+        trace: trace(&channel),
+        jobs: jobs(&channel),
+        stats: client.stats().unwrap(),
+        submit_waits,
+        end: now(&channel),
+    }
+}
+
+/// Checks a run of `chains` interleaved chains against the reference and the cycle model, and
+/// returns the compute jobs' entries in submission order.
+fn check_chains(run: &ChainRun, config: &SimConfig, chains: usize) -> Vec<TraceEntry> {
+    // Results.
+    for (c, out) in run.outputs.iter().enumerate() {
+        let x0 = pseudo_random(c as u32 + 1, LEN as usize);
+        assert_eq!(out, bytes(&chain_reference(&x0, CHAIN)), "chain {c}");
+    }
+    // Every job retired, successfully: uploads, compute jobs, downloads.
+    assert_eq!(run.trace.len(), run.jobs.len());
+    assert_eq!(run.trace.len(), chains + CHAIN * chains + chains);
+    assert!(run.trace.iter().all(|e| e.failure.is_none()));
+    let is_compute = |e: &&TraceEntry| matches!(e.kind, TraceKind::Compute { .. });
+    let uploads: Vec<TraceEntry> = run.trace[..chains].to_vec();
+    let computes: Vec<TraceEntry> = run.trace.iter().filter(is_compute).copied().collect();
+    let downloads: Vec<TraceEntry> = run.trace[run.trace.len() - chains..].to_vec();
+    assert_eq!(computes.len(), CHAIN * chains);
+    for (u, d) in uploads.iter().zip(&downloads) {
+        assert!(
+            matches!(u.kind, TraceKind::Transfer { from: Space::Host, to: Space::Device, bytes } if bytes == LEN)
+        );
+        assert!(
+            matches!(d.kind, TraceKind::Transfer { from: Space::Device, to: Space::Host, bytes } if bytes == LEN)
+        );
+    }
+    // Each job takes exactly its cost in the cycle model (compute jobs: the job overhead plus
+    // the slower of compute and memory traffic).
+    for ((fence, job), e) in run.jobs.iter().zip(&run.trace) {
+        assert_eq!(*fence, e.fence);
+        assert_eq!(e.end - e.start, config.job_cost(&job.kind), "{fence:?}");
+    }
+    // Job i of the interleaving is step i / chains of chain i % chains, on unit i % units
+    // (round robin). Its producer is the chain's previous job, or its upload: it starts at the
+    // very cycle the producer ends. No idle gap.
+    let units = usize::from(config.execution_units);
+    for (i, e) in computes.iter().enumerate() {
+        assert_eq!(e.queue, Queue::Unit((i % units) as u8), "job {i}");
+        let producer = if i < chains {
+            uploads[i]
+        } else {
+            computes[i - chains]
+        };
+        assert_eq!(
+            e.start,
+            producer.end,
+            "job {i} (chain {}, step {}) starts {} cycles after its producer ends",
+            i % chains,
+            i / chains,
+            e.start as i64 - producer.end as i64
+        );
+    }
+    // Each chain's download starts when its last job ends.
+    for (c, d) in downloads.iter().enumerate() {
+        assert_eq!(d.start, computes[computes.len() - chains + c].end);
+    }
+    computes
+}
+
+#[test]
+fn a_chain_of_1000_dependent_jobs_runs_back_to_back() {
+    let config = SimConfig::default();
+    let run = run_chains::<32>(config, 1);
+    let computes = check_chains(&run, &config, 1);
+    // The result tells a lost, repeated or reordered step: the chain's values after one step
+    // fewer or more differ.
+    let x0 = pseudo_random(1, LEN as usize);
+    for steps in [CHAIN - 2, CHAIN - 1, CHAIN + 1] {
+        assert_ne!(chain_reference(&x0, steps), chain_reference(&x0, CHAIN));
+    }
+
+    // The chain from the first job's start to the last job's end is exactly the sum of the
+    // jobs' own times: a MUL of 16 int8 elements costs 64 cycles of job overhead plus 12 of
+    // output stage (16 × 0.75), the memory traffic (48 bytes, 6 cycles) being hidden.
+    let job_cost = config.job_cost(&run.jobs[1].1.kind);
+    assert_eq!(job_cost, 64 + 12);
+    let sum: u64 = run
+        .jobs
+        .iter()
+        .filter(|(_, j)| matches!(j.kind, JobKind::Compute { .. }))
+        .map(|(_, j)| config.job_cost(&j.kind))
+        .sum();
+    assert_eq!(sum, CHAIN as u64 * job_cost);
+    let span = computes[CHAIN - 1].end - computes[0].start;
+    assert_eq!(span, sum);
+    // The upload and the download are on either side of it, and the whole run is the three.
+    assert_eq!(computes[0].start, config.transfer_cost(LEN));
+    assert_eq!(
+        run.end,
+        config.transfer_cost(LEN) + sum + config.transfer_cost(LEN)
+    );
+
+    // The job table holds 32 (the upload takes a slot too): past it, a submit that finds no
+    // job ended waits for the oldest one to end. The CPU sleeps to that job's end while 31
+    // jobs are still queued behind it, so the NPU never idles (the trace above). Then the read
+    // sleeps through the remaining jobs' ends, its download's last. Every wait wakes at a
+    // later job end than the one before: at most one wait per job.
+    let stats = run.stats;
+    assert_eq!(stats.compute_jobs, CHAIN as u32);
+    assert_eq!((stats.uploads, stats.downloads), (1, 1));
+    assert!(run.submit_waits > 0, "the table filled");
+    assert!(
+        run.submit_waits <= (1 + CHAIN - 32) as u32,
+        "CPU waits to submit"
+    );
+    assert!(stats.waits <= run.trace.len() as u32, "CPU waits in all");
+}
+
+#[test]
+fn the_cpu_waits_on_a_full_job_table_change_no_cycle_of_the_schedule() {
+    // The same chain with a job table that holds it all: the CPU never waits to submit, only in
+    // the final read, and every job runs at the same cycles as with the 32-entry table.
+    let config = SimConfig::default();
+    let small = run_chains::<32>(config, 1);
+    let big = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || run_chains::<1024>(config, 1))
+        .unwrap()
+        .join()
+        .unwrap();
+    check_chains(&big, &config, 1);
+    assert_eq!(big.submit_waits, 0, "the table never filled");
+    assert!(small.submit_waits > 0);
+    let cycles =
+        |r: &ChainRun| -> Vec<(u64, u64)> { r.trace.iter().map(|e| (e.start, e.end)).collect() };
+    assert_eq!(cycles(&small), cycles(&big));
+    assert_eq!(small.end, big.end);
+    assert_eq!(small.outputs, big.outputs);
+}
+
+#[test]
+fn a_chain_alternating_between_two_units_waits_only_for_its_producer() {
+    // Round robin puts consecutive jobs on different units: each job's dependencies (on the
+    // job before it, the writer of its input and the reader of its output; on the one before
+    // that, the previous writer of its output) cross queues and are carried by fences. The
+    // chain is still back to back: no fence costs a cycle.
+    let config = SimConfig {
+        execution_units: 2,
+        ..SimConfig::default()
+    };
+    let run = run_chains::<32>(config, 1);
+    let computes = check_chains(&run, &config, 1);
+    let span = computes[CHAIN - 1].end - computes[0].start;
+    assert_eq!(span, CHAIN as u64 * (64 + 12));
+    // Every compute job after the first carries its producer's fence (on the other unit): the
+    // producer, submitted just before, is still queued when the job is submitted.
+    let compute_jobs: Vec<&(Fence, Job)> = run
+        .jobs
+        .iter()
+        .filter(|(_, j)| matches!(j.kind, JobKind::Compute { .. }))
+        .collect();
+    for w in compute_jobs.windows(2) {
+        let ((producer, _), (fence, job)) = (w[0], w[1]);
+        assert!(
+            job.deps.contains(producer),
+            "{fence:?} does not wait for {producer:?}: {:?}",
+            job.deps
+        );
+    }
+}
+
+#[test]
+fn two_independent_chains_on_two_units_overlap_and_neither_idles() {
+    // Two chains interleaved: round robin puts chain 0 on unit 0 and chain 1 on unit 1. Each
+    // job starts when its own producer ends, so the two run side by side, each back to back,
+    // and together take the time of one.
+    let config = SimConfig {
+        execution_units: 2,
+        ..SimConfig::default()
+    };
+    let run = run_chains::<32>(config, 2);
+    let computes = check_chains(&run, &config, 2);
+    let chain_time = CHAIN as u64 * (64 + 12);
+    for c in 0..2 {
+        let first = computes[c];
+        let last = computes[computes.len() - 2 + c];
+        assert_eq!(last.end - first.start, chain_time, "chain {c}");
+    }
+    let span = computes.iter().map(|e| e.end).max().unwrap()
+        - computes.iter().map(|e| e.start).min().unwrap();
+    // Chain 1 starts one upload later (both uploads share the DMA queue).
+    assert_eq!(span, chain_time + config.transfer_cost(LEN));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fence-safe reuse of released memory.
+// ---------------------------------------------------------------------------------------------
+
+const X_BYTES: u32 = 256;
+const OUT_FEATURES: u32 = 64;
+const FC_SHAPE: FcShape = FcShape {
+    batches: 1,
+    in_features: X_BYTES,
+    out_features: OUT_FEATURES,
+};
+
+fn fc_op() -> Op {
+    let params = FcParams::new(
+        Quant {
+            scale: 0.05,
+            zero_point: -3,
+        },
+        0.01,
+        Quant {
+            scale: 0.5,
+            zero_point: 2,
+        },
+        Activation::None,
+    )
+    .unwrap();
+    Op::FullyConnectedI8 {
+        shape: FC_SHAPE,
+        params,
+    }
+}
+
+fn fc_reference(x: &[i8], w: &[i8]) -> Vec<i8> {
+    let Op::FullyConnectedI8 { params, shape } = fc_op() else {
+        unreachable!()
+    };
+    let mut out = vec![0i8; OUT_FEATURES as usize];
+    int8::fully_connected(&params, shape, x, w, None, &mut out).unwrap();
+    out
+}
+
+fn relu_op() -> Op {
+    let q = Quant {
+        scale: 0.05,
+        zero_point: -7,
+    };
+    Op::ReluI8 {
+        len: X_BYTES,
+        params: ReluParams::new(q, q).unwrap(),
+    }
+}
+
+fn relu_reference(x: &[i8]) -> Vec<i8> {
+    let Op::ReluI8 { params, .. } = relu_op() else {
+        unreachable!()
+    };
+    let mut out = vec![0i8; x.len()];
+    int8::relu(&params, x, &mut out).unwrap();
+    out
+}
+
+fn reuse_config() -> (SimConfig, MemoryConfig) {
+    (
+        SimConfig {
+            execution_units: 2,
+            ..SimConfig::default()
+        },
+        // Never slice, never deallocate: a released chunk is reused whole by the next tensor
+        // of its size.
+        MemoryConfig {
+            slice: SliceStrategy::Never,
+            dealloc: DeallocStrategy::Never,
+        },
+    )
+}
+
+/// The compute job of `fence`.
+fn compute_job(jobs: &[(Fence, Job)], fence: Fence) -> (Queue, Vec<Region>, Region, Vec<Fence>) {
+    let (_, job) = jobs.iter().find(|(f, _)| *f == fence).unwrap();
+    match &job.kind {
+        JobKind::Compute { inputs, output, .. } => {
+            (job.queue, inputs.to_vec(), *output, job.deps.to_vec())
+        }
+        JobKind::Transfer { .. } => panic!("{fence:?} is a transfer"),
+    }
+}
+
+fn last_fence<const JOBS: usize>(channel: &Channel<JOBS>) -> Fence {
+    channel
+        .with(|s| s.npu().jobs.last().map(|(f, _)| *f))
+        .unwrap()
+        .unwrap()
+}
+
+/// The scenario of the reuse tests, with `fresh` making a tensor of `X_BYTES` over the memory
+/// the last dropped one had (a reserve from the chunk manager, or a placement in a pool):
+///
+/// 1. `a = fresh()`, written with `x`; a long FC reads it on unit 0; `a` is dropped.
+/// 2. `b = fresh()` lies over `a`'s bytes; a short ReLU writes it on unit 1 at once.
+/// 3. A long FC reads `b` on unit 0; `b` is dropped.
+/// 4. `c = fresh()` lies over them too; `client.write` uploads into it on the DMA queue.
+///
+/// Checks that both FCs compute from the bytes they were given, that the writers are
+/// scheduled after the readers of the memory they overwrite, and that a writer which did not
+/// wait would have ended long before the reader did.
+fn reuse_scenario<'c, const JOBS: usize>(
+    channel: &'c Channel<JOBS>,
+    fresh: &dyn Fn() -> Tensor<'c, Channel<JOBS>>,
+) {
+    let client = ComputeClient::new(channel);
+    let x = pseudo_random(11, X_BYTES as usize);
+    let w = pseudo_random(12, (X_BYTES * OUT_FEATURES) as usize);
+    let s = pseudo_random(13, X_BYTES as usize);
+    let z = pseudo_random(14, X_BYTES as usize);
+    let weights = client.create(bytes(&w)).unwrap();
+    let source = client.create(bytes(&s)).unwrap();
+    let y1 = client.empty(OUT_FEATURES).unwrap();
+    let y2 = client.empty(OUT_FEATURES).unwrap();
+    let a = fresh();
+    client.write(&a, bytes(&x)).unwrap();
+    client.sync().unwrap();
+    let waits_before = client.stats().unwrap().waits;
+    let jobs_before = client.stats().unwrap().compute_jobs;
+    assert_eq!(jobs_before, 0, "round robin starts on unit 0");
+
+    // 1. A long reader of `a` on unit 0, then `a` is gone.
+    client.execute(fc_op(), &[&a, &weights], &y1).unwrap();
+    let reader1 = last_fence(channel);
+    drop(a);
+    // 2. Its memory, to a new tensor, written at once on the other unit.
+    let b = fresh();
+    client.execute(relu_op(), &[&source], &b).unwrap();
+    let writer1 = last_fence(channel);
+    // 3. A long reader of `b` on unit 0, then `b` is gone.
+    client.execute(fc_op(), &[&b, &weights], &y2).unwrap();
+    let reader2 = last_fence(channel);
+    drop(b);
+    // 4. The same memory, written by a DMA upload.
+    let c = fresh();
+    client.write(&c, bytes(&z)).unwrap();
+    let writer2 = last_fence(channel);
+    assert_eq!(
+        client.stats().unwrap().waits,
+        waits_before,
+        "the CPU never waited to reuse the memory"
+    );
+
+    let mut out = vec![0u8; OUT_FEATURES as usize];
+    client.read(&y1, &mut out).unwrap();
+    assert_eq!(out, bytes(&fc_reference(&x, &w)), "the first FC saw x");
+    client.read(&y2, &mut out).unwrap();
+    assert_eq!(
+        out,
+        bytes(&fc_reference(&relu_reference(&s), &w)),
+        "the second FC saw relu(s)"
+    );
+    let mut got = vec![0u8; X_BYTES as usize];
+    client.read(&c, &mut got).unwrap();
+    assert_eq!(got, bytes(&z));
+
+    let jobs = jobs(channel);
+    let trace = trace(channel);
+    let (q1, r1_inputs, _, _) = compute_job(&jobs, reader1);
+    let (qw, _, w1_output, w1_deps) = compute_job(&jobs, writer1);
+    let (q2, r2_inputs, _, r2_deps) = compute_job(&jobs, reader2);
+    assert_eq!(
+        (q1, qw, q2),
+        (Queue::Unit(0), Queue::Unit(1), Queue::Unit(0))
+    );
+    // One memory, three tensors.
+    let memory = r1_inputs[0];
+    assert_eq!(memory.len, X_BYTES);
+    assert_eq!(w1_output, memory, "b was given a's memory");
+    assert_eq!(r2_inputs[0], memory);
+    let (_, upload) = jobs.iter().find(|(f, _)| *f == writer2).unwrap();
+    let JobKind::Transfer { src, dst } = upload.kind else {
+        panic!("the write is a transfer")
+    };
+    assert_eq!((src.space, upload.queue), (Space::Host, Queue::Dma));
+    assert_eq!(dst, memory, "c was given the same memory");
+
+    // The writers carry the readers' fences and start only once the readers have ended.
+    assert!(w1_deps.contains(&reader1), "{w1_deps:?}");
+    assert!(r2_deps.contains(&writer1), "{r2_deps:?}");
+    assert!(upload.deps.contains(&reader2), "{:?}", upload.deps);
+    let (r1, w1, r2, w2) = (
+        entry(&trace, reader1),
+        entry(&trace, writer1),
+        entry(&trace, reader2),
+        entry(&trace, writer2),
+    );
+    assert_eq!(
+        w1.start, r1.end,
+        "the ReLU waited for the first FC, no longer"
+    );
+    assert_eq!(r2.start, w1.end);
+    assert_eq!(
+        w2.start, r2.end,
+        "the upload waited for the second FC, no longer"
+    );
+    // And the test can tell: each writer is so much shorter than the reader it waits for that,
+    // had it started when submitted (at the reader's start at the latest), it would have
+    // ended, and retired its bytes into the memory, long before the reader ended.
+    for (reader, writer) in [(r1, w1), (r2, w2)] {
+        let submitted_by = reader.start;
+        assert!(
+            submitted_by + (writer.end - writer.start) < reader.end,
+            "reader {reader:?}, writer {writer:?}"
+        );
+        assert!((reader.end - reader.start) > 5 * (writer.end - writer.start));
+    }
+}
+
+#[test]
+fn a_released_chunk_is_reused_at_once_and_written_only_after_its_readers() {
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<32>(config, memory_config, 256);
+    let client = ComputeClient::new(&channel);
+    let reuses = client.memory_stats().unwrap().exact_reuses;
+    reuse_scenario(&channel, &|| client.empty(X_BYTES).unwrap());
+    assert_eq!(
+        client.memory_stats().unwrap().exact_reuses,
+        reuses + 2,
+        "b and c were handed the chunk a released"
+    );
+}
+
+#[test]
+fn a_placement_over_dead_bytes_is_written_only_after_their_readers() {
+    // The planned path: every tensor is placed at offset 0 of one pool, each over the bytes of
+    // the one dropped before it.
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<32>(config, memory_config, 256);
+    let client = ComputeClient::new(&channel);
+    let pool = client.empty(X_BYTES).unwrap();
+    let placements = client.memory_stats().unwrap().placements;
+    reuse_scenario(&channel, &|| client.place(&pool, 0, X_BYTES).unwrap());
+    assert_eq!(client.memory_stats().unwrap().placements, placements + 3);
+}
+
+#[test]
+fn control_a_writer_that_does_not_wait_corrupts_the_reader() {
+    // What the reuse tests guard against, made to happen: the same long FC on unit 0 and the
+    // same short ReLU into the FC's input on unit 1, but the ReLU is submitted behind the
+    // server's back without the FC's fence. It ends first, and the FC computes from its bytes.
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<32>(config, memory_config, 256);
+    let client = ComputeClient::new(&channel);
+    let x = pseudo_random(11, X_BYTES as usize);
+    let w = pseudo_random(12, (X_BYTES * OUT_FEATURES) as usize);
+    let s = pseudo_random(13, X_BYTES as usize);
+    let weights = client.create(bytes(&w)).unwrap();
+    // Kept alive: the rogue writer reads it.
+    let _source = client.create(bytes(&s)).unwrap();
+    let source_upload = last_fence(&channel);
+    let y = client.empty(OUT_FEATURES).unwrap();
+    let a = client.create(bytes(&x)).unwrap();
+    client.sync().unwrap();
+    client.execute(fc_op(), &[&a, &weights], &y).unwrap();
+    let reader = last_fence(&channel);
+    let jobs = jobs(&channel);
+    let (_, inputs, _, _) = compute_job(&jobs, reader);
+    let JobKind::Transfer {
+        dst: source_region, ..
+    } = jobs
+        .iter()
+        .find(|(f, _)| *f == source_upload)
+        .unwrap()
+        .1
+        .kind
+    else {
+        panic!("an upload")
+    };
+    drop(a);
+    let rogue = Job {
+        kind: JobKind::Compute {
+            op: relu_op(),
+            inputs: heapless::Vec::from_slice(&[source_region]).unwrap(),
+            output: inputs[0],
+        },
+        queue: Queue::Unit(1),
+        deps: heapless::Vec::new(),
+    };
+    let writer = channel
+        .with(|s| s.npu_mut().submit(&rogue))
+        .unwrap()
+        .unwrap();
+    let mut out = vec![0u8; OUT_FEATURES as usize];
+    client.read(&y, &mut out).unwrap();
+    let trace = trace(&channel);
+    assert!(entry(&trace, writer).end < entry(&trace, reader).end);
+    assert_ne!(out, bytes(&fc_reference(&x, &w)), "the FC did not see x");
+    assert_eq!(
+        out,
+        bytes(&fc_reference(&relu_reference(&s), &w)),
+        "the FC saw the rogue writer's bytes"
+    );
+}
