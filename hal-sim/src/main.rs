@@ -13,7 +13,10 @@
 //! - `npu-sim plan MODEL.tflite [--json]`: the exact arena bytes the model needs (the size to
 //!   give the firmware's arena section), from the arena plan made at prepare.
 //! - `npu-sim bench models DIR`: every model of a reference-model directory: conformance,
-//!   host time, NPU cycles and arena bytes next to the peers' figures.
+//!   host time, NPU cycles and arena bytes next to the peers' figures, and the transfers of
+//!   one invoke.
+//! - `npu-sim bench pipeline MODEL.tflite`: a stream of frames with a fixed host
+//!   preprocessing cost each, run one after another and pipelined: how busy the NPU stays.
 
 use clap::{Parser, Subcommand};
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
@@ -155,6 +158,22 @@ enum Bench {
         #[arg(long, default_value_t = 11)]
         repeat: usize,
     },
+    /// Frames of one model with a fixed host preprocessing cost each, one after another and
+    /// pipelined over two sets of pinned buffers: NPU busy fraction in the steady state.
+    Pipeline {
+        /// The model (one input, one output).
+        model: PathBuf,
+        /// The input frame (default: `input_0.bin` beside the model).
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Frames per run.
+        #[arg(long, default_value_t = 20)]
+        frames: usize,
+        /// Preprocessing cycles per frame, repeatable (default: a quarter, a half and nine
+        /// tenths of one inference's cycles).
+        #[arg(long)]
+        cpu_cycles: Vec<u64>,
+    },
 }
 
 fn plan_model(model: &'static [u8], json: bool, optimise: Optimise) -> Result<(), String> {
@@ -238,6 +257,15 @@ fn main() -> ExitCode {
                     repeat,
                 },
         } => bench_chain(jobs, host_cycles, repeat),
+        Command::Bench {
+            which:
+                Bench::Pipeline {
+                    model,
+                    input,
+                    frames,
+                    cpu_cycles,
+                },
+        } => bench_pipeline(&model, input.as_deref(), frames, &cpu_cycles),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -653,6 +681,62 @@ fn run_model(
     Ok(())
 }
 
+/// `npu-sim bench pipeline MODEL`.
+fn bench_pipeline(
+    model_path: &Path,
+    input: Option<&Path>,
+    frames: usize,
+    cpu_cycles: &[u64],
+) -> Result<(), String> {
+    let model = read_model(model_path)?;
+    let input_path = match input {
+        Some(p) => p.to_path_buf(),
+        None => model_path.with_file_name("input_0.bin"),
+    };
+    let input = std::fs::read(&input_path).map_err(|e| format!("{}: {e}", input_path.display()))?;
+    let config = SimConfig::default();
+    let run = |cpu, pipelined| {
+        npu_sim::pipeline::run(model, &input, config, cpu, frames, pipelined)
+            .map_err(|e| e.to_string())
+    };
+    let inference = run(0, false)?.inference_cycles;
+    let costs = if cpu_cycles.is_empty() {
+        vec![inference / 4, inference / 2, inference * 9 / 10]
+    } else {
+        cpu_cycles.to_vec()
+    };
+    println!(
+        "{}: {frames} frames, one inference = {inference} compute cycles ({} execution units)",
+        model_path.display(),
+        config.execution_units
+    );
+    println!("| preprocessing cycles / frame | × inference | mode | steady cycles / frame | NPU busy (steady) | total cycles | steady transfers per frame (up, down) | staging copy B per frame | CPU waits |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for cpu in costs {
+        for pipelined in [false, true] {
+            let r = run(cpu, pipelined)?;
+            let steady = (frames - 2) as f64;
+            println!(
+                "| {cpu} | {:.2} | {} | {} | {:.1}% | {} | {:.0}, {:.0} | {:.0} | {} |",
+                cpu as f64 / inference as f64,
+                if pipelined {
+                    "pipelined"
+                } else {
+                    "one after another"
+                },
+                r.steady_cycles_per_frame,
+                100.0 * r.steady_busy,
+                r.total_cycles,
+                f64::from(r.steady_transfers.0) / steady,
+                f64::from(r.steady_transfers.1) / steady,
+                r.steady_staging_copy_bytes as f64 / steady,
+                r.waits,
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `npu-sim bench models DIR`.
 fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
     let figures_path = dir.join("figures.json");
@@ -666,6 +750,7 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
         .ok_or("figures.json: expected an array")?;
     let mut time_table = String::from("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs | × LiteRT | NPU cycles | Vela cycles | cycles / Vela |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let mut arena_table = String::from("| model | activations B (cycles) | lower bound B | TFLM head B | activations B (memory) | Vela size SRAM B | outputs = TFLM (memory) | tiled chains | NPU cycles (memory) | recompute cycles | constants B | runtime state B | TFLM tail B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut transfer_table = String::from("| model | input B | output B | invoke: uploads, downloads | invoke: bytes moved | invoke: staging copy B | pipelined steady frame: uploads, downloads | pipelined: staging copy B |\n|---|---|---|---|---|---|---|---|\n");
     let mut failures = 0;
     for row in rows {
         let name = row["model"]
@@ -707,6 +792,21 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
         let [Some(fast), Some(small)] = first else {
             return Err(format!("{name}: no inputs"));
         };
+        let input = std::fs::read(model_dir.join("input_0.bin")).map_err(|e| e.to_string())?;
+        let piped = npu_sim::pipeline::run(model, &input, SimConfig::default(), 0, 4, true)
+            .map_err(|e| format!("{name}: {e}"))?;
+        transfer_table += &format!(
+            "| {name} | {} | {} | {}, {} | {} | {} | {}, {} | {} |\n",
+            input.len(),
+            fast.outputs.iter().map(Vec::len).sum::<usize>(),
+            fast.uploads,
+            fast.downloads,
+            fast.transfer_bytes,
+            fast.staging_copy_bytes,
+            piped.steady_transfers.0 / 2,
+            piped.steady_transfers.1 / 2,
+            piped.steady_staging_copy_bytes / 2,
+        );
         failures += 2 * total - matched[0] - matched[1];
         times.sort_by(f64::total_cmp);
         let host = times[times.len() / 2];
@@ -737,7 +837,7 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
             num("tflm_total_bytes") - num("tflm_head_bytes"),
         );
     }
-    println!("{time_table}\n{arena_table}");
+    println!("{time_table}\n{arena_table}\n{transfer_table}");
     if failures > 0 {
         return Err(format!("{failures} outputs differ from TFLM's"));
     }

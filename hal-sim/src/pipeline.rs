@@ -39,7 +39,9 @@ pub struct PipelineReport {
     pub frames: usize,
     /// Host preprocessing per frame, in virtual cycles.
     pub cpu_cycles: u64,
-    /// Compute cycles of one inference (the union of its jobs' intervals, averaged).
+    /// Compute cycles of the first frame (the union of its jobs' intervals). Later frames
+    /// can be a little shorter: the simulator's layer pipeline overlaps a frame's first
+    /// weight fetch with the previous frame.
     pub inference_cycles: u64,
     /// Virtual cycles from the first preprocessing step to the last output read.
     pub total_cycles: u64,

@@ -194,3 +194,29 @@ fn bench_chain_runs_the_chain_back_to_back() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(!stdout.contains("| 7600 | 7600 | 0 |"), "{stdout}");
 }
+
+#[test]
+fn bench_pipeline_prints_both_modes() {
+    let model = models().join("kws_dscnn/model.tflite");
+    let o = npu_sim(&[
+        "bench",
+        "pipeline",
+        model.to_str().unwrap(),
+        "--frames",
+        "6",
+        "--cpu-cycles",
+        "40000",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let busy = |mode: &str| -> f64 {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with("| 40000 |") && l.contains(mode))
+            .unwrap_or_else(|| panic!("no {mode} row in\n{stdout}"));
+        let cell = row.split('|').nth(5).unwrap().trim();
+        cell.trim_end_matches('%').parse().unwrap()
+    };
+    assert!(busy("| pipelined |") >= 95.0, "{stdout}");
+    assert!(busy("| one after another |") < 75.0, "{stdout}");
+}
