@@ -31,8 +31,12 @@ echo "qemu-run.sh: $elf on mps2-an386 (timeout ${timeout_s}s)" >&2
 set +e
 # -k: SIGKILL if QEMU ignores the SIGTERM. stdin from /dev/null: -nographic would otherwise put
 # an interactive terminal in raw mode and multiplex the QEMU monitor on it.
+#
+# -icount shift=0: the virtual clock advances exactly 1 ns per guest instruction, so timers
+# (SysTick) count executed instructions deterministically; QEMU emulates no DWT cycle counter.
+# The firmware's dispatch-cost check relies on it (and fails without it).
 timeout -k 5 "$timeout_s" \
-    qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic \
+    qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic -icount shift=0 \
     -semihosting-config enable=on,target=native -kernel "$elf" </dev/null \
     | "$decoder" -e "$elf" stdin
 statuses=("${PIPESTATUS[@]}")

@@ -1,0 +1,313 @@
+//! Dispatch cost: CPU instructions per job from the client down to the driver.
+//!
+//! # Why
+//!
+//! The compute stack is meant to keep the CPU free while the NPU works, so what one job costs
+//! the CPU to *dispatch* (client → [`RefCellChannel`] → [`NpuServer`] → HAL) matters on its
+//! own, apart from the kernel the NPU then runs. The target is under 500 instructions
+//! per job. This module counts them over the [`NullNpu`], a driver that only does a driver's
+//! bookkeeping, so the count is the stack's and not a simulator's.
+//!
+//! # How
+//!
+//! QEMU does not emulate the DWT cycle counter, but with `-icount shift=0` (which
+//! `.ci/qemu-run.sh` passes) its virtual clock advances by exactly one nanosecond per guest
+//! instruction, and SysTick (processor clock source) counts down on that clock. So SysTick
+//! ticks are proportional to instructions executed. The ratio is not assumed: [`calibrate`]
+//! times [`cortex_m::asm::delay`] (a `subs`/`bne` loop: two instructions per iteration) at two
+//! lengths and takes the slope, which cancels the fixed cost of the call and of reading the
+//! counter. On mps2-an386 the CPU clock is 25 MHz, so one tick is 40 instructions (measured:
+//! 2 000 000 instructions in 49 999 ticks), and a count is exact to one tick, i.e. to 0.04
+//! instructions per call over [`CALLS`] calls. It also times one length twice: without
+//! `-icount` the counter follows wall-clock time and the two differ, which fails the run
+//! rather than reporting noise. (A QEMU `-singlestep -d exec` trace of the end-to-end loop
+//! counted the same instructions, to the tick.)
+//!
+//! Each figure is `N` calls in one timed loop, minus the same loop running an empty closure
+//! (the loop, the indirect call and the result check), divided by `N`. The ring of the null
+//! NPU holds 32 jobs, so every 32nd submit finds it full and the server waits once (the null
+//! NPU then retires all 32): that cost is spread over the jobs, as an interrupt's would be.
+//! Every call passes a prebuilt [`Op`] by value, as a caller holding one does; that copy (148
+//! bytes on this target, about 157 instructions with compiler-builtins' `memcpy`) is part of
+//! each figure.
+//!
+//! Three levels are timed, for a breakdown:
+//! - end to end: [`ComputeClient::execute`] of an int8 ADD on two 16-byte tensors;
+//! - the server alone: [`ComputeServer::execute`] called inside one [`ComputeChannel::with`];
+//! - the driver alone: [`Npu::submit`] of the job the server builds for that ADD;
+//!
+//! and, for reference, an empty [`ComputeChannel::with`] (borrowing the server).
+
+use core::mem::size_of;
+
+use cortex_m::peripheral::syst::SystClkSource;
+use cortex_m::peripheral::SYST;
+
+use npu_compute::channel::{ComputeChannel, RefCellChannel};
+use npu_compute::client::ComputeClient;
+use npu_compute::hal::{HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region};
+use npu_compute::memory::{Access, MemoryConfig};
+use npu_compute::server::{ComputeServer, DepSet, NpuServer};
+use npu_compute::Error;
+use npu_kernels::int8::{Activation, AddParams, Quant};
+
+use crate::null_npu::NullNpu;
+
+/// Calls timed per figure.
+pub const CALLS: u32 = 1000;
+/// SysTick's reload value: its whole 24-bit range.
+const RELOAD: u32 = 0x00FF_FFFF;
+/// Iterations of the two calibration delays; their difference is 2 × 1 000 000 instructions.
+const CALIBRATION_SHORT: u32 = 100_000;
+/// See [`CALIBRATION_SHORT`].
+const CALIBRATION_LONG: u32 = 1_100_000;
+
+/// The server the measurement drives: the null NPU with the default capacities.
+type Server<'a> = NpuServer<NullNpu<'a>>;
+
+/// Why the measurement could not be made.
+#[derive(defmt::Format)]
+pub enum CostError {
+    /// The compute stack returned an error.
+    Stack(Error),
+    /// SysTick does not count instructions deterministically (QEMU without `-icount`?):
+    /// the same delay took these two tick counts.
+    NotDeterministic(u32, u32),
+    /// The calibration delay did not advance SysTick.
+    NoTicks,
+    /// A timed loop ran longer than half of SysTick's range, so wraps cannot be told apart.
+    TooLong(u32),
+}
+
+impl From<Error> for CostError {
+    fn from(e: Error) -> Self {
+        CostError::Stack(e)
+    }
+}
+
+/// SysTick as a free-running down counter of (a fixed multiple of) instructions.
+pub struct Ticks {
+    /// Owned so that nothing else reconfigures it.
+    _syst: SYST,
+}
+
+impl Ticks {
+    /// Starts SysTick on the processor clock over its full range, without its interrupt.
+    pub fn new(mut syst: SYST) -> Self {
+        syst.disable_counter();
+        syst.disable_interrupt();
+        syst.set_clock_source(SystClkSource::Core);
+        syst.set_reload(RELOAD);
+        syst.clear_current();
+        syst.enable_counter();
+        Ticks { _syst: syst }
+    }
+
+    /// Ticks elapsed while `f` runs `n` times; stops at the first error. The counter counts
+    /// down and wraps from 0 to [`RELOAD`]: one wrap is undone by the mask, and a loop longer
+    /// than half the range is refused so that a second wrap cannot pass unnoticed.
+    #[inline(never)]
+    pub fn time(&self, n: u32, f: &mut dyn FnMut() -> Result<(), Error>) -> Result<u32, CostError> {
+        let start = SYST::get_current();
+        for _ in 0..n {
+            f()?;
+        }
+        let end = SYST::get_current();
+        let ticks = start.wrapping_sub(end) & RELOAD;
+        if ticks > RELOAD / 2 {
+            return Err(CostError::TooLong(ticks));
+        }
+        Ok(ticks)
+    }
+}
+
+/// Instructions per SysTick tick, as a fraction, measured.
+#[derive(Clone, Copy, defmt::Format)]
+pub struct Calibration {
+    /// Instructions the long delay runs beyond the short one.
+    pub instructions: u32,
+    /// Ticks the long delay takes beyond the short one.
+    pub ticks: u32,
+    /// Ticks of the short delay.
+    pub short_ticks: u32,
+    /// Ticks of the long delay, first and second time.
+    pub long_ticks: (u32, u32),
+}
+
+impl Calibration {
+    /// `ticks` ticks in hundredths of an instruction, per call of `calls`.
+    fn centi_per_call(&self, ticks: u32, calls: u32) -> u64 {
+        u64::from(ticks) * u64::from(self.instructions) * 100
+            / (u64::from(self.ticks) * u64::from(calls))
+    }
+}
+
+/// Measures instructions per tick: `delay(k)` runs `2 (k + 1)` instructions in its loop plus a
+/// fixed few around it, so two lengths differ by exactly `2 Δk` instructions.
+pub fn calibrate(t: &Ticks) -> Result<Calibration, CostError> {
+    let delay = |k: u32| {
+        t.time(1, &mut || {
+            cortex_m::asm::delay(k);
+            Ok(())
+        })
+    };
+    let short_ticks = delay(CALIBRATION_SHORT)?;
+    let long = delay(CALIBRATION_LONG)?;
+    let again = delay(CALIBRATION_LONG)?;
+    // One tick of rounding either way: the two runs start at a different phase of a tick.
+    if long.abs_diff(again) > 1 {
+        return Err(CostError::NotDeterministic(long, again));
+    }
+    let ticks = long.checked_sub(short_ticks).filter(|&t| t > 0);
+    Ok(Calibration {
+        instructions: 2 * (CALIBRATION_LONG - CALIBRATION_SHORT),
+        ticks: ticks.ok_or(CostError::NoTicks)?,
+        short_ticks,
+        long_ticks: (long, again),
+    })
+}
+
+/// Instructions per call at each level, in hundredths.
+#[derive(Clone, Copy, defmt::Format)]
+pub struct DispatchCost {
+    /// [`ComputeClient::execute`]: client, channel, server and driver.
+    pub end_to_end: u64,
+    /// [`ComputeServer::execute`] alone (server and driver).
+    pub server: u64,
+    /// [`Npu::submit`] alone (plus the share of retiring a full ring).
+    pub hal: u64,
+    /// An empty [`ComputeChannel::with`].
+    pub channel_with: u64,
+    /// The empty timed loop that was subtracted, per iteration.
+    pub loop_overhead: u64,
+}
+
+/// Hundredths as `integer.fraction` for the log.
+struct Centi(u64);
+
+impl defmt::Format for Centi {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "{=u64}.{=u64:02}", self.0 / 100, self.0 % 100);
+    }
+}
+
+/// Builds the stack over a null NPU whose staging memory is `host`, and times the three levels
+/// (see the module documentation). Logs every figure and returns them.
+pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<DispatchCost, CostError> {
+    let server: Server<'_> = NpuServer::new(NullNpu::new(host), MemoryConfig::default())?;
+    let channel: RefCellChannel<Server<'_>> = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+
+    let q = Quant {
+        scale: 0.05,
+        zero_point: 0,
+    };
+    let params = AddParams::new(q, q, q, Activation::None).map_err(|error| Error::Kernel {
+        op: OpKind::Add,
+        error,
+    })?;
+    let op = Op::AddI8 { len: 16, params };
+    let a = client.create(&[1u8; 16])?;
+    let b = client.create(&[2u8; 16])?;
+    let out = client.empty(16)?;
+    // Steady state: the uploads retired, one job already written to `out`.
+    client.execute(op, &[&a, &b], &out)?;
+    client.sync()?;
+
+    let per_call = |ticks: u32| cal.centi_per_call(ticks, CALLS);
+    let empty = t.time(CALLS, &mut || Ok(()))?;
+    let net = |ticks: u32| per_call(ticks.saturating_sub(empty));
+
+    let end_to_end = t.time(CALLS, &mut || client.execute(op, &[&a, &b], &out))?;
+    client.sync()?;
+
+    let ids = [a.id(), b.id()];
+    let out_id = out.id();
+    let server = channel.with(|s| -> Result<u32, CostError> {
+        let ticks = t.time(CALLS, &mut || s.execute(op, &ids, out_id))?;
+        s.sync()?;
+        Ok(ticks)
+    })??;
+
+    let channel_with = t.time(CALLS, &mut || channel.with(|_| ()))?;
+
+    // The job the server builds for the ADD: two inputs, one output, no dependency left (the
+    // inputs' uploads have retired and the output's last writer is on the same queue).
+    let job = Job {
+        kind: JobKind::Compute {
+            op,
+            inputs: [Region::device(0, 16), Region::device(16, 16)]
+                .into_iter()
+                .collect(),
+            output: Region::device(32, 16),
+        },
+        queue: Queue::Unit(0),
+        deps: Default::default(),
+    };
+    let hal = channel.with(|s| -> Result<u32, CostError> {
+        let npu = s.npu_mut();
+        let ticks = t.time(CALLS, &mut || loop {
+            // What the server does on a full ring: wait (the null NPU retires it all), retry.
+            match npu.submit(&job) {
+                Ok(_) => return Ok(()),
+                Err(HalError::QueueFull { .. }) => npu.wait_for_event(),
+                Err(e) => return Err(e.into()),
+            }
+        });
+        npu.on_interrupt();
+        ticks
+    })??;
+
+    let cost = DispatchCost {
+        end_to_end: net(end_to_end),
+        server: net(server),
+        hal: net(hal),
+        channel_with: net(channel_with),
+        loop_overhead: per_call(empty),
+    };
+    defmt::info!(
+        "dispatch: {=u32} x AddI8 (16 B) over the null NPU; ticks: loop {=u32}, client {=u32}, server {=u32}, submit {=u32}, with {=u32}",
+        CALLS,
+        empty,
+        end_to_end,
+        server,
+        hal,
+        channel_with
+    );
+    defmt::info!(
+        "dispatch: instructions per job: end to end {}, server + HAL {}, HAL submit {}; client + channel {}, server without HAL {}; empty channel.with {}; loop overhead subtracted {}",
+        Centi(cost.end_to_end),
+        Centi(cost.server),
+        Centi(cost.hal),
+        Centi(cost.end_to_end.saturating_sub(cost.server)),
+        Centi(cost.server.saturating_sub(cost.hal)),
+        Centi(cost.channel_with),
+        Centi(cost.loop_overhead)
+    );
+    let npu_jobs = channel.with(|s| (s.npu().submitted(), s.npu().completed(Queue::Unit(0))))?;
+    defmt::info!(
+        "dispatch: null NPU saw {=u64} jobs ({=u32} compute completed); sizes in bytes: Op {=usize}, Job {=usize}, Access {=usize}, DepSet {=usize}",
+        npu_jobs.0,
+        npu_jobs.1,
+        size_of::<Op>(),
+        size_of::<Job>(),
+        size_of::<Access>(),
+        size_of::<DepSet>()
+    );
+    Ok(cost)
+}
+
+/// Logs the calibration.
+pub fn log_calibration(cal: &Calibration) {
+    defmt::info!(
+        "SysTick calibration: delay({=u32}) {=u32} ticks, delay({=u32}) {=u32} and {=u32} ticks: {=u32} instructions in {=u32} ticks = {} instructions per tick",
+        CALIBRATION_SHORT,
+        cal.short_ticks,
+        CALIBRATION_LONG,
+        cal.long_ticks.0,
+        cal.long_ticks.1,
+        cal.instructions,
+        cal.ticks,
+        Centi(u64::from(cal.instructions) * 100 / u64::from(cal.ticks))
+    );
+}
