@@ -139,55 +139,102 @@ pub struct MemoryStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Access {
-    /// Newest reader per queue ([`Queue::index`]).
-    pub reads: [Option<Fence>; MAX_QUEUES],
-    /// Newest writer per queue.
-    pub writes: [Option<Fence>; MAX_QUEUES],
+    /// Newest reader per queue ([`Queue::index`]), as `fence + 1` (0: none), so that a
+    /// slot is 8 bytes, not the 16 of an `Option<Fence>`.
+    reads: [u64; MAX_QUEUES],
+    /// Newest writer per queue, the same way.
+    writes: [u64; MAX_QUEUES],
+    /// Bit `q` set while queue `q` has a reader or a writer recorded: every walk over the
+    /// record visits only those queues (on most NPUs, the DMA queue and one unit).
+    queues: u16,
 }
 
-fn newest(slot: &mut Option<Fence>, fence: Fence) {
-    *slot = Some(slot.map_or(fence, |f| f.max(fence)));
+// The queue masks of `Access` and `DepSet` have a bit per queue.
+const _: () = assert!(MAX_QUEUES <= 16);
+
+/// A fence as an [`Access`] slot.
+const fn slot(fence: Fence) -> u64 {
+    fence.0.saturating_add(1)
+}
+
+/// The fence in an [`Access`] slot.
+const fn fence_of(slot: u64) -> Option<Fence> {
+    match slot {
+        0 => None,
+        s => Some(Fence(s - 1)),
+    }
+}
+
+/// The queue indices whose bit is set in `mask`, lowest first.
+pub(crate) fn queues_in(mut mask: u16) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let q = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            q
+        })
+    })
 }
 
 impl Access {
     /// Record a read by a job on `queue`.
     pub fn record_read(&mut self, queue: Queue, fence: Fence) {
-        newest(&mut self.reads[queue.index()], fence);
+        let q = queue.index();
+        if let Some(r) = self.reads.get_mut(q) {
+            *r = (*r).max(slot(fence));
+            self.queues |= 1 << q;
+        }
     }
 
     /// Record a write; earlier reads and writes are ordered before it by its dependencies.
     pub fn record_write(&mut self, queue: Queue, fence: Fence) {
-        *self = Access::default();
-        self.writes[queue.index()] = Some(fence);
+        for q in queues_in(self.queues) {
+            self.reads[q] = 0;
+            self.writes[q] = 0;
+        }
+        self.queues = 0;
+        let q = queue.index();
+        if let Some(w) = self.writes.get_mut(q) {
+            *w = slot(fence);
+            self.queues = 1 << q;
+        }
     }
 
     /// Take on every job recorded in `other` (memory that overlaps this chunk's range): a
     /// reader of this chunk then waits for `other`'s writers, and a writer for all of them.
     pub fn merge(&mut self, other: &Access) {
-        for (mine, theirs) in self
-            .reads
-            .iter_mut()
-            .zip(other.reads)
-            .chain(self.writes.iter_mut().zip(other.writes))
-        {
-            if let Some(f) = theirs {
-                newest(mine, f);
-            }
+        for q in queues_in(other.queues) {
+            self.reads[q] = self.reads[q].max(other.reads[q]);
+            self.writes[q] = self.writes[q].max(other.writes[q]);
         }
+        self.queues |= other.queues;
     }
 
     /// Whether no recorded job is still in flight.
     pub fn is_idle(&self) -> bool {
-        self.writes.iter().chain(&self.reads).all(Option::is_none)
+        self.queues == 0
+    }
+
+    /// The newest writer per queue: `(queue index, fence)`.
+    pub fn writers(&self) -> impl Iterator<Item = (usize, Fence)> + '_ {
+        queues_in(self.queues).filter_map(|q| Some((q, fence_of(self.writes[q])?)))
+    }
+
+    /// The newest reader per queue: `(queue index, fence)`.
+    pub fn readers(&self) -> impl Iterator<Item = (usize, Fence)> + '_ {
+        queues_in(self.queues).filter_map(|q| Some((q, fence_of(self.reads[q])?)))
     }
 
     /// Forget fences for which `done(queue index, fence)` holds.
     pub fn retire(&mut self, done: &mut impl FnMut(usize, Fence) -> bool) {
-        for slots in [&mut self.reads, &mut self.writes] {
-            for (queue, r) in slots.iter_mut().enumerate() {
-                if r.is_some_and(|f| done(queue, f)) {
-                    *r = None;
+        for q in queues_in(self.queues) {
+            for s in [&mut self.reads[q], &mut self.writes[q]] {
+                if fence_of(*s).is_some_and(|f| done(q, f)) {
+                    *s = 0;
                 }
+            }
+            if self.reads[q] == 0 && self.writes[q] == 0 {
+                self.queues &= !(1 << q);
             }
         }
     }

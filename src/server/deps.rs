@@ -1,30 +1,32 @@
 //! Dependency sets: the fences a job must wait for, at most one per hardware queue.
 
 use crate::hal::{Fence, Npu, Queue, MAX_JOB_DEPS, MAX_QUEUES};
-use crate::memory::Access;
+use crate::memory::{queues_in, Access};
 
 /// The fences a new job depends on, kept as the newest fence per queue: jobs on one queue
 /// complete in order, so the newest stands for the older ones, and a job never needs to wait
 /// for its own queue at all (the queue already orders it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DepSet {
-    per_queue: [Option<Fence>; MAX_QUEUES],
+    /// Newest fence per queue as `fence + 1` (0: none), 8 bytes a slot.
+    per_queue: [u64; MAX_QUEUES],
+    /// Bit `q` set when queue `q` has a fence: only those queues are visited.
+    queues: u16,
 }
 
 impl DepSet {
     /// Depend on `fence`, issued on the queue with dense index `queue`.
     pub fn add(&mut self, queue: usize, fence: Fence) {
         if let Some(slot) = self.per_queue.get_mut(queue) {
-            *slot = Some(slot.map_or(fence, |f| f.max(fence)));
+            *slot = (*slot).max(fence.0.saturating_add(1));
+            self.queues |= 1 << queue;
         }
     }
 
     /// Everything a job that *reads* the chunk must wait for: its writers.
     pub fn add_read_of(&mut self, access: &Access) {
-        for (queue, fence) in access.writes.iter().enumerate() {
-            if let Some(f) = fence {
-                self.add(queue, *f);
-            }
+        for (queue, fence) in access.writers() {
+            self.add(queue, fence);
         }
     }
 
@@ -32,10 +34,8 @@ impl DepSet {
     /// job still reading the old contents.
     pub fn add_write_of(&mut self, access: &Access) {
         self.add_read_of(access);
-        for (queue, fence) in access.reads.iter().enumerate() {
-            if let Some(f) = fence {
-                self.add(queue, *f);
-            }
+        for (queue, fence) in access.readers() {
+            self.add(queue, fence);
         }
     }
 
@@ -44,18 +44,29 @@ impl DepSet {
     pub fn for_queue(
         &self,
         queue: Queue,
-        mut done: impl FnMut(usize, Fence) -> bool,
+        done: impl FnMut(usize, Fence) -> bool,
     ) -> heapless::Vec<Fence, MAX_JOB_DEPS> {
         let mut deps = heapless::Vec::new();
-        for (q, fence) in self.per_queue.iter().enumerate() {
-            if let Some(f) = fence {
-                if q != queue.index() && !done(q, *f) {
-                    // At most MAX_QUEUES == MAX_JOB_DEPS entries: cannot overflow.
-                    let _ = deps.push(*f);
-                }
+        self.for_queue_into(queue, done, &mut deps);
+        deps
+    }
+
+    /// [`for_queue`](Self::for_queue), written into `deps` (a job's own list, built in place).
+    pub fn for_queue_into(
+        &self,
+        queue: Queue,
+        mut done: impl FnMut(usize, Fence) -> bool,
+        deps: &mut heapless::Vec<Fence, MAX_JOB_DEPS>,
+    ) {
+        deps.clear();
+        let own = 1u16.checked_shl(queue.index() as u32).unwrap_or(0);
+        for q in queues_in(self.queues & !own) {
+            let f = Fence(self.per_queue[q] - 1);
+            if !done(q, f) {
+                // At most MAX_QUEUES == MAX_JOB_DEPS entries: cannot overflow.
+                let _ = deps.push(f);
             }
         }
-        deps
     }
 }
 
