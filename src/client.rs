@@ -360,7 +360,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
             })?;
         }
         let out = self.own(output)?;
-        self.call(|s| s.execute(op, &ids, out))
+        self.call(|s| s.execute(&op, &ids, out))
     }
 
     /// Wait until every submitted job has completed.

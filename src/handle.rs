@@ -116,6 +116,14 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
             .ok_or(Error::StaleHandle { index: id.index })
     }
 
+    /// The value behind a live id, by reference (no copy).
+    pub fn get_ref(&self, id: HandleId) -> Result<&T, Error> {
+        self.slot(id)?
+            .value
+            .as_ref()
+            .ok_or(Error::StaleHandle { index: id.index })
+    }
+
     /// Mutable access to the value behind a live id.
     pub fn get_mut(&mut self, id: HandleId) -> Result<&mut T, Error> {
         self.slot(id)?;

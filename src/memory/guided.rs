@@ -580,6 +580,10 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> MemoryManagem
         self.inner.access_mut(binding)
     }
 
+    fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
+        self.inner.block_and_access(binding)
+    }
+
     fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {
         self.inner.retire_fences(done);
     }

@@ -296,6 +296,12 @@ pub trait MemoryManagement {
     fn block(&self, binding: MemoryBinding) -> Result<Block, Error>;
     /// Jobs recorded against the binding's chunk.
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error>;
+    /// [`block`](Self::block) and [`access_mut`](Self::access_mut) together, what a job
+    /// submission needs of each operand (a manager can find both with one lookup).
+    fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
+        let block = self.block(binding)?;
+        Ok((block, self.access_mut(binding)?))
+    }
     /// Forget every recorded fence for which `done(queue index, fence)` holds (the server asks
     /// the NPU).
     fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool);
@@ -631,6 +637,19 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             offset: c.block.offset,
             len,
         })
+    }
+
+    fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
+        let block = self.block(binding)?;
+        // `block` found the chunk live under this generation.
+        let c = self
+            .chunks
+            .get_mut(binding.chunk as usize)
+            .and_then(Option::as_mut)
+            .ok_or(Error::StaleHandle {
+                index: binding.chunk,
+            })?;
+        Ok((block, &mut c.access))
     }
 
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {

@@ -115,7 +115,7 @@ pub trait ComputeServer {
     /// Like `read`, but `WouldBlock` until the bytes are ready; never waits.
     fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error>;
     /// Run `op` on `inputs` into `output`; returns once the job is submitted.
-    fn execute(&mut self, op: Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error>;
+    fn execute(&mut self, op: &Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error>;
     /// Wait for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
     /// Add `n` references to a tensor.
@@ -214,6 +214,25 @@ struct TensorEntry {
     host: Option<u8>,
     /// Where the newest bytes are (always `Device` without a host block).
     newest: Residency,
+}
+
+/// What a job needs of one operand's entry.
+#[derive(Clone, Copy, Debug)]
+struct Operand {
+    binding: Binding,
+    bytes: u32,
+    /// A download of the old bytes is pending (void once a job overwrites them).
+    downloading: bool,
+}
+
+impl Operand {
+    fn of(e: &TensorEntry) -> Self {
+        Operand {
+            binding: e.binding,
+            bytes: e.bytes,
+            downloading: e.download.is_some(),
+        }
+    }
 }
 
 impl TensorEntry {
@@ -426,14 +445,6 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             Binding::Flash(r) => Ok(r),
             Binding::Host => Err(Error::NotPinned),
         }
-    }
-
-    /// Adds the fences a job reading `binding` must wait for (none for immutable flash).
-    fn add_read_deps(&mut self, deps: &mut DepSet, binding: Binding) -> Result<(), Error> {
-        if let Binding::Memory(m) = binding {
-            deps.add_read_of(self.memory.access_mut(m)?);
-        }
-        Ok(())
     }
 
     fn record_read(&mut self, binding: Binding, queue: Queue, fence: Fence) -> Result<(), Error> {
@@ -658,12 +669,15 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         Ok(())
     }
 
+    /// Checks a job's operands against what `op` needs and gathers them into `operands`
+    /// (inputs in order). Returns the output, and whether any operand is pinned.
     fn check_operands(
         &self,
         op: &Op,
         inputs: &[HandleId],
         output: HandleId,
-    ) -> Result<(heapless::Vec<TensorEntry, MAX_JOB_INPUTS>, TensorEntry), Error> {
+        operands: &mut heapless::Vec<Operand, MAX_JOB_INPUTS>,
+    ) -> Result<(Operand, bool), Error> {
         let kind = op.kind();
         let bad = |operand: usize, expected: u32, actual: u32| Error::BadOperands {
             op: kind,
@@ -675,57 +689,78 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         if !need.accepts(inputs.len()) {
             return Err(bad(inputs.len().min(need.inputs.len()), 0, 0));
         }
-        let out_bytes = need.output;
-        let mut entries = heapless::Vec::new();
+        let mut pinned = false;
         for (i, (&id, need)) in inputs.iter().zip(need.inputs.iter()).enumerate() {
             if id == output {
                 return Err(Error::OutputAliasesInput { op: kind });
             }
-            let e = self.handles.get(id)?;
+            let e = self.handles.get_ref(id)?;
             if e.bytes != *need {
                 return Err(bad(i, *need, e.bytes));
             }
-            entries.push(e).map_err(|_| bad(i, 0, 0))?;
+            pinned |= e.host.is_some();
+            operands.push(Operand::of(e)).map_err(|_| bad(i, 0, 0))?;
         }
-        let out = self.handles.get(output)?;
+        let out = self.handles.get_ref(output)?;
         if matches!(out.binding, Binding::Flash(_)) {
             return Err(Error::ReadOnlyTensor);
         }
-        if out.bytes != out_bytes {
-            return Err(bad(MAX_JOB_INPUTS, out_bytes, out.bytes));
+        if out.bytes != need.output {
+            return Err(bad(MAX_JOB_INPUTS, need.output, out.bytes));
         }
-        Ok((entries, out))
+        Ok((Operand::of(out), pinned || out.host.is_some()))
     }
 
+    /// Submits `op` to the next execution unit (round robin), built in place: each input's
+    /// region and the fences of its writers, the output's region and the fences of its
+    /// readers and writer, less what has completed.
     fn execute_on_npu(
         &mut self,
-        op: Op,
-        inputs: &[TensorEntry],
-        output: TensorEntry,
+        op: &Op,
+        inputs: &[Operand],
+        output: Operand,
     ) -> Result<(), Error> {
         let units = self.caps.execution_units.max(1);
         let queue = Queue::Unit(self.next_unit % units);
         self.next_unit = (self.next_unit + 1) % units;
-        let mut deps = DepSet::default();
-        let mut regions = heapless::Vec::new();
-        let out = match output.binding {
-            Binding::Memory(m) => m,
-            Binding::Flash(_) | Binding::Host => return Err(Error::ReadOnlyTensor),
+        let Binding::Memory(out) = output.binding else {
+            return Err(Error::ReadOnlyTensor);
         };
-        for e in inputs {
-            self.add_read_deps(&mut deps, e.binding)?;
-            let _ = regions.push(self.region_of(e.binding)?);
-        }
-        deps.add_write_of(self.memory.access_mut(out)?);
-        let job = Job {
+        let mut job = Job {
             kind: JobKind::Compute {
-                op,
-                inputs: regions,
-                output: self.device_region(out)?,
+                op: *op,
+                inputs: heapless::Vec::new(),
+                output: Region::device(0, 0),
             },
             queue,
-            deps: self.deps_for(&deps, queue),
+            deps: heapless::Vec::new(),
         };
+        let mut deps = DepSet::default();
+        if let JobKind::Compute {
+            inputs: regions,
+            output: out_region,
+            ..
+        } = &mut job.kind
+        {
+            for e in inputs {
+                let region = match e.binding {
+                    Binding::Memory(m) => {
+                        let (block, access) = self.memory.block_and_access(m)?;
+                        deps.add_read_of(access);
+                        Region::device(block.offset, block.len)
+                    }
+                    Binding::Flash(r) => r,
+                    Binding::Host => return Err(Error::NotPinned),
+                };
+                // `inputs` has at most MAX_JOB_INPUTS entries.
+                let _ = regions.push(region);
+            }
+            let (block, access) = self.memory.block_and_access(out)?;
+            deps.add_write_of(access);
+            *out_region = Region::device(block.offset, block.len);
+        }
+        let (npu, frontier) = (&mut self.npu, &mut self.frontier);
+        deps.for_queue_into(queue, |q, f| frontier.is_done(npu, q, f), &mut job.deps);
         let fence = self.submit(&job)?;
         for e in inputs {
             self.record_read(e.binding, queue, fence)?;
@@ -738,12 +773,12 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     /// The CPU fallback: bring the inputs to host staging, compute there, upload the result.
     fn execute_on_cpu(
         &mut self,
-        op: Op,
-        inputs: &[TensorEntry],
-        output: TensorEntry,
+        op: &Op,
+        inputs: &[Operand],
+        output: Operand,
     ) -> Result<(), Error> {
         let mut staged = heapless::Vec::new();
-        let result = self.compute_on_cpu(&op, inputs, output, &mut staged);
+        let result = self.compute_on_cpu(op, inputs, output, &mut staged);
         for (fence, block) in staged {
             self.staging.free_after(fence, block)?;
         }
@@ -753,8 +788,8 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     fn compute_on_cpu(
         &mut self,
         op: &Op,
-        inputs: &[TensorEntry],
-        output: TensorEntry,
+        inputs: &[Operand],
+        output: Operand,
         staged: &mut heapless::Vec<(Fence, Block), MAX_JOB_INPUTS>,
     ) -> Result<(), Error> {
         let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
@@ -1162,23 +1197,26 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         }
     }
 
-    fn execute(&mut self, op: Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error> {
-        let (mut entries, mut out) = self.check_operands(&op, inputs, output)?;
+    fn execute(&mut self, op: &Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error> {
+        let mut operands = heapless::Vec::new();
+        let (mut out, pinned) = self.check_operands(op, inputs, output, &mut operands)?;
         // Pinned operands: bind them on the device, upload inputs whose newest bytes are on
         // the host; the output's newest bytes will be on the device.
-        if out.host.is_some() || entries.iter().any(|e| e.host.is_some()) {
-            for (e, &id) in entries.iter_mut().zip(inputs) {
-                *e = self.bind_on_device(id, true)?;
+        if pinned {
+            for (e, &id) in operands.iter_mut().zip(inputs) {
+                *e = Operand::of(&self.bind_on_device(id, true)?);
             }
-            out = self.bind_on_device(output, false)?;
+            out = Operand::of(&self.bind_on_device(output, false)?);
             self.handles.get_mut(output)?.newest = Residency::Device;
         }
         // The output's bytes are about to change: a started read of the old bytes is void.
-        self.cancel_download(output)?;
+        if out.downloading {
+            self.cancel_download(output)?;
+        }
         if self.caps.ops.contains(op.kind(), op.dtype()) {
-            self.execute_on_npu(op, &entries, out)
+            self.execute_on_npu(op, &operands, out)
         } else {
-            self.execute_on_cpu(op, &entries, out)
+            self.execute_on_cpu(op, &operands, out)
         }
     }
 

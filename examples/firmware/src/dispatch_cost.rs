@@ -224,7 +224,7 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     let ids = [a.id(), b.id()];
     let out_id = out.id();
     let server = channel.with(|s| -> Result<u32, CostError> {
-        let ticks = t.time(CALLS, &mut || s.execute(op, &ids, out_id))?;
+        let ticks = t.time(CALLS, &mut || s.execute(&op, &ids, out_id))?;
         s.sync()?;
         Ok(ticks)
     })??;
