@@ -343,13 +343,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.channel.with(|s| s.try_read(id, out))?
     }
 
-    /// Run `op` on `inputs` into `output`; returns as soon as the job is submitted.
+    /// Run `op` on `inputs` into `output`; returns as soon as the job is submitted. `op` is
+    /// an [`Op`] or a reference to one (a caller that keeps its ops passes `&op`: an `Op` is
+    /// well over a hundred bytes, and the server copies it once, into the job).
     pub fn execute(
         &self,
-        op: Op,
+        op: impl core::borrow::Borrow<Op>,
         inputs: &[&Tensor<'c, C>],
         output: &Tensor<'c, C>,
     ) -> Result<(), Error> {
+        let op = op.borrow();
         let mut ids: heapless::Vec<HandleId, MAX_JOB_INPUTS> = heapless::Vec::new();
         for t in inputs {
             ids.push(self.own(t)?).map_err(|_| Error::BadOperands {
@@ -360,7 +363,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
             })?;
         }
         let out = self.own(output)?;
-        self.call(|s| s.execute(&op, &ids, out))
+        self.call(|s| s.execute(op, &ids, out))
     }
 
     /// Wait until every submitted job has completed.

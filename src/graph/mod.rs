@@ -1046,7 +1046,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     fn run_step(&mut self, pool: &Tensor<'c, C>, si: usize) -> Result<(), GraphError> {
         let step = &self.steps[si];
         let refs = self.operand_refs(si, 0)?;
-        let value = match step.op {
+        let value = match &step.op {
             None => refs[0].clone(),
             Some(op) => {
                 let slot = &self.tensors[usize::from(step.output)];

@@ -215,14 +215,25 @@ impl Access {
         self.queues == 0
     }
 
-    /// The newest writer per queue: `(queue index, fence)`.
-    pub fn writers(&self) -> impl Iterator<Item = (usize, Fence)> + '_ {
-        queues_in(self.queues).filter_map(|q| Some((q, fence_of(self.writes[q])?)))
+    /// Calls `f(queue index, fence)` for the newest writer of each queue.
+    pub fn each_writer(&self, f: impl FnMut(usize, Fence)) {
+        Self::each(self.queues, &self.writes, f);
     }
 
-    /// The newest reader per queue: `(queue index, fence)`.
-    pub fn readers(&self) -> impl Iterator<Item = (usize, Fence)> + '_ {
-        queues_in(self.queues).filter_map(|q| Some((q, fence_of(self.reads[q])?)))
+    /// Calls `f(queue index, fence)` for the newest reader of each queue.
+    pub fn each_reader(&self, f: impl FnMut(usize, Fence)) {
+        Self::each(self.queues, &self.reads, f);
+    }
+
+    /// A plain loop over the set bits: this runs for every operand of every job.
+    fn each(mut mask: u16, slots: &[u64; MAX_QUEUES], mut f: impl FnMut(usize, Fence)) {
+        while mask != 0 {
+            let q = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if let Some(fence) = slots.get(q).copied().and_then(fence_of) {
+                f(q, fence);
+            }
+        }
     }
 
     /// Forget fences for which `done(queue index, fence)` holds.

@@ -1,42 +1,47 @@
 //! Dependency sets: the fences a job must wait for, at most one per hardware queue.
 
 use crate::hal::{Fence, Npu, Queue, MAX_JOB_DEPS, MAX_QUEUES};
-use crate::memory::{queues_in, Access};
+use crate::memory::Access;
 
 /// The fences a new job depends on, kept as the newest fence per queue: jobs on one queue
 /// complete in order, so the newest stands for the older ones, and a job never needs to wait
 /// for its own queue at all (the queue already orders it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DepSet {
-    /// Newest fence per queue as `fence + 1` (0: none), 8 bytes a slot.
-    per_queue: [u64; MAX_QUEUES],
-    /// Bit `q` set when queue `q` has a fence: only those queues are visited.
-    queues: u16,
+    /// `(queue index, newest fence)` for each queue with a fence, in the order first added.
+    /// A short list rather than a slot per queue: a job has a few dependencies, and an
+    /// empty list costs nothing to make (a table of `MAX_QUEUES` slots must be zeroed).
+    per_queue: heapless::Vec<(u8, Fence), MAX_QUEUES>,
 }
 
 impl DepSet {
     /// Depend on `fence`, issued on the queue with dense index `queue`.
     pub fn add(&mut self, queue: usize, fence: Fence) {
-        if let Some(slot) = self.per_queue.get_mut(queue) {
-            *slot = (*slot).max(fence.0.saturating_add(1));
-            self.queues |= 1 << queue;
+        let Ok(q) = u8::try_from(queue) else {
+            return;
+        };
+        if queue >= MAX_QUEUES {
+            return;
+        }
+        match self.per_queue.iter_mut().find(|(k, _)| *k == q) {
+            Some((_, f)) => *f = (*f).max(fence),
+            // Queues are distinct and below MAX_QUEUES, so the list has room.
+            None => {
+                let _ = self.per_queue.push((q, fence));
+            }
         }
     }
 
     /// Everything a job that *reads* the chunk must wait for: its writers.
     pub fn add_read_of(&mut self, access: &Access) {
-        for (queue, fence) in access.writers() {
-            self.add(queue, fence);
-        }
+        access.each_writer(|q, f| self.add(q, f));
     }
 
     /// Everything a job that *overwrites* the chunk must wait for: its last writer and every
     /// job still reading the old contents.
     pub fn add_write_of(&mut self, access: &Access) {
-        self.add_read_of(access);
-        for (queue, fence) in access.readers() {
-            self.add(queue, fence);
-        }
+        access.each_writer(|q, f| self.add(q, f));
+        access.each_reader(|q, f| self.add(q, f));
     }
 
     /// The fences for a job on `queue`, leaving out that queue's own and those `done` says have
@@ -59,10 +64,10 @@ impl DepSet {
         deps: &mut heapless::Vec<Fence, MAX_JOB_DEPS>,
     ) {
         deps.clear();
-        let own = 1u16.checked_shl(queue.index() as u32).unwrap_or(0);
-        for q in queues_in(self.queues & !own) {
-            let f = Fence(self.per_queue[q] - 1);
-            if !done(q, f) {
+        let own = queue.index();
+        for &(q, f) in &self.per_queue {
+            let q = usize::from(q);
+            if q != own && !done(q, f) {
                 // At most MAX_QUEUES == MAX_JOB_DEPS entries: cannot overflow.
                 let _ = deps.push(f);
             }

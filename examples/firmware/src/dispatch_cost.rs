@@ -27,9 +27,9 @@
 //! (the loop, the indirect call and the result check), divided by `N`. The ring of the null
 //! NPU holds 32 jobs, so every 32nd submit finds it full and the server waits once (the null
 //! NPU then retires all 32): that cost is spread over the jobs, as an interrupt's would be.
-//! Every call passes a prebuilt [`Op`] by value, as a caller holding one does; that copy (148
-//! bytes on this target, about 157 instructions with compiler-builtins' `memcpy`) is part of
-//! each figure.
+//! Every call passes a reference to a prebuilt [`Op`], as a caller holding its ops does. The
+//! server copies the op once, into the job the driver receives (148 bytes on this target,
+//! about 157 instructions with compiler-builtins' `memcpy`): that copy is part of each figure.
 //!
 //! Three levels are timed, for a breakdown:
 //! - end to end: [`ComputeClient::execute`] of an int8 ADD on two 16-byte tensors;
@@ -211,14 +211,14 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     let b = client.create(&[2u8; 16])?;
     let out = client.empty(16)?;
     // Steady state: the uploads retired, one job already written to `out`.
-    client.execute(op, &[&a, &b], &out)?;
+    client.execute(&op, &[&a, &b], &out)?;
     client.sync()?;
 
     let per_call = |ticks: u32| cal.centi_per_call(ticks, CALLS);
     let empty = t.time(CALLS, &mut || Ok(()))?;
     let net = |ticks: u32| per_call(ticks.saturating_sub(empty));
 
-    let end_to_end = t.time(CALLS, &mut || client.execute(op, &[&a, &b], &out))?;
+    let end_to_end = t.time(CALLS, &mut || client.execute(&op, &[&a, &b], &out))?;
     client.sync()?;
 
     let ids = [a.id(), b.id()];
