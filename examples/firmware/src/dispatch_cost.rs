@@ -211,7 +211,7 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     let b = client.create(&[2u8; 16])?;
     let out = client.empty(16)?;
     // Steady state: the uploads retired, one job already written to `out`.
-    client.execute(&op, &[&a, &b], &out)?;
+    client.execute(op, &[&a, &b], &out)?;
     client.sync()?;
 
     let per_call = |ticks: u32| cal.centi_per_call(ticks, CALLS);
