@@ -19,9 +19,9 @@ use npu_compute::hal::{
 };
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
 use npu_compute::server::{NpuServer, ServerStats};
-use npu_kernels::int8::{self, Activation, FcParams, MulParams, Quant, ReluParams};
+use npu_kernels::int8::{self, Activation, FcParams, Quant, ReluParams};
 use npu_kernels::FcShape;
-use npu_sim::{AlignedMemory, SimConfig, SimNpu, TraceEntry, TraceKind};
+use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, TraceEntry, TraceKind};
 
 /// [`SimNpu`] with a log of every job submitted through it.
 struct Recorder<const JOBS: usize> {
@@ -120,19 +120,6 @@ fn bytes(v: &[i8]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// Deterministic pseudo-random int8 values (xorshift).
-fn pseudo_random(seed: u32, len: usize) -> Vec<i8> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 24) as i8
-        })
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------------
 // A chain of 1,000 dependent jobs.
 // ---------------------------------------------------------------------------------------------
@@ -146,35 +133,16 @@ const LEN: u32 = 16;
 /// not synchronise keeps ahead of the NPU, even feeding two units.
 const HOST_CYCLES: u64 = 30;
 
-/// One step of the chain: `x ← x² − 1.904` on the grid `x = q / 65.1` (int8 MUL of `x` by
-/// itself whose output zero point folds in the constant). On `[−1.95, 1.95]` this quadratic map
-/// is chaotic and never clamps, so every step changes the values and a lost, repeated or
-/// reordered step shows in the result.
+/// One step of the chain (see [`workloads::chain_params`]).
 fn chain_op() -> Op {
-    let scale = 1.95 / 127.0;
-    let x = Quant {
-        scale,
-        zero_point: 0,
-    };
-    let out = Quant {
-        scale,
-        zero_point: -124,
-    };
-    let params = MulParams::new(x, x, out, Activation::None).unwrap();
-    Op::MulI8 { len: LEN, params }
+    Op::MulI8 {
+        len: LEN,
+        params: workloads::chain_params().unwrap(),
+    }
 }
 
 fn chain_reference(x0: &[i8], steps: usize) -> Vec<i8> {
-    let Op::MulI8 { params, .. } = chain_op() else {
-        unreachable!()
-    };
-    let mut x = x0.to_vec();
-    let mut y = vec![0i8; x.len()];
-    for _ in 0..steps {
-        int8::mul(&params, &x, &x, &mut y).unwrap();
-        std::mem::swap(&mut x, &mut y);
-    }
-    x
+    workloads::chain_reference(x0, steps).unwrap()
 }
 
 /// What a run of interleaved chains produced.
@@ -202,7 +170,7 @@ fn run_chains<const JOBS: usize>(config: SimConfig, chains: usize) -> ChainRun {
     let op = chain_op();
     let mut pairs: Vec<[Tensor<'_, Channel<JOBS>>; 2]> = (0..chains)
         .map(|c| {
-            let x0 = pseudo_random(c as u32 + 1, LEN as usize);
+            let x0 = workloads::pseudo_random_i8(c as u32 + 1, LEN as usize);
             [
                 client.create(bytes(&x0)).unwrap(),
                 client.empty(LEN).unwrap(),
@@ -242,7 +210,7 @@ fn run_chains<const JOBS: usize>(config: SimConfig, chains: usize) -> ChainRun {
 fn check_chains(run: &ChainRun, config: &SimConfig, chains: usize) -> Vec<TraceEntry> {
     // Results.
     for (c, out) in run.outputs.iter().enumerate() {
-        let x0 = pseudo_random(c as u32 + 1, LEN as usize);
+        let x0 = workloads::pseudo_random_i8(c as u32 + 1, LEN as usize);
         assert_eq!(out, bytes(&chain_reference(&x0, CHAIN)), "chain {c}");
     }
     // Every job retired, successfully: uploads, compute jobs, downloads.
@@ -302,7 +270,7 @@ fn a_chain_of_1000_dependent_jobs_runs_back_to_back() {
     let computes = check_chains(&run, &config, 1);
     // The result tells a lost, repeated or reordered step: the chain's values after one step
     // fewer or more differ.
-    let x0 = pseudo_random(1, LEN as usize);
+    let x0 = workloads::pseudo_random_i8(1, LEN as usize);
     for steps in [CHAIN - 2, CHAIN - 1, CHAIN + 1] {
         assert_ne!(chain_reference(&x0, steps), chain_reference(&x0, CHAIN));
     }
@@ -530,10 +498,10 @@ fn reuse_scenario<'c, const JOBS: usize>(
     fresh: &dyn Fn() -> Tensor<'c, Channel<JOBS>>,
 ) {
     let client = ComputeClient::new(channel);
-    let x = pseudo_random(11, X_BYTES as usize);
-    let w = pseudo_random(12, (X_BYTES * OUT_FEATURES) as usize);
-    let s = pseudo_random(13, X_BYTES as usize);
-    let z = pseudo_random(14, X_BYTES as usize);
+    let x = workloads::pseudo_random_i8(11, X_BYTES as usize);
+    let w = workloads::pseudo_random_i8(12, (X_BYTES * OUT_FEATURES) as usize);
+    let s = workloads::pseudo_random_i8(13, X_BYTES as usize);
+    let z = workloads::pseudo_random_i8(14, X_BYTES as usize);
     let weights = client.create(bytes(&w)).unwrap();
     let source = client.create(bytes(&s)).unwrap();
     let y1 = client.empty(OUT_FEATURES).unwrap();
@@ -668,9 +636,9 @@ fn control_a_writer_that_does_not_wait_corrupts_the_reader() {
     let (config, memory_config) = reuse_config();
     let channel = channel::<32>(config, memory_config, 256);
     let client = ComputeClient::new(&channel);
-    let x = pseudo_random(11, X_BYTES as usize);
-    let w = pseudo_random(12, (X_BYTES * OUT_FEATURES) as usize);
-    let s = pseudo_random(13, X_BYTES as usize);
+    let x = workloads::pseudo_random_i8(11, X_BYTES as usize);
+    let w = workloads::pseudo_random_i8(12, (X_BYTES * OUT_FEATURES) as usize);
+    let s = workloads::pseudo_random_i8(13, X_BYTES as usize);
     let weights = client.create(bytes(&w)).unwrap();
     // Kept alive: the rogue writer reads it.
     let _source = client.create(bytes(&s)).unwrap();

@@ -25,7 +25,7 @@ use npu_compute::graph::Optimise;
 use npu_compute::hal::{JobKind, Npu, Op, Region};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
 use npu_compute::server::NpuServer;
-use npu_kernels::int8::{Activation, AddParams, MulParams, Quant};
+use npu_kernels::int8::{Activation, AddParams, Quant};
 use npu_sim::runner::{self, RunOptions};
 use npu_sim::workloads::{
     self, ConvNet, Transformer, Workload, WorkloadError, D_MODEL, SEQ_LENGTHS,
@@ -504,24 +504,10 @@ fn chain_run(
     let channel: workloads::SimChannel<'_> =
         RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).map_err(err)?);
     let client = ComputeClient::new(&channel);
-    let scale = 1.95 / 127.0;
-    let x = Quant {
-        scale,
-        zero_point: 0,
-    };
-    let out_q = Quant {
-        scale,
-        zero_point: -124,
-    };
-    let params = MulParams::new(x, x, out_q, Activation::None).map_err(|e| format!("{e:?}"))?;
+    let params = workloads::chain_params().map_err(|e| format!("{e:?}"))?;
     let op = Op::MulI8 { len: LEN, params };
     let x0 = workloads::pseudo_random_i8(1, LEN as usize);
-    let mut want = x0.clone();
-    let mut next = vec![0i8; want.len()];
-    for _ in 0..jobs {
-        npu_kernels::int8::mul(&params, &want, &want, &mut next).map_err(|e| format!("{e:?}"))?;
-        std::mem::swap(&mut want, &mut next);
-    }
+    let want = workloads::chain_reference(&x0, jobs).map_err(|e| format!("{e:?}"))?;
 
     let mut a = client.create(bytemuck::cast_slice(&x0)).map_err(err)?;
     let mut b = client.empty(LEN).map_err(err)?;

@@ -23,7 +23,7 @@ use npu_compute::hal::{Npu, Op, OpKind};
 use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, MemoryStats, PassStats};
 use npu_compute::server::NpuServer;
 use npu_compute::Error;
-use npu_kernels::int8::{Activation, AddParams, FcParams, Quant, ReluParams};
+use npu_kernels::int8::{Activation, AddParams, FcParams, MulParams, Quant, ReluParams};
 use npu_kernels::FcShape;
 use std::vec;
 use std::vec::Vec;
@@ -106,6 +106,36 @@ pub fn sim_channel<'a, const CHUNKS: usize, const HANDLES: usize, const SLOTS: u
         sim,
     )?;
     Ok(RefCellChannel::new(NpuServer::new(npu, memory)?))
+}
+
+/// The step of the dependent-job chain (`npu-sim bench chain`, the engine tests): an int8
+/// MUL of `x` by itself computing `x ← x² − 1.904` on the grid `x = q / 65.1` (the output
+/// zero point folds in the constant). On `[−1.95, 1.95]` this quadratic map is chaotic and
+/// never clamps, so every step changes the values and a lost, repeated or reordered step
+/// shows in the result.
+pub fn chain_params() -> Result<MulParams, npu_kernels::KernelError> {
+    let scale = 1.95 / 127.0;
+    let x = Quant {
+        scale,
+        zero_point: 0,
+    };
+    let out = Quant {
+        scale,
+        zero_point: -124,
+    };
+    MulParams::new(x, x, out, Activation::None)
+}
+
+/// `steps` steps of the chain from `x0`, on the CPU kernels: what the NPU must end with.
+pub fn chain_reference(x0: &[i8], steps: usize) -> Result<Vec<i8>, npu_kernels::KernelError> {
+    let params = chain_params()?;
+    let mut x = x0.to_vec();
+    let mut y = vec![0i8; x.len()];
+    for _ in 0..steps {
+        npu_kernels::int8::mul(&params, &x, &x, &mut y)?;
+        core::mem::swap(&mut x, &mut y);
+    }
+    Ok(x)
 }
 
 /// A deterministic pseudo-random int8 sequence (xorshift), so every run computes the same.
