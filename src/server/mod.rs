@@ -646,19 +646,25 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
 
     /// The tensor's pending download, started now if there is none.
     fn download_of(&mut self, id: HandleId, out_len: usize) -> Result<(Fence, Block), Error> {
-        let entry = self.handles.get(id)?;
-        if out_len != entry.bytes as usize {
-            return Err(Error::SizeMismatch {
-                expected: entry.bytes,
-                actual: out_len as u32,
-            });
-        }
+        let entry = self.sized(id, out_len)?;
         if let Some(pending) = entry.download {
             return Ok(pending);
         }
         let pending = self.start_download(entry.binding, entry.bytes)?;
         self.handles.get_mut(id)?.download = Some(pending);
         Ok(pending)
+    }
+
+    /// A tensor's entry, after checking that a caller's buffer of `len` bytes matches it.
+    fn sized(&self, id: HandleId, len: usize) -> Result<TensorEntry, Error> {
+        let entry = self.handles.get(id)?;
+        if len != entry.bytes as usize {
+            return Err(Error::SizeMismatch {
+                expected: entry.bytes,
+                actual: u32::try_from(len).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(entry)
     }
 
     /// Drop a tensor's pending download (its bytes are about to change, or the tensor is gone).
@@ -918,13 +924,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn write(&mut self, id: HandleId, data: &[u8]) -> Result<(), Error> {
-        let entry = self.handles.get(id)?;
-        if data.len() != entry.bytes as usize {
-            return Err(Error::SizeMismatch {
-                expected: entry.bytes,
-                actual: u32::try_from(data.len()).unwrap_or(u32::MAX),
-            });
-        }
+        let entry = self.sized(id, data.len())?;
         if entry.host.is_some() {
             return self.host_mut(id, &mut |buf| buf.copy_from_slice(data));
         }
@@ -1146,14 +1146,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
-        let entry = self.handles.get(id)?;
-        if entry.host.is_some() {
-            if out.len() != entry.bytes as usize {
-                return Err(Error::SizeMismatch {
-                    expected: entry.bytes,
-                    actual: out.len() as u32,
-                });
-            }
+        if self.sized(id, out.len())?.host.is_some() {
             return self.host_ref(id, &mut |b| out.copy_from_slice(b));
         }
         let (fence, block) = self.download_of(id, out.len())?;
@@ -1168,14 +1161,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error> {
-        let entry = self.handles.get(id)?;
-        if entry.host.is_some() {
-            if out.len() != entry.bytes as usize {
-                return Err(nb::Error::Other(Error::SizeMismatch {
-                    expected: entry.bytes,
-                    actual: out.len() as u32,
-                }));
-            }
+        if self.sized(id, out.len())?.host.is_some() {
             return self.try_host_ref(id, &mut |b| out.copy_from_slice(b));
         }
         let (fence, block) = self.download_of(id, out.len())?;
