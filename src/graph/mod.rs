@@ -219,6 +219,14 @@ impl ArenaReport {
     }
 }
 
+/// A compute-stack error not tied to one operator (the pool, the inputs and outputs).
+fn not_one_op(error: Error) -> GraphError {
+    GraphError::Compute {
+        op_index: None,
+        error,
+    }
+}
+
 fn capacity(capacity: &'static str, limit: usize, needed: usize) -> GraphError {
     GraphError::CapacityExceeded {
         capacity,
@@ -606,10 +614,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         let alignment = self
             .client
             .capabilities()
-            .map_err(|error| GraphError::Compute {
-                op_index: None,
-                error,
-            })?
+            .map_err(not_one_op)?
             .alignment
             .max(1);
         if optimise == Optimise::Memory {
@@ -667,13 +672,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             recomputed_macs,
         };
         if plan.size() > 0 {
-            let pool = self
-                .client
-                .empty(plan.size())
-                .map_err(|error| GraphError::Compute {
-                    op_index: None,
-                    error,
-                })?;
+            let pool = self.client.empty(plan.size()).map_err(not_one_op)?;
             self.pool = Some(pool);
         }
         Ok(())
@@ -815,13 +814,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let mut out = heapless::Vec::new();
             for &t in list {
                 let bytes = self.tensors[usize::from(t)].bytes;
-                let tensor = self
-                    .client
-                    .pinned(bytes)
-                    .map_err(|error| GraphError::Compute {
-                        op_index: None,
-                        error,
-                    })?;
+                let tensor = self.client.pinned(bytes).map_err(not_one_op)?;
                 // `list` has at most MAX_IO entries.
                 let _ = out.push(tensor);
             }
@@ -898,10 +891,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         for (k, out) in io.outputs.iter().enumerate() {
             client
                 .copy(self.output_value(k)?, out)
-                .map_err(|error| GraphError::Compute {
-                    op_index: None,
-                    error,
-                })?;
+                .map_err(not_one_op)?;
         }
         Ok(())
     }
@@ -936,10 +926,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
 
     /// The activation pool (absent only if preparing it failed).
     fn pool(&self) -> Result<Tensor<'c, C>, GraphError> {
-        self.pool.clone().ok_or(GraphError::Compute {
-            op_index: None,
-            error: Error::StaleHandle { index: 0 },
-        })
+        self.pool
+            .clone()
+            .ok_or(not_one_op(Error::StaleHandle { index: 0 }))
     }
 
     /// Places each model input at its planned offset and fills it with `fill(k, tensor)`.
@@ -954,10 +943,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 .client
                 .place(pool, slot.offset, slot.bytes)
                 .and_then(|tensor| fill(k, &tensor).map(|()| tensor))
-                .map_err(|error| GraphError::Compute {
-                    op_index: None,
-                    error,
-                })?;
+                .map_err(not_one_op)?;
             slot.value = Some(tensor);
         }
         Ok(())
@@ -969,10 +955,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         self.tensors[usize::from(t)]
             .value
             .as_ref()
-            .ok_or(GraphError::Compute {
-                op_index: None,
-                error: Error::StaleHandle { index: t },
-            })
+            .ok_or(not_one_op(Error::StaleHandle { index: t }))
     }
 
     fn run(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), GraphError> {
@@ -983,10 +966,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         for (k, out) in outputs.iter_mut().enumerate() {
             client
                 .read(self.output_value(k)?, out)
-                .map_err(|error| GraphError::Compute {
-                    op_index: None,
-                    error,
-                })?;
+                .map_err(not_one_op)?;
         }
         Ok(())
     }
