@@ -73,12 +73,7 @@ pub fn run(
 ) -> Result<PipelineReport, RunError> {
     let stack = |e: Error| RunError::Setup(WorkloadError::Stack(e));
     if frames < 3 {
-        return Err(RunError::Graph(GraphError::BadIo {
-            what: "pipeline frames (at least 3)",
-            index: 0,
-            expected: 3,
-            actual: frames as u32,
-        }));
+        return Err(RunError::Pipeline("fewer than 3 frames (no steady state)"));
     }
     let mut device = workloads::aligned_memory(DEVICE_BYTES);
     let mut host = workloads::aligned_memory(HOST_BYTES);
@@ -95,12 +90,9 @@ pub fn run(
     let client = ComputeClient::new(&channel);
     let mut graph: SimGraph = Graph::prepare(client, model)?;
     if graph.input_sizes().count() != 1 || graph.output_sizes().count() != 1 {
-        return Err(RunError::Graph(GraphError::BadIo {
-            what: "pipeline model inputs and outputs (one each)",
-            index: 0,
-            expected: 1,
-            actual: graph.input_sizes().count() as u32,
-        }));
+        return Err(RunError::Pipeline(
+            "the model must have one input and one output",
+        ));
     }
     let out_len = graph.output_sizes().next().unwrap_or(0) as usize;
     client.sync().map_err(stack)?;
@@ -151,22 +143,14 @@ pub fn run(
     let total_cycles = now()? - start;
     let waits = client.stats().map_err(stack)?.waits - waits_before;
     if outputs.iter().any(|o| *o != outputs[0]) {
-        return Err(RunError::Graph(GraphError::BadIo {
-            what: "pipeline outputs differ between frames",
-            index: 0,
-            expected: 0,
-            actual: 1,
-        }));
+        return Err(RunError::Pipeline("outputs differ between frames"));
     }
     let (inference_cycles, steady_cycles, busy) = channel
         .with(|s| busy_figures(s.npu().trace(), frames))
         .map_err(stack)?
-        .ok_or(RunError::Graph(GraphError::BadIo {
-            what: "pipeline trace (lost entries or uneven frames)",
-            index: 0,
-            expected: frames as u32,
-            actual: 0,
-        }))?;
+        .ok_or(RunError::Pipeline(
+            "the trace lost entries or the frames have different jobs",
+        ))?;
     Ok(PipelineReport {
         frames,
         cpu_cycles,

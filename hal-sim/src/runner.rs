@@ -148,6 +148,8 @@ pub enum RunError {
         /// Bytes given.
         actual: usize,
     },
+    /// A pipeline run ([`crate::pipeline`]) could not be made or measured: what went wrong.
+    Pipeline(&'static str),
 }
 
 impl std::fmt::Display for RunError {
@@ -156,6 +158,7 @@ impl std::fmt::Display for RunError {
             RunError::Setup(e) => write!(f, "setting up the simulator: {e:?}"),
             RunError::Graph(e) => write!(f, "{e}"),
             RunError::Model(e) => write!(f, "malformed model: {e:?}"),
+            RunError::Pipeline(what) => write!(f, "pipeline run: {what}"),
             RunError::InputSize {
                 index,
                 expected,
