@@ -345,7 +345,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
 
     /// Run `op` on `inputs` into `output`; returns as soon as the job is submitted. `op` is
     /// an [`Op`] or a reference to one (a caller that keeps its ops passes `&op`: an `Op` is
-    /// well over a hundred bytes, and the server copies it once, into the job).
+    /// well over a hundred bytes, and the job handed to the driver borrows it).
     pub fn execute(
         &self,
         op: impl core::borrow::Borrow<Op>,

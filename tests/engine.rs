@@ -23,10 +23,31 @@ use npu_kernels::int8::{self, Activation, FcParams, Quant, ReluParams};
 use npu_kernels::FcShape;
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, TraceEntry, TraceKind};
 
+/// A copy of `job` that outlives the call to `submit`: its op is leaked (a few hundred bytes
+/// per job, for the length of a test).
+fn owned(job: &Job<'_>) -> Job<'static> {
+    let kind = match &job.kind {
+        JobKind::Compute { op, inputs, output } => JobKind::Compute {
+            op: Box::leak(Box::new(**op)),
+            inputs: inputs.clone(),
+            output: *output,
+        },
+        JobKind::Transfer { src, dst } => JobKind::Transfer {
+            src: *src,
+            dst: *dst,
+        },
+    };
+    Job {
+        kind,
+        queue: job.queue,
+        deps: job.deps.clone(),
+    }
+}
+
 /// [`SimNpu`] with a log of every job submitted through it.
 struct Recorder<const JOBS: usize> {
     sim: SimNpu<'static, JOBS>,
-    jobs: Vec<(Fence, Job)>,
+    jobs: Vec<(Fence, Job<'static>)>,
 }
 
 impl<const JOBS: usize> Npu for Recorder<JOBS> {
@@ -35,7 +56,7 @@ impl<const JOBS: usize> Npu for Recorder<JOBS> {
     }
     fn submit(&mut self, job: &Job) -> Result<Fence, HalError> {
         let fence = self.sim.submit(job)?;
-        self.jobs.push((fence, job.clone()));
+        self.jobs.push((fence, owned(job)));
         Ok(fence)
     }
     fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
@@ -101,7 +122,7 @@ fn trace<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<TraceEntry> {
         .unwrap()
 }
 
-fn jobs<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<(Fence, Job)> {
+fn jobs<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<(Fence, Job<'static>)> {
     channel.with(|s| s.npu().jobs.clone()).unwrap()
 }
 
@@ -152,7 +173,7 @@ struct ChainRun {
     /// Every job, in submission order.
     trace: Vec<TraceEntry>,
     /// The jobs as submitted.
-    jobs: Vec<(Fence, Job)>,
+    jobs: Vec<(Fence, Job<'static>)>,
     stats: ServerStats,
     /// The CPU's waits until the last job was submitted (before the reads).
     submit_waits: u32,
@@ -664,7 +685,7 @@ fn control_a_writer_that_does_not_wait_corrupts_the_reader() {
     drop(a);
     let rogue = Job {
         kind: JobKind::Compute {
-            op: relu_op(),
+            op: &relu_op(),
             inputs: heapless::Vec::from_slice(&[source_region]).unwrap(),
             output: inputs[0],
         },

@@ -184,7 +184,7 @@ impl SimConfig {
     /// Cycles of a job as the simulator schedules it ([`transfer_cost`](Self::transfer_cost)
     /// of `src.len` or [`compute_cost`](Self::compute_cost) over the job's regions).
     /// Always at least 1, so a job always ends strictly after it starts.
-    pub fn job_cost(&self, kind: &JobKind) -> Cycles {
+    pub fn job_cost(&self, kind: &JobKind<'_>) -> Cycles {
         match kind {
             JobKind::Transfer { src, .. } => self.transfer_cost(src.len),
             JobKind::Compute { op, inputs, output } => {

@@ -169,12 +169,61 @@ use npu_compute::hal::{
 use failures::FailedRing;
 use trace::TraceRing;
 
+/// What a job does, owned: a submitted [`Job`] borrows its op only for the call to `submit`,
+/// and the simulator runs the job later.
+#[derive(Debug)]
+// Stored by value in the fixed in-flight table (no heap to box the op into), so a transfer
+// takes as much room as a compute job.
+#[allow(clippy::large_enum_variant)]
+enum Work {
+    Transfer {
+        src: Region,
+        dst: Region,
+    },
+    Compute {
+        op: Op,
+        inputs: heapless::Vec<Region, MAX_JOB_INPUTS>,
+        output: Region,
+    },
+}
+
+impl Work {
+    fn of(kind: &JobKind<'_>) -> Self {
+        match kind {
+            JobKind::Transfer { src, dst } => Work::Transfer {
+                src: *src,
+                dst: *dst,
+            },
+            JobKind::Compute { op, inputs, output } => Work::Compute {
+                op: **op,
+                inputs: inputs.clone(),
+                output: *output,
+            },
+        }
+    }
+
+    /// The job again, borrowing the kept op.
+    fn kind(&self) -> JobKind<'_> {
+        match self {
+            Work::Transfer { src, dst } => JobKind::Transfer {
+                src: *src,
+                dst: *dst,
+            },
+            Work::Compute { op, inputs, output } => JobKind::Compute {
+                op,
+                inputs: inputs.clone(),
+                output: *output,
+            },
+        }
+    }
+}
+
 /// A job accepted by `submit` and not yet retired.
 #[derive(Debug)]
 struct InFlight {
     fence: Fence,
     queue: Queue,
-    kind: JobKind,
+    work: Work,
     start: Cycles,
     end: Cycles,
     /// Dependencies that were still in flight at submit (to propagate their failure).
@@ -187,7 +236,7 @@ struct InFlight {
 ///
 /// `JOBS` is the in-flight capacity (1..=`u16::MAX`; default 32): one more job is refused
 /// with [`HalError::QueueFull`]. The in-flight table lives inside the struct (no heap); each
-/// slot holds one [`JobKind`], its schedule and its in-flight dependencies: about 216 bytes on
+/// slot holds a copy of the job (its op included), its schedule and its in-flight dependencies: about 216 bytes on
 /// 32-bit targets, so the default `SimNpu<'_, 32>` is about 7.5 KiB (size `JOBS` to fit).
 ///
 /// See the [crate documentation](crate) for the model.
@@ -413,10 +462,11 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
 
     /// Applies a job's effect and records its outcome.
     fn retire(&mut self, job: InFlight) {
+        let job_kind = job.work.kind();
         let outcome = if job.dep_failed {
             Err(CODE_DEPENDENCY_FAILED)
         } else {
-            match &job.kind {
+            match &job_kind {
                 JobKind::Transfer { src, dst } => {
                     memory::transfer(self.device, self.host, &self.flash, src, dst)
                 }
@@ -433,7 +483,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         match outcome {
             Ok(()) => {
                 self.stats.jobs_completed += 1;
-                match &job.kind {
+                match &job_kind {
                     JobKind::Transfer { src, .. } => {
                         self.stats.transfers += 1;
                         self.stats.transfer_bytes += u64::from(src.len);
@@ -456,7 +506,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             }
         }
 
-        let kind = match &job.kind {
+        let kind = match &job_kind {
             JobKind::Transfer { src, dst } => TraceKind::Transfer {
                 from: src.space,
                 to: dst.space,
@@ -479,7 +529,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
 
     /// Cycles of a job: the Ethos-U55 layer model for layer ops when configured, else the
     /// simple model of [`SimConfig::job_cost`].
-    fn job_cycles(&mut self, kind: &JobKind) -> Cycles {
+    fn job_cycles(&mut self, kind: &JobKind<'_>) -> Cycles {
         if let (JobKind::Compute { op, inputs, .. }, Some(pipeline), Some(cfg)) =
             (kind, self.pipeline.as_mut(), self.config.layers.as_ref())
         {
@@ -527,7 +577,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
 
     /// Full validation of a job (everything but capacity), in this order: queue, dependencies,
     /// then the kind's checks.
-    fn validate(&self, job: &Job) -> Result<(), HalError> {
+    fn validate(&self, job: &Job<'_>) -> Result<(), HalError> {
         if let Queue::Unit(unit) = job.queue {
             if unit >= self.config.execution_units {
                 return Err(HalError::NoSuchUnit {
@@ -669,7 +719,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     /// [`HalError::QueueFull`] if none had finished. A transfer may run on any queue (an
     /// execution unit's command stream can copy too); a compute job on [`Queue::Dma`] is
     /// [`HalError::Unsupported`].
-    fn submit(&mut self, job: &Job) -> Result<Fence, HalError> {
+    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError> {
         self.validate(job)?;
         let capacity = u16::try_from(JOBS).unwrap_or(u16::MAX);
         if self.in_flight.is_full() {
@@ -709,7 +759,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         let entry = InFlight {
             fence,
             queue: job.queue,
-            kind: job.kind.clone(),
+            work: Work::of(&job.kind),
             start,
             end,
             deps,

@@ -547,7 +547,7 @@ fn chain_run(
         .collect();
     let region = Region::device(0, LEN);
     let kind = JobKind::Compute {
-        op,
+        op: &op,
         inputs: heapless::Vec::from_slice(&[region, region]).map_err(|_| "two inputs")?,
         output: region,
     };

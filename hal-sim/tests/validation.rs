@@ -15,7 +15,7 @@ fn add(len: u32) -> Op {
     Op::AddF32 { len }
 }
 
-fn unit0(op: Op, inputs: &[Region], output: Region) -> Job {
+fn unit0(op: Op, inputs: &[Region], output: Region) -> Job<'static> {
     compute(op, inputs, output, Queue::Unit(0), &[])
 }
 

@@ -137,12 +137,13 @@ impl Region {
 }
 
 /// What a job does.
+///
+/// A compute job borrows its operator: submitting it copies nothing the driver does not keep
+/// (an [`Op`] is well over a hundred bytes). A driver that runs the job later keeps what it
+/// needs of it, as a hardware driver turns it into a command stream at submit.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-// A job is stored by value in the driver's fixed in-flight table (no heap to box the op into),
-// so a transfer costs as much room as a compute job: a few hundred bytes per slot.
-#[allow(clippy::large_enum_variant)]
-pub enum JobKind {
+pub enum JobKind<'a> {
     /// A DMA copy of `src.len` bytes (`src.len == dst.len`), host↔device or device↔device.
     Transfer {
         /// Where the bytes come from.
@@ -153,7 +154,7 @@ pub enum JobKind {
     /// An operator on the NPU.
     Compute {
         /// The operator.
-        op: Op,
+        op: &'a Op,
         /// Input regions in operand order (see [`Op`]).
         inputs: heapless::Vec<Region, MAX_JOB_INPUTS>,
         /// Output region. It overlaps no input, except that for an op that
@@ -183,12 +184,12 @@ impl Queue {
     }
 }
 
-/// A unit of work for the NPU.
+/// A unit of work for the NPU, valid for the duration of [`Npu::submit`].
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Job {
+pub struct Job<'a> {
     /// What to do.
-    pub kind: JobKind,
+    pub kind: JobKind<'a>,
     /// Where to run it.
     pub queue: Queue,
     /// Fences that must complete before this job starts.
@@ -321,7 +322,7 @@ pub trait Npu {
     /// What this NPU can do.
     fn capabilities(&self) -> Capabilities;
     /// Queue a job; returns its fence without waiting.
-    fn submit(&mut self, job: &Job) -> Result<Fence, HalError>;
+    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError>;
     /// Whether the job behind `fence` has completed.
     fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError>;
     /// Sleep until a job may have completed (`WFI` on hardware).

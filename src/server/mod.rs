@@ -384,7 +384,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         }
     }
 
-    fn submit(&mut self, job: &Job) -> Result<Fence, Error> {
+    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, Error> {
         loop {
             match self.npu.submit(job) {
                 Ok(fence) => {
@@ -734,7 +734,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         };
         let mut job = Job {
             kind: JobKind::Compute {
-                op: *op,
+                op,
                 inputs: heapless::Vec::new(),
                 output: Region::device(0, 0),
             },

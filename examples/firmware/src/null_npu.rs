@@ -124,7 +124,7 @@ impl<'a> NullNpu<'a> {
     }
 
     /// The trivial checks: the queue exists and, for a compute job, the NPU runs the operator.
-    fn validate(&self, job: &Job) -> Result<(), HalError> {
+    fn validate(&self, job: &Job<'_>) -> Result<(), HalError> {
         if let Queue::Unit(unit) = job.queue {
             if unit >= UNITS {
                 return Err(HalError::NoSuchUnit { unit, units: UNITS });
@@ -158,7 +158,7 @@ impl Npu for NullNpu<'_> {
 
     /// Validates, stores the job's fence and queue in the ring, returns the fence.
     /// [`HalError::QueueFull`] when [`IN_FLIGHT`] jobs are in flight.
-    fn submit(&mut self, job: &Job) -> Result<Fence, HalError> {
+    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError> {
         self.validate(job)?;
         if self.len == IN_FLIGHT {
             return Err(HalError::QueueFull {

@@ -38,7 +38,7 @@ pub fn deps(fences: &[Fence]) -> heapless::Vec<Fence, { npu_compute::hal::MAX_JO
     heapless::Vec::from_slice(fences).expect("few deps")
 }
 
-pub fn transfer(src: Region, dst: Region, after: &[Fence]) -> Job {
+pub fn transfer(src: Region, dst: Region, after: &[Fence]) -> Job<'static> {
     Job {
         kind: JobKind::Transfer { src, dst },
         queue: Queue::Dma,
@@ -46,10 +46,18 @@ pub fn transfer(src: Region, dst: Region, after: &[Fence]) -> Job {
     }
 }
 
-pub fn compute(op: Op, inputs: &[Region], output: Region, queue: Queue, after: &[Fence]) -> Job {
+/// A compute job owning its op for the rest of the test (leaked: a few hundred bytes per job),
+/// so tests can build jobs from op values.
+pub fn compute(
+    op: Op,
+    inputs: &[Region],
+    output: Region,
+    queue: Queue,
+    after: &[Fence],
+) -> Job<'static> {
     Job {
         kind: JobKind::Compute {
-            op,
+            op: Box::leak(Box::new(op)),
             inputs: heapless::Vec::from_slice(inputs).expect("<= 3 inputs"),
             output,
         },
