@@ -136,6 +136,11 @@ pub struct MemoryStats {
 /// chunk's contents normally have one writer; a placed tensor laid over several earlier ones
 /// (a [`place`](MemoryManagement::place)d view, or a concatenation written in parts) inherits
 /// all their writers, at most one per queue.
+///
+/// Every job submission walks the records of its operands, so they are kept short: a bit mask
+/// per kind says which queues have a fence, a walk forgets the fences it finds ended, and a
+/// walk for a job skips the job's own queue (which orders it already). In a steady stream of
+/// jobs on one execution unit the walks then find nothing to visit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Access {
@@ -144,12 +149,13 @@ pub struct Access {
     reads: [u64; MAX_QUEUES],
     /// Newest writer per queue, the same way.
     writes: [u64; MAX_QUEUES],
-    /// Bit `q` set while queue `q` has a reader or a writer recorded: every walk over the
-    /// record visits only those queues (on most NPUs, the DMA queue and one unit).
-    queues: u16,
+    /// Bit `q` set exactly when `reads[q]` holds a fence.
+    read_queues: u16,
+    /// Bit `q` set exactly when `writes[q]` holds a fence.
+    write_queues: u16,
 }
 
-// The queue masks of `Access` and `DepSet` have a bit per queue.
+// The queue masks of `Access` have a bit per queue.
 const _: () = assert!(MAX_QUEUES <= 16);
 
 /// A fence as an [`Access`] slot.
@@ -165,8 +171,17 @@ const fn fence_of(slot: u64) -> Option<Fence> {
     }
 }
 
+/// The mask bit of queue `queue` (a [`Queue::index`]); 0 for an index out of range.
+const fn bit(queue: usize) -> u16 {
+    if queue < MAX_QUEUES {
+        1 << queue
+    } else {
+        0
+    }
+}
+
 /// The queue indices whose bit is set in `mask`, lowest first.
-pub(crate) fn queues_in(mut mask: u16) -> impl Iterator<Item = usize> {
+fn queues_in(mut mask: u16) -> impl Iterator<Item = usize> {
     core::iter::from_fn(move || {
         (mask != 0).then(|| {
             let q = mask.trailing_zeros() as usize;
@@ -176,78 +191,110 @@ pub(crate) fn queues_in(mut mask: u16) -> impl Iterator<Item = usize> {
     })
 }
 
+/// Walks the fences of `slots` whose bit is set in `mask` and clear in `skip`: those `ended`
+/// says are over are forgotten, the others passed to `f(queue index, fence)`.
+fn walk(
+    mask: &mut u16,
+    slots: &mut [u64; MAX_QUEUES],
+    skip: u16,
+    ended: &mut impl FnMut(usize, Fence) -> bool,
+    mut f: impl FnMut(usize, Fence),
+) {
+    let mut todo = *mask & !skip;
+    while todo != 0 {
+        let q = todo.trailing_zeros() as usize;
+        todo &= todo - 1;
+        let Some(s) = slots.get_mut(q) else { continue };
+        match fence_of(*s) {
+            Some(fence) if !ended(q, fence) => f(q, fence),
+            _ => {
+                *s = 0;
+                *mask &= !bit(q);
+            }
+        }
+    }
+}
+
 impl Access {
     /// Record a read by a job on `queue`.
     pub fn record_read(&mut self, queue: Queue, fence: Fence) {
         let q = queue.index();
         if let Some(r) = self.reads.get_mut(q) {
             *r = (*r).max(slot(fence));
-            self.queues |= 1 << q;
+            self.read_queues |= bit(q);
         }
     }
 
     /// Record a write; earlier reads and writes are ordered before it by its dependencies.
     pub fn record_write(&mut self, queue: Queue, fence: Fence) {
-        for q in queues_in(self.queues) {
+        for q in queues_in(self.read_queues) {
             self.reads[q] = 0;
+        }
+        for q in queues_in(self.write_queues) {
             self.writes[q] = 0;
         }
-        self.queues = 0;
+        self.read_queues = 0;
+        self.write_queues = 0;
         let q = queue.index();
         if let Some(w) = self.writes.get_mut(q) {
             *w = slot(fence);
-            self.queues = 1 << q;
+            self.write_queues = bit(q);
         }
     }
 
     /// Take on every job recorded in `other` (memory that overlaps this chunk's range): a
     /// reader of this chunk then waits for `other`'s writers, and a writer for all of them.
     pub fn merge(&mut self, other: &Access) {
-        for q in queues_in(other.queues) {
+        for q in queues_in(other.read_queues) {
             self.reads[q] = self.reads[q].max(other.reads[q]);
+        }
+        for q in queues_in(other.write_queues) {
             self.writes[q] = self.writes[q].max(other.writes[q]);
         }
-        self.queues |= other.queues;
+        self.read_queues |= other.read_queues;
+        self.write_queues |= other.write_queues;
     }
 
     /// Whether no recorded job is still in flight.
     pub fn is_idle(&self) -> bool {
-        self.queues == 0
+        self.read_queues | self.write_queues == 0
     }
 
-    /// Calls `f(queue index, fence)` for the newest writer of each queue.
-    pub fn each_writer(&self, f: impl FnMut(usize, Fence)) {
-        Self::each(self.queues, &self.writes, f);
+    /// The writers a job on `queue` that reads this memory must wait for: `f(queue index,
+    /// fence)` for the newest writer of every other queue, except those `ended` says are over,
+    /// which are forgotten.
+    pub fn writers_before(
+        &mut self,
+        queue: Queue,
+        ended: &mut impl FnMut(usize, Fence) -> bool,
+        f: impl FnMut(usize, Fence),
+    ) {
+        let own = bit(queue.index());
+        walk(&mut self.write_queues, &mut self.writes, own, ended, f);
     }
 
-    /// Calls `f(queue index, fence)` for the newest reader of each queue.
-    pub fn each_reader(&self, f: impl FnMut(usize, Fence)) {
-        Self::each(self.queues, &self.reads, f);
+    /// The readers a job on `queue` that overwrites this memory must wait for (besides the
+    /// [writers](Self::writers_before)), the same way.
+    pub fn readers_before(
+        &mut self,
+        queue: Queue,
+        ended: &mut impl FnMut(usize, Fence) -> bool,
+        f: impl FnMut(usize, Fence),
+    ) {
+        let own = bit(queue.index());
+        walk(&mut self.read_queues, &mut self.reads, own, ended, f);
     }
 
-    /// A plain loop over the set bits: this runs for every operand of every job.
-    fn each(mut mask: u16, slots: &[u64; MAX_QUEUES], mut f: impl FnMut(usize, Fence)) {
-        while mask != 0 {
-            let q = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            if let Some(fence) = slots.get(q).copied().and_then(fence_of) {
-                f(q, fence);
-            }
-        }
-    }
-
-    /// Forget fences for which `done(queue index, fence)` holds.
-    pub fn retire(&mut self, done: &mut impl FnMut(usize, Fence) -> bool) {
-        for q in queues_in(self.queues) {
-            for s in [&mut self.reads[q], &mut self.writes[q]] {
-                if fence_of(*s).is_some_and(|f| done(q, f)) {
-                    *s = 0;
-                }
-            }
-            if self.reads[q] == 0 && self.writes[q] == 0 {
-                self.queues &= !(1 << q);
-            }
-        }
+    /// Forget fences for which `ended(queue index, fence)` holds.
+    pub fn retire(&mut self, ended: &mut impl FnMut(usize, Fence) -> bool) {
+        walk(&mut self.read_queues, &mut self.reads, 0, ended, |_, _| {});
+        walk(
+            &mut self.write_queues,
+            &mut self.writes,
+            0,
+            ended,
+            |_, _| {},
+        );
     }
 }
 

@@ -32,45 +32,36 @@ impl DepSet {
         }
     }
 
-    /// Everything a job that *reads* the chunk must wait for: its writers.
-    pub fn add_read_of(&mut self, access: &Access) {
-        access.each_writer(|q, f| self.add(q, f));
-    }
-
-    /// Everything a job that *overwrites* the chunk must wait for: its last writer and every
-    /// job still reading the old contents.
-    pub fn add_write_of(&mut self, access: &Access) {
-        access.each_writer(|q, f| self.add(q, f));
-        access.each_reader(|q, f| self.add(q, f));
-    }
-
-    /// The fences for a job on `queue`, leaving out that queue's own and those `done` says have
-    /// completed.
-    pub fn for_queue(
-        &self,
+    /// Everything a job on `queue` that *reads* memory must wait for: the writers recorded in
+    /// its `access` on other queues, less those `ended` says are over (which the record then
+    /// forgets, so the next job does not ask again).
+    pub fn add_read_of(
+        &mut self,
+        access: &mut Access,
         queue: Queue,
-        done: impl FnMut(usize, Fence) -> bool,
-    ) -> heapless::Vec<Fence, MAX_JOB_DEPS> {
-        let mut deps = heapless::Vec::new();
-        self.for_queue_into(queue, done, &mut deps);
-        deps
-    }
-
-    /// [`for_queue`](Self::for_queue), written into `deps` (a job's own list, built in place).
-    pub fn for_queue_into(
-        &self,
-        queue: Queue,
-        mut done: impl FnMut(usize, Fence) -> bool,
-        deps: &mut heapless::Vec<Fence, MAX_JOB_DEPS>,
+        ended: &mut impl FnMut(usize, Fence) -> bool,
     ) {
+        access.writers_before(queue, ended, |q, f| self.add(q, f));
+    }
+
+    /// Everything a job on `queue` that *overwrites* memory must wait for: its last writers
+    /// and every job still reading the old contents, the same way.
+    pub fn add_write_of(
+        &mut self,
+        access: &mut Access,
+        queue: Queue,
+        ended: &mut impl FnMut(usize, Fence) -> bool,
+    ) {
+        access.writers_before(queue, ended, |q, f| self.add(q, f));
+        access.readers_before(queue, ended, |q, f| self.add(q, f));
+    }
+
+    /// The fences, written into a job's list.
+    pub fn fences_into(&self, deps: &mut heapless::Vec<Fence, MAX_JOB_DEPS>) {
         deps.clear();
-        let own = queue.index();
-        for &(q, f) in &self.per_queue {
-            let q = usize::from(q);
-            if q != own && !done(q, f) {
-                // At most MAX_QUEUES == MAX_JOB_DEPS entries: cannot overflow.
-                let _ = deps.push(f);
-            }
+        for &(_, f) in &self.per_queue {
+            // At most MAX_QUEUES == MAX_JOB_DEPS entries: cannot overflow.
+            let _ = deps.push(f);
         }
     }
 }
@@ -107,13 +98,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn newest_per_queue_and_own_queue_dropped() {
+    fn newest_per_queue_own_queue_skipped_and_ended_fences_forgotten() {
+        let mut reader = Access::default();
+        reader.record_write(Queue::Dma, Fence(1));
+        reader.record_read(Queue::Unit(1), Fence(4));
+        let mut target = Access::default();
+        target.record_write(Queue::Unit(0), Fence(2));
+        target.record_read(Queue::Unit(1), Fence(3));
+        target.record_read(Queue::Unit(2), Fence(5));
+
+        let mut ended = |_: usize, f: Fence| f == Fence(1);
         let mut d = DepSet::default();
-        d.add(0, Fence(3));
-        d.add(0, Fence(1));
-        d.add(1, Fence(2));
-        d.add(2, Fence(5));
-        let deps = d.for_queue(Queue::Unit(0), |_, f| f == Fence(5));
-        assert_eq!(deps.as_slice(), &[Fence(3)]);
+        // A job on unit 0 reading `reader`: its DMA writer has ended.
+        d.add_read_of(&mut reader, Queue::Unit(0), &mut ended);
+        // ... and overwriting `target`: its own unit's writer orders it already.
+        d.add_write_of(&mut target, Queue::Unit(0), &mut ended);
+        d.add(2, Fence(0));
+        let mut deps = heapless::Vec::new();
+        d.fences_into(&mut deps);
+        assert_eq!(deps.as_slice(), &[Fence(3), Fence(5)]);
+
+        // The ended writer is forgotten: a second walk does not ask about it.
+        let mut asked = 0;
+        let mut count = |_: usize, _: Fence| {
+            asked += 1;
+            false
+        };
+        DepSet::default().add_read_of(&mut reader, Queue::Unit(0), &mut count);
+        assert_eq!(asked, 0);
+        assert!(!reader.is_idle());
     }
 }

@@ -44,7 +44,7 @@ use crate::error::{Capacity, Error};
 use crate::fallback::{run_op, split_operands, OpError};
 use crate::hal::{
     Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, MAX_FLASH_SEGMENTS,
-    MAX_JOB_DEPS, MAX_JOB_INPUTS, MAX_QUEUES,
+    MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
 use crate::memory::{
@@ -362,12 +362,6 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             .reap(|f| frontier.is_done(npu, Queue::Dma.index(), f));
     }
 
-    /// The dependencies of a job on `queue`, less those already complete.
-    fn deps_for(&mut self, deps: &DepSet, queue: Queue) -> heapless::Vec<Fence, MAX_JOB_DEPS> {
-        let (npu, frontier) = (&mut self.npu, &mut self.frontier);
-        deps.for_queue(queue, |q, f| frontier.is_done(npu, q, f))
-    }
-
     fn wait(&mut self) {
         self.stats.waits += 1;
         self.npu.wait_for_event();
@@ -460,17 +454,20 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     fn transfer(&mut self, src: Region, from: Side, dst: Region, to: Side) -> Result<Fence, Error> {
         // Pinned blocks need no dependencies: every job using them is on the DMA queue.
         let mut deps = DepSet::default();
+        let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
+        let mut ended = |q, f| frontier.is_done(npu, q, f);
         if let Side::Device(m) = from {
-            deps.add_read_of(self.memory.access_mut(m)?);
+            deps.add_read_of(memory.access_mut(m)?, Queue::Dma, &mut ended);
         }
         if let Side::Device(m) = to {
-            deps.add_write_of(self.memory.access_mut(m)?);
+            deps.add_write_of(memory.access_mut(m)?, Queue::Dma, &mut ended);
         }
-        let job = Job {
+        let mut job = Job {
             kind: JobKind::Transfer { src, dst },
             queue: Queue::Dma,
-            deps: self.deps_for(&deps, Queue::Dma),
+            deps: heapless::Vec::new(),
         };
+        deps.fences_into(&mut job.deps);
         let fence = self.submit(&job)?;
         match from {
             Side::Device(m) => self.memory.access_mut(m)?.record_read(Queue::Dma, fence),
@@ -742,6 +739,8 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             deps: heapless::Vec::new(),
         };
         let mut deps = DepSet::default();
+        let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
+        let mut ended = |q, f| frontier.is_done(npu, q, f);
         if let JobKind::Compute {
             inputs: regions,
             output: out_region,
@@ -751,8 +750,8 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             for e in inputs {
                 let region = match e.binding {
                     Binding::Memory(m) => {
-                        let (block, access) = self.memory.block_and_access(m)?;
-                        deps.add_read_of(access);
+                        let (block, access) = memory.block_and_access(m)?;
+                        deps.add_read_of(access, queue, &mut ended);
                         Region::device(block.offset, block.len)
                     }
                     Binding::Flash(r) => r,
@@ -761,12 +760,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
                 // `inputs` has at most MAX_JOB_INPUTS entries.
                 let _ = regions.push(region);
             }
-            let (block, access) = self.memory.block_and_access(out)?;
-            deps.add_write_of(access);
+            let (block, access) = memory.block_and_access(out)?;
+            deps.add_write_of(access, queue, &mut ended);
             *out_region = Region::device(block.offset, block.len);
         }
-        let (npu, frontier) = (&mut self.npu, &mut self.frontier);
-        deps.for_queue_into(queue, |q, f| frontier.is_done(npu, q, f), &mut job.deps);
+        deps.fences_into(&mut job.deps);
         let fence = self.submit(&job)?;
         for e in inputs {
             self.record_read(e.binding, queue, fence)?;
