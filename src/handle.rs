@@ -51,6 +51,13 @@ struct Slot<T> {
     value: Option<T>,
 }
 
+impl<T> Slot<T> {
+    /// Whether `id`'s generation is this slot's and it holds a value.
+    fn holds(&self, id: HandleId) -> bool {
+        self.generation == id.generation && self.value.is_some()
+    }
+}
+
 /// A fixed table of `N` reference-counted slots holding `T`.
 #[derive(Debug)]
 pub struct HandleTable<T, const N: usize> {
@@ -100,13 +107,20 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
     }
 
     fn slot(&self, id: HandleId) -> Result<&Slot<T>, Error> {
-        if id.server != self.server {
-            return Err(Error::ForeignHandle);
+        match self.slots.get(id.index as usize) {
+            Some(s) if s.holds(id) && id.server == self.server => Ok(s),
+            _ => Err(self.refusal(id)),
         }
-        self.slots
-            .get(id.index as usize)
-            .filter(|s| s.generation == id.generation && s.value.is_some())
-            .ok_or(Error::StaleHandle { index: id.index })
+    }
+
+    /// Why `id` names no live value here.
+    #[cold]
+    fn refusal(&self, id: HandleId) -> Error {
+        if id.server != self.server {
+            Error::ForeignHandle
+        } else {
+            Error::StaleHandle { index: id.index }
+        }
     }
 
     /// The value behind a live id.
@@ -116,12 +130,17 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
             .ok_or(Error::StaleHandle { index: id.index })
     }
 
-    /// The value behind a live id, by reference (no copy).
+    /// The value behind a live id, by reference (no copy). Every job submission calls it for
+    /// each operand, so it is one match.
     pub fn get_ref(&self, id: HandleId) -> Result<&T, Error> {
-        self.slot(id)?
-            .value
-            .as_ref()
-            .ok_or(Error::StaleHandle { index: id.index })
+        match self.slots.get(id.index as usize) {
+            Some(Slot {
+                generation,
+                value: Some(v),
+                ..
+            }) if *generation == id.generation && id.server == self.server => Ok(v),
+            _ => Err(self.refusal(id)),
+        }
     }
 
     /// Mutable access to the value behind a live id.

@@ -635,7 +635,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             op: op.kind(),
             dtype: op.dtype(),
         };
-        if queue == Queue::Dma || !self.config.ops.contains(op.kind(), op.dtype()) {
+        if queue == Queue::Dma || !self.config.ops.runs(op) {
             return Err(unsupported);
         }
         let out_operand = MAX_JOB_INPUTS as u8;

@@ -40,11 +40,18 @@ impl<const N: usize> Deferred<N> {
         true
     }
 
-    /// Apply every waiting change to the server.
+    /// Apply every waiting change to the server. Every channel call runs it twice, and there
+    /// is rarely anything waiting: the check is inlined, the walk is not.
+    #[inline]
     pub fn apply<S: ComputeServer>(&self, server: &mut S) {
-        if !self.any.replace(false) {
-            return;
+        if self.any.get() {
+            self.apply_all(server);
         }
+    }
+
+    #[inline(never)]
+    fn apply_all<S: ComputeServer>(&self, server: &mut S) {
+        self.any.set(false);
         for slot in &self.slots {
             if let (Some(id), delta) = slot.replace((None, 0)) {
                 // A stale id means the tensor is gone already; nothing is left to do.

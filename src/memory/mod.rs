@@ -329,6 +329,25 @@ struct Chunk {
     access: Access,
 }
 
+impl Chunk {
+    /// Whether `b` names this chunk as it is bound now.
+    fn is_bound_to(&self, b: MemoryBinding) -> bool {
+        self.generation == b.generation && self.state != ChunkState::Free
+    }
+
+    /// The range its tensor holds: the start of the chunk, the requested length.
+    fn bound_block(&self) -> Block {
+        let len = match self.state {
+            ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
+            ChunkState::Free => 0,
+        };
+        Block {
+            offset: self.block.offset,
+            len,
+        }
+    }
+}
+
 /// Behaviour the compute server needs from a memory manager.
 pub trait MemoryManagement {
     /// Reserve `bytes` for a new tensor.
@@ -452,11 +471,19 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     }
 
     fn chunk(&self, b: MemoryBinding) -> Result<&Chunk, Error> {
-        self.chunks
-            .get(b.chunk as usize)
-            .and_then(Option::as_ref)
-            .filter(|c| c.generation == b.generation && c.state != ChunkState::Free)
-            .ok_or(Error::StaleHandle { index: b.chunk })
+        match self.chunks.get(b.chunk as usize) {
+            Some(Some(c)) if c.is_bound_to(b) => Ok(c),
+            _ => Err(Error::StaleHandle { index: b.chunk }),
+        }
+    }
+
+    /// [`chunk`](Self::chunk), mutably. Every job submission calls it for each operand, so it
+    /// is one match, not a chain of adapters.
+    fn chunk_mut(&mut self, b: MemoryBinding) -> Result<&mut Chunk, Error> {
+        match self.chunks.get_mut(b.chunk as usize) {
+            Some(Some(c)) if c.is_bound_to(b) => Ok(c),
+            _ => Err(Error::StaleHandle { index: b.chunk }),
+        }
     }
 
     /// Step 1: a free slice frees its chunk.
@@ -686,38 +713,16 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
     }
 
     fn block(&self, binding: MemoryBinding) -> Result<Block, Error> {
-        let c = self.chunk(binding)?;
-        let len = match c.state {
-            ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
-            ChunkState::Free => 0,
-        };
-        Ok(Block {
-            offset: c.block.offset,
-            len,
-        })
+        Ok(self.chunk(binding)?.bound_block())
     }
 
     fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
-        let block = self.block(binding)?;
-        // `block` found the chunk live under this generation.
-        let c = self
-            .chunks
-            .get_mut(binding.chunk as usize)
-            .and_then(Option::as_mut)
-            .ok_or(Error::StaleHandle {
-                index: binding.chunk,
-            })?;
-        Ok((block, &mut c.access))
+        let c = self.chunk_mut(binding)?;
+        Ok((c.bound_block(), &mut c.access))
     }
 
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {
-        self.chunk(binding)?;
-        self.chunks[binding.chunk as usize]
-            .as_mut()
-            .map(|c| &mut c.access)
-            .ok_or(Error::StaleHandle {
-                index: binding.chunk,
-            })
+        Ok(&mut self.chunk_mut(binding)?.access)
     }
 
     fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {

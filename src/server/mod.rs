@@ -1197,7 +1197,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
         if out.downloading {
             self.cancel_download(output)?;
         }
-        if self.caps.ops.contains(op.kind(), op.dtype()) {
+        if self.caps.ops.runs(op) {
             self.execute_on_npu(op, &operands, out)
         } else {
             self.execute_on_cpu(op, &operands, out)

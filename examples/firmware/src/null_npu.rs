@@ -131,9 +131,11 @@ impl<'a> NullNpu<'a> {
             }
         }
         if let JobKind::Compute { op, .. } = &job.kind {
-            let (kind, dtype) = (op.kind(), op.dtype());
-            if job.queue == Queue::Dma || !OPS.contains(kind, dtype) {
-                return Err(HalError::Unsupported { op: kind, dtype });
+            if job.queue == Queue::Dma || !OPS.runs(op) {
+                return Err(HalError::Unsupported {
+                    op: op.kind(),
+                    dtype: op.dtype(),
+                });
             }
         }
         Ok(())
