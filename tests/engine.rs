@@ -15,7 +15,7 @@
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
 use npu_compute::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space,
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
 };
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
 use npu_compute::server::{NpuServer, ServerStats};
@@ -27,10 +27,18 @@ use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, TraceEntry, TraceKind
 /// per job, for the length of a test).
 fn owned(job: &Job<'_>) -> Job<'static> {
     let kind = match &job.kind {
-        JobKind::Compute { op, inputs, output } => JobKind::Compute {
+        JobKind::Compute {
+            op,
+            variant,
+            inputs,
+            output,
+            scratch,
+        } => JobKind::Compute {
             op: Box::leak(Box::new(**op)),
+            variant: *variant,
             inputs: inputs.clone(),
             output: *output,
+            scratch: *scratch,
         },
         JobKind::Transfer { src, dst } => JobKind::Transfer {
             src: *src,
@@ -686,8 +694,10 @@ fn control_a_writer_that_does_not_wait_corrupts_the_reader() {
     let rogue = Job {
         kind: JobKind::Compute {
             op: &relu_op(),
+            variant: Variant::Auto,
             inputs: heapless::Vec::from_slice(&[source_region]).unwrap(),
             output: inputs[0],
+            scratch: None,
         },
         queue: Queue::Unit(1),
         deps: heapless::Vec::new(),

@@ -187,7 +187,9 @@ impl SimConfig {
     pub fn job_cost(&self, kind: &JobKind<'_>) -> Cycles {
         match kind {
             JobKind::Transfer { src, .. } => self.transfer_cost(src.len),
-            JobKind::Compute { op, inputs, output } => {
+            JobKind::Compute {
+                op, inputs, output, ..
+            } => {
                 let io = inputs.iter().fold(u64::from(output.len), |acc, r| {
                     acc.saturating_add(u64::from(r.len))
                 });

@@ -162,7 +162,7 @@ pub use stats::{queue_index, SimStats};
 pub use trace::{TraceEntry, TraceKind};
 
 use npu_compute::hal::{
-    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space,
+    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
     MAX_FLASH_SEGMENTS, MAX_JOB_DEPS, MAX_JOB_INPUTS,
 };
 
@@ -182,8 +182,10 @@ enum Work {
     },
     Compute {
         op: Op,
+        variant: Variant,
         inputs: heapless::Vec<Region, MAX_JOB_INPUTS>,
         output: Region,
+        scratch: Option<Region>,
     },
 }
 
@@ -194,10 +196,18 @@ impl Work {
                 src: *src,
                 dst: *dst,
             },
-            JobKind::Compute { op, inputs, output } => Work::Compute {
+            JobKind::Compute {
+                op,
+                variant,
+                inputs,
+                output,
+                scratch,
+            } => Work::Compute {
                 op: **op,
+                variant: *variant,
                 inputs: inputs.clone(),
                 output: *output,
+                scratch: *scratch,
             },
         }
     }
@@ -209,10 +219,18 @@ impl Work {
                 src: *src,
                 dst: *dst,
             },
-            Work::Compute { op, inputs, output } => JobKind::Compute {
+            Work::Compute {
                 op,
+                variant,
+                inputs,
+                output,
+                scratch,
+            } => JobKind::Compute {
+                op,
+                variant: *variant,
                 inputs: inputs.clone(),
                 output: *output,
+                scratch: *scratch,
             },
         }
     }
@@ -470,7 +488,9 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
                 JobKind::Transfer { src, dst } => {
                     memory::transfer(self.device, self.host, &self.flash, src, dst)
                 }
-                JobKind::Compute { op, inputs, output } => match self.inject.take() {
+                JobKind::Compute {
+                    op, inputs, output, ..
+                } => match self.inject.take() {
                     Some(code) => Err(code),
                     None => exec::run_compute(op, self.device, &self.flash, inputs, output),
                 },
@@ -591,7 +611,19 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         }
         match &job.kind {
             JobKind::Transfer { src, dst } => self.validate_transfer(src, dst),
-            JobKind::Compute { op, inputs, output } => {
+            JobKind::Compute {
+                op,
+                variant,
+                inputs,
+                output,
+                scratch,
+            } => {
+                if *variant != Variant::Auto || scratch.is_some() {
+                    return Err(HalError::VariantUnsupported {
+                        op: op.kind(),
+                        variant: *variant,
+                    });
+                }
                 self.validate_compute(job.queue, op, inputs, output)
             }
         }

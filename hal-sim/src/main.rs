@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::Optimise;
-use npu_compute::hal::{JobKind, Npu, Op, Region};
+use npu_compute::hal::{JobKind, Npu, Op, Region, Variant};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
 use npu_compute::server::NpuServer;
 use npu_kernels::int8::{Activation, AddParams, Quant};
@@ -548,6 +548,8 @@ fn chain_run(
     let region = Region::device(0, LEN);
     let kind = JobKind::Compute {
         op: &op,
+        variant: Variant::Auto,
+        scratch: None,
         inputs: heapless::Vec::from_slice(&[region, region]).map_err(|_| "two inputs")?,
         output: region,
     };

@@ -4,7 +4,8 @@ mod common;
 
 use common::*;
 use npu_compute::hal::{
-    DType, Fence, HalError, Job, Npu, Op, OpKind, OpSet, Queue, Region, Space, MAX_JOB_INPUTS,
+    DType, Fence, HalError, Job, JobKind, Npu, Op, OpKind, OpSet, Queue, Region, Space, Variant,
+    MAX_JOB_INPUTS,
 };
 use npu_kernels::FcShape;
 use npu_sim::{AlignedMemory, SimConfig, SimError, SimNpu, MAX_EXECUTION_UNITS};
@@ -628,4 +629,42 @@ fn sim_error_displays() {
     }
     .to_string();
     assert!(text.contains("dma_bytes_per_cycle"), "{text}");
+}
+
+/// Until the simulator models kernel variants, it runs `Auto` only, says so through
+/// `supports_variant`, and refuses anything else without consuming a fence.
+#[test]
+fn variants_other_than_auto_are_refused() {
+    let mut npu = sim(SimConfig::default());
+    let op = add(4);
+    assert!(npu.supports_variant(&op, Variant::Auto));
+    assert!(!npu.supports_variant(&op, Variant::Im2col));
+    let mut job = unit0(
+        op,
+        &[Region::device(0, 16), Region::device(16, 16)],
+        Region::device(32, 16),
+    );
+    if let JobKind::Compute { variant, .. } = &mut job.kind {
+        *variant = Variant::Block { h: 8, w: 8 };
+    }
+    let refusal = HalError::VariantUnsupported {
+        op: OpKind::Add,
+        variant: Variant::Block { h: 8, w: 8 },
+    };
+    refused(&mut npu, &job, refusal);
+    if let JobKind::Compute {
+        variant, scratch, ..
+    } = &mut job.kind
+    {
+        *variant = Variant::Auto;
+        *scratch = Some(Region::device(48, 16));
+    }
+    refused(
+        &mut npu,
+        &job,
+        HalError::VariantUnsupported {
+            op: OpKind::Add,
+            variant: Variant::Auto,
+        },
+    );
 }

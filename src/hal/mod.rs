@@ -44,8 +44,10 @@
 //! [`ComputeChannel::on_interrupt`](crate::channel::ComputeChannel::on_interrupt) from the ISR.
 
 mod op;
+mod variant;
 
 pub use op::{DType, Op, OpKind, OpSet, Operands, CHANNEL_MULTIPLIER_BYTES};
+pub use variant::Variant;
 
 /// Time in cycles of the HAL's clock (CPU cycles on hardware, virtual cycles in the simulator).
 pub type Cycles = u64;
@@ -155,12 +157,17 @@ pub enum JobKind<'a> {
     Compute {
         /// The operator.
         op: &'a Op,
+        /// How to run it ([`Variant::Auto`]: the driver's choice).
+        variant: Variant,
         /// Input regions in operand order (see [`Op`]).
         inputs: heapless::Vec<Region, MAX_JOB_INPUTS>,
         /// Output region. It overlaps no input, except that for an op that
         /// [runs in place](Op::runs_in_place) it may be exactly an input's region: the job
         /// then computes as if it read that input before writing.
         output: Region,
+        /// Device memory the variant may overwrite while it runs
+        /// ([`Variant::scratch_bytes`]); `None` for variants that need none.
+        scratch: Option<Region>,
     },
 }
 
@@ -289,6 +296,14 @@ pub enum HalError {
     },
     /// This NPU cannot read flash ([`Capabilities::reads_flash`] is false).
     FlashUnreadable,
+    /// The NPU does not run this operator in this [`Variant`] (or the job lacks the scratch
+    /// memory the variant needs).
+    VariantUnsupported {
+        /// The operator.
+        op: OpKind,
+        /// The variant asked for.
+        variant: Variant,
+    },
     /// A fence that was never issued by this NPU.
     UnknownFence(Fence),
     /// The job failed on the device (bus error, kernel rejected its parameters, ...).
@@ -341,4 +356,16 @@ pub trait Npu {
     fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError>;
     /// Forgets a flash segment. Jobs already submitted that read it must have completed.
     fn unmap_flash(&mut self, segment: u8);
+    /// Whether the NPU runs `op` in `variant` (a tuner lists only these). The default runs
+    /// [`Variant::Auto`] alone.
+    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
+        let _ = op;
+        variant == Variant::Auto
+    }
+    /// A fingerprint of whatever changes how long jobs take on this NPU (its configuration,
+    /// clocks, cost model version), so that a tuning table made elsewhere is recognised as
+    /// foreign. The default, 0, says nothing beyond [`Capabilities`].
+    fn tuning_fingerprint(&self) -> u64 {
+        0
+    }
 }

@@ -43,8 +43,8 @@ use residency::HostCopy;
 use crate::error::{Capacity, Error};
 use crate::fallback::{run_op, split_operands, OpError};
 use crate::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, MAX_FLASH_SEGMENTS,
-    MAX_JOB_INPUTS, MAX_QUEUES,
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
+    MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
 use crate::memory::{
@@ -732,8 +732,10 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         let mut job = Job {
             kind: JobKind::Compute {
                 op,
+                variant: Variant::Auto,
                 inputs: heapless::Vec::new(),
                 output: Region::device(0, 0),
+                scratch: None,
             },
             queue,
             deps: heapless::Vec::new(),

@@ -44,7 +44,7 @@ use cortex_m::peripheral::SYST;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::{HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region};
+use npu_compute::hal::{HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant};
 use npu_compute::memory::{Access, MemoryConfig};
 use npu_compute::server::{ComputeServer, DepSet, NpuServer};
 use npu_compute::Error;
@@ -237,6 +237,8 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     let job = Job {
         kind: JobKind::Compute {
             op: &op,
+            variant: Variant::Auto,
+            scratch: None,
             inputs: [Region::device(0, 16), Region::device(16, 16)]
                 .into_iter()
                 .collect(),

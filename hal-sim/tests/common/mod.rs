@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use npu_compute::hal::{Fence, Job, JobKind, Npu, Op, Queue, Region};
+use npu_compute::hal::{Fence, Job, JobKind, Npu, Op, Queue, Region, Variant};
 use npu_sim::{AlignedMemory, SimConfig, SimNpu, TraceEntry};
 
 /// Bytes of each test memory.
@@ -58,6 +58,8 @@ pub fn compute(
     Job {
         kind: JobKind::Compute {
             op: Box::leak(Box::new(op)),
+            variant: Variant::Auto,
+            scratch: None,
             inputs: heapless::Vec::from_slice(inputs).expect("<= 3 inputs"),
             output,
         },
