@@ -27,6 +27,9 @@
 //!
 //! - [`conv`]: CONV_2D (including grouped) and DEPTHWISE_CONV_2D with per-channel weights
 //!   ([`Conv2dParams`], [`DepthwiseParams`], [`ChannelMultiplier`]);
+//! - [`im2col`](mod@im2col): CONV_2D as a gather of input windows into a matrix and one
+//!   matrix product ([`conv2d_im2col`]), bit-exact with [`conv2d`]: how an NPU may run a
+//!   convolution whose input is too shallow for its MAC array;
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
 //! - [`mean`](mod@mean): MEAN over any axes, of which height and width ([`MeanParams`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
@@ -54,6 +57,7 @@ pub mod concat;
 pub mod conv;
 pub mod dims;
 pub mod fc_per_channel;
+pub mod im2col;
 pub mod mean;
 pub mod pool;
 pub mod quantize;
@@ -73,6 +77,7 @@ pub use conv::{
 };
 pub use dims::{Dims, MAX_DIMS};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
+pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use mean::{mean, mean_hw, MeanParams};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};

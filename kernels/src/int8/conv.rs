@@ -377,6 +377,37 @@ impl Conv2dParams {
     }
 }
 
+// Accessors for the im2col formulation (`super::im2col`), which must reproduce this module's
+// arithmetic exactly and so reads the resolved geometry and quantization rather than
+// recomputing them.
+impl Conv2dParams {
+    /// The resolved `(rows, cols)` axes.
+    pub(crate) const fn axes(&self) -> (Axis, Axis) {
+        (self.rows, self.cols)
+    }
+
+    /// `(batches, in_channels, filter_depth, out_channels)`.
+    pub(crate) const fn channel_dims(&self) -> (usize, usize, usize, usize) {
+        (
+            self.batches,
+            self.in_channels,
+            self.filter_depth,
+            self.out_channels,
+        )
+    }
+
+    /// TFLM's `input_offset`, the negated input zero point.
+    pub(crate) const fn input_offset(&self) -> i32 {
+        self.quant.input_offset
+    }
+
+    /// Requantizes one channel's accumulator (bias included) exactly as [`conv2d`] does.
+    #[inline]
+    pub(crate) fn requantize(&self, acc: i32, m: ChannelMultiplier) -> i8 {
+        self.quant.finish(acc, m)
+    }
+}
+
 fn check_channel_operands(
     channels: usize,
     multipliers: &[ChannelMultiplier],
