@@ -58,6 +58,63 @@
 //! column. `RESHAPE` and `CONCATENATION` cost nothing (Vela writes producers straight into the
 //! concatenated tensor), `TRANSPOSE` costs one read and one write of the tensor.
 //!
+//! # Variants
+//!
+//! [`LayerDesc::variant`] says how the NPU runs the layer. Every variant computes the same
+//! bytes; they differ in cycles because Vela's block choice is a traffic heuristic, not a
+//! cycle minimum. `ETHOS_U55_CYCLE_MODEL.md` §1: *"Choice: the block with the least (IFM +
+//! weight fetch) per OFM element."* [`variant_cycles`] costs a variant (`None`: it does not
+//! apply), [`supports_variant`] says whether it applies, [`layer_cycles`] costs any.
+//!
+//! - **[`Variant::Auto`]**: the model above, unchanged, so every calibrated figure stays.
+//! - **[`Variant::Block { h, w }`](Variant::Block)** (convolution, depthwise convolution,
+//!   pooling, fully connected): the block search restricted to one OFM block H x W, with
+//!   `H = min(h, OFM H, max H)` and `W = min(w, OFM W, max W)` rounded up to the micro-block's
+//!   2 ([`U55Config::max_ofm_block`]: 32 x 64; the batch is folded into H, a fully connected
+//!   layer's rows as Vela folds them). The depth is still searched with Vela's criterion and the same SHRAM fit: *"A
+//!   candidate fits if 2 + IFM banks + accumulator banks ≤ 24 − LUT banks, with both areas
+//!   double-buffered."* If no depth fits, the variant is unsupported; it never falls back to the
+//!   micro-block. MAC, output, command, traffic, buffering and prefetch use the formulas above
+//!   with that block. A block can win where the heuristic does not look:
+//!   - below 16 output pixels a block pays the MAC floor (*"Blocks under 16 output pixels hit
+//!     the 32-cycle floor; depthwise peaks at 1/8 of the MAC rate"*): on `mlperf_vww`'s 3 x 3
+//!     depthwise on 6 x 6 x 128, Vela's 2 x 6 x 80 (6 micro-blocks: `4 * 6 < 32`) costs 5,512
+//!     cycles, a forced 16 x 4 (clipped to 6 x 4 x 16) 3,832;
+//!   - with the same MAC total, a block with a cheaper tail wins (the last block's output
+//!     stage, and the first IFM-block read and last OFM-block write, *"the only fixed per-op
+//!     overheads"*): the cycle-model document's worked example (`mlperf_kws` layer 2, a 1 x 1
+//!     convolution 64 → 64 on 25 x 5) costs 5,944 with Vela's 9 x 6 x 32 and 5,744 with 4 x 16
+//!     (clipped to 4 x 6 x 64): the same 4,800 MAC cycles, a cheaper last block;
+//!   - a large block can stop fitting: on `mlperf_ic`'s 3 x 3 stride-2 convolution of 16 x 16 x
+//!     32, 8 x 8 needs a 17 x 18 x 32 IFM block, 20 banks double-buffered, which with 8
+//!     accumulator banks and the 2 reserved exceeds 22: unsupported.
+//! - **[`Variant::Im2col`]** (convolution with a window above 1 x 1 or a stride above 1, not
+//!   grouped): a DMA gathers every output pixel's receptive field into a matrix of
+//!   `R = N * OH * OW` rows of `K = KH * KW * Cin` bytes (`S = R * K` bytes of scratch), then
+//!   one vector-product pass multiplies it by the filter (an OHWI filter is the `Cout x K`
+//!   matrix), exactly as a fully connected layer with `R` rows folded as Vela folds them, the
+//!   matrix read as NHWC. The gather is an SRAM-to-SRAM copy costed with Vela's memory-to-memory
+//!   rule (as [`U55Config::flash_to_sram_cycles`]), its reads scaled by the burst penalty
+//!   (*"bytes are scaled by memory burst / effective burst"*): each patch row is KH segments of
+//!   `seg = KW * Cin` contiguous bytes (`Cin` when dilated along W), so
+//!
+//!   ```text
+//!   read   = S * 32 / min(32, seg)
+//!   gather = max(read / 8 + 32, S / 8 + 32)
+//!   total  = gather + product.total,  prefetched = gather + product.prefetched
+//!   ```
+//!
+//!   and `prefetch` (the same weights and scales) is unchanged. It wins when the input is too
+//!   shallow for the MAC array (a 1-deep IFM fills 1 of the micro-block's 8 channels; as a
+//!   matrix it is K deep): `mlperf_kws`'s first convolution (10 x 4, stride 2, 49 x 10 x 1 →
+//!   25 x 5 x 64) costs 25,001 cycles as Vela runs it, 11,884 as im2col (a 5,032-cycle gather
+//!   of 5,000 bytes in 4-byte segments, and a 6,852-cycle product). It loses when the window
+//!   is large against a deep input: `ic`'s 3 x 3 convolution of 32 x 32 x 16 costs 25,715
+//!   cycles, 55,104 as im2col (the gather moves 9x the IFM through SRAM).
+//!
+//! (Figures with the weights resident in SRAM, as a tuner times them; the unit tests pin them.
+//! Bump [`COST_MODEL_VERSION`] when any of them moves.)
+//!
 //! # Networks: [`Pipeline`]
 //!
 //! Vela's network total is the sum of its per-layer figures, with weight DMA hidden under the
@@ -123,6 +180,14 @@
 //! often on a slow core.
 
 use core::cmp::{max, min};
+
+pub use npu_compute::hal::Variant;
+
+/// Version of the formulas in this module. Bump it whenever a change moves any figure (a
+/// formula, a constant, the lowering of an operator, a variant's model): a tuning table
+/// measured with another version is then recognised as foreign, through
+/// [`SimNpu::tuning_fingerprint`](crate::SimNpu).
+pub const COST_MODEL_VERSION: u32 = 1;
 
 /// A TFLite operator kind, as the cycle model distinguishes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -202,10 +267,14 @@ pub struct LayerDesc {
     pub weights_in_flash: bool,
     /// The second operand is a constant in flash (a scalar or a tensor).
     pub ifm2_in_flash: bool,
+    /// How the NPU runs the layer: [`Variant::Auto`] (Vela's own block choice) unless a tuner
+    /// forced a block or an im2col lowering (see [Variants](self#variants)).
+    pub variant: Variant,
 }
 
 impl LayerDesc {
-    /// A layer with unit window, stride and dilation, no weights, nothing in flash.
+    /// A layer with unit window, stride and dilation, no weights, nothing in flash, run as
+    /// [`Variant::Auto`].
     pub const fn new(kind: LayerKind, ifm: [u32; 4], ofm: [u32; 4]) -> Self {
         Self {
             kind,
@@ -219,6 +288,7 @@ impl LayerDesc {
             weight_bytes: 0,
             weights_in_flash: false,
             ifm2_in_flash: false,
+            variant: Variant::Auto,
         }
     }
 }
@@ -366,13 +436,139 @@ impl CostBreakdown {
     }
 }
 
-/// Estimated cycles of one layer on its own (see the [module docs](self) for the model).
+/// Estimated cycles of one layer on its own, run as its [`LayerDesc::variant`] (see the
+/// [module docs](self) for the model).
 ///
-/// Total: any description gives a result (degenerate shapes cost 0, huge ones saturate).
+/// Total: any description gives a result (degenerate shapes cost 0, huge ones saturate). A
+/// variant the layer does not support ([`variant_cycles`] answers `None`) is costed as
+/// [`Variant::Auto`], so that [`Pipeline::push`] stays total too; the simulator refuses such
+/// jobs at submit and never costs them.
 pub fn layer_cycles(desc: &LayerDesc, cfg: &U55Config) -> CostBreakdown {
+    match desc.variant {
+        Variant::Auto => auto_cycles(desc, cfg),
+        _ => variant_cycles(desc, cfg).unwrap_or_else(|| auto_cycles(desc, cfg)),
+    }
+}
+
+/// The cycles of `desc` run as its [`LayerDesc::variant`], or `None` when the variant does not
+/// apply to the layer (see [Variants](self#variants)): a block on a kind other than
+/// convolution, depthwise convolution, pooling and fully connected, or a forced block whose
+/// input and accumulators do not fit SHRAM at any depth; im2col on anything but a grouped-free
+/// convolution with a window larger than 1 x 1 or a stride above 1. [`Variant::Auto`] is
+/// always `Some`.
+pub fn variant_cycles(desc: &LayerDesc, cfg: &U55Config) -> Option<CostBreakdown> {
+    match desc.variant {
+        Variant::Auto => Some(auto_cycles(desc, cfg)),
+        Variant::Block { h, w } => block_cycles(desc, cfg, u32::from(h), u32::from(w)),
+        Variant::Im2col => im2col_cycles(desc, cfg),
+    }
+}
+
+/// Whether the NPU can run `desc` as its [`LayerDesc::variant`] ([`variant_cycles`] is
+/// `Some`): what the simulator's
+/// [`supports_variant`](npu_compute::hal::Npu::supports_variant) asks.
+pub fn supports_variant(desc: &LayerDesc, cfg: &U55Config) -> bool {
+    variant_cycles(desc, cfg).is_some()
+}
+
+/// [`Variant::Auto`]: every pass with Vela's own block choice. These are the calibrated
+/// figures, which no variant may move.
+fn auto_cycles(desc: &LayerDesc, cfg: &U55Config) -> CostBreakdown {
     let mut cost = CostBreakdown::default();
-    lower(desc, cfg, &mut |pass| cost.add(&pass_cost(pass, cfg)));
+    lower(desc, cfg, &mut |pass| {
+        cost.add(&pass_cost(pass, cfg, None).unwrap_or_default())
+    });
     cost
+}
+
+/// [`Variant::Block`]: the layer's one pass with its OFM block forced to `h` x `w` (clipped
+/// to the OFM), the depth still chosen by Vela's criterion. `None` if nothing fits.
+fn block_cycles(desc: &LayerDesc, cfg: &U55Config, h: u32, w: u32) -> Option<CostBreakdown> {
+    if !matches!(
+        desc.kind,
+        LayerKind::Conv2d
+            | LayerKind::DepthwiseConv2d
+            | LayerKind::FullyConnected
+            | LayerKind::AveragePool
+            | LayerKind::MaxPool
+    ) {
+        return None;
+    }
+    let mut cost = CostBreakdown::default();
+    let mut fits = true;
+    lower(
+        desc,
+        cfg,
+        &mut |pass| match pass_cost(pass, cfg, Some((h, w))) {
+            Some(c) => cost.add(&c),
+            None => fits = false,
+        },
+    );
+    fits.then_some(cost)
+}
+
+/// [`Variant::Im2col`]: a DMA gathers every output pixel's receptive field into a
+/// `rows x K` int8 matrix in SRAM (`rows = N * OH * OW`, `K = KH * KW * Cin`), then one
+/// vector-product pass multiplies it by the OHWI filter, which is already the `Cout x K`
+/// matrix. Both run in series within the job.
+fn im2col_cycles(desc: &LayerDesc, cfg: &U55Config) -> Option<CostBreakdown> {
+    if desc.kind != LayerKind::Conv2d {
+        return None;
+    }
+    let (kh, kw) = desc.kernel;
+    let window = u64::from(kh).saturating_mul(u64::from(kw));
+    // A 1 x 1, stride-1 convolution already is a matrix product: there is nothing to gather.
+    if window <= 1 && desc.stride.0 <= 1 && desc.stride.1 <= 1 {
+        return None;
+    }
+    if desc.ifm.contains(&0) || desc.ofm.contains(&0) {
+        return Some(CostBreakdown::default());
+    }
+    let [n, oh, ow, cout] = desc.ofm;
+    let cin = desc.ifm[3];
+    let k = window.saturating_mul(u64::from(cin));
+    // Grouped convolutions (a filter shallower than the input) are not one matrix product.
+    if u64::from(desc.weight_bytes) != k.saturating_mul(u64::from(cout)) {
+        return None;
+    }
+    let k = u32::try_from(k).ok()?;
+    let rows = u64::from(n)
+        .saturating_mul(u64::from(oh))
+        .saturating_mul(u64::from(ow));
+    let matrix = rows.saturating_mul(u64::from(k));
+    // Each patch row is KH segments of KW * Cin contiguous input bytes (Cin bytes when the
+    // window is dilated along W); a segment shorter than a burst is charged the whole burst.
+    let segment = u64::from(if desc.dilation.1 <= 1 {
+        kw.saturating_mul(cin)
+    } else {
+        cin
+    });
+    let sram = cfg.sram();
+    let read = matrix.saturating_mul(sram.burst) / min(sram.burst, segment.max(1));
+    // SRAM to SRAM: Vela's MemToMem rule, the slower of the (burst-scaled) read and the write.
+    let gather = max(
+        (read / sram.bytes_per_cycle).saturating_add(sram.read_latency),
+        (matrix / sram.bytes_per_cycle).saturating_add(sram.write_latency),
+    );
+    // The product: the FC lowering, rows folded into H x W, the matrix read as NHWC.
+    let (h, w) = fc_rows(rows);
+    let mut product = Pass::new(
+        NpuOp::VectorProduct,
+        Shp::new(h, w, k),
+        Shp::new(h, w, cout),
+    );
+    product.ifm_fmt = Fmt::Nhwc;
+    product.weights = cfg.encoded_weight_bytes(desc.weight_bytes);
+    product.scales = u64::from(cfg.scale_bytes_per_channel).saturating_mul(u64::from(cout));
+    product.consts_in_flash = desc.weights_in_flash;
+    let mut cost = pass_cost(&product, cfg, None)?;
+    cost.compute = cost.compute.saturating_add(gather);
+    cost.sram = cost
+        .sram
+        .saturating_add(read.saturating_add(matrix) / sram.bytes_per_cycle);
+    cost.total = cost.total.saturating_add(gather);
+    cost.prefetched = cost.prefetched.saturating_add(gather);
+    Some(cost)
 }
 
 /// Chains layers the way a driver that prefetches weights runs a network (see the
@@ -958,13 +1154,19 @@ struct BlockConfig {
     part_kernel: bool,
 }
 
-fn pass_cost(p: &Pass, cfg: &U55Config) -> CostBreakdown {
+/// The cost of one pass, with Vela's block choice (`forced` = `None`) or with the OFM block's
+/// H x W forced (see [`search_block`]). `None` only when a forced block does not fit, or is
+/// asked of a pass that has no MAC block to force (transpose, matrix multiply, elementwise).
+fn pass_cost(p: &Pass, cfg: &U55Config, forced: Option<(u32, u32)>) -> Option<CostBreakdown> {
     if p.ifm.elems() == 0 || p.ofm.elems() == 0 {
-        return CostBreakdown::default();
+        return Some(CostBreakdown::default());
     }
     let sram = cfg.sram();
     let flash = cfg.flash();
-    match p.op {
+    if forced.is_some() && matches!(p.op, NpuOp::Transpose | NpuOp::MatMul | NpuOp::Elementwise) {
+        return None;
+    }
+    Some(match p.op {
         NpuOp::Transpose => {
             let read = p.ifm.elems().saturating_mul(u64::from(p.ifm_bits)) / 8;
             let write = p.ofm.elems().saturating_mul(u64::from(p.ofm_bits)) / 8;
@@ -987,7 +1189,12 @@ fn pass_cost(p: &Pass, cfg: &U55Config) -> CostBreakdown {
             )
         }
         _ => {
-            let block = find_block(p, cfg);
+            let block = match forced {
+                None => find_block(p, cfg),
+                // A forced block never falls back to the micro-block: that would be another
+                // variant, and a tuner would time it under the wrong name.
+                Some(hw) => search_block(p, cfg, Some(hw)).ok()?,
+            };
             let has_weights = p.weights > 0 && p.consts_in_flash;
             let refetch = weight_refetches(p, &block);
             // Weights that several OFM blocks re-read are buffered in SRAM (Vela's weight
@@ -1022,7 +1229,7 @@ fn pass_cost(p: &Pass, cfg: &U55Config) -> CostBreakdown {
             }
             cost
         }
-    }
+    })
 }
 
 /// A pass without constants to prefetch.
@@ -1092,8 +1299,22 @@ fn dilated(k: u32, d: u32) -> u32 {
 }
 
 /// Vela's `FindBlockConfig`: the OFM block (and the IFM block feeding it) that fits SHRAM and
-/// fetches the least per output element.
+/// fetches the least per output element; one micro-block if nothing fits.
 fn find_block(p: &Pass, cfg: &U55Config) -> BlockConfig {
+    match search_block(p, cfg, None) {
+        Ok(block) | Err(block) => block,
+    }
+}
+
+/// The block search. `forced`: only OFM blocks of that H x W, clipped to the search space
+/// (`H = min(h, OFM H, max H)`, `W = min(w, OFM W, max W)` rounded up to the micro-block's 2),
+/// with the depth still searched; `None` searches every H x W, which is exactly Vela's search.
+/// `Err` when no candidate fits SHRAM, with the micro-block Vela then falls back to.
+fn search_block(
+    p: &Pass,
+    cfg: &U55Config,
+    forced: Option<(u32, u32)>,
+) -> Result<BlockConfig, BlockConfig> {
     let ifm = match p.ifm2 {
         Some(i2) if i2.elems() > p.ifm.elems() => i2,
         _ => p.ifm,
@@ -1142,6 +1363,20 @@ fn find_block(p: &Pass, cfg: &U55Config) -> BlockConfig {
         round_up(min(ofm.w, max_w), UBLOCK.w),
         round_up(min(ofm.c, max_c), UBLOCK.c),
     );
+    // Inclusive ranges of the candidate heights and widths. A forced block narrows both to
+    // one value; a zero request leaves them empty (nothing fits).
+    let ((h_lo, h_hi), (w_lo, w_hi)) = match forced {
+        None => ((1, space.h), (UBLOCK.w, space.w)),
+        Some((h, w)) => {
+            let h = min(h, space.h);
+            let w = round_up(min(w, space.w), UBLOCK.w);
+            if h == 0 || w == 0 {
+                ((1, 0), (UBLOCK.w, 0))
+            } else {
+                ((h, h), (w, w))
+            }
+        }
+    };
     let mut wont_fit = [0u64; 64];
     let ofm_elems = u128::from(ofm.elems());
     let ifm_elems = u128::from(ifm.elems());
@@ -1152,8 +1387,8 @@ fn find_block(p: &Pass, cfg: &U55Config) -> BlockConfig {
         depth = round_up(depth, OFM_SPLIT_DEPTH);
     }
     while depth <= space.c {
-        for height in 1..=space.h {
-            for width in (UBLOCK.w..=space.w).step_by(UBLOCK.w as usize) {
+        for height in h_lo..=h_hi {
+            for width in (w_lo..=w_hi).step_by(UBLOCK.w as usize) {
                 let bit = 1u64 << ((width / UBLOCK.w - 1) % 64);
                 let row = ((height - 1) % 64) as usize;
                 if wont_fit[row] & bit != 0 {
@@ -1291,8 +1526,9 @@ fn find_block(p: &Pass, cfg: &U55Config) -> BlockConfig {
             break;
         }
     }
-    best.map(|b| b.2).unwrap_or(BlockConfig {
-        // Nothing fits (only possible with a custom configuration): one micro-block.
+    best.map(|b| b.2).ok_or(BlockConfig {
+        // Nothing fits (only possible with a custom configuration or a forced block): one
+        // micro-block.
         ofm: UBLOCK,
         ifm: Shp::new(
             min(dkh, SUBKERNEL),
@@ -1828,6 +2064,17 @@ mod tests {
             let alone = layer_cycles(&desc, &CFG);
             assert!(alone.total >= alone.compute);
             pipe.push(&desc);
+            // Every variant, supported or not, is total too.
+            let variants = [
+                Variant::Block { h: 8, w: 8 },
+                Variant::Block { h: 2, w: 32 },
+                Variant::Block { h: 0, w: 255 },
+                Variant::Im2col,
+            ];
+            let variant = variants[(next(s) % variants.len() as u64) as usize];
+            let forced = LayerDesc { variant, ..desc };
+            let _ = variant_cycles(&forced, &CFG);
+            pipe.push(&forced);
         }
     }
 
@@ -1857,6 +2104,194 @@ mod tests {
         // Never faster than the NPU's work or the flash port's.
         assert!(pipe.total() >= a.compute + b.compute);
         assert!(pipe.total() >= a.prefetch + b.prefetch);
+    }
+
+    /// A convolution-like layer with its weights resident in SRAM (what a tuner times), run as
+    /// `variant`.
+    fn resident(kind: LayerKind, ifm: [u32; 4], ofm: [u32; 4], k: (u32, u32), s: u32) -> LayerDesc {
+        let (cin, cout) = (ifm[3], ofm[3]);
+        let weights = k.0
+            * k.1
+            * if kind == LayerKind::Conv2d {
+                cin * cout
+            } else {
+                cout
+            };
+        LayerDesc {
+            kernel: k,
+            stride: (s, s),
+            weight_bytes: weights,
+            ..LayerDesc::new(kind, ifm, ofm)
+        }
+    }
+
+    fn as_variant(desc: LayerDesc, variant: Variant) -> LayerDesc {
+        LayerDesc { variant, ..desc }
+    }
+
+    const KWS_PW: ([u32; 4], [u32; 4]) = ([1, 25, 5, 64], [1, 25, 5, 64]);
+
+    #[test]
+    fn auto_variant_is_the_calibrated_model() {
+        let d = resident(LayerKind::Conv2d, KWS_PW.0, KWS_PW.1, (1, 1), 1);
+        assert_eq!(variant_cycles(&d, &CFG), Some(auto_cycles(&d, &CFG)));
+        assert_eq!(layer_cycles(&d, &CFG).total, 5944);
+    }
+
+    #[test]
+    fn forcing_autos_own_block_changes_nothing() {
+        // Vela's block for the worked example is 9 x 6 x 32.
+        let d = resident(LayerKind::Conv2d, KWS_PW.0, KWS_PW.1, (1, 1), 1);
+        let forced = as_variant(d, Variant::Block { h: 9, w: 6 });
+        assert_eq!(layer_cycles(&forced, &CFG), layer_cycles(&d, &CFG));
+        let in_flash = LayerDesc {
+            weights_in_flash: true,
+            ..d
+        };
+        let forced = as_variant(in_flash, Variant::Block { h: 9, w: 6 });
+        assert_eq!(layer_cycles(&forced, &CFG), layer_cycles(&in_flash, &CFG));
+    }
+
+    #[test]
+    fn kws_pointwise_4x16_beats_vela_by_its_tail() {
+        let d = resident(LayerKind::Conv2d, KWS_PW.0, KWS_PW.1, (1, 1), 1);
+        let c = layer_cycles(&as_variant(d, Variant::Block { h: 4, w: 16 }), &CFG);
+        assert_eq!(c.total, 5744);
+    }
+
+    #[test]
+    fn vww_depthwise_16x4_leaves_the_32_cycle_floor() {
+        let d = resident(
+            LayerKind::DepthwiseConv2d,
+            [1, 6, 6, 128],
+            [1, 6, 6, 128],
+            (3, 3),
+            1,
+        );
+        assert_eq!(layer_cycles(&d, &CFG).total, 5512);
+        let c = layer_cycles(&as_variant(d, Variant::Block { h: 16, w: 4 }), &CFG);
+        assert_eq!(c.total, 3832);
+    }
+
+    #[test]
+    fn kws_conv0_im2col_is_a_gather_and_a_product() {
+        let d = resident(
+            LayerKind::Conv2d,
+            [1, 49, 10, 1],
+            [1, 25, 5, 64],
+            (10, 4),
+            2,
+        );
+        assert_eq!(layer_cycles(&d, &CFG).total, 25001);
+        let c = layer_cycles(&as_variant(d, Variant::Im2col), &CFG);
+        assert_eq!(c.total, 11884);
+        // The product alone: 125 rows of K = 40 (folded into 5 x 25), read as NHWC.
+        let mut product = Pass::new(
+            NpuOp::VectorProduct,
+            Shp::new(5, 25, 40),
+            Shp::new(5, 25, 64),
+        );
+        product.ifm_fmt = Fmt::Nhwc;
+        product.weights = CFG.encoded_weight_bytes(2560);
+        product.scales = 640;
+        let product = pass_cost(&product, &CFG, None).unwrap_or_default();
+        assert_eq!(product.total, 6852);
+        // The gather: S = 125 x 40 = 5,000 bytes in 4-byte segments (KW x Cin), each charged
+        // a 32-byte burst: max(40,000 / 8 + 32, 5,000 / 8 + 32).
+        assert_eq!(c.total - product.total, 5032);
+        // Weights in flash: the same gather on top of the product's prefetched figure.
+        let flash = LayerDesc {
+            weights_in_flash: true,
+            ..as_variant(d, Variant::Im2col)
+        };
+        let c = layer_cycles(&flash, &CFG);
+        assert!(c.prefetch > 0);
+        assert_eq!(c.prefetched, 11884);
+    }
+
+    #[test]
+    fn ic_conv_im2col_loses_to_its_gather() {
+        let d = resident(
+            LayerKind::Conv2d,
+            [1, 32, 32, 16],
+            [1, 32, 32, 16],
+            (3, 3),
+            1,
+        );
+        assert_eq!(layer_cycles(&d, &CFG).total, 25715);
+        let block = layer_cycles(&as_variant(d, Variant::Block { h: 8, w: 8 }), &CFG);
+        assert_eq!(block.total, 25498);
+        let im2col = layer_cycles(&as_variant(d, Variant::Im2col), &CFG);
+        assert_eq!(im2col.total, 55104);
+    }
+
+    #[test]
+    fn unsupported_variants() {
+        // mlperf_ic op 8: a 17 x 18 x 32 IFM block for 8 x 8 does not fit SHRAM.
+        let d = resident(LayerKind::Conv2d, [1, 16, 16, 32], [1, 8, 8, 64], (3, 3), 2);
+        let forced = as_variant(d, Variant::Block { h: 8, w: 8 });
+        assert_eq!(variant_cycles(&forced, &CFG), None);
+        assert!(!supports_variant(&forced, &CFG));
+        // ... and an unsupported variant is costed as Auto.
+        assert_eq!(layer_cycles(&forced, &CFG), layer_cycles(&d, &CFG));
+        assert!(supports_variant(
+            &as_variant(d, Variant::Block { h: 4, w: 4 }),
+            &CFG
+        ));
+        // A zero-sized block never fits.
+        for (h, w) in [(0, 8), (8, 0)] {
+            assert!(!supports_variant(
+                &as_variant(d, Variant::Block { h, w }),
+                &CFG
+            ));
+        }
+        // Im2col: not for 1 x 1 stride 1 (nothing to gather), depthwise or grouped.
+        let pw = resident(LayerKind::Conv2d, KWS_PW.0, KWS_PW.1, (1, 1), 1);
+        assert!(!supports_variant(&as_variant(pw, Variant::Im2col), &CFG));
+        let strided = resident(LayerKind::Conv2d, [1, 8, 8, 16], [1, 4, 4, 16], (1, 1), 2);
+        assert!(supports_variant(
+            &as_variant(strided, Variant::Im2col),
+            &CFG
+        ));
+        let dw = resident(
+            LayerKind::DepthwiseConv2d,
+            [1, 6, 6, 8],
+            [1, 6, 6, 8],
+            (3, 3),
+            1,
+        );
+        assert!(!supports_variant(&as_variant(dw, Variant::Im2col), &CFG));
+        let grouped = LayerDesc {
+            weight_bytes: 3 * 3 * 8 * 16,
+            ..resident(LayerKind::Conv2d, [1, 8, 8, 16], [1, 8, 8, 16], (3, 3), 1)
+        };
+        assert!(!supports_variant(
+            &as_variant(grouped, Variant::Im2col),
+            &CFG
+        ));
+        // Blocks: not for elementwise or multi-pass kinds.
+        let add = LayerDesc {
+            ifm2: Some([1, 4, 4, 8]),
+            variant: Variant::Block { h: 2, w: 2 },
+            ..LayerDesc::new(LayerKind::Add, [1, 4, 4, 8], [1, 4, 4, 8])
+        };
+        assert!(!supports_variant(&add, &CFG));
+        // A batch-1 fully connected layer clips every block to 1 x 2: all equal Auto.
+        let fc = resident(
+            LayerKind::FullyConnected,
+            [1, 1, 1, 128],
+            [1, 1, 1, 64],
+            (1, 1),
+            1,
+        );
+        let fc = LayerDesc {
+            weight_bytes: 128 * 64,
+            ..fc
+        };
+        for (h, w) in [(8, 8), (2, 32), (32, 2)] {
+            let c = variant_cycles(&as_variant(fc, Variant::Block { h, w }), &CFG);
+            assert_eq!(c, Some(layer_cycles(&fc, &CFG)));
+        }
     }
 
     #[test]

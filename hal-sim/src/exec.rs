@@ -1,6 +1,19 @@
 //! Running a compute job's effect: slicing its regions out of device memory and running the op
 //! with the `npu-kernels` reference kernels (through the compute stack's shared dispatcher).
 //!
+//! # Variants
+//!
+//! Every [`Variant`] computes the same bytes, and the simulator runs each the way the NPU would
+//! as far as memory can tell:
+//!
+//! - [`Variant::Auto`] and [`Variant::Block`] run the reference kernel. A block changes only
+//!   the order in which independent output elements are computed (each is its own dot product,
+//!   and the int32 accumulation wraps, so it is associative), which no memory can observe.
+//! - [`Variant::Im2col`] runs the im2col kernel
+//!   ([`npu_kernels::int8::conv2d_im2col`]): it writes the gathered patch matrix into the job's
+//!   scratch region, then multiplies it by the filter. The scratch is left holding the matrix,
+//!   as on hardware, so a scratch that aliased live data would corrupt it visibly.
+//!
 //! # Failure codes
 //!
 //! A job that cannot complete is recorded as failed and reported by
@@ -20,9 +33,10 @@
 //!
 //! A failed job writes nothing.
 
-use npu_compute::hal::{Op, Region, Space, MAX_JOB_INPUTS};
+use npu_compute::hal::{Op, Region, Space, Variant, MAX_JOB_INPUTS};
 
 use crate::memory::range;
+use npu_kernels::int8::{conv2d_im2col, im2col_len, ChannelMultiplier};
 use npu_kernels::KernelError;
 
 use npu_compute::fallback::{run_op, run_op_in_place, split_operands, OpError};
@@ -52,11 +66,33 @@ pub const fn kernel_error_code(error: KernelError) -> u32 {
     }
 }
 
-/// Runs `op` over device memory and mapped flash: reads `inputs`, writes `output` (always
-/// device memory), with the same op dispatch as the server's CPU fallback
-/// ([`npu_compute::fallback::run_op`]). On error, `output` may be partially written only if
-/// the kernel itself wrote before failing (the kernels check lengths and parameters first).
+/// Runs `op` as `variant` over device memory and mapped flash: reads `inputs`, writes
+/// `output` (always device memory) and, for [`Variant::Im2col`], `scratch` (see
+/// [Variants](self#variants)). The reference path has the same op dispatch as the server's
+/// CPU fallback ([`npu_compute::fallback::run_op`]). On error, `output` may be partially
+/// written only if the kernel itself wrote before failing (the kernels check lengths and
+/// parameters first).
 pub(crate) fn run_compute(
+    op: &Op,
+    variant: Variant,
+    device: &mut [u8],
+    flash: &[Option<&[u8]>],
+    inputs: &[Region],
+    output: &Region,
+    scratch: Option<&Region>,
+) -> Result<(), u32> {
+    match (variant, scratch) {
+        (Variant::Im2col, Some(scratch)) => run_im2col(op, device, flash, inputs, output, scratch),
+        // `submit` refuses Im2col without a scratch; kept total rather than panicking.
+        (Variant::Im2col, None) => Err(CODE_BAD_REGION),
+        (Variant::Auto | Variant::Block { .. }, _) => {
+            run_reference(op, device, flash, inputs, output)
+        }
+    }
+}
+
+/// The reference kernels, through the shared dispatcher.
+fn run_reference(
     op: &Op,
     device: &mut [u8],
     flash: &[Option<&[u8]>],
@@ -111,4 +147,106 @@ pub(crate) fn run_compute(
             CODE_BAD_REGION
         }
     })
+}
+
+/// A convolution as gather + matrix product ([`conv2d_im2col`]), with the patch matrix in the
+/// `scratch` region of device memory.
+///
+/// Device memory is split around the scratch first: `submit` checked that the scratch overlaps
+/// neither the output nor any input, so the output lies wholly on one side of it (the *near*
+/// side, sliced mutably with the inputs it holds) and every other device input wholly on one
+/// side or the other.
+fn run_im2col(
+    op: &Op,
+    device: &mut [u8],
+    flash: &[Option<&[u8]>],
+    inputs: &[Region],
+    output: &Region,
+    scratch: &Region,
+) -> Result<(), u32> {
+    let Op::Conv2dI8 { params, .. } = op else {
+        // `submit` offers Im2col for convolutions only.
+        return Err(CODE_BAD_REGION);
+    };
+    let bounds = |r: &Region| {
+        let start = r.offset as usize;
+        Some((start, start.checked_add(r.len as usize)?))
+    };
+    let (s_start, s_end) = bounds(scratch).ok_or(CODE_BAD_REGION)?;
+    let (o_start, o_end) = bounds(output).ok_or(CODE_BAD_REGION)?;
+    if s_end > device.len() {
+        return Err(CODE_BAD_REGION);
+    }
+    let (before, rest) = device.split_at_mut(s_start);
+    let (scratch_bytes, after) = rest.split_at_mut(s_end - s_start);
+    // (near side, its offset in device memory, far side, its offset)
+    let (near, near_base, far, far_base): (&mut [u8], usize, &[u8], usize) = if o_end <= s_start {
+        (before, 0, after, s_end)
+    } else if o_start >= s_end {
+        (after, s_end, before, 0)
+    } else {
+        return Err(CODE_BAD_REGION);
+    };
+    let on_far_side = |start: usize, end: usize| {
+        if far_base == 0 {
+            end <= s_start
+        } else {
+            start >= s_end
+        }
+    };
+    let mut near_ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
+    for r in inputs.iter().filter(|r| r.space == Space::Device) {
+        let (start, end) = bounds(r).ok_or(CODE_BAD_REGION)?;
+        if !on_far_side(start, end) {
+            let relative = start.checked_sub(near_base).ok_or(CODE_BAD_REGION)?;
+            near_ranges
+                .push((relative, end - start))
+                .map_err(|_| CODE_BAD_REGION)?;
+        }
+    }
+    let (out, near_views) =
+        split_operands(near, (o_start - near_base, o_end - o_start), &near_ranges)
+            .ok_or(CODE_BAD_REGION)?;
+    let mut near_views = near_views.into_iter();
+    let mut ins: heapless::Vec<&[u8], MAX_JOB_INPUTS> = heapless::Vec::new();
+    for r in inputs {
+        let view = match r.space {
+            Space::Device => {
+                let (start, end) = bounds(r).ok_or(CODE_BAD_REGION)?;
+                if on_far_side(start, end) {
+                    far.get(start - far_base..end - far_base)
+                } else {
+                    near_views.next()
+                }
+            }
+            Space::Flash(segment) => flash
+                .get(usize::from(segment))
+                .copied()
+                .flatten()
+                .and_then(|mem| mem.get(range(r, mem.len())?)),
+            Space::Host => None,
+        };
+        ins.push(view.ok_or(CODE_BAD_REGION)?)
+            .map_err(|_| CODE_BAD_REGION)?;
+    }
+
+    // Operands as for CONV_2D: input, filter, multipliers, optional bias (see `Op`).
+    let [input, filter, multipliers, rest @ ..] = ins.as_slice() else {
+        return Err(CODE_BAD_REGION);
+    };
+    let input: &[i8] = bytemuck::try_cast_slice(input).map_err(|_| CODE_BAD_REGION)?;
+    let filter: &[i8] = bytemuck::try_cast_slice(filter).map_err(|_| CODE_BAD_REGION)?;
+    let multipliers: &[ChannelMultiplier] =
+        bytemuck::try_cast_slice(multipliers).map_err(|_| CODE_BAD_REGION)?;
+    let bias = match rest.first() {
+        Some(b) => Some(bytemuck::try_cast_slice::<u8, i32>(b).map_err(|_| CODE_BAD_REGION)?),
+        None => None,
+    };
+    let out: &mut [i8] = bytemuck::try_cast_slice_mut(out).map_err(|_| CODE_BAD_REGION)?;
+    // The kernel wants the matrix's exact length; a longer scratch keeps its tail untouched.
+    let matrix_len = im2col_len(params).ok_or(CODE_KERNEL_SHAPE_OVERFLOW)?;
+    let matrix: &mut [i8] =
+        bytemuck::try_cast_slice_mut(scratch_bytes.get_mut(..matrix_len).ok_or(CODE_BAD_REGION)?)
+            .map_err(|_| CODE_BAD_REGION)?;
+    conv2d_im2col(params, multipliers, input, filter, bias, matrix, out).map_err(kernel_error_code)
 }

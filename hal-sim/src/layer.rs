@@ -9,7 +9,7 @@
 //! over plain lengths) have no layer description: the simple cycle model of
 //! [`SimConfig`](crate::SimConfig) costs them.
 
-use npu_compute::hal::{Op, Region, Space};
+use npu_compute::hal::{Op, Region, Space, Variant};
 use npu_kernels::int8::Nhwc;
 
 use crate::cost::{LayerDesc, LayerKind};
@@ -45,8 +45,16 @@ fn in_flash(r: Option<&Region>) -> bool {
     matches!(r.map(|r| r.space), Some(Space::Flash(_)))
 }
 
-/// The layer a compute job runs, if the cost model has one for its op.
-pub fn describe(op: &Op, inputs: &[Region]) -> Option<LayerDesc> {
+/// The layer a compute job runs as `variant`, if the cost model has one for its op.
+///
+/// The variant is part of the description, so the simulator's layer cache (keyed on the
+/// whole [`LayerDesc`]) keeps each variant's cost apart.
+pub fn describe(op: &Op, variant: Variant, inputs: &[Region]) -> Option<LayerDesc> {
+    describe_auto(op, inputs).map(|desc| LayerDesc { variant, ..desc })
+}
+
+/// [`describe`] for [`Variant::Auto`].
+fn describe_auto(op: &Op, inputs: &[Region]) -> Option<LayerDesc> {
     let weights = inputs.get(1);
     let with_weights = |kind, ifm, ofm| LayerDesc {
         weight_bytes: weights.map_or(0, |r| r.len),

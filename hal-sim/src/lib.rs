@@ -78,6 +78,11 @@
 //! functions are public on [`SimConfig`] ([`SimConfig::job_cost`] and friends) so tests and
 //! benchmarks can predict schedules.
 //!
+//! With [`SimConfig::layers`] set, layer ops are costed by the Ethos-U55 model of [`cost`]
+//! instead, per kernel [`Variant`]: `Auto` is Vela's block choice, `Block { h, w }` forces
+//! the output block, `Im2col` adds a gather DMA before a matrix product (see
+//! [Variants](cost#variants)). Variants compute identical bytes ([`exec`]).
+//!
 //! ## Determinism
 //!
 //! The schedule is a pure function of the configuration and the sequence of calls (submits,
@@ -256,6 +261,7 @@ struct InFlight {
 /// with [`HalError::QueueFull`]. The in-flight table lives inside the struct (no heap); each
 /// slot holds a copy of the job (its op included), its schedule and its in-flight dependencies: about 216 bytes on
 /// 32-bit targets, so the default `SimNpu<'_, 32>` is about 7.5 KiB (size `JOBS` to fit).
+/// The layer-cost cache adds 64 entries of 144 bytes (9 KiB), whatever `JOBS`.
 ///
 /// See the [crate documentation](crate) for the model.
 #[derive(Debug)]
@@ -278,8 +284,9 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
 }
 
 /// Layer costs already computed (the cost model searches block shapes, which is worth
-/// remembering: a model runs the same layers every inference).
-const LAYER_CACHE: usize = 32;
+/// remembering: a model runs the same layers every inference). 64 rather than a model's
+/// layer count: a tuner times up to seven variants of a layer, each its own entry.
+const LAYER_CACHE: usize = 64;
 
 #[derive(Debug)]
 struct LayerCache {
@@ -489,10 +496,22 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
                     memory::transfer(self.device, self.host, &self.flash, src, dst)
                 }
                 JobKind::Compute {
-                    op, inputs, output, ..
+                    op,
+                    variant,
+                    inputs,
+                    output,
+                    scratch,
                 } => match self.inject.take() {
                     Some(code) => Err(code),
-                    None => exec::run_compute(op, self.device, &self.flash, inputs, output),
+                    None => exec::run_compute(
+                        op,
+                        *variant,
+                        self.device,
+                        &self.flash,
+                        inputs,
+                        output,
+                        scratch.as_ref(),
+                    ),
                 },
             }
         };
@@ -550,10 +569,18 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// Cycles of a job: the Ethos-U55 layer model for layer ops when configured, else the
     /// simple model of [`SimConfig::job_cost`].
     fn job_cycles(&mut self, kind: &JobKind<'_>) -> Cycles {
-        if let (JobKind::Compute { op, inputs, .. }, Some(pipeline), Some(cfg)) =
-            (kind, self.pipeline.as_mut(), self.config.layers.as_ref())
+        if let (
+            JobKind::Compute {
+                op,
+                variant,
+                inputs,
+                ..
+            },
+            Some(pipeline),
+            Some(cfg),
+        ) = (kind, self.pipeline.as_mut(), self.config.layers.as_ref())
         {
-            if let Some(desc) = layer::describe(op, inputs) {
+            if let Some(desc) = layer::describe(op, *variant, inputs) {
                 let cost = self.layer_cache.cost(&desc, cfg);
                 return pipeline.push_cost(cost).total.max(1);
             }
@@ -618,15 +645,76 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
                 output,
                 scratch,
             } => {
-                if *variant != Variant::Auto || scratch.is_some() {
-                    return Err(HalError::VariantUnsupported {
-                        op: op.kind(),
-                        variant: *variant,
-                    });
-                }
-                self.validate_compute(job.queue, op, inputs, output)
+                self.validate_compute(job.queue, op, inputs, output)?;
+                self.validate_variant(op, *variant, inputs, output, scratch.as_ref())
             }
         }
+    }
+
+    /// Whether this simulator runs `op` over `inputs` as `variant`: [`Variant::Auto`] always;
+    /// a block or im2col only with the layer cost model configured (it alone knows what a
+    /// forced block or a gather costs), on an op kind the variant
+    /// [applies to](Variant::applies_to), whose scratch size fits `u32`, and where the cost
+    /// model says it fits ([`cost::supports_variant`]: a forced block whose input and
+    /// accumulators fit SHRAM, an ungrouped convolution with something to gather).
+    fn runs_variant(&self, op: &Op, variant: Variant, inputs: &[Region]) -> bool {
+        if variant == Variant::Auto {
+            return true;
+        }
+        let Some(cfg) = self.config.layers.as_ref() else {
+            return false;
+        };
+        variant.applies_to(op.kind())
+            && self.config.ops.runs(op)
+            && variant.scratch_bytes(op).is_some()
+            && layer::describe(op, variant, inputs).is_some_and(|d| cost::supports_variant(&d, cfg))
+    }
+
+    /// Variant checks of a compute job whose operands passed
+    /// [`validate_compute`](Self::validate_compute), in order: the variant runs here
+    /// ([`runs_variant`](Self::runs_variant)), and a scratch is given exactly when the variant
+    /// needs one (`VariantUnsupported` otherwise, as the job cannot run as asked). Then the
+    /// scratch (operand `MAX_JOB_INPUTS + 1`) is device memory (`WrongSpace`), in bounds
+    /// (`OutOfBounds`) and aligned (`Misaligned`), at least
+    /// [`Variant::scratch_bytes`] long (`BadLength`), and overlaps neither an input nor the
+    /// output (`Overlap`): the variant overwrites all of it.
+    fn validate_variant(
+        &self,
+        op: &Op,
+        variant: Variant,
+        inputs: &[Region],
+        output: &Region,
+        scratch: Option<&Region>,
+    ) -> Result<(), HalError> {
+        let refused = HalError::VariantUnsupported {
+            op: op.kind(),
+            variant,
+        };
+        if !self.runs_variant(op, variant, inputs) {
+            return Err(refused);
+        }
+        let needed = variant.scratch_bytes(op).ok_or(refused)?;
+        let scratch = match (scratch, needed) {
+            (None, 0) => return Ok(()),
+            (Some(scratch), n) if n > 0 => scratch,
+            _ => return Err(refused),
+        };
+        let operand = MAX_JOB_INPUTS as u8 + 1;
+        if scratch.space != Space::Device {
+            return Err(HalError::WrongSpace { region: *scratch });
+        }
+        self.check_region(scratch)?;
+        if scratch.len < needed {
+            return Err(HalError::BadLength {
+                operand,
+                expected: needed,
+                actual: scratch.len,
+            });
+        }
+        if scratch.overlaps(output) || inputs.iter().any(|r| r.overlaps(scratch)) {
+            return Err(HalError::Overlap { operand });
+        }
+        Ok(())
     }
 
     /// Transfer checks: not host→host and not into flash (`WrongSpace` on `dst`), both
@@ -883,4 +971,123 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     fn host_memory(&mut self) -> &mut [u8] {
         self.host
     }
+
+    /// [`Variant::Auto`] always. A block or im2col when the layer cost model is configured
+    /// ([`SimConfig::layers`]), the variant [applies to](Variant::applies_to) the op's kind
+    /// and the cost model says it fits ([`cost::supports_variant`]); `submit` then accepts the
+    /// job (given an im2col's scratch). The answer depends on the op alone: whether the weights
+    /// sit in flash or device memory changes a variant's cost, never whether it fits.
+    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
+        if variant == Variant::Auto {
+            return true;
+        }
+        // The cost model reads the filter's size from the job's regions; an op's own operand
+        // sizes are what a valid job's regions have.
+        let Some(operands) = op.operands() else {
+            return false;
+        };
+        let inputs: heapless::Vec<Region, MAX_JOB_INPUTS> = operands
+            .inputs
+            .iter()
+            .map(|&len| Region::device(0, len))
+            .collect();
+        self.runs_variant(op, variant, &inputs)
+    }
+
+    /// FNV-1a-64 over [`cost::COST_MODEL_VERSION`] and every field of [`SimConfig`] that
+    /// changes a job's cycles but is not in [`Capabilities`] (the caller's fingerprint covers
+    /// those): the rates and overheads of the simple model and the layer model's configuration
+    /// (a tag, then every [`U55Config`](cost::U55Config) field).
+    fn tuning_fingerprint(&self) -> u64 {
+        fingerprint(&self.config)
+    }
+}
+
+/// FNV-1a-64 over little-endian words (the hash the tuning table format names).
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    const fn new() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn word(&mut self, v: u32) {
+        for b in v.to_le_bytes() {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// See [`SimNpu::tuning_fingerprint`](Npu::tuning_fingerprint).
+fn fingerprint(config: &SimConfig) -> u64 {
+    // Destructured without `..`: a field added to either struct fails to compile here until
+    // someone decides whether it changes cycles (and so belongs in the hash).
+    let SimConfig {
+        macs_per_cycle,
+        execution_units: _,
+        sram_bytes_per_cycle,
+        dma_bytes_per_cycle,
+        job_overhead_cycles,
+        dma_overhead_cycles,
+        // In `Capabilities`, which the tuner hashes itself.
+        alignment: _,
+        ops: _,
+        reads_flash: _,
+        flash_alignment: _,
+        layers,
+    } = *config;
+    let mut h = Fnv1a::new();
+    h.word(cost::COST_MODEL_VERSION);
+    for v in [
+        macs_per_cycle,
+        sram_bytes_per_cycle,
+        dma_bytes_per_cycle,
+        job_overhead_cycles,
+        dma_overhead_cycles,
+    ] {
+        h.word(v);
+    }
+    match layers {
+        None => h.word(0),
+        Some(cost::U55Config {
+            macs_per_cycle,
+            max_ofm_block,
+            shram_banks,
+            sram_bytes_per_cycle,
+            sram_latency,
+            sram_burst_bytes,
+            flash_bytes_per_cycle,
+            flash_latency,
+            flash_burst_bytes,
+            weight_encoding,
+            weight_stream_overhead,
+            scale_bytes_per_channel,
+            weight_buffer_bytes,
+        }) => {
+            h.word(1);
+            for v in [
+                macs_per_cycle,
+                shram_banks,
+                sram_bytes_per_cycle,
+                sram_latency,
+            ]
+            .into_iter()
+            .chain(max_ofm_block)
+            .chain([
+                sram_burst_bytes,
+                flash_bytes_per_cycle,
+                flash_latency,
+                flash_burst_bytes,
+                weight_encoding.0,
+                weight_encoding.1,
+                weight_stream_overhead,
+                scale_bytes_per_channel,
+                weight_buffer_bytes,
+            ]) {
+                h.word(v);
+            }
+        }
+    }
+    h.0
 }
