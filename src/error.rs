@@ -5,6 +5,7 @@
 
 use crate::hal::{HalError, OpKind};
 use crate::storage::StorageError;
+use crate::tune::{CacheError, TableError};
 use npu_kernels::KernelError;
 
 /// A fixed capacity of the stack, named so an error can say which knob to turn.
@@ -80,6 +81,10 @@ pub enum Error {
     },
     /// The channel is in use by an enclosing call (re-entrant use from a callback or an ISR).
     ChannelBusy,
+    /// A tuning table was refused (malformed, or made for another configuration).
+    Table(TableError),
+    /// The autotuner's cache refused a choice (full: the server's `TUNE` capacity).
+    Tune(CacheError),
     /// A constant tensor (bound in flash) was given as an operator's output.
     ReadOnlyTensor,
     /// A flash segment cannot be unmapped while tensors still refer to it.
@@ -180,6 +185,16 @@ impl core::fmt::Display for Error {
             ),
             Error::OutputAliasesInput { op } => write!(f, "{op:?}: output tensor is also an input"),
             Error::ChannelBusy => write!(f, "compute channel is busy (re-entrant call)"),
+            Error::Table(TableError::OtherHal { found, expected }) => write!(
+                f,
+                "tuning table made for another HAL configuration (fingerprint {found:#018x}, this one is {expected:#018x})"
+            ),
+            Error::Table(TableError::Checksum { stored, computed }) => write!(
+                f,
+                "tuning table checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): corrupted"
+            ),
+            Error::Table(e) => write!(f, "tuning table refused: {e:?}"),
+            Error::Tune(e) => write!(f, "tuning cache: {e:?}"),
             Error::ReadOnlyTensor => write!(f, "a constant (flash) tensor cannot be an output"),
             Error::FlashInUse { segment, tensors } => write!(
                 f,

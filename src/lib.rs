@@ -50,6 +50,7 @@ pub mod model;
 pub mod plan;
 pub mod server;
 pub mod storage;
+pub mod tune;
 
 pub use error::{Capacity, Error};
 

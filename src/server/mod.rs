@@ -33,17 +33,21 @@
 mod deps;
 mod residency;
 mod staging;
+mod tuning;
 
 pub use deps::{DepSet, Frontier};
 pub use residency::Residency;
 pub use staging::Staging;
+pub use tuning::{Dispatch, TuneStats};
+
+use tuning::Tuning;
 
 use residency::HostCopy;
 
 use crate::error::{Capacity, Error};
 use crate::fallback::{run_op, split_operands, OpError};
 use crate::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
+    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
     MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
@@ -51,6 +55,10 @@ use crate::memory::{
     ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats, PassStats,
 };
 use crate::storage::Block;
+use crate::tune::{
+    candidates, set_id, Candidate, Choice, Lookup, TuneConfig, TuneKey, TuneMode,
+    DEFAULT_TUNE_ENTRIES,
+};
 
 /// What a client can ask of a server. Handles are plain ids here; the client wraps them in RAII
 /// tensors.
@@ -116,6 +124,55 @@ pub trait ComputeServer {
     fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error>;
     /// Run `op` on `inputs` into `output`; returns once the job is submitted.
     fn execute(&mut self, op: &Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error>;
+    /// Like [`execute`](Self::execute), but the way to run `op` is given rather than chosen:
+    /// [`Candidate::Npu`] with a [`Variant`] (scratch memory, when the variant needs it, is
+    /// reserved for the job and released at once, fence-safe like any memory), or
+    /// [`Candidate::Cpu`], the fallback kernels. Every candidate writes the same bytes.
+    /// Errors: [`HalError::Unsupported`] when the NPU does not run the op,
+    /// [`HalError::VariantUnsupported`] when it does not run it that way, and the errors of
+    /// `execute`.
+    fn execute_with(
+        &mut self,
+        op: &Op,
+        how: Candidate,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error>;
+    /// The HAL's cycle source ([`Npu::now`]).
+    fn now(&self) -> Cycles;
+    /// Runs `op` the way the [`TuneMode`] says: as [`execute`](Self::execute) when tuning is
+    /// off; its cached (or fixed) candidate; or, for a key not seen yet in
+    /// [`TuneMode::Tune`], nothing: the key is claimed and [`Dispatch::Tune`] hands the
+    /// caller the candidates to time (see [`ComputeClient::execute_autotune`](
+    /// crate::client::ComputeClient::execute_autotune)).
+    fn execute_tuned(
+        &mut self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<Dispatch, Error>;
+    /// Stores the outcome of tuning a key claimed by [`execute_tuned`](Self::execute_tuned)
+    /// ([`Choice::FAILED`] when it failed, so it is not retried), with what measuring cost.
+    fn finish_tuning(
+        &mut self,
+        key: TuneKey,
+        choice: Choice,
+        measurements: u32,
+        cycles: Cycles,
+    ) -> Result<(), Error>;
+    /// Sets how ops are tuned (default [`TuneMode::Off`]) and the measuring budget.
+    fn set_tuning(&mut self, mode: TuneMode, config: TuneConfig);
+    /// The measuring budget.
+    fn tune_config(&self) -> TuneConfig;
+    /// Counters of the tuner.
+    fn tune_stats(&self) -> TuneStats;
+    /// Writes the measured choices as a tuning table (see [`crate::tune::table`]) into `out`;
+    /// returns its length. Errors: [`Error::Table`] ([`TableError::BufferTooSmall`](crate::tune::TableError::BufferTooSmall)).
+    fn export_tuning(&self, out: &mut [u8]) -> Result<usize, Error>;
+    /// Checks a tuning table against this crate and this NPU's configuration and loads its
+    /// choices; returns how many. All or nothing. Errors: [`Error::Table`] naming what was
+    /// wrong ([`TableError::OtherHal`](crate::tune::TableError::OtherHal) for a table made on another configuration).
+    fn import_tuning(&mut self, bytes: &[u8]) -> Result<u16, Error>;
     /// Wait for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
     /// Add `n` references to a tensor.
@@ -249,6 +306,10 @@ impl TensorEntry {
     }
 }
 
+/// The candidate families the server tunes: output blocks and im2col. The CPU fallback is not
+/// offered: a HAL whose clock stops while the CPU computes (the simulator's) cannot time it.
+const TUNED_FAMILIES: u8 = set_id(true, true, false);
+
 /// A server tag from a global counter, so ids of two servers never match.
 fn next_server_tag() -> u16 {
     static NEXT: critical_section::Mutex<core::cell::Cell<u16>> =
@@ -267,11 +328,14 @@ fn next_server_tag() -> u16 {
 /// - `M`: the memory manager, by default [`ChunkSliceMemory`] with 64 chunks.
 /// - `HANDLES`: tensors alive at once (default 64).
 /// - `STAGING`: host staging blocks allocated or in flight at once (default 16).
+/// - `TUNE`: tuned op shapes the autotuner remembers (default 64, a power of two; see
+///   [`TuneCache`](crate::tune::TuneCache)).
 pub struct NpuServer<
     H: Npu,
     M = ChunkSliceMemory<64>,
     const HANDLES: usize = 64,
     const STAGING: usize = 16,
+    const TUNE: usize = DEFAULT_TUNE_ENTRIES,
 > {
     npu: H,
     caps: Capabilities,
@@ -287,10 +351,16 @@ pub struct NpuServer<
     flash: [Option<FlashSegment>; MAX_FLASH_SEGMENTS],
     /// Pinned tensors' host blocks, which share the staging blocks' capacity.
     pinned: [Option<HostCopy>; STAGING],
+    tuning: Tuning<TUNE>,
 }
 
-impl<H: Npu, const CHUNKS: usize, const HANDLES: usize, const STAGING: usize>
-    NpuServer<H, ChunkSliceMemory<CHUNKS>, HANDLES, STAGING>
+impl<
+        H: Npu,
+        const CHUNKS: usize,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > NpuServer<H, ChunkSliceMemory<CHUNKS>, HANDLES, STAGING, TUNE>
 {
     /// A server over `npu` whose arena is all of the NPU's device memory, managed with Burn's
     /// chunk/slice strategy under `config`.
@@ -301,8 +371,13 @@ impl<H: Npu, const CHUNKS: usize, const HANDLES: usize, const STAGING: usize>
     }
 }
 
-impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
-    NpuServer<H, M, HANDLES, STAGING>
+impl<
+        H: Npu,
+        M: MemoryManagement,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > NpuServer<H, M, HANDLES, STAGING, TUNE>
 {
     /// A server over `npu` with a memory manager of your choice.
     pub fn with_memory(npu: H, memory: M) -> Result<Self, Error> {
@@ -319,6 +394,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             stats: ServerStats::default(),
             flash: [None; MAX_FLASH_SEGMENTS],
             pinned: [None; STAGING],
+            tuning: Tuning::new(),
         })
     }
 
@@ -672,6 +748,51 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         Ok(())
     }
 
+    /// The candidates worth timing for `op` on this NPU (`Npu(Auto)` first), in the families
+    /// [`TUNED_FAMILIES`] names.
+    fn candidates_for(&self, op: &Op) -> heapless::Vec<Candidate, { crate::tune::MAX_CANDIDATES }> {
+        if !self.caps.ops.runs(op) {
+            return heapless::Vec::new();
+        }
+        let npu = &self.npu;
+        candidates(op, true, true, false, |v| npu.supports_variant(op, v))
+    }
+
+    /// What a tuning table made here must match: the capabilities that change cycles and the
+    /// HAL's own fingerprint.
+    fn tuning_fingerprint(&self) -> u64 {
+        crate::tune::fingerprint(&self.caps, self.npu.tuning_fingerprint())
+    }
+
+    /// What `execute` and `execute_with` share: checks the operands, binds pinned ones, voids
+    /// a started read of the output, then lets `run` submit (or compute on the CPU). Generic
+    /// over `run` so that `execute`, the path every job takes, is compiled with its own
+    /// choice inline (passing the choice as a value cost 50 instructions per job).
+    fn dispatch(
+        &mut self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+        run: impl FnOnce(&mut Self, &[Operand], Operand) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut operands = heapless::Vec::new();
+        let (mut out, pinned) = self.check_operands(op, inputs, output, &mut operands)?;
+        // Pinned operands: bind them on the device, upload inputs whose newest bytes are on
+        // the host; the output's newest bytes will be on the device.
+        if pinned {
+            for (e, &id) in operands.iter_mut().zip(inputs) {
+                *e = Operand::of(&self.bind_on_device(id, true)?);
+            }
+            out = Operand::of(&self.bind_on_device(output, false)?);
+            self.handles.get_mut(output)?.newest = Residency::Device;
+        }
+        // The output's bytes are about to change: a started read of the old bytes is void.
+        if out.downloading {
+            self.cancel_download(output)?;
+        }
+        run(self, &operands, out)
+    }
+
     /// Checks a job's operands against what `op` needs and gathers them into `operands`
     /// (inputs in order). Returns the output, and whether any operand is pinned.
     fn check_operands(
@@ -720,8 +841,40 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     fn execute_on_npu(
         &mut self,
         op: &Op,
+        variant: Variant,
         inputs: &[Operand],
         output: Operand,
+    ) -> Result<(), Error> {
+        if variant == Variant::Auto {
+            return self.submit_compute(op, variant, inputs, output, None);
+        }
+        let scratch = match variant.scratch_bytes(op) {
+            Some(0) => None,
+            Some(bytes) => Some(self.reserve(bytes)?),
+            None => {
+                return Err(HalError::VariantUnsupported {
+                    op: op.kind(),
+                    variant,
+                }
+                .into())
+            }
+        };
+        let submitted = self.submit_compute(op, variant, inputs, output, scratch);
+        // The scratch is the job's alone: released at once, its next owner waits for the job
+        // (the chunk keeps the job's write in its access record).
+        if let Some(m) = scratch {
+            self.memory.release(m)?;
+        }
+        submitted
+    }
+
+    fn submit_compute(
+        &mut self,
+        op: &Op,
+        variant: Variant,
+        inputs: &[Operand],
+        output: Operand,
+        scratch: Option<MemoryBinding>,
     ) -> Result<(), Error> {
         let units = self.caps.execution_units.max(1);
         let queue = Queue::Unit(self.next_unit % units);
@@ -732,7 +885,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         let mut job = Job {
             kind: JobKind::Compute {
                 op,
-                variant: Variant::Auto,
+                variant,
                 inputs: heapless::Vec::new(),
                 output: Region::device(0, 0),
                 scratch: None,
@@ -746,6 +899,7 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
         if let JobKind::Compute {
             inputs: regions,
             output: out_region,
+            scratch: scratch_region,
             ..
         } = &mut job.kind
         {
@@ -765,6 +919,11 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             let (block, access) = memory.block_and_access(out)?;
             deps.add_write_of(access, queue, &mut ended);
             *out_region = Region::device(block.offset, block.len);
+            if let Some(m) = scratch {
+                let (block, access) = memory.block_and_access(m)?;
+                deps.add_write_of(access, queue, &mut ended);
+                *scratch_region = Some(Region::device(block.offset, block.len));
+            }
         }
         deps.fences_into(&mut job.deps);
         let fence = self.submit(&job)?;
@@ -772,6 +931,9 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
             self.record_read(e.binding, queue, fence)?;
         }
         self.memory.access_mut(out)?.record_write(queue, fence);
+        if let Some(m) = scratch {
+            self.memory.access_mut(m)?.record_write(queue, fence);
+        }
         self.stats.compute_jobs += 1;
         Ok(())
     }
@@ -852,8 +1014,13 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize>
     }
 }
 
-impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> ComputeServer
-    for NpuServer<H, M, HANDLES, STAGING>
+impl<
+        H: Npu,
+        M: MemoryManagement,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > ComputeServer for NpuServer<H, M, HANDLES, STAGING, TUNE>
 {
     const HANDLE_CAPACITY: usize = HANDLES;
 
@@ -1184,26 +1351,138 @@ impl<H: Npu, M: MemoryManagement, const HANDLES: usize, const STAGING: usize> Co
     }
 
     fn execute(&mut self, op: &Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error> {
-        let mut operands = heapless::Vec::new();
-        let (mut out, pinned) = self.check_operands(op, inputs, output, &mut operands)?;
-        // Pinned operands: bind them on the device, upload inputs whose newest bytes are on
-        // the host; the output's newest bytes will be on the device.
-        if pinned {
-            for (e, &id) in operands.iter_mut().zip(inputs) {
-                *e = Operand::of(&self.bind_on_device(id, true)?);
+        self.dispatch(op, inputs, output, |s, operands, out| {
+            if s.caps.ops.runs(op) {
+                s.execute_on_npu(op, Variant::Auto, operands, out)
+            } else {
+                s.execute_on_cpu(op, operands, out)
             }
-            out = Operand::of(&self.bind_on_device(output, false)?);
-            self.handles.get_mut(output)?.newest = Residency::Device;
+        })
+    }
+
+    fn execute_with(
+        &mut self,
+        op: &Op,
+        how: Candidate,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        if let Candidate::Npu(variant) = how {
+            if !self.caps.ops.runs(op) {
+                return Err(HalError::Unsupported {
+                    op: op.kind(),
+                    dtype: op.dtype(),
+                }
+                .into());
+            }
+            if variant != Variant::Auto && !self.npu.supports_variant(op, variant) {
+                return Err(HalError::VariantUnsupported {
+                    op: op.kind(),
+                    variant,
+                }
+                .into());
+            }
         }
-        // The output's bytes are about to change: a started read of the old bytes is void.
-        if out.downloading {
-            self.cancel_download(output)?;
+        self.dispatch(op, inputs, output, |s, operands, out| match how {
+            Candidate::Npu(variant) => s.execute_on_npu(op, variant, operands, out),
+            Candidate::Cpu => s.execute_on_cpu(op, operands, out),
+        })
+    }
+
+    fn now(&self) -> Cycles {
+        self.npu.now()
+    }
+
+    fn execute_tuned(
+        &mut self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<Dispatch, Error> {
+        let fixed = match self.tuning.mode {
+            TuneMode::Off => None,
+            TuneMode::Fixed(c) => Some(c),
+            mode => {
+                let list = self.candidates_for(op);
+                if list.len() < 2 {
+                    // Nothing to choose between: no key, no measurement.
+                    None
+                } else {
+                    let key = TuneKey::of(op, TUNED_FAMILIES);
+                    match self.tuning.cache.lookup(key) {
+                        Lookup::Hit(choice) => {
+                            self.tuning.stats.hits += 1;
+                            Some(choice.candidate)
+                        }
+                        Lookup::InProgress => {
+                            self.tuning.stats.fallbacks += 1;
+                            None
+                        }
+                        Lookup::Miss => {
+                            self.tuning.stats.misses += 1;
+                            if mode == TuneMode::Tune && self.tuning.cache.claim(key).is_ok() {
+                                return Ok(Dispatch::Tune {
+                                    key,
+                                    candidates: list,
+                                });
+                            }
+                            None
+                        }
+                    }
+                }
+            }
+        };
+        match fixed {
+            Some(how) if how != Candidate::Npu(Variant::Auto) => {
+                match self.execute_with(op, how, inputs, output) {
+                    // The choice cannot run here (a variant this op or NPU lacks, no room for
+                    // its scratch): the default computes the same bytes.
+                    Err(Error::Hal(HalError::VariantUnsupported { .. }))
+                    | Err(Error::Hal(HalError::Unsupported { .. }))
+                    | Err(Error::OutOfMemory { .. }) => {
+                        self.tuning.stats.fallbacks += 1;
+                        self.execute(op, inputs, output)?;
+                    }
+                    other => other?,
+                }
+            }
+            _ => self.execute(op, inputs, output)?,
         }
-        if self.caps.ops.runs(op) {
-            self.execute_on_npu(op, &operands, out)
-        } else {
-            self.execute_on_cpu(op, &operands, out)
-        }
+        Ok(Dispatch::Submitted)
+    }
+
+    fn finish_tuning(
+        &mut self,
+        key: TuneKey,
+        choice: Choice,
+        measurements: u32,
+        cycles: Cycles,
+    ) -> Result<(), Error> {
+        self.tuning.count(&choice, measurements, cycles);
+        self.tuning.cache.finish(key, choice).map_err(Error::Tune)
+    }
+
+    fn set_tuning(&mut self, mode: TuneMode, config: TuneConfig) {
+        self.tuning.mode = mode;
+        self.tuning.config = config;
+    }
+
+    fn tune_config(&self) -> TuneConfig {
+        self.tuning.config
+    }
+
+    fn tune_stats(&self) -> TuneStats {
+        self.tuning.stats
+    }
+
+    fn export_tuning(&self, out: &mut [u8]) -> Result<usize, Error> {
+        crate::tune::export(&self.tuning.cache, self.tuning_fingerprint(), out)
+            .map_err(Error::Table)
+    }
+
+    fn import_tuning(&mut self, bytes: &[u8]) -> Result<u16, Error> {
+        let fingerprint = self.tuning_fingerprint();
+        crate::tune::import(&mut self.tuning.cache, fingerprint, bytes).map_err(Error::Table)
     }
 
     fn sync(&mut self) -> Result<(), Error> {

@@ -1,0 +1,999 @@
+//! Tuning tables: a cache's measured choices as bytes, to tune once on a host and ship.
+//!
+//! # Design
+//!
+//! A board has no disk to keep tuning results in, and tuning on every boot would cost
+//! inferences. So a table is made once (on the host with the simulator, or on one board), and
+//! firmware links it (`include_bytes!`) and imports it before preparing a model. The table
+//! must then refuse everything it cannot vouch for: a table of another NPU configuration or
+//! of another key derivation would silently force the wrong kernels. Every field that
+//! changes what a stored choice means is checked, and each refusal is its own
+//! [`TableError`] saying what was found and what was expected.
+//!
+//! All integers are little-endian. A table is a 32-byte header and `n` 32-byte entries:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `b"NPUT"` |
+//! | 4 | 2 | format = [`FORMAT`] (this header and entry layout) |
+//! | 6 | 2 | schema = [`SCHEMA`] (key derivation, buckets, candidate encoding and lists) |
+//! | 8 | 4 | npu-compute version `major << 20 \| minor << 10 \| patch` ([`CRATE_VERSION`]) |
+//! | 12 | 8 | HAL fingerprint ([`fingerprint`]) |
+//! | 20 | 2 | entry count `n` |
+//! | 22 | 2 | entry size = 32 |
+//! | 24 | 4 | reserved, 0 |
+//! | 28 | 4 | CRC-32/IEEE of bytes 0..28 followed by all entries |
+//! | 32 | 32·n | entries, keys strictly increasing |
+//!
+//! An entry is the key (16 bytes), the candidate (4, [`Candidate::encode`]), the winner's
+//! cycles (u32), `Auto`'s cycles (u32), candidates timed (u8), samples (u8), flags (u8, bit 0
+//! verified) and a reserved 0 byte. Only measured choices are exported, sorted by key, so two
+//! identical tunings give identical bytes (tables can be diffed and checked into a repository).
+//!
+//! [`import`] checks in this order: length ≥ 32, magic, format, entry size, exact length, CRC;
+//! then the reserved header word, schema, crate version and fingerprint; then each entry
+//! (sorted, reserved bits zero, candidate known), the capacity and that no imported key is
+//! being tuned. The CRC comes before the checks of meaning, so a corrupted byte reports
+//! [`TableError::Checksum`] rather than, say, "another HAL". Only when everything passed are
+//! entries inserted, so a refused table leaves the cache as it was. Every read is a checked
+//! slice access: no input can make `import` panic.
+
+use super::cache::{Choice, Entry, TuneCache};
+use super::candidate::Candidate;
+use super::key::{TuneKey, KEY_BYTES};
+use crate::hal::Capabilities;
+
+/// The first four bytes of every table.
+pub const MAGIC: [u8; 4] = *b"NPUT";
+/// The header and entry layout this crate reads and writes.
+pub const FORMAT: u16 = 1;
+/// The meaning of keys and candidates: bump it whenever [`TuneKey::of`], the buckets, the
+/// candidate encoding or the candidate lists change, since old choices then name other things.
+pub const SCHEMA: u16 = 1;
+/// Bytes of a table's header.
+pub const HEADER_BYTES: usize = 32;
+/// Bytes of one table entry.
+pub const ENTRY_BYTES: usize = 32;
+/// This crate's version as stored in a table: `major << 20 | minor << 10 | patch`, each part
+/// saturated to its field.
+pub const CRATE_VERSION: u32 = pack_version(
+    env!("CARGO_PKG_VERSION_MAJOR"),
+    env!("CARGO_PKG_VERSION_MINOR"),
+    env!("CARGO_PKG_VERSION_PATCH"),
+);
+
+/// Offset of the CRC in the header; the CRC covers the bytes before it.
+const CRC_AT: usize = 28;
+/// Flag bits an entry may set: bit 0, verified.
+const FLAG_VERIFIED: u8 = 1;
+
+/// Bytes of a table with `entries` entries (saturating).
+pub const fn table_bytes(entries: usize) -> usize {
+    HEADER_BYTES.saturating_add(ENTRY_BYTES.saturating_mul(entries))
+}
+
+/// Why a table was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TableError {
+    /// Shorter than a header.
+    Truncated {
+        /// Bytes a header needs.
+        needed: usize,
+        /// Bytes given.
+        len: usize,
+    },
+    /// The first four bytes are not `b"NPUT"`: not a tuning table.
+    BadMagic,
+    /// A header and entry layout this crate does not read.
+    Format {
+        /// The table's format.
+        found: u16,
+        /// The format this crate reads ([`FORMAT`]).
+        supported: u16,
+    },
+    /// An entry size other than [`ENTRY_BYTES`].
+    EntrySize {
+        /// The table's entry size.
+        found: u16,
+    },
+    /// The length is not the header plus `count` entries.
+    Length {
+        /// Bytes the header's entry count implies.
+        expected: usize,
+        /// Bytes given.
+        len: usize,
+    },
+    /// The CRC does not match: the table was corrupted.
+    Checksum {
+        /// The CRC in the header.
+        stored: u32,
+        /// The CRC of the bytes.
+        computed: u32,
+    },
+    /// The header's reserved word is not 0: written by a later layout.
+    Reserved {
+        /// The reserved word.
+        found: u32,
+    },
+    /// Keys or candidates derived another way.
+    Schema {
+        /// The table's schema.
+        found: u16,
+        /// This crate's ([`SCHEMA`]).
+        expected: u16,
+    },
+    /// Made by another version of this crate.
+    CrateVersion {
+        /// The table's packed version.
+        found: u32,
+        /// This crate's ([`CRATE_VERSION`]).
+        expected: u32,
+    },
+    /// Made for another NPU configuration or cost model: its cycles say nothing here.
+    OtherHal {
+        /// The table's fingerprint.
+        found: u64,
+        /// This HAL's.
+        expected: u64,
+    },
+    /// An entry's key is not greater than the previous one (out of order or repeated).
+    Unsorted {
+        /// The entry's index.
+        index: u16,
+    },
+    /// An entry has an unknown candidate or non-zero reserved bits.
+    BadEntry {
+        /// The entry's index.
+        index: u16,
+    },
+    /// The cache cannot hold the table's keys besides the ones it has.
+    Capacity {
+        /// Keys the cache would have to hold.
+        entries: u16,
+        /// Its capacity (the `N` of [`TuneCache`]).
+        capacity: u16,
+    },
+    /// A key of the table is being tuned right now (claimed in the cache).
+    Busy,
+    /// The export buffer is too short.
+    BufferTooSmall {
+        /// Bytes the table needs.
+        needed: usize,
+    },
+}
+
+/// Writes the measured choices of `cache` as a table for the HAL `fingerprint` into `out`,
+/// and returns its length ([`table_bytes`] of the number of measured choices).
+///
+/// Claimed keys and failed (unmeasured) tunings are left out.
+///
+/// Errors: [`TableError::BufferTooSmall`] when `out` is shorter than the table;
+/// [`TableError::Capacity`] if more than `u16::MAX` choices were measured.
+pub fn export<const N: usize>(
+    cache: &TuneCache<N>,
+    fingerprint: u64,
+    out: &mut [u8],
+) -> Result<usize, TableError> {
+    let measured = || cache.iter_done().filter(|(_, c)| c.measured);
+    let count = measured().count();
+    let n = u16::try_from(count).map_err(|_| TableError::Capacity {
+        entries: u16::MAX,
+        capacity: TuneCache::<N>::capacity(),
+    })?;
+    let needed = table_bytes(count);
+    let too_small = TableError::BufferTooSmall { needed };
+    let table = out.get_mut(..needed).ok_or(too_small)?;
+    let mut w = Writer { out: table, at: 0 };
+    w.put(&encode_header(n, fingerprint)).ok_or(too_small)?;
+    // Sorted without a buffer: each round takes the smallest key above the last one written.
+    // Quadratic in the entries, but a cache holds tens of them and nothing is allocated.
+    let mut last: Option<TuneKey> = None;
+    for _ in 0..count {
+        let next = measured()
+            .filter(|(k, _)| last.is_none_or(|l| *k > l))
+            .min_by_key(|(k, _)| *k);
+        let Some((key, choice)) = next else { break };
+        w.put(&encode_entry(key, &choice)).ok_or(too_small)?;
+        last = Some(key);
+    }
+    let crc = table_crc(w.out).ok_or(too_small)?;
+    w.out
+        .get_mut(CRC_AT..HEADER_BYTES)
+        .ok_or(too_small)?
+        .copy_from_slice(&crc.to_le_bytes());
+    Ok(needed)
+}
+
+/// Checks the table `bytes` against this crate and the HAL `fingerprint`, then inserts its
+/// choices into `cache` (replacing tuned keys) and returns how many it held.
+///
+/// All or nothing: on any error the cache is unchanged. Errors: every [`TableError`] but
+/// [`BufferTooSmall`](TableError::BufferTooSmall), checked in the order of the
+/// [module docs](self).
+pub fn import<const N: usize>(
+    cache: &mut TuneCache<N>,
+    fingerprint: u64,
+    bytes: &[u8],
+) -> Result<u16, TableError> {
+    let len = bytes.len();
+    let truncated = TableError::Truncated {
+        needed: HEADER_BYTES,
+        len,
+    };
+    let (header, entries) = bytes.split_first_chunk::<HEADER_BYTES>().ok_or(truncated)?;
+    let mut r = Reader(header);
+    let magic = r.take::<4>().ok_or(truncated)?;
+    let format = u16::from_le_bytes(r.take().ok_or(truncated)?);
+    let schema = u16::from_le_bytes(r.take().ok_or(truncated)?);
+    let version = u32::from_le_bytes(r.take().ok_or(truncated)?);
+    let hal = u64::from_le_bytes(r.take().ok_or(truncated)?);
+    let n = u16::from_le_bytes(r.take().ok_or(truncated)?);
+    let entry_size = u16::from_le_bytes(r.take().ok_or(truncated)?);
+    let reserved = u32::from_le_bytes(r.take().ok_or(truncated)?);
+    let stored = u32::from_le_bytes(r.take().ok_or(truncated)?);
+
+    if magic != MAGIC {
+        return Err(TableError::BadMagic);
+    }
+    if format != FORMAT {
+        return Err(TableError::Format {
+            found: format,
+            supported: FORMAT,
+        });
+    }
+    if usize::from(entry_size) != ENTRY_BYTES {
+        return Err(TableError::EntrySize { found: entry_size });
+    }
+    // Checked rather than saturating: on a target whose usize cannot hold the length, no
+    // slice has it either.
+    let expected = usize::from(n)
+        .checked_mul(ENTRY_BYTES)
+        .and_then(|b| b.checked_add(HEADER_BYTES))
+        .unwrap_or(usize::MAX);
+    if len != expected {
+        return Err(TableError::Length { expected, len });
+    }
+    let computed = table_crc(bytes).ok_or(truncated)?;
+    if computed != stored {
+        return Err(TableError::Checksum { stored, computed });
+    }
+    if reserved != 0 {
+        return Err(TableError::Reserved { found: reserved });
+    }
+    if schema != SCHEMA {
+        return Err(TableError::Schema {
+            found: schema,
+            expected: SCHEMA,
+        });
+    }
+    if version != CRATE_VERSION {
+        return Err(TableError::CrateVersion {
+            found: version,
+            expected: CRATE_VERSION,
+        });
+    }
+    if hal != fingerprint {
+        return Err(TableError::OtherHal {
+            found: hal,
+            expected: fingerprint,
+        });
+    }
+
+    // Pass 1: every entry well formed and in order.
+    let mut last: Option<TuneKey> = None;
+    for (i, (key, choice)) in parsed(entries).enumerate() {
+        let index = u16::try_from(i).unwrap_or(u16::MAX);
+        let key = key.ok_or(TableError::BadEntry { index })?;
+        if last.is_some_and(|l| key <= l) {
+            return Err(TableError::Unsorted { index });
+        }
+        choice.ok_or(TableError::BadEntry { index })?;
+        last = Some(key);
+    }
+    // Pass 2: room for the new keys, and none of the table's keys claimed.
+    let capacity = TuneCache::<N>::capacity();
+    let mut added = 0usize;
+    for (key, _) in parsed(entries) {
+        match key.and_then(|k| cache.get(&k)) {
+            Some(Entry::InProgress) => return Err(TableError::Busy),
+            Some(Entry::Done(_)) => {}
+            None => added += 1,
+        }
+    }
+    let total = cache.len().saturating_add(added);
+    if total > N {
+        return Err(TableError::Capacity {
+            entries: u16::try_from(total).unwrap_or(u16::MAX),
+            capacity,
+        });
+    }
+    // Pass 3: insert. Every entry was checked and there is room, so this cannot fail; an error
+    // would still be reported rather than ignored.
+    for (key, choice) in parsed(entries) {
+        if let (Some(key), Some(choice)) = (key, choice) {
+            cache
+                .finish(key, choice)
+                .map_err(|_| TableError::Capacity {
+                    entries: u16::try_from(total).unwrap_or(u16::MAX),
+                    capacity,
+                })?;
+        }
+    }
+    Ok(n)
+}
+
+/// The fingerprint of an NPU for [`export`] and [`import`]: FNV-1a-64 over the
+/// [`Capabilities`] fields that change a job's cycles (`alignment`, `execution_units`,
+/// `ops`, `reads_flash`, `flash_alignment`, little-endian, in that order), then `hal`, the
+/// driver's own [`Npu::tuning_fingerprint`](crate::hal::Npu::tuning_fingerprint) (its
+/// configuration registers, clock ratio, cost model version).
+///
+/// Memory sizes and the in-flight limit are left out: they do not change how long a job takes,
+/// so a table made on a host fits a board with another arena.
+pub fn fingerprint(caps: &Capabilities, hal: u64) -> u64 {
+    let mut h = Fnv::new();
+    h.write(&caps.alignment.to_le_bytes());
+    h.write(&[caps.execution_units]);
+    h.write(&caps.ops.0.to_le_bytes());
+    h.write(&[u8::from(caps.reads_flash)]);
+    h.write(&caps.flash_alignment.to_le_bytes());
+    h.write(&hal.to_le_bytes());
+    h.0
+}
+
+/// CRC-32/IEEE (the zlib and Ethernet CRC: reflected polynomial `0xEDB88320`, initial value
+/// and final XOR `0xFFFFFFFF`) of `bytes`.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    !crc_update(!0, bytes)
+}
+
+/// The table CRC: header bytes 0..28, then everything after the header. `None` if `table` is
+/// shorter than a header.
+fn table_crc(table: &[u8]) -> Option<u32> {
+    let head = table.get(..CRC_AT)?;
+    let entries = table.get(HEADER_BYTES..)?;
+    Some(!crc_update(crc_update(!0, head), entries))
+}
+
+/// The CRC lookup table, built at compile time so the crate needs no CRC dependency and no
+/// RAM for it.
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            bit += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+fn crc_update(mut crc: u32, bytes: &[u8]) -> u32 {
+    for &b in bytes {
+        // The index is a byte: always inside the 256-entry table.
+        crc = CRC_TABLE[usize::from(crc as u8 ^ b)] ^ (crc >> 8);
+    }
+    crc
+}
+
+/// FNV-1a, 64 bits.
+struct Fnv(u64);
+
+impl Fnv {
+    const fn new() -> Self {
+        Fnv(0xCBF2_9CE4_8422_2325)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3);
+        }
+    }
+}
+
+/// Packs a version as `major << 20 | minor << 10 | patch`, each part saturated to its field
+/// (12, 10 and 10 bits) so a large part never spills into the next.
+const fn pack_version(major: &str, minor: &str, patch: &str) -> u32 {
+    saturate(parse_decimal(major), 12) << 20
+        | saturate(parse_decimal(minor), 10) << 10
+        | saturate(parse_decimal(patch), 10)
+}
+
+/// `x`, or the largest value of `bits` bits if it does not fit.
+const fn saturate(x: u32, bits: u32) -> u32 {
+    let max = (1 << bits) - 1;
+    if x > max {
+        max
+    } else {
+        x
+    }
+}
+
+/// The leading decimal digits of `s` (Cargo's version parts are plain decimals), saturating.
+const fn parse_decimal(s: &str) -> u32 {
+    let mut rest = s.as_bytes();
+    let mut value: u32 = 0;
+    while let [d @ b'0'..=b'9', tail @ ..] = rest {
+        value = value.saturating_mul(10).saturating_add((*d - b'0') as u32);
+        rest = tail;
+    }
+    value
+}
+
+/// The header of a table of `n` entries, with the CRC field 0.
+fn encode_header(n: u16, fingerprint: u64) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    let mut w = Writer { out: &mut h, at: 0 };
+    // The writer is exactly HEADER_BYTES long and these are HEADER_BYTES bytes: no put fails.
+    let _ = w.put(&MAGIC);
+    let _ = w.put(&FORMAT.to_le_bytes());
+    let _ = w.put(&SCHEMA.to_le_bytes());
+    let _ = w.put(&CRATE_VERSION.to_le_bytes());
+    let _ = w.put(&fingerprint.to_le_bytes());
+    let _ = w.put(&n.to_le_bytes());
+    // ENTRY_BYTES is 32: the cast is exact.
+    let _ = w.put(&(ENTRY_BYTES as u16).to_le_bytes());
+    let _ = w.put(&0u32.to_le_bytes()); // reserved
+    let _ = w.put(&0u32.to_le_bytes()); // the CRC, filled in over the whole table
+    h
+}
+
+fn encode_entry(key: TuneKey, c: &Choice) -> [u8; ENTRY_BYTES] {
+    let mut e = [0u8; ENTRY_BYTES];
+    let mut w = Writer { out: &mut e, at: 0 };
+    let flags = if c.verified { FLAG_VERIFIED } else { 0 };
+    // The writer is exactly ENTRY_BYTES long and these are ENTRY_BYTES bytes, so no put fails.
+    let _ = w.put(&key.0);
+    let _ = w.put(&c.candidate.encode());
+    let _ = w.put(&c.cycles.to_le_bytes());
+    let _ = w.put(&c.auto_cycles.to_le_bytes());
+    let _ = w.put(&[c.timed, c.samples, flags, 0]);
+    e
+}
+
+/// An entry's key and choice, each `None` if malformed (the key only if the entry is short,
+/// which the length check already excludes).
+fn decode_entry(e: &[u8; ENTRY_BYTES]) -> (Option<TuneKey>, Option<Choice>) {
+    let mut r = Reader(e);
+    let key = r.take::<KEY_BYTES>().map(TuneKey);
+    let choice = (|| {
+        let candidate = Candidate::decode(r.take()?)?;
+        let cycles = u32::from_le_bytes(r.take()?);
+        let auto_cycles = u32::from_le_bytes(r.take()?);
+        let [timed, samples, flags, reserved] = r.take()?;
+        if flags & !FLAG_VERIFIED != 0 || reserved != 0 {
+            return None;
+        }
+        Some(Choice {
+            candidate,
+            cycles,
+            auto_cycles,
+            timed,
+            samples,
+            verified: flags & FLAG_VERIFIED != 0,
+            // It was exported, so it was measured, and importing it again re-exports it.
+            measured: true,
+        })
+    })();
+    (key, choice)
+}
+
+/// The entries after the header, decoded. A trailing partial entry is ignored here; the length
+/// check refuses it before.
+fn parsed(entries: &[u8]) -> impl Iterator<Item = (Option<TuneKey>, Option<Choice>)> + '_ {
+    entries
+        .chunks_exact(ENTRY_BYTES)
+        .map(|chunk| match <&[u8; ENTRY_BYTES]>::try_from(chunk) {
+            Ok(e) => decode_entry(e),
+            Err(_) => (None, None),
+        })
+}
+
+/// Reads fixed-size fields off the front of a slice, never past its end.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const K: usize>(&mut self) -> Option<[u8; K]> {
+        let (head, tail) = self.0.split_first_chunk::<K>()?;
+        self.0 = tail;
+        Some(*head)
+    }
+}
+
+/// Writes fields at the front of a buffer, never past its end.
+struct Writer<'a> {
+    out: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    /// Appends `bytes`; `None`, writing nothing, if they do not fit.
+    fn put(&mut self, bytes: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(bytes.len())?;
+        self.out.get_mut(self.at..end)?.copy_from_slice(bytes);
+        self.at = end;
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hal::{OpSet, Variant};
+    use crate::tune::cache::Lookup;
+
+    const FP: u64 = 0x0123_4567_89AB_CDEF;
+
+    fn key(a: u8, b: u8) -> TuneKey {
+        let mut k = [0; 16];
+        k[0] = a;
+        k[15] = b;
+        TuneKey(k)
+    }
+
+    fn choice(candidate: Candidate, cycles: u32, verified: bool) -> Choice {
+        Choice {
+            candidate,
+            cycles,
+            auto_cycles: cycles.saturating_add(1000),
+            timed: 7,
+            samples: 3,
+            verified,
+            measured: true,
+        }
+    }
+
+    /// A cache with four measured choices inserted out of key order, one failed tuning and one
+    /// claim: the last two are not exported.
+    fn tuned() -> TuneCache<8> {
+        let mut c = TuneCache::new();
+        let block = Candidate::Npu(Variant::Block { h: 16, w: 4 });
+        c.finish(key(4, 9), choice(block, 3_832, true)).unwrap();
+        c.finish(
+            key(4, 1),
+            choice(Candidate::Npu(Variant::Im2col), 11_884, false),
+        )
+        .unwrap();
+        c.finish(key(3, 200), choice(Candidate::Cpu, u32::MAX, true))
+            .unwrap();
+        c.finish(key(9, 0), choice(Candidate::Npu(Variant::Auto), 5, false))
+            .unwrap();
+        c.finish(key(5, 5), Choice::FAILED).unwrap();
+        c.claim(key(6, 6)).unwrap();
+        c
+    }
+
+    const LEN: usize = HEADER_BYTES + 4 * ENTRY_BYTES;
+
+    fn exported() -> [u8; LEN] {
+        let mut out = [0u8; LEN];
+        assert_eq!(export(&tuned(), FP, &mut out), Ok(LEN));
+        out
+    }
+
+    /// Recomputes a doctored table's CRC, so a test reaches the checks after it.
+    fn reseal(t: &mut [u8]) {
+        let crc = table_crc(t).unwrap();
+        t[CRC_AT..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    fn entry_at(i: usize) -> core::ops::Range<usize> {
+        HEADER_BYTES + i * ENTRY_BYTES..HEADER_BYTES + (i + 1) * ENTRY_BYTES
+    }
+
+    /// Every key and entry of a cache, in a comparable form.
+    fn snapshot<const N: usize>(c: &TuneCache<N>) -> heapless::Vec<(TuneKey, Lookup), 16> {
+        let mut v = heapless::Vec::new();
+        for a in 0..=10 {
+            for b in [0, 1, 5, 6, 9, 200] {
+                let k = key(a, b);
+                let l = c.lookup(k);
+                if l != Lookup::Miss {
+                    v.push((k, l)).unwrap();
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn crc32_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn crate_version_is_packed() {
+        assert_eq!(parse_decimal("0"), 0);
+        assert_eq!(parse_decimal("42"), 42);
+        assert_eq!(parse_decimal("99999999999"), u32::MAX);
+        assert_eq!(pack_version("1", "2", "3"), 1 << 20 | 2 << 10 | 3);
+        assert_eq!(pack_version("1", "5000", "0"), 1 << 20 | 1023 << 10);
+        let major: u32 = env!("CARGO_PKG_VERSION_MAJOR").parse().unwrap();
+        let minor: u32 = env!("CARGO_PKG_VERSION_MINOR").parse().unwrap();
+        let patch: u32 = env!("CARGO_PKG_VERSION_PATCH").parse().unwrap();
+        assert_eq!(CRATE_VERSION, major << 20 | minor << 10 | patch);
+    }
+
+    #[test]
+    fn layout_of_an_exported_table() {
+        let t = exported();
+        assert_eq!(&t[0..4], b"NPUT");
+        assert_eq!(t[4..6], 1u16.to_le_bytes());
+        assert_eq!(t[6..8], 1u16.to_le_bytes());
+        assert_eq!(t[8..12], CRATE_VERSION.to_le_bytes());
+        assert_eq!(t[12..20], FP.to_le_bytes());
+        assert_eq!(t[20..22], 4u16.to_le_bytes());
+        assert_eq!(t[22..24], 32u16.to_le_bytes());
+        assert_eq!(t[24..28], [0; 4]);
+        let crc = u32::from_le_bytes(t[28..32].try_into().unwrap());
+        assert_eq!(Some(crc), table_crc(&t));
+        // Sorted by key, whatever the insertion order; failed and claimed keys left out.
+        let keys = [key(3, 200), key(4, 1), key(4, 9), key(9, 0)];
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(t[entry_at(i)][..16], k.0);
+        }
+        // The 16×4 entry in full.
+        let e = &t[entry_at(2)];
+        assert_eq!(e[16..20], [1, 16, 4, 0]);
+        assert_eq!(e[20..24], 3_832u32.to_le_bytes());
+        assert_eq!(e[24..28], 4_832u32.to_le_bytes());
+        assert_eq!(e[28..32], [7, 3, 1, 0]);
+    }
+
+    #[test]
+    fn round_trip_is_byte_identical() {
+        let t = exported();
+        let mut c = TuneCache::<8>::new();
+        assert_eq!(import(&mut c, FP, &t), Ok(4));
+        assert_eq!(c.len(), 4);
+        let Lookup::Hit(cpu) = c.lookup(key(3, 200)) else {
+            panic!("not imported")
+        };
+        assert_eq!(cpu, choice(Candidate::Cpu, u32::MAX, true));
+        let mut again = [0u8; LEN];
+        assert_eq!(export(&c, FP, &mut again), Ok(LEN));
+        assert_eq!(again, t);
+        // Into a smaller cache, and over existing entries.
+        let mut small = TuneCache::<4>::new();
+        assert_eq!(import(&mut small, FP, &t), Ok(4));
+        assert_eq!(import(&mut small, FP, &t), Ok(4));
+        assert_eq!(small.len(), 4);
+    }
+
+    #[test]
+    fn an_empty_table() {
+        let mut out = [0u8; HEADER_BYTES];
+        assert_eq!(export(&TuneCache::<2>::new(), FP, &mut out), Ok(32));
+        let mut c = TuneCache::<2>::new();
+        assert_eq!(import(&mut c, FP, &out), Ok(0));
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn imported_choices_replace_tuned_ones() {
+        let mut c = TuneCache::<8>::new();
+        c.finish(key(4, 9), Choice::FAILED).unwrap();
+        import(&mut c, FP, &exported()).unwrap();
+        let Lookup::Hit(got) = c.lookup(key(4, 9)) else {
+            panic!()
+        };
+        assert_eq!(
+            got.candidate,
+            Candidate::Npu(Variant::Block { h: 16, w: 4 })
+        );
+        assert!(got.measured);
+    }
+
+    #[test]
+    fn export_needs_room() {
+        let mut out = [0u8; LEN - 1];
+        assert_eq!(
+            export(&tuned(), FP, &mut out),
+            Err(TableError::BufferTooSmall { needed: LEN })
+        );
+        let mut big = [0xAAu8; LEN + 10];
+        assert_eq!(export(&tuned(), FP, &mut big), Ok(LEN));
+        assert_eq!(big[..LEN], exported());
+        assert_eq!(big[LEN..], [0xAA; 10]);
+    }
+
+    /// Imports `t` into a copy of a non-empty cache, checks the error and that the cache did
+    /// not change.
+    fn refused(t: &[u8], fp: u64) -> TableError {
+        let mut c = TuneCache::<8>::new();
+        c.finish(key(10, 0), choice(Candidate::Cpu, 1, false))
+            .unwrap();
+        c.claim(key(10, 1)).unwrap();
+        let before = snapshot(&c);
+        let err = import(&mut c, fp, t).expect_err("accepted");
+        assert_eq!(snapshot(&c), before, "{err:?} changed the cache");
+        assert_eq!(c.len(), 2);
+        err
+    }
+
+    #[test]
+    fn each_table_error() {
+        let good = exported();
+        assert_eq!(
+            refused(&good[..31], FP),
+            TableError::Truncated {
+                needed: 32,
+                len: 31
+            }
+        );
+        assert_eq!(
+            refused(&[], FP),
+            TableError::Truncated { needed: 32, len: 0 }
+        );
+
+        let mut t = good;
+        t[0] = b'X';
+        assert_eq!(refused(&t, FP), TableError::BadMagic);
+
+        let mut t = good;
+        t[4] = 2;
+        assert_eq!(
+            refused(&t, FP),
+            TableError::Format {
+                found: 2,
+                supported: 1
+            }
+        );
+
+        let mut t = good;
+        t[22] = 16;
+        assert_eq!(refused(&t, FP), TableError::EntrySize { found: 16 });
+
+        assert_eq!(
+            refused(&good[..LEN - 1], FP),
+            TableError::Length {
+                expected: LEN,
+                len: LEN - 1
+            }
+        );
+        let mut long = [0u8; LEN + 32];
+        long[..LEN].copy_from_slice(&good);
+        assert_eq!(
+            refused(&long, FP),
+            TableError::Length {
+                expected: LEN,
+                len: LEN + 32
+            }
+        );
+
+        let mut t = good;
+        t[HEADER_BYTES + 20] ^= 1;
+        let computed = table_crc(&t).unwrap();
+        let stored = u32::from_le_bytes(good[28..32].try_into().unwrap());
+        assert_eq!(refused(&t, FP), TableError::Checksum { stored, computed });
+
+        let mut t = good;
+        t[25] = 1;
+        reseal(&mut t);
+        assert_eq!(refused(&t, FP), TableError::Reserved { found: 0x100 });
+
+        let mut t = good;
+        t[6] = 2;
+        reseal(&mut t);
+        assert_eq!(
+            refused(&t, FP),
+            TableError::Schema {
+                found: 2,
+                expected: 1
+            }
+        );
+
+        let mut t = good;
+        t[8..12].copy_from_slice(&(CRATE_VERSION + 1).to_le_bytes());
+        reseal(&mut t);
+        assert_eq!(
+            refused(&t, FP),
+            TableError::CrateVersion {
+                found: CRATE_VERSION + 1,
+                expected: CRATE_VERSION
+            }
+        );
+
+        assert_eq!(
+            refused(&good, FP ^ 1),
+            TableError::OtherHal {
+                found: FP,
+                expected: FP ^ 1
+            }
+        );
+    }
+
+    #[test]
+    fn entry_errors() {
+        let good = exported();
+        // Two entries swapped.
+        let mut t = good;
+        t[entry_at(1)].copy_from_slice(&good[entry_at(2)]);
+        t[entry_at(2)].copy_from_slice(&good[entry_at(1)]);
+        reseal(&mut t);
+        assert_eq!(refused(&t, FP), TableError::Unsorted { index: 2 });
+        // A repeated key.
+        let mut t = good;
+        t[entry_at(3)].copy_from_slice(&good[entry_at(2)]);
+        reseal(&mut t);
+        assert_eq!(refused(&t, FP), TableError::Unsorted { index: 3 });
+        // An unknown candidate tag, a non-canonical candidate, unknown flags, reserved byte.
+        for (at, value) in [(16, 0x7F), (18, 1), (30, 2), (31, 1)] {
+            let mut t = good;
+            t[HEADER_BYTES + ENTRY_BYTES + at] = value;
+            reseal(&mut t);
+            assert_eq!(
+                refused(&t, FP),
+                TableError::BadEntry { index: 1 },
+                "byte {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn capacity_and_busy() {
+        let t = exported();
+        // Four keys cannot fit in two slots.
+        let mut two = TuneCache::<2>::new();
+        assert_eq!(
+            import(&mut two, FP, &t),
+            Err(TableError::Capacity {
+                entries: 4,
+                capacity: 2
+            })
+        );
+        assert!(two.is_empty());
+        // Four slots, one held by another key: five keys needed.
+        let mut four = TuneCache::<4>::new();
+        four.finish(key(10, 0), Choice::FAILED).unwrap();
+        assert_eq!(
+            import(&mut four, FP, &t),
+            Err(TableError::Capacity {
+                entries: 5,
+                capacity: 4
+            })
+        );
+        assert_eq!(four.len(), 1);
+        // One of the table's keys is being tuned.
+        let mut busy = TuneCache::<8>::new();
+        busy.claim(key(4, 9)).unwrap();
+        assert_eq!(import(&mut busy, FP, &t), Err(TableError::Busy));
+        assert_eq!(busy.lookup(key(4, 9)), Lookup::InProgress);
+        assert_eq!(busy.len(), 1);
+    }
+
+    #[test]
+    fn every_truncation_and_bit_flip_is_refused() {
+        let good = exported();
+        for len in 0..LEN {
+            let err = refused(&good[..len], FP);
+            if len < HEADER_BYTES {
+                assert_eq!(err, TableError::Truncated { needed: 32, len });
+            } else {
+                assert!(matches!(err, TableError::Length { .. }), "{len}: {err:?}");
+            }
+        }
+        for bit in 0..LEN * 8 {
+            let mut t = good;
+            t[bit / 8] ^= 1 << (bit % 8);
+            let err = refused(&t, FP);
+            // The layout fields are checked before the CRC; every other flip is a checksum
+            // error, never a misleading "other HAL" or "schema".
+            let expected = match bit / 8 {
+                0..4 => matches!(err, TableError::BadMagic),
+                4..6 => matches!(err, TableError::Format { .. }),
+                20..22 => matches!(err, TableError::Length { .. }),
+                22..24 => matches!(err, TableError::EntrySize { .. }),
+                _ => matches!(err, TableError::Checksum { .. }),
+            };
+            assert!(expected, "bit {bit}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A deterministic xorshift stream: random tables, and valid tables with random bytes
+        // overwritten (resealed, so the checks after the CRC see them too).
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let good = exported();
+        for round in 0..4000 {
+            let mut t = good;
+            if round % 2 == 0 {
+                for b in t.iter_mut() {
+                    *b = next() as u8;
+                }
+                t[..4].copy_from_slice(&MAGIC);
+            } else {
+                for _ in 0..1 + next() % 4 {
+                    let at = (next() % LEN as u64) as usize;
+                    t[at] = next() as u8;
+                }
+                reseal(&mut t);
+            }
+            let len = if round % 3 == 0 {
+                (next() % (LEN as u64 + 1)) as usize
+            } else {
+                LEN
+            };
+            let mut c = TuneCache::<8>::new();
+            if let Ok(n) = import(&mut c, FP, &t[..len]) {
+                // Whatever is accepted re-exports to the same bytes.
+                let mut out = [0u8; LEN];
+                let written = export(&c, FP, &mut out).unwrap();
+                assert_eq!(usize::from(n), c.len());
+                assert_eq!(out[..written], t[..len]);
+            }
+        }
+    }
+
+    #[test]
+    fn fingerprint_covers_cycle_fields_only() {
+        let caps = Capabilities {
+            device_memory_bytes: 1 << 20,
+            host_memory_bytes: 1 << 16,
+            alignment: 16,
+            execution_units: 1,
+            max_in_flight: 8,
+            ops: OpSet::all(),
+            reads_flash: true,
+            flash_alignment: 1,
+        };
+        let base = fingerprint(&caps, 7);
+        assert_eq!(fingerprint(&caps, 7), base);
+        let same = Capabilities {
+            device_memory_bytes: 1 << 10,
+            host_memory_bytes: 1 << 10,
+            max_in_flight: 1,
+            ..caps
+        };
+        assert_eq!(fingerprint(&same, 7), base, "sizes are left out");
+        assert_ne!(fingerprint(&caps, 8), base);
+        let changes = [
+            Capabilities {
+                alignment: 32,
+                ..caps
+            },
+            Capabilities {
+                execution_units: 2,
+                ..caps
+            },
+            Capabilities {
+                ops: OpSet::EMPTY,
+                ..caps
+            },
+            Capabilities {
+                reads_flash: false,
+                ..caps
+            },
+            Capabilities {
+                flash_alignment: 16,
+                ..caps
+            },
+        ];
+        for c in changes {
+            assert_ne!(fingerprint(&c, 7), base, "{c:?}");
+        }
+        // FNV-1a-64 itself: the empty input is the offset basis, "a" a known value.
+        assert_eq!(Fnv::new().0, 0xCBF2_9CE4_8422_2325);
+        let mut a = Fnv::new();
+        a.write(b"a");
+        assert_eq!(a.0, 0xAF63_DC4C_8601_EC8C);
+    }
+}

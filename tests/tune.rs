@@ -1,0 +1,335 @@
+//! Autotuning through the whole stack (client, channel, server, simulator): the first dispatch
+//! of a shape measures its candidates and keeps the fastest, later ones reuse it without a
+//! measurement, a table exported on one server and imported on another needs no measurement at
+//! all, and nothing about the results changes.
+
+// Ops are passed by reference on purpose: clippy sees `Op: Copy`, but one is over 200 bytes.
+#![allow(clippy::needless_borrows_for_generic_args)]
+
+use npu_compute::channel::{ComputeChannel, RefCellChannel};
+use npu_compute::client::{ComputeClient, Tensor};
+use npu_compute::hal::{Op, Variant};
+use npu_compute::memory::MemoryConfig;
+use npu_compute::server::{ComputeServer, Dispatch, NpuServer, TuneStats};
+use npu_compute::tune::{Candidate, TableError, TuneConfig, TuneMode};
+use npu_compute::Error;
+use npu_kernels::int8::{
+    Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d,
+};
+use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+
+type Server = NpuServer<SimNpu<'static>>;
+type Channel = RefCellChannel<Server>;
+
+fn channel(config: SimConfig) -> Channel {
+    let device = Box::leak(Box::new(AlignedMemory::<{ 512 * 1024 }>::new()));
+    let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
+    let npu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), config).unwrap();
+    RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
+}
+
+fn q(scale: f32, zero_point: i32) -> Quant {
+    Quant { scale, zero_point }
+}
+
+/// A convolution of `input` with `k` filters of `kh` x `kw`, stride `stride`, SAME padding.
+fn conv(input: Nhwc, k: u32, kh: u32, kw: u32, stride: u32) -> Op {
+    let shape = Conv2dShape {
+        input,
+        out_channels: k,
+        filter_depth: input.channels,
+        window: Window2d {
+            filter_height: kh,
+            filter_width: kw,
+            stride_height: stride,
+            stride_width: stride,
+            dilation_height: 1,
+            dilation_width: 1,
+            padding: Padding::Same,
+        },
+    };
+    let params = Conv2dParams::new(shape, q(0.05, -3), q(0.1, 2), Activation::Relu).unwrap();
+    Op::Conv2dI8 { shape, params }
+}
+
+/// kws_dscnn's first convolution (10 x 4, stride 2, on 49 x 10 x 1): im2col beats the
+/// default by about half on the U55 model, so tuning has something to find.
+fn kws_conv0() -> Op {
+    conv(
+        Nhwc {
+            batches: 1,
+            height: 49,
+            width: 10,
+            channels: 1,
+        },
+        64,
+        10,
+        4,
+        2,
+    )
+}
+
+/// xorshift64 bytes.
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 24) as u8
+        })
+        .collect()
+}
+
+/// The op's input tensors: noise data and weights, valid multipliers, small biases.
+fn operands<'c>(client: &ComputeClient<'c, Channel>, op: &Op) -> Vec<Tensor<'c, Channel>> {
+    let need = op.operands().unwrap();
+    need.inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let bytes = match i {
+                2 => {
+                    let m: Vec<ChannelMultiplier> = (0..len as usize
+                        / core::mem::size_of::<ChannelMultiplier>())
+                        .map(|c| {
+                            ChannelMultiplier::new(0.05, 0.01 + c as f32 * 0.003, 0.1).unwrap()
+                        })
+                        .collect();
+                    bytemuck::cast_slice(&m).to_vec()
+                }
+                3 => (0..len / 4)
+                    .flat_map(|c| ((c as i32 * 37) % 601 - 300).to_le_bytes())
+                    .collect(),
+                _ => noise(0x5eed + i as u64, len as usize),
+            };
+            client.create(&bytes).unwrap()
+        })
+        .collect()
+}
+
+/// Runs `op` once on fresh operands with `run`, returns the output bytes.
+fn output_of(
+    client: &ComputeClient<'_, Channel>,
+    op: &Op,
+    run: impl Fn(&[&Tensor<'_, Channel>], &Tensor<'_, Channel>) -> Result<(), Error>,
+) -> Vec<u8> {
+    let ins = operands(client, op);
+    let refs: Vec<_> = ins.iter().collect();
+    let out = client.empty(op.operands().unwrap().output).unwrap();
+    run(&refs, &out).unwrap();
+    let mut bytes = vec![0; out.bytes() as usize];
+    client.read(&out, &mut bytes).unwrap();
+    bytes
+}
+
+fn stats(channel: &Channel) -> TuneStats {
+    channel.with(|s| s.tune_stats()).unwrap()
+}
+
+fn set_tuning(channel: &Channel, mode: TuneMode, config: TuneConfig) {
+    channel.with(|s| s.set_tuning(mode, config)).unwrap();
+}
+
+/// NPU cycles of one job of `op`, run as the server's mode says, on a synced NPU.
+fn cycles_of(channel: &Channel, op: &Op) -> u64 {
+    let client = ComputeClient::new(channel);
+    let ins = operands(&client, op);
+    let refs: Vec<_> = ins.iter().collect();
+    let out = client.empty(op.operands().unwrap().output).unwrap();
+    client.sync().unwrap();
+    let t0 = channel.with(|s| s.now()).unwrap();
+    client.execute_autotune(op, &refs, &out).unwrap();
+    client.sync().unwrap();
+    channel.with(|s| s.now()).unwrap() - t0
+}
+
+#[test]
+fn first_dispatch_measures_later_ones_hit_and_results_do_not_change() {
+    let op = kws_conv0();
+    let reference = {
+        let ch = channel(SimConfig::default());
+        let client = ComputeClient::new(&ch);
+        output_of(&client, &op, |i, o| client.execute(&op, i, o))
+    };
+
+    let ch = channel(SimConfig::default());
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let client = ComputeClient::new(&ch);
+    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(tuned, reference, "tuning changed the result");
+    let first = stats(&ch);
+    assert_eq!(first.tuning_runs, 1);
+    assert_eq!(first.misses, 1);
+    assert!(first.measurements >= 8, "{first:?}");
+    assert!(first.tuning_cycles > 0);
+
+    let again = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(again, reference);
+    let second = stats(&ch);
+    assert_eq!(second.tuning_runs, 1, "a tuned key is not tuned again");
+    assert_eq!(
+        second.measurements, first.measurements,
+        "a hit measures nothing"
+    );
+    assert_eq!(second.hits, 1);
+
+    // The tuned choice is im2col, and it is what runs now: the job costs what the model says
+    // im2col costs, well below the default.
+    let tuned_cycles = cycles_of(&ch, &op);
+    let auto_cycles = {
+        let ch = channel(SimConfig::default());
+        cycles_of(&ch, &op)
+    };
+    assert!(
+        tuned_cycles * 10 < auto_cycles * 7,
+        "tuned {tuned_cycles} vs auto {auto_cycles}"
+    );
+}
+
+#[test]
+fn every_candidate_gives_the_same_bytes() {
+    let op = kws_conv0();
+    let ch = channel(SimConfig::default());
+    let client = ComputeClient::new(&ch);
+    let reference = output_of(&client, &op, |i, o| client.execute(&op, i, o));
+    let candidates = [
+        Variant::Block { h: 8, w: 8 },
+        Variant::Block { h: 4, w: 16 },
+        Variant::Block { h: 2, w: 32 },
+        Variant::Im2col,
+    ];
+    for v in candidates {
+        let ch = channel(SimConfig::default());
+        set_tuning(
+            &ch,
+            TuneMode::Fixed(Candidate::Npu(v)),
+            TuneConfig::default(),
+        );
+        let client = ComputeClient::new(&ch);
+        let out = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+        assert_eq!(out, reference, "{v:?}");
+        assert_eq!(stats(&ch).fallbacks, 0, "{v:?} did not run");
+    }
+    // The CPU fallback too.
+    let out = output_of(&client, &op, |i, o| {
+        ch.with(|s| {
+            let ids: Vec<_> = i.iter().map(|t| t.id()).collect();
+            s.execute_with(&op, Candidate::Cpu, &ids, o.id())
+        })?
+    });
+    assert_eq!(out, reference);
+}
+
+#[test]
+fn an_imported_table_replaces_measuring() {
+    let op = kws_conv0();
+    let ch = channel(SimConfig::default());
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let tuning = cycles_of(&ch, &op);
+    let tuned_again = cycles_of(&ch, &op);
+    let mut table = [0u8; 4096];
+    let len = ch.with(|s| s.export_tuning(&mut table)).unwrap().unwrap();
+    assert_eq!(len, 32 + 32, "a header and one entry");
+    let table = &table[..len];
+
+    let fresh = channel(SimConfig::default());
+    assert_eq!(fresh.with(|s| s.import_tuning(table)).unwrap(), Ok(1));
+    set_tuning(&fresh, TuneMode::CacheOnly, TuneConfig::default());
+    assert_eq!(cycles_of(&fresh, &op), tuned_again);
+    assert!(
+        tuned_again * 2 < tuning,
+        "the tuning dispatch includes the measuring"
+    );
+    let s = stats(&fresh);
+    assert_eq!((s.tuning_runs, s.measurements, s.hits), (0, 0, 1), "{s:?}");
+
+    // Exporting the imported choices gives the same bytes.
+    let mut again = [0u8; 4096];
+    let n = fresh
+        .with(|s| s.export_tuning(&mut again))
+        .unwrap()
+        .unwrap();
+    assert_eq!(&again[..n], table);
+
+    // Another NPU configuration refuses it, as does a corrupted table, and neither loads
+    // anything.
+    let other = channel(SimConfig {
+        macs_per_cycle: 256,
+        ..SimConfig::default()
+    });
+    assert!(matches!(
+        other.with(|s| s.import_tuning(table)).unwrap(),
+        Err(Error::Table(TableError::OtherHal { .. }))
+    ));
+    let mut corrupt = table.to_vec();
+    corrupt[40] ^= 1;
+    assert!(matches!(
+        other.with(|s| s.import_tuning(&corrupt)).unwrap(),
+        Err(Error::Table(TableError::Checksum { .. }))
+    ));
+    let mut none = [0u8; 64];
+    assert_eq!(other.with(|s| s.export_tuning(&mut none)).unwrap(), Ok(32));
+}
+
+#[test]
+fn the_budget_bounds_measuring_and_auto_is_always_timed() {
+    let op = kws_conv0();
+    let ch = channel(SimConfig::default());
+    // Room for one candidate (a warm-up and three samples): only `Auto` is timed.
+    let tight = TuneConfig {
+        max_measurements: 4,
+        ..TuneConfig::default()
+    };
+    set_tuning(&ch, TuneMode::Tune, tight);
+    cycles_of(&ch, &op);
+    let auto_cycles = cycles_of(&ch, &op);
+    let s = stats(&ch);
+    assert_eq!((s.tuning_runs, s.measurements), (1, 4), "{s:?}");
+    let default = channel(SimConfig::default());
+    assert_eq!(auto_cycles, cycles_of(&default, &op), "the winner is Auto");
+}
+
+#[test]
+fn a_key_being_tuned_is_not_tuned_twice() {
+    let op = kws_conv0();
+    let ch = channel(SimConfig::default());
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let client = ComputeClient::new(&ch);
+    let ins = operands(&client, &op);
+    let ids: Vec<_> = ins.iter().map(|t| t.id()).collect();
+    let out = client.empty(op.operands().unwrap().output).unwrap();
+    // The first caller claims the key and is handed the candidates...
+    let first = ch
+        .with(|s| s.execute_tuned(&op, &ids, out.id()))
+        .unwrap()
+        .unwrap();
+    let Dispatch::Tune { candidates, .. } = first else {
+        panic!("expected a claim, got {first:?}")
+    };
+    assert_eq!(candidates[0], Candidate::Npu(Variant::Auto));
+    assert!(candidates.contains(&Candidate::Npu(Variant::Im2col)));
+    // ... a second one meanwhile runs the default unmeasured.
+    let second = ch
+        .with(|s| s.execute_tuned(&op, &ids, out.id()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(second, Dispatch::Submitted);
+    let s = stats(&ch);
+    assert_eq!((s.misses, s.fallbacks, s.measurements), (1, 1, 0));
+}
+
+#[test]
+fn ops_with_one_way_to_run_are_never_tuned() {
+    let ch = channel(SimConfig::default());
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let client = ComputeClient::new(&ch);
+    let q = q(0.05, 0);
+    let op = Op::AddI8 {
+        len: 64,
+        params: npu_kernels::int8::AddParams::new(q, q, q, Activation::None).unwrap(),
+    };
+    output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(stats(&ch), TuneStats::default());
+}
