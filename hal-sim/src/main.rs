@@ -25,6 +25,7 @@ use npu_compute::graph::Optimise;
 use npu_compute::hal::{JobKind, Npu, Op, Region, Variant};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
 use npu_compute::server::NpuServer;
+use npu_compute::tune::{Candidate, TuneMode};
 use npu_kernels::int8::{Activation, AddParams, Quant};
 use npu_sim::runner::{self, RunOptions};
 use npu_sim::workloads::{
@@ -74,6 +75,28 @@ enum Command {
         /// fewest cycles (whole tensors).
         #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
         optimise: OptimiseArg,
+        /// Run each layer as this tuning table (from `npu-sim tune`) says, measuring nothing.
+        #[arg(long, conflicts_with = "autotune")]
+        tune_table: Option<PathBuf>,
+        /// Tune every layer shape in an untimed first invoke, then report the next one.
+        #[arg(long)]
+        autotune: bool,
+    },
+    /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
+    /// once, keep the fastest, and write the choices as a tuning table.
+    Tune {
+        /// The model.
+        model: PathBuf,
+        /// Where to write the tuning table.
+        #[arg(long)]
+        export: PathBuf,
+        /// Raw bytes of the input tensor (repeat for several; default zeros: cycles do not
+        /// depend on the data).
+        #[arg(long)]
+        input: Vec<PathBuf>,
+        /// Bytes of NPU arena (device memory).
+        #[arg(long, default_value_t = 1 << 20)]
+        arena: usize,
     },
     /// Describe a .tflite model: tensors, quantization, and where each operator runs.
     Inspect {
@@ -135,6 +158,15 @@ enum Bench {
         /// Timed invocations per input (the median over all is reported).
         #[arg(long, default_value_t = 30)]
         repeat: usize,
+    },
+    /// Every model of a reference-model directory (as `bench models`): NPU cycles with each
+    /// kernel variant fixed, tuned (a table made by tuning, imported into a fresh simulator),
+    /// the one-time tuning cost, and the measurements a run from the table takes (none). Fails
+    /// if a tuned model is slower than its best fixed choice, a run from the table measures,
+    /// or an output differs from TFLM's.
+    Tune {
+        /// The directory (e.g. examples/models or ../shared/models).
+        dir: PathBuf,
     },
     /// Host nanoseconds per `execute` of a tiny op through client, channel, server, simulator.
     Dispatch {
@@ -223,6 +255,8 @@ fn main() -> ExitCode {
             stats,
             repeat,
             optimise,
+            tune_table,
+            autotune,
         } => run_model(
             &model,
             &input,
@@ -231,7 +265,15 @@ fn main() -> ExitCode {
             stats.as_deref(),
             repeat,
             optimise.into(),
+            tune_table.as_deref(),
+            autotune,
         ),
+        Command::Tune {
+            model,
+            export,
+            input,
+            arena,
+        } => tune_model(&model, &export, &input, arena),
         Command::Inspect { model } => read_model(&model)
             .and_then(|m| runner::inspect(m, SimConfig::default()).map_err(|e| e.to_string()))
             .map(|text| print!("{text}")),
@@ -246,6 +288,9 @@ fn main() -> ExitCode {
         Command::Bench {
             which: Bench::Models { dir, repeat },
         } => bench_models(&dir, repeat),
+        Command::Bench {
+            which: Bench::Tune { dir },
+        } => bench_tune(&dir),
         Command::Bench {
             which: Bench::Dispatch { batches, per_batch },
         } => bench_dispatch(batches, per_batch).map_err(|e| e.to_string()),
@@ -604,11 +649,46 @@ fn bench_chain(jobs: usize, host_cycles: u64, repeat: usize) -> Result<(), Strin
     Ok(())
 }
 
+fn read_inputs(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
+    paths
+        .iter()
+        .map(|p| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display())))
+        .collect()
+}
+
+/// `npu-sim tune MODEL --export TABLE`.
+fn tune_model(model: &Path, export: &Path, inputs: &[PathBuf], arena: usize) -> Result<(), String> {
+    let model_bytes = read_model(model)?;
+    let mut inputs = read_inputs(inputs)?;
+    if inputs.is_empty() {
+        let sizes = runner::input_sizes(model_bytes).map_err(|e| e.to_string())?;
+        inputs = sizes.into_iter().map(|n| vec![0; n as usize]).collect();
+    }
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let opts = RunOptions {
+        arena_bytes: arena,
+        ..RunOptions::default()
+    };
+    let (table, stats) = runner::tune(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
+    std::fs::write(export, &table).map_err(|e| format!("{}: {e}", export.display()))?;
+    println!(
+        "{}: {} layer shapes tuned, {} measurements, {} tuning cycles; table {} B written to {}",
+        model.display(),
+        stats.tuning_runs,
+        stats.measurements,
+        stats.tuning_cycles,
+        table.len(),
+        export.display()
+    );
+    Ok(())
+}
+
 fn read_model(path: &Path) -> Result<&'static [u8], String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(runner::leak_aligned(&bytes))
 }
 
+#[allow(clippy::too_many_arguments)] // one per command-line option
 fn run_model(
     model: &Path,
     inputs: &[PathBuf],
@@ -617,17 +697,28 @@ fn run_model(
     stats: Option<&Path>,
     repeat: usize,
     optimise: Optimise,
+    tune_table: Option<&Path>,
+    autotune: bool,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
-    let inputs: Vec<Vec<u8>> = inputs
-        .iter()
-        .map(|p| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display())))
-        .collect::<Result<_, _>>()?;
+    let inputs = read_inputs(inputs)?;
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let table = match tune_table {
+        Some(path) => Some(&*Vec::leak(
+            std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
     let opts = RunOptions {
         arena_bytes: arena,
         repeats: repeat,
         optimise,
+        tune_mode: match (table, autotune) {
+            (Some(_), _) => TuneMode::CacheOnly,
+            (None, true) => TuneMode::Tune,
+            (None, false) => TuneMode::Off,
+        },
+        tune_table: table,
         ..RunOptions::default()
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
@@ -655,6 +746,15 @@ fn run_model(
         model.display(),
         first.iter().map(|&b| b as i8).collect::<Vec<_>>()
     );
+    if tune_table.is_some() || autotune {
+        println!(
+            "  tuning: {} layer shapes measured ({} measurements), {} tuned choices used, {} fallbacks",
+            report.tuning.tuning_runs,
+            report.tuning.measurements,
+            report.tuning.hits,
+            report.tuning.fallbacks
+        );
+    }
     println!(
         "  {} NPU cycles, {} jobs ({} transfers, {} on the CPU fallback), arena peak {} B ({} B held by constants), runtime state {} B, weights {}",
         report.npu_cycles,
@@ -830,4 +930,133 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
         return Err(format!("{failures} outputs differ from TFLM's"));
     }
     Ok(())
+}
+
+/// The fixed choices `bench tune` compares the tuned one with (each applied wherever the layer
+/// supports it, `Auto` elsewhere).
+const FIXED: [(&str, Candidate); 7] = [
+    ("auto", Candidate::Npu(Variant::Auto)),
+    ("8x8", Candidate::Npu(Variant::Block { h: 8, w: 8 })),
+    ("16x4", Candidate::Npu(Variant::Block { h: 16, w: 4 })),
+    ("4x16", Candidate::Npu(Variant::Block { h: 4, w: 16 })),
+    ("2x32", Candidate::Npu(Variant::Block { h: 2, w: 32 })),
+    ("32x2", Candidate::Npu(Variant::Block { h: 32, w: 2 })),
+    ("im2col", Candidate::Npu(Variant::Im2col)),
+];
+
+/// `npu-sim bench tune DIR`.
+fn bench_tune(dir: &Path) -> Result<(), String> {
+    let names = model_names(dir)?;
+    let mut table = String::from("| model |");
+    for (name, _) in FIXED {
+        table += &format!(" {name} |");
+    }
+    table += " **tuned** | best fixed | tuned / best | shapes tuned | measurements | tuning cycles | ÷ one inference | table B | measurements with the table | outputs = TFLM |\n|---|";
+    table += &"---|".repeat(FIXED.len() + 10);
+    table += "\n";
+    let mut failures = Vec::new();
+    for name in names {
+        let model_dir = dir.join(&name);
+        let model = read_model(&model_dir.join("model.tflite"))?;
+        let input = std::fs::read(model_dir.join("input_0.bin")).map_err(|e| e.to_string())?;
+        let expected =
+            std::fs::read(model_dir.join("expected_tflm_0.bin")).map_err(|e| e.to_string())?;
+        let run = |opts: RunOptions| {
+            runner::run(model, &[&input], &opts).map_err(|e| format!("{name}: {e}"))
+        };
+        let mut exact = 0;
+        let mut runs = 0;
+        let mut check = |report: &runner::RunReport| {
+            runs += 1;
+            exact += usize::from(report.outputs.first() == Some(&expected));
+        };
+        table += &format!("| {name} |");
+        let mut best = u64::MAX;
+        for (_, c) in FIXED {
+            let report = run(RunOptions {
+                tune_mode: TuneMode::Fixed(c),
+                repeats: 0,
+                ..RunOptions::default()
+            })?;
+            check(&report);
+            best = best.min(report.npu_cycles);
+            table += &format!(" {} |", report.npu_cycles);
+        }
+        let (tuning, stats) = runner::tune(model, &[&input], &RunOptions::default())
+            .map_err(|e| format!("{name}: {e}"))?;
+        let tuning_table: &'static [u8] = Vec::leak(tuning);
+        let tuned = run(RunOptions {
+            tune_mode: TuneMode::CacheOnly,
+            tune_table: Some(tuning_table),
+            repeats: 0,
+            ..RunOptions::default()
+        })?;
+        check(&tuned);
+        let auto = run(RunOptions {
+            repeats: 0,
+            ..RunOptions::default()
+        })?;
+        table += &format!(
+            " **{}** | {best} | {:.3} | {} | {} | {} | {:.1} | {} | {} | {exact}/{runs} |\n",
+            tuned.npu_cycles,
+            tuned.npu_cycles as f64 / best as f64,
+            stats.tuning_runs,
+            stats.measurements,
+            stats.tuning_cycles,
+            stats.tuning_cycles as f64 / auto.npu_cycles as f64,
+            tuning_table.len(),
+            tuned.tuning.measurements,
+        );
+        if tuned.npu_cycles > best {
+            failures.push(format!(
+                "{name}: tuned {} > best fixed {best}",
+                tuned.npu_cycles
+            ));
+        }
+        if tuned.tuning.measurements != 0 || tuned.tuning.tuning_runs != 0 {
+            failures.push(format!("{name}: the run from the table measured"));
+        }
+        if exact != runs {
+            failures.push(format!(
+                "{name}: {} of {runs} outputs differ from TFLM's",
+                runs - exact
+            ));
+        }
+    }
+    println!("{table}");
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+/// The model names of a reference-model directory: from its `figures.json`, or else every
+/// subdirectory holding a `model.tflite` (the repository's `examples/models`), sorted.
+fn model_names(dir: &Path) -> Result<Vec<String>, String> {
+    let path = dir.join("figures.json");
+    if !path.exists() {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("model.tflite").exists())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        return Ok(names);
+    }
+    let figures: serde_json::Value = std::fs::read(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())))?;
+    figures
+        .as_array()
+        .ok_or("figures.json: expected an array")?
+        .iter()
+        .map(|row| {
+            row["model"]
+                .as_str()
+                .map(String::from)
+                .ok_or_else(|| "figures.json: model without a name".to_string())
+        })
+        .collect()
 }

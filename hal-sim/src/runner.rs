@@ -20,6 +20,9 @@ use npu_compute::channel::RefCellChannel;
 use npu_compute::memory::ChunkSliceMemory;
 use npu_compute::server::NpuServer;
 
+use npu_compute::server::{ComputeServer, TuneStats};
+use npu_compute::tune::{TuneCache, TuneConfig, TuneMode};
+
 use crate::workloads::{self, WorkloadError};
 use crate::{SimConfig, SimNpu};
 
@@ -33,6 +36,8 @@ pub const HANDLES: usize = 256;
 /// Memory chunks of the runner's server (each constant in the arena and each live activation
 /// holds one).
 pub const CHUNKS: usize = 256;
+/// Layer shapes the runner's server can tune (its tuning cache's capacity).
+const TUNE_CAPACITY: u16 = TuneCache::<{ npu_compute::tune::DEFAULT_TUNE_ENTRIES }>::capacity();
 /// The server the runner drives.
 pub type ModelServer<'a> = NpuServer<SimNpu<'a>, ChunkSliceMemory<CHUNKS>, HANDLES>;
 /// The channel the runner drives.
@@ -53,6 +58,12 @@ pub struct RunOptions {
     pub repeats: usize,
     /// What the arena plan optimises.
     pub optimise: Optimise,
+    /// How layers are tuned ([`TuneMode::Off`] by default). In [`TuneMode::Tune`] an untimed
+    /// first invoke measures; the figures come from the next one.
+    pub tune_mode: TuneMode,
+    /// A tuning table to import before the model is prepared (then use
+    /// [`TuneMode::CacheOnly`] to run from it alone).
+    pub tune_table: Option<&'static [u8]>,
 }
 
 impl Default for RunOptions {
@@ -63,6 +74,8 @@ impl Default for RunOptions {
             config: SimConfig::default(),
             repeats: 1,
             optimise: Optimise::Cycles,
+            tune_mode: TuneMode::Off,
+            tune_table: None,
         }
     }
 }
@@ -102,13 +115,15 @@ pub struct RunReport {
     pub weights_in_flash: bool,
     /// Median host microseconds per invocation (simulator included).
     pub host_us: f64,
+    /// The tuner's counters over the whole run (measuring invokes included).
+    pub tuning: TuneStats,
 }
 
 impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
@@ -125,7 +140,12 @@ impl RunReport {
             self.staging_copy_bytes,
             self.cpu_ops,
             self.weights_in_flash,
-            self.host_us
+            self.host_us,
+            self.tuning.tuning_runs,
+            self.tuning.measurements,
+            self.tuning.tuning_cycles,
+            self.tuning.hits,
+            self.tuning.fallbacks,
         )
     }
 }
@@ -150,6 +170,8 @@ pub enum RunError {
     },
     /// A pipeline run ([`crate::pipeline`]) could not be made or measured: what went wrong.
     Pipeline(&'static str),
+    /// A tuning table was refused, or could not be made.
+    Tuning(npu_compute::Error),
 }
 
 impl std::fmt::Display for RunError {
@@ -159,6 +181,7 @@ impl std::fmt::Display for RunError {
             RunError::Graph(e) => write!(f, "{e}"),
             RunError::Model(e) => write!(f, "malformed model: {e:?}"),
             RunError::Pipeline(what) => write!(f, "pipeline run: {what}"),
+            RunError::Tuning(e) => write!(f, "{e}"),
             RunError::InputSize {
                 index,
                 expected,
@@ -215,6 +238,7 @@ pub fn run(
     let channel = channel(&mut device, &mut host, opts.config)?;
     let client = ComputeClient::new(&channel);
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    set_up_tuning(&channel, opts)?;
     let mut graph: SimGraph = Graph::prepare_with(client, model, opts.optimise)?;
     for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
         if input.len() != expected as usize {
@@ -228,6 +252,9 @@ pub fn run(
     // The prepare's uploads (multipliers, copied constants) finish before the measured invoke.
     client.sync().map_err(stack)?;
     let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
+    if opts.tune_mode == TuneMode::Tune {
+        invoke(&mut graph, inputs, &mut outputs)?;
+    }
 
     let before = channel
         .with(|s| (s.npu().now(), s.npu().stats()))
@@ -264,7 +291,54 @@ pub fn run(
         cpu_ops: server_after.cpu_ops - server_before.cpu_ops,
         weights_in_flash: graph.weights_in_flash(),
         host_us: times.get(times.len() / 2).copied().unwrap_or(0.0),
+        tuning: channel.with(|s| s.tune_stats()).map_err(stack)?,
     })
+}
+
+/// Imports `opts.tune_table` and sets `opts.tune_mode` on the runner's server.
+fn set_up_tuning(channel: &ModelChannel<'_>, opts: &RunOptions) -> Result<(), RunError> {
+    let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    if let Some(table) = opts.tune_table {
+        channel
+            .with(|s| s.import_tuning(table))
+            .map_err(stack)?
+            .map_err(RunError::Tuning)?;
+    }
+    channel
+        .with(|s| s.set_tuning(opts.tune_mode, TuneConfig::default()))
+        .map_err(stack)
+}
+
+/// Tunes `model`: prepares it in [`TuneMode::Tune`] (with `opts`' arena and NPU) and invokes
+/// it once on `inputs`, measuring every layer shape's candidates; returns the tuning table
+/// and the tuner's counters.
+pub fn tune(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<(Vec<u8>, TuneStats), RunError> {
+    let mut device = workloads::aligned_memory(opts.arena_bytes);
+    let mut host = workloads::aligned_memory(opts.host_bytes);
+    let channel = channel(&mut device, &mut host, opts.config)?;
+    let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    set_up_tuning(
+        &channel,
+        &RunOptions {
+            tune_mode: TuneMode::Tune,
+            ..*opts
+        },
+    )?;
+    let mut graph: SimGraph =
+        Graph::prepare_with(ComputeClient::new(&channel), model, opts.optimise)?;
+    let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
+    invoke(&mut graph, inputs, &mut outputs)?;
+    let mut table = vec![0u8; npu_compute::tune::table_bytes(usize::from(TUNE_CAPACITY))];
+    let len = channel
+        .with(|s| s.export_tuning(&mut table))
+        .map_err(stack)?
+        .map_err(RunError::Tuning)?;
+    table.truncate(len);
+    Ok((table, channel.with(|s| s.tune_stats()).map_err(stack)?))
 }
 
 fn invoke(
@@ -274,6 +348,16 @@ fn invoke(
 ) -> Result<(), GraphError> {
     let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|o| o.as_mut_slice()).collect();
     graph.invoke(inputs, &mut outs)
+}
+
+/// Bytes of each of `model`'s inputs.
+pub fn input_sizes(model: &'static [u8]) -> Result<Vec<u32>, RunError> {
+    let mut device = workloads::aligned_memory(16 << 20);
+    let mut host = workloads::aligned_memory(256 << 10);
+    let channel = channel(&mut device, &mut host, SimConfig::default())?;
+    let graph: SimGraph =
+        Graph::prepare_with(ComputeClient::new(&channel), model, Optimise::Cycles)?;
+    Ok(graph.input_sizes().collect())
 }
 
 /// The arena a model needs on `config`'s NPU, from its prepared graph's plan: an arena of

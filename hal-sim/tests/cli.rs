@@ -220,3 +220,77 @@ fn bench_pipeline_prints_both_modes() {
     assert!(busy("| pipelined |") >= 95.0, "{stdout}");
     assert!(busy("| one after another |") < 75.0, "{stdout}");
 }
+
+#[test]
+fn tune_exports_a_table_that_run_uses_without_measuring() {
+    let dir = std::env::temp_dir().join(format!("npu-sim-cli-tune-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (table, stats, out) = (
+        dir.join("table.bin"),
+        dir.join("stats.json"),
+        dir.join("out.bin"),
+    );
+    let m = models().join("kws_dscnn");
+    let model = m.join("model.tflite");
+    let o = npu_sim(&[
+        "tune",
+        model.to_str().unwrap(),
+        "--export",
+        table.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&table).unwrap();
+    assert_eq!(&bytes[..4], b"NPUT");
+    assert!(
+        bytes.len() > 32 && (bytes.len() - 32) % 32 == 0,
+        "{}",
+        bytes.len()
+    );
+
+    let run = |table: &std::path::Path| {
+        npu_sim(&[
+            "run",
+            model.to_str().unwrap(),
+            "--input",
+            m.join("input_0.bin").to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "--tune-table",
+            table.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+        ])
+    };
+    let o = run(&table);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(m.join("expected_tflm_0.bin")).unwrap()
+    );
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert_eq!(json["tuning_runs"].as_u64(), Some(0), "{json}");
+    assert_eq!(json["tune_measurements"].as_u64(), Some(0), "{json}");
+    assert!(json["tune_hits"].as_u64().unwrap() > 0, "{json}");
+    // kws_dscnn's first convolution runs as im2col: well below the untuned 90,600 cycles.
+    assert!(json["npu_cycles"].as_u64().unwrap() < 80_000, "{json}");
+
+    let mut corrupt = bytes.clone();
+    corrupt[40] ^= 0x10;
+    let bad = dir.join("bad.bin");
+    std::fs::write(&bad, &corrupt).unwrap();
+    let o = run(&bad);
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("checksum"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_tune_meets_its_targets_on_the_product_models() {
+    let o = npu_sim(&["bench", "tune", models().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for model in ["convnet", "inception", "kws_dscnn", "tiny_transformer"] {
+        assert!(stdout.contains(&format!("| {model} |")), "{stdout}");
+    }
+}

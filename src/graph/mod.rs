@@ -24,6 +24,13 @@
 //!   blocks, and runs nothing. With [`Optimise::Memory`], chains of convolutions and pools
 //!   run in stripes of rows (see `tile`).
 //!
+//! Every operator is dispatched with
+//! [`execute_autotune`](crate::client::ComputeClient::execute_autotune): with the server's
+//! tuning off (the default) that is plain `execute`; in [`TuneMode::Tune`](crate::tune::TuneMode)
+//! the first invoke measures each new layer shape once, and with an imported table
+//! ([`TuneMode::CacheOnly`](crate::tune::TuneMode)) each layer runs its tuned variant at no
+//! measuring cost.
+//!
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
 //! `TENSORS` tensors per model, [`MAX_IO`] inputs and outputs.
@@ -1035,8 +1042,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 let out = self.client.place(pool, slot.offset, slot.bytes);
                 let out = out.map_err(self.failed(si))?;
                 if !step.in_place {
+                    // As the server's tune mode says: `execute` when tuning is off.
                     self.client
-                        .execute(op, &refs, &out)
+                        .execute_autotune(op, &refs, &out)
                         .map_err(self.failed(si))?;
                 }
                 out
@@ -1106,7 +1114,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     .map_err(&failed)?;
                 let mut refs = self.operand_refs(a + k, 1)?;
                 refs.insert(0, &input).map_err(|_| uncut(k))?;
-                client.execute(op, &refs, &out).map_err(&failed)?;
+                // A band is a shape of its own: tuned under its own key.
+                client.execute_autotune(op, &refs, &out).map_err(&failed)?;
                 band = Some(out);
             }
         }
