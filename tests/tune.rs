@@ -16,7 +16,7 @@ use npu_compute::Error;
 use npu_kernels::int8::{
     Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d,
 };
-use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu};
 
 type Server = NpuServer<SimNpu<'static>>;
 type Channel = RefCellChannel<Server>;
@@ -69,19 +69,6 @@ fn kws_conv0() -> Op {
     )
 }
 
-/// xorshift64 bytes.
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
-
 /// The op's input tensors: noise data and weights, valid multipliers, small biases.
 fn operands<'c>(client: &ComputeClient<'c, Channel>, op: &Op) -> Vec<Tensor<'c, Channel>> {
     let need = op.operands().unwrap();
@@ -102,7 +89,11 @@ fn operands<'c>(client: &ComputeClient<'c, Channel>, op: &Op) -> Vec<Tensor<'c, 
                 3 => (0..len / 4)
                     .flat_map(|c| ((c as i32 * 37) % 601 - 300).to_le_bytes())
                     .collect(),
-                _ => noise(0x5eed + i as u64, len as usize),
+                _ => bytemuck::cast_slice(&workloads::pseudo_random_i8(
+                    0x5eed + i as u32,
+                    len as usize,
+                ))
+                .to_vec(),
             };
             client.create(&bytes).unwrap()
         })
