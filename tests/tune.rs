@@ -324,3 +324,47 @@ fn ops_with_one_way_to_run_are_never_tuned() {
     output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
     assert_eq!(stats(&ch), TuneStats::default());
 }
+
+#[test]
+fn a_tuning_that_cannot_measure_still_runs_the_op() {
+    let op = kws_conv0();
+    let reference = {
+        let ch = channel(SimConfig::default());
+        let client = ComputeClient::new(&ch);
+        output_of(&client, &op, |i, o| client.execute(&op, i, o))
+    };
+    // An arena with room for the operands but not for a second output to time into.
+    let device = Box::leak(Box::new(AlignedMemory::<{ 16 * 1024 }>::new()));
+    let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
+    let npu = SimNpu::new(
+        device.as_mut_slice(),
+        host.as_mut_slice(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let ch: Channel = RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap());
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let client = ComputeClient::new(&ch);
+    let ins = operands(&client, &op);
+    let refs: Vec<_> = ins.iter().collect();
+    let need = op.operands().unwrap().output;
+    let out = client.empty(need).unwrap();
+    // Fill the rest of the arena so that the scratch output cannot be reserved.
+    let mut filler = Vec::new();
+    while let Ok(t) = client.empty(need) {
+        filler.push(t);
+    }
+    client.execute_autotune(&op, &refs, &out).unwrap();
+    let mut bytes = vec![0; need as usize];
+    client.read(&out, &mut bytes).unwrap();
+    assert_eq!(bytes, reference);
+    let s = stats(&ch);
+    assert_eq!(
+        (s.misses, s.tuning_runs),
+        (1, 0),
+        "{s:?}: the failed tuning is recorded"
+    );
+    // ... and not retried.
+    client.execute_autotune(&op, &refs, &out).unwrap();
+    assert_eq!(stats(&ch).hits, 1);
+}
