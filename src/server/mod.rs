@@ -167,11 +167,13 @@ pub trait ComputeServer {
     /// Counters of the tuner.
     fn tune_stats(&self) -> TuneStats;
     /// Writes the measured choices as a tuning table (see [`crate::tune::table`]) into `out`;
-    /// returns its length. Errors: [`Error::Table`] ([`TableError::BufferTooSmall`](crate::tune::TableError::BufferTooSmall)).
+    /// returns its length. Errors: [`Error::Table`]
+    /// ([`TableError::BufferTooSmall`](crate::tune::TableError::BufferTooSmall)).
     fn export_tuning(&self, out: &mut [u8]) -> Result<usize, Error>;
     /// Checks a tuning table against this crate and this NPU's configuration and loads its
     /// choices; returns how many. All or nothing. Errors: [`Error::Table`] naming what was
-    /// wrong ([`TableError::OtherHal`](crate::tune::TableError::OtherHal) for a table made on another configuration).
+    /// wrong ([`TableError::OtherHal`](crate::tune::TableError::OtherHal) for a table made on
+    /// another configuration).
     fn import_tuning(&mut self, bytes: &[u8]) -> Result<u16, Error>;
     /// Wait for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
@@ -746,16 +748,6 @@ impl<
             self.staging.free_after(fence, block)?;
         }
         Ok(())
-    }
-
-    /// The candidates worth timing for `op` on this NPU (`Npu(Auto)` first), in the families
-    /// [`TUNED_FAMILIES`] names.
-    fn candidates_for(&self, op: &Op) -> heapless::Vec<Candidate, { crate::tune::MAX_CANDIDATES }> {
-        if !self.caps.ops.runs(op) {
-            return heapless::Vec::new();
-        }
-        let npu = &self.npu;
-        candidates(op, true, true, false, |v| npu.supports_variant(op, v))
     }
 
     /// What a tuning table made here must match: the capabilities that change cycles and the
@@ -1402,23 +1394,30 @@ impl<
         let fixed = match self.tuning.mode {
             TuneMode::Off => None,
             TuneMode::Fixed(c) => Some(c),
+            // The CPU fallback is the only way: nothing to look up.
+            _ if !self.caps.ops.runs(op) => None,
             mode => {
-                let list = self.candidates_for(op);
-                if list.len() < 2 {
-                    // Nothing to choose between: no key, no measurement.
-                    None
-                } else {
-                    let key = TuneKey::of(op, TUNED_FAMILIES);
-                    match self.tuning.cache.lookup(key) {
-                        Lookup::Hit(choice) => {
-                            self.tuning.stats.hits += 1;
-                            Some(choice.candidate)
-                        }
-                        Lookup::InProgress => {
-                            self.tuning.stats.fallbacks += 1;
+                let key = TuneKey::of(op, TUNED_FAMILIES);
+                match self.tuning.cache.lookup(key) {
+                    Lookup::Hit(choice) => {
+                        self.tuning.stats.hits += 1;
+                        Some(choice.candidate)
+                    }
+                    Lookup::InProgress => {
+                        self.tuning.stats.fallbacks += 1;
+                        None
+                    }
+                    Lookup::Miss => {
+                        // Listed on a miss only: asking the driver about each variant may cost
+                        // it a search per candidate, which a hit must not pay every invoke.
+                        // The families of TUNED_FAMILIES: blocks and im2col, not the CPU.
+                        let npu = &self.npu;
+                        let list =
+                            candidates(op, true, true, false, |v| npu.supports_variant(op, v));
+                        if list.len() < 2 {
+                            // Nothing to choose between: never claimed, not counted.
                             None
-                        }
-                        Lookup::Miss => {
+                        } else {
                             self.tuning.stats.misses += 1;
                             if mode == TuneMode::Tune && self.tuning.cache.claim(key).is_ok() {
                                 return Ok(Dispatch::Tune {
