@@ -29,7 +29,7 @@
 //! server runs `Auto` for the one that cannot run the stored choice.
 
 use crate::hal::{DType, Op, OpKind};
-use npu_kernels::int8::Padding;
+use npu_kernels::int8::{Padding, Window2d};
 
 /// Bytes of a [`TuneKey`].
 pub const KEY_BYTES: usize = 16;
@@ -59,6 +59,21 @@ fn exact(x: u32) -> u8 {
     u8::try_from(x).unwrap_or(u8::MAX)
 }
 
+/// Key bytes 3..=10 of a convolution: the padding flag, the exact window, and `last` (the
+/// groups of a convolution, the depth multiplier of a depthwise one).
+fn window(w: Window2d, last: u32) -> [u32; 8] {
+    [
+        u32::from(w.padding == Padding::Same),
+        w.filter_height,
+        w.filter_width,
+        w.stride_height,
+        w.stride_width,
+        w.dilation_height,
+        w.dilation_width,
+        last,
+    ]
+}
+
 fn size(x: u64) -> u8 {
     bucket(u32::try_from(x).unwrap_or(u32::MAX))
 }
@@ -80,39 +95,17 @@ impl TuneKey {
         // Bytes 3..=10: flags and the exact window; 11..=15 the size buckets.
         let (window, sizes): ([u32; 8], [u64; 5]) = match *op {
             Op::Conv2dI8 { shape, params } => {
-                let w = shape.window;
                 let i = shape.input;
                 let groups = i.channels.checked_div(shape.filter_depth).unwrap_or(0);
                 (
-                    [
-                        u32::from(w.padding == Padding::Same),
-                        w.filter_height,
-                        w.filter_width,
-                        w.stride_height,
-                        w.stride_width,
-                        w.dilation_height,
-                        w.dilation_width,
-                        groups,
-                    ],
+                    window(shape.window, groups),
                     nhwc(i, params.output_shape().channels),
                 )
             }
-            Op::DepthwiseConv2dI8 { shape, params } => {
-                let w = shape.window;
-                (
-                    [
-                        u32::from(w.padding == Padding::Same),
-                        w.filter_height,
-                        w.filter_width,
-                        w.stride_height,
-                        w.stride_width,
-                        w.dilation_height,
-                        w.dilation_width,
-                        shape.depth_multiplier,
-                    ],
-                    nhwc(shape.input, params.output_shape().channels),
-                )
-            }
+            Op::DepthwiseConv2dI8 { shape, params } => (
+                window(shape.window, shape.depth_multiplier),
+                nhwc(shape.input, params.output_shape().channels),
+            ),
             Op::AveragePool2dI8 { shape, .. } | Op::MaxPool2dI8 { shape, .. } => (
                 [
                     u32::from(shape.padding == Padding::Same),
