@@ -4,34 +4,12 @@
 
 use npu_kernels::int8::{
     channel_multipliers, conv2d, conv2d_im2col, im2col, im2col_len, Activation, ChannelMultiplier,
-    Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d,
+    Conv2dParams, Conv2dShape, Padding,
 };
 use npu_kernels::KernelError;
 
-const fn q(scale: f32, zero_point: i32) -> Quant {
-    Quant { scale, zero_point }
-}
-
-const fn nhwc(batches: u32, height: u32, width: u32, channels: u32) -> Nhwc {
-    Nhwc {
-        batches,
-        height,
-        width,
-        channels,
-    }
-}
-
-fn window(k: (u32, u32), s: (u32, u32), d: (u32, u32), padding: Padding) -> Window2d {
-    Window2d {
-        filter_height: k.0,
-        filter_width: k.1,
-        stride_height: s.0,
-        stride_width: s.1,
-        dilation_height: d.0,
-        dilation_width: d.1,
-        padding,
-    }
-}
+mod shapes;
+use shapes::{nhwc, q, unit_mults, window};
 
 /// xorshift64*: deterministic, so a failure names a reproducible case.
 struct Rng(u64);
@@ -56,12 +34,6 @@ impl Rng {
     fn i8s(&mut self, n: usize) -> Vec<i8> {
         (0..n).map(|_| (self.next() >> 56) as i8).collect()
     }
-}
-
-fn unit_mults(n: usize) -> Vec<ChannelMultiplier> {
-    let mut m = vec![ChannelMultiplier::default(); n];
-    channel_multipliers(1.0, &[1.0], 1.0, &mut m).unwrap();
-    m
 }
 
 #[test]

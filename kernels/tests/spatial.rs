@@ -13,30 +13,8 @@ use npu_kernels::int8::{
 };
 use npu_kernels::KernelError;
 
-const fn q(scale: f32, zero_point: i32) -> Quant {
-    Quant { scale, zero_point }
-}
-
-const fn nhwc(batches: u32, height: u32, width: u32, channels: u32) -> Nhwc {
-    Nhwc {
-        batches,
-        height,
-        width,
-        channels,
-    }
-}
-
-fn window(k: (u32, u32), s: (u32, u32), d: (u32, u32), padding: Padding) -> Window2d {
-    Window2d {
-        filter_height: k.0,
-        filter_width: k.1,
-        stride_height: s.0,
-        stride_width: s.1,
-        dilation_height: d.0,
-        dilation_width: d.1,
-        padding,
-    }
-}
+mod shapes;
+use shapes::{nhwc, q, unit_mults, window};
 
 /// Deterministic pseudo-random int8 data.
 fn data(n: usize, seed: u32) -> Vec<i8> {
@@ -49,12 +27,6 @@ fn data(n: usize, seed: u32) -> Vec<i8> {
             (x >> 8) as i8
         })
         .collect()
-}
-
-fn unit_mults(n: usize) -> Vec<ChannelMultiplier> {
-    let mut m = vec![ChannelMultiplier::default(); n];
-    channel_multipliers(1.0, &[1.0], 1.0, &mut m).unwrap();
-    m
 }
 
 /// 1-channel conv with unit scales: the outputs are the exact integer sums (clamped).
