@@ -13,9 +13,7 @@ use npu_compute::memory::MemoryConfig;
 use npu_compute::server::{ComputeServer, Dispatch, NpuServer, TuneStats};
 use npu_compute::tune::{Candidate, TableError, TuneConfig, TuneMode};
 use npu_compute::Error;
-use npu_kernels::int8::{
-    Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d,
-};
+use npu_kernels::int8::{Activation, Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d};
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu};
 
 type Server = NpuServer<SimNpu<'static>>;
@@ -69,34 +67,12 @@ fn kws_conv0() -> Op {
     )
 }
 
-/// The op's input tensors: noise data and weights, valid multipliers, small biases.
+/// The op's input tensors (see [`workloads::operand_bytes`]).
 fn operands<'c>(client: &ComputeClient<'c, Channel>, op: &Op) -> Vec<Tensor<'c, Channel>> {
-    let need = op.operands().unwrap();
-    need.inputs
+    workloads::operand_bytes(op, 0x5eed)
+        .unwrap()
         .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let bytes = match i {
-                2 => {
-                    let m: Vec<ChannelMultiplier> = (0..len as usize
-                        / core::mem::size_of::<ChannelMultiplier>())
-                        .map(|c| {
-                            ChannelMultiplier::new(0.05, 0.01 + c as f32 * 0.003, 0.1).unwrap()
-                        })
-                        .collect();
-                    bytemuck::cast_slice(&m).to_vec()
-                }
-                3 => (0..len / 4)
-                    .flat_map(|c| ((c as i32 * 37) % 601 - 300).to_le_bytes())
-                    .collect(),
-                _ => bytemuck::cast_slice(&workloads::pseudo_random_i8(
-                    0x5eed + i as u32,
-                    len as usize,
-                ))
-                .to_vec(),
-            };
-            client.create(&bytes).unwrap()
-        })
+        .map(|bytes| client.create(bytes).unwrap())
         .collect()
 }
 

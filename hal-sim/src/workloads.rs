@@ -23,7 +23,9 @@ use npu_compute::hal::{Npu, Op, OpKind};
 use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, MemoryStats, PassStats};
 use npu_compute::server::NpuServer;
 use npu_compute::Error;
-use npu_kernels::int8::{Activation, AddParams, FcParams, MulParams, Quant, ReluParams};
+use npu_kernels::int8::{
+    Activation, AddParams, ChannelMultiplier, FcParams, MulParams, Quant, ReluParams,
+};
 use npu_kernels::FcShape;
 use std::vec;
 use std::vec::Vec;
@@ -149,6 +151,36 @@ pub fn pseudo_random_i8(seed: u32, len: usize) -> Vec<i8> {
             (s >> 24) as i8
         })
         .collect()
+}
+
+/// Operand bytes for `op`, in operand order, any layer: data and weights pseudo-random
+/// (seeded by `seed` and the operand's index), per-channel multipliers valid and varied,
+/// biases small; `None` for an op whose sizes overflow. What tests of kernel variants and of
+/// tuning run a single layer on.
+pub fn operand_bytes(op: &Op, seed: u32) -> Option<Vec<Vec<u8>>> {
+    let per_channel = matches!(
+        op,
+        Op::Conv2dI8 { .. } | Op::DepthwiseConv2dI8 { .. } | Op::FullyConnectedPerChannelI8 { .. }
+    );
+    let mut operands = Vec::new();
+    for (i, &len) in op.operands()?.inputs.iter().enumerate() {
+        let len = len as usize;
+        operands.push(match (per_channel, i) {
+            (true, 2) => {
+                let channels = len / core::mem::size_of::<ChannelMultiplier>();
+                let m: Vec<ChannelMultiplier> = (0..channels)
+                    .map(|c| ChannelMultiplier::new(0.05, 0.01 + c as f32 * 0.003, 0.1))
+                    .collect::<Result<_, _>>()
+                    .ok()?;
+                bytemuck::cast_slice(&m).to_vec()
+            }
+            (true, 3) => (0..len / 4)
+                .flat_map(|c| ((c as i32 * 37) % 601 - 300).to_le_bytes())
+                .collect(),
+            _ => as_bytes(&pseudo_random_i8(seed.wrapping_add(i as u32), len)).to_vec(),
+        });
+    }
+    Some(operands)
 }
 
 fn as_bytes(v: &[i8]) -> &[u8] {

@@ -10,12 +10,12 @@ use npu_compute::hal::{
     HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant, MAX_JOB_INPUTS,
 };
 use npu_kernels::int8::{
-    im2col, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
-    DepthwiseShape, FcPerChannelParams, Nhwc, Padding, PoolParams, PoolShape, Quant, Window2d,
+    im2col, Activation, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape,
+    FcPerChannelParams, Nhwc, Padding, PoolParams, PoolShape, Quant, Window2d,
 };
 use npu_kernels::FcShape;
 use npu_sim::cost::{self, U55Config};
-use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu};
 
 /// Device memory of each simulator: the largest layer (a 3 x 3 convolution on 32 x 32 x 16)
 /// needs 147,456 bytes of im2col scratch on top of its operands.
@@ -199,50 +199,9 @@ fn layers() -> Vec<(&'static str, Op)> {
     ]
 }
 
-/// xorshift64: deterministic operand bytes.
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
-
-/// Input contents in operand order: data and weights are noise, multipliers valid, biases
-/// small.
+/// Input contents in operand order (see [`workloads::operand_bytes`]).
 fn operand_bytes(op: &Op) -> Vec<Vec<u8>> {
-    let operands = op.operands().expect("valid op");
-    let per_channel = matches!(
-        op,
-        Op::Conv2dI8 { .. } | Op::DepthwiseConv2dI8 { .. } | Op::FullyConnectedPerChannelI8 { .. }
-    );
-    operands
-        .inputs
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let len = len as usize;
-            match (per_channel, i) {
-                (true, 2) => {
-                    let channels = len / core::mem::size_of::<ChannelMultiplier>();
-                    let m: Vec<ChannelMultiplier> = (0..channels)
-                        .map(|c| {
-                            ChannelMultiplier::new(0.05, 0.01 + c as f32 * 0.003, 0.1).unwrap()
-                        })
-                        .collect();
-                    bytemuck::cast_slice(&m).to_vec()
-                }
-                (true, 3) => (0..len / 4)
-                    .flat_map(|c| ((c as i32 * 37) % 601 - 300).to_le_bytes())
-                    .collect(),
-                _ => noise(0x9e37_79b9 + i as u64 * 0x1234_5678, len),
-            }
-        })
-        .collect()
+    workloads::operand_bytes(op, 0x9e37_79b9).expect("valid op")
 }
 
 fn round_up(v: u32) -> u32 {
