@@ -58,19 +58,12 @@ pub(crate) struct Tuning<const N: usize> {
 }
 
 impl<const N: usize> Tuning<N> {
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Tuning {
             cache: TuneCache::new(),
             mode: TuneMode::Off,
             config: TuneConfig::DEFAULT,
-            stats: TuneStats {
-                tuning_runs: 0,
-                measurements: 0,
-                tuning_cycles: 0,
-                hits: 0,
-                misses: 0,
-                fallbacks: 0,
-            },
+            stats: TuneStats::default(),
         }
     }
 
