@@ -8,7 +8,7 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
-use npu_compute::hal::{Op, Variant};
+use npu_compute::hal::{Npu, Op, Variant};
 use npu_compute::memory::MemoryConfig;
 use npu_compute::server::{ComputeServer, Dispatch, NpuServer, TuneStats};
 use npu_compute::tune::{Candidate, TableError, TuneConfig, TuneMode};
@@ -287,18 +287,129 @@ fn a_key_being_tuned_is_not_tuned_twice() {
     assert_eq!((s.misses, s.fallbacks, s.measurements), (1, 1, 0));
 }
 
+/// An int8 ADD of `len` elements: no block or im2col applies, so its only candidates are
+/// `Auto` and the CPU.
+fn add(len: u32) -> Op {
+    let q = q(0.05, 0);
+    Op::AddI8 {
+        len,
+        params: npu_kernels::int8::AddParams::new(q, q, q, Activation::None).unwrap(),
+    }
+}
+
 #[test]
 fn ops_with_one_way_to_run_are_never_tuned() {
+    // Without a CPU model the simulator's clock does not see CPU work, so the CPU is not a
+    // candidate and an ADD has one way to run.
+    let ch = channel(SimConfig {
+        cpu: None,
+        ..SimConfig::default()
+    });
+    assert!(!ch.with(|s| s.npu().clock_counts_cpu()).unwrap());
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let client = ComputeClient::new(&ch);
+    output_of(&client, &add(64), |i, o| {
+        client.execute_autotune(&add(64), i, o)
+    });
+    assert_eq!(stats(&ch), TuneStats::default());
+    // The same where the config leaves the CPU out.
+    let ch = channel(SimConfig::default());
+    let no_cpu = TuneConfig {
+        cpu_max_work: None,
+        ..TuneConfig::default()
+    };
+    set_tuning(&ch, TuneMode::Tune, no_cpu);
+    let client = ComputeClient::new(&ch);
+    output_of(&client, &add(64), |i, o| {
+        client.execute_autotune(&add(64), i, o)
+    });
+    assert_eq!(stats(&ch), TuneStats::default());
+}
+
+#[test]
+fn the_cpu_is_timed_against_the_npu_and_wins_only_where_it_is_faster() {
+    let op = add(256);
+    let reference = {
+        let ch = channel(SimConfig::default());
+        let client = ComputeClient::new(&ch);
+        output_of(&client, &op, |i, o| client.execute(&op, i, o))
+    };
+    // The default part: the NPU's ADD costs a job's overhead and a few cycles per 8 elements,
+    // the CPU's a download, the kernel and an upload. Both are timed; the NPU wins.
+    let ch = channel(SimConfig::default());
+    let claim = {
+        let client = ComputeClient::new(&ch);
+        set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+        let ins = operands(&client, &op);
+        let ids: Vec<_> = ins.iter().map(|t| t.id()).collect();
+        let out = client.empty(op.operands().unwrap().output).unwrap();
+        ch.with(|s| s.execute_tuned(&op, &ids, out.id()))
+            .unwrap()
+            .unwrap()
+    };
+    let Dispatch::Tune { candidates, .. } = claim else {
+        panic!("expected a claim, got {claim:?}")
+    };
+    assert_eq!(
+        candidates.as_slice(),
+        [Candidate::Npu(Variant::Auto), Candidate::Cpu]
+    );
     let ch = channel(SimConfig::default());
     set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
     let client = ComputeClient::new(&ch);
-    let q = q(0.05, 0);
-    let op = Op::AddI8 {
-        len: 64,
-        params: npu_kernels::int8::AddParams::new(q, q, q, Activation::None).unwrap(),
+    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(tuned, reference);
+    let s = stats(&ch);
+    assert_eq!(s.tuning_runs, 1, "{s:?}");
+    let cpu_ops = |ch: &Channel| ch.with(|s| s.stats().cpu_ops).unwrap();
+    let timed_on_cpu = cpu_ops(&ch);
+    assert!(timed_on_cpu >= 2, "the CPU ran its warm-up and a sample");
+    assert_eq!(
+        cycles_of(&ch, &op),
+        cycles_of(&channel(SimConfig::default()), &op)
+    );
+    assert_eq!(
+        cpu_ops(&ch),
+        timed_on_cpu,
+        "the NPU won: later runs stay there"
+    );
+
+    // A part whose NPU jobs carry a large fixed cost (a slow command-stream start, say):
+    // for a small ADD the CPU is now faster, the tuner finds it, and the bytes are the same.
+    let slow_start = SimConfig {
+        job_overhead_cycles: 50_000,
+        ..SimConfig::default()
     };
-    output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
-    assert_eq!(stats(&ch), TuneStats::default());
+    let ch = channel(slow_start);
+    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let client = ComputeClient::new(&ch);
+    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(tuned, reference);
+    let before = cpu_ops(&ch);
+    let cpu_cycles = cycles_of(&ch, &op);
+    assert_eq!(cpu_ops(&ch), before + 1, "the CPU won: later runs go there");
+    let untuned = cycles_of(&channel(slow_start), &op);
+    assert!(cpu_cycles < untuned, "{cpu_cycles} < {untuned}");
+}
+
+#[test]
+fn cpu_work_costs_the_simulator_time_as_its_model_says() {
+    let op = add(1024);
+    let model = SimConfig::default().cpu.unwrap();
+    // The NPU lacks the ADD: the server runs it on the CPU and reports it.
+    let fallback = |cpu| SimConfig {
+        ops: npu_compute::hal::OpSet::all().without(op.kind(), op.dtype()),
+        cpu,
+        ..SimConfig::default()
+    };
+    let charged = channel(fallback(Some(model)));
+    let free = channel(fallback(None));
+    let with_cpu = cycles_of(&charged, &op);
+    let without = cycles_of(&free, &op);
+    assert_eq!(with_cpu - without, model.cycles(&op));
+    let sim = charged.with(|s| s.npu().stats()).unwrap();
+    assert_eq!((sim.cpu_ops, sim.cpu_cycles), (1, model.cycles(&op)));
+    assert_eq!(free.with(|s| s.npu().stats().cpu_ops).unwrap(), 0);
 }
 
 #[test]

@@ -7,6 +7,7 @@
 use npu_compute::hal::{Cycles, DType, JobKind, Op, OpKind, OpSet};
 
 use crate::cost::U55Config;
+use crate::cpu::CpuModel;
 use crate::error::SimError;
 
 /// The HAL's bounds, which the simulator shares: at most [`MAX_EXECUTION_UNITS`] units
@@ -65,6 +66,12 @@ pub struct SimConfig {
     /// `None` = the simple model below for every op. The f32 ops and the issue-2 int8 ops over
     /// plain lengths always use the simple model.
     pub layers: Option<U55Config>,
+    /// What the CPU fallback kernels cost, charged to the clock when the server reports a
+    /// fallback ([`Npu::host_compute`](npu_compute::hal::Npu::host_compute)): `Some` = the
+    /// model of [`cpu`](crate::cpu) (default [`CpuModel::CORTEX_M4_SCALAR`], calibrated on the
+    /// firmware's measurement), so a tuner can time the CPU against the NPU; `None` = CPU work
+    /// is free, as it was before the model existed.
+    pub cpu: Option<CpuModel>,
 }
 
 impl SimConfig {
@@ -81,6 +88,7 @@ impl SimConfig {
         reads_flash: true,
         flash_alignment: 4,
         layers: Some(U55Config::ETHOS_U55_128),
+        cpu: Some(CpuModel::CORTEX_M4_SCALAR),
     };
 
     /// Checks the configuration on its own (memories are checked by

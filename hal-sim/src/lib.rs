@@ -83,6 +83,11 @@
 //! the output block, `Im2col` adds a gather DMA before a matrix product (see
 //! [Variants](cost#variants)). Variants compute identical bytes ([`exec`]).
 //!
+//! With [`SimConfig::cpu`] set (the default), the CPU's own work costs time too: the server
+//! reports each operator it runs on the fallback kernels
+//! ([`Npu::host_compute`](npu_compute::hal::Npu::host_compute)) and the clock advances by the
+//! [`cpu`] model's cycles for it, calibrated on the firmware's QEMU measurement.
+//!
 //! ## Determinism
 //!
 //! The schedule is a pure function of the configuration and the sequence of calls (submits,
@@ -137,6 +142,7 @@ extern crate std;
 
 mod config;
 pub mod cost;
+pub mod cpu;
 mod error;
 pub mod exec;
 mod failures;
@@ -155,6 +161,7 @@ pub use config::{
     SimConfig, ADD_QUARTER_CYCLES_PER_ELEMENT, F32_SLOWDOWN, MAX_EXECUTION_UNITS, MAX_QUEUES,
     MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
+pub use cpu::{CpuClass, CpuModel};
 pub use error::SimError;
 pub use exec::{
     kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
@@ -996,10 +1003,28 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
 
     /// FNV-1a-64 over [`cost::COST_MODEL_VERSION`] and every field of [`SimConfig`] that
     /// changes a job's cycles but is not in [`Capabilities`] (the caller's fingerprint covers
-    /// those): the rates and overheads of the simple model and the layer model's configuration
-    /// (a tag, then every [`U55Config`](cost::U55Config) field).
+    /// those): the rates and overheads of the simple model, the layer model's configuration
+    /// (a tag, then every [`U55Config`](cost::U55Config) field) and the CPU model's (a tag,
+    /// then every [`CpuModel`] field).
     fn tuning_fingerprint(&self) -> u64 {
         fingerprint(&self.config)
+    }
+
+    /// Advances the clock by the op's [`CpuModel::cycles`] when [`SimConfig::cpu`] is set:
+    /// the CPU was busy computing, and jobs in flight went on meanwhile. Counted in
+    /// [`SimStats::cpu_ops`] and [`SimStats::cpu_cycles`].
+    fn host_compute(&mut self, op: &Op) {
+        if let Some(model) = self.config.cpu {
+            let cycles = model.cycles(op);
+            self.advance(cycles);
+            self.stats.cpu_ops += 1;
+            self.stats.cpu_cycles = self.stats.cpu_cycles.saturating_add(cycles);
+        }
+    }
+
+    /// `true` when [`SimConfig::cpu`] is set.
+    fn clock_counts_cpu(&self) -> bool {
+        self.config.cpu.is_some()
     }
 }
 
@@ -1036,6 +1061,7 @@ fn fingerprint(config: &SimConfig) -> u64 {
         reads_flash: _,
         flash_alignment: _,
         layers,
+        cpu,
     } = *config;
     let mut h = Fnv1a::new();
     h.word(cost::COST_MODEL_VERSION);
@@ -1085,6 +1111,33 @@ fn fingerprint(config: &SimConfig) -> u64 {
                 scale_bytes_per_channel,
                 weight_buffer_bytes,
             ]) {
+                h.word(v);
+            }
+        }
+    }
+    match cpu {
+        None => h.word(0),
+        Some(CpuModel {
+            call_cycles,
+            dot_sixteenths,
+            depthwise_sixteenths,
+            pool_sixteenths,
+            element_sixteenths,
+            softmax_sixteenths,
+            copy_sixteenths,
+            output_sixteenths,
+        }) => {
+            h.word(1);
+            for v in [
+                call_cycles,
+                dot_sixteenths,
+                depthwise_sixteenths,
+                pool_sixteenths,
+                element_sixteenths,
+                softmax_sixteenths,
+                copy_sixteenths,
+                output_sixteenths,
+            ] {
                 h.word(v);
             }
         }

@@ -934,7 +934,7 @@ fn bench_models(dir: &Path, repeat: usize) -> Result<(), String> {
 
 /// The fixed choices `bench tune` compares the tuned one with (each applied wherever the layer
 /// supports it, `Auto` elsewhere).
-const FIXED: [(&str, Candidate); 7] = [
+const FIXED: [(&str, Candidate); 8] = [
     ("auto", Candidate::Npu(Variant::Auto)),
     ("8x8", Candidate::Npu(Variant::Block { h: 8, w: 8 })),
     ("16x4", Candidate::Npu(Variant::Block { h: 16, w: 4 })),
@@ -942,6 +942,7 @@ const FIXED: [(&str, Candidate); 7] = [
     ("2x32", Candidate::Npu(Variant::Block { h: 2, w: 32 })),
     ("32x2", Candidate::Npu(Variant::Block { h: 32, w: 2 })),
     ("im2col", Candidate::Npu(Variant::Im2col)),
+    ("cpu", Candidate::Cpu),
 ];
 
 /// `npu-sim bench tune DIR`.
@@ -951,8 +952,8 @@ fn bench_tune(dir: &Path) -> Result<(), String> {
     for (name, _) in FIXED {
         table += &format!(" {name} |");
     }
-    table += " **tuned** | best fixed | tuned / best | shapes tuned | measurements | tuning cycles | ÷ one inference | table B | measurements with the table | outputs = TFLM |\n|---|";
-    table += &"---|".repeat(FIXED.len() + 10);
+    table += " **tuned** | best fixed | tuned / best | layers on CPU, tuned | shapes tuned | measurements | tuning cycles | ÷ one inference | table B | measurements with the table | outputs = TFLM |\n|---|";
+    table += &"---|".repeat(FIXED.len() + 11);
     table += "\n";
     let mut failures = Vec::new();
     for name in names {
@@ -997,9 +998,10 @@ fn bench_tune(dir: &Path) -> Result<(), String> {
             ..RunOptions::default()
         })?;
         table += &format!(
-            " **{}** | {best} | {:.3} | {} | {} | {} | {:.1} | {} | {} | {exact}/{runs} |\n",
+            " **{}** | {best} | {:.3} | {} | {} | {} | {} | {:.1} | {} | {} | {exact}/{runs} |\n",
             tuned.npu_cycles,
             tuned.npu_cycles as f64 / best as f64,
+            tuned.cpu_ops,
             stats.tuning_runs,
             stats.measurements,
             stats.tuning_cycles,

@@ -40,6 +40,11 @@ pub struct SimStats {
     /// Failure records pushed out of the failed-fence record by newer failures (see
     /// [`FAILED_RECORD_CAPACITY`](crate::FAILED_RECORD_CAPACITY)).
     pub failures_forgotten: u64,
+    /// Operators the server ran on the CPU and reported
+    /// ([`Npu::host_compute`](npu_compute::hal::Npu::host_compute)) under a CPU model.
+    pub cpu_ops: u64,
+    /// Cycles the clock advanced for that CPU work.
+    pub cpu_cycles: Cycles,
 }
 
 impl SimStats {

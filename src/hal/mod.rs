@@ -36,6 +36,7 @@
 //! | [`Npu::poll`] | compare the fence with the last completed sequence number |
 //! | [`Npu::wait_for_event`] | `cortex_m::asm::wfi()` |
 //! | [`Npu::now`] | DWT `CYCCNT` or a free-running timer, in CPU cycles |
+//! | [`Npu::clock_counts_cpu`] / [`Npu::host_compute`] | `true` for `CYCCNT` (it runs while the CPU computes) / nothing to do |
 //! | [`Capabilities::reads_flash`] | the NPU's AXI1 port reaches flash: weights stay in place |
 //! | [`Npu::map_flash`] / [`Space::Flash`] | a base-pointer region set to the model's address in flash |
 //!
@@ -367,5 +368,20 @@ pub trait Npu {
     /// foreign. The default, 0, says nothing beyond [`Capabilities`].
     fn tuning_fingerprint(&self) -> u64 {
         0
+    }
+    /// The server has just run `op` on the CPU (the fallback kernels, over host staging).
+    ///
+    /// On hardware the cycle source runs while the CPU computes, so there is nothing to do
+    /// (the default). A simulator whose clock moves only with jobs charges the op's CPU time
+    /// here, so that a CPU fallback costs time as it would on the board.
+    fn host_compute(&mut self, op: &Op) {
+        let _ = op;
+    }
+    /// Whether [`now`](Npu::now) counts the CPU's own work, so that a tuner can time the CPU
+    /// fallback against the NPU and find a true winner: a free-running CPU cycle counter does,
+    /// a simulator does when [`host_compute`](Npu::host_compute) charges it. The default,
+    /// `false`, keeps the CPU out of tuning: a driver opts in.
+    fn clock_counts_cpu(&self) -> bool {
+        false
     }
 }

@@ -308,10 +308,6 @@ impl TensorEntry {
     }
 }
 
-/// The candidate families the server tunes: output blocks and im2col. The CPU fallback is not
-/// offered: a HAL whose clock stops while the CPU computes (the simulator's) cannot time it.
-const TUNED_FAMILIES: u8 = set_id(true, true, false);
-
 /// A server tag from a global counter, so ids of two servers never match.
 fn next_server_tag() -> u16 {
     static NEXT: critical_section::Mutex<core::cell::Cell<u16>> =
@@ -989,6 +985,9 @@ impl<
             }
             .into()),
         };
+        if computed.is_ok() {
+            self.npu.host_compute(op);
+        }
         let out = match output.binding {
             Binding::Memory(m) => Ok(m),
             Binding::Flash(_) | Binding::Host => Err(Error::ReadOnlyTensor),
@@ -1397,7 +1396,16 @@ impl<
             // The CPU fallback is the only way: nothing to look up.
             _ if !self.caps.ops.runs(op) => None,
             mode => {
-                let key = TuneKey::of(op, TUNED_FAMILIES);
+                // Output blocks and im2col always; the CPU fallback only where the HAL's clock
+                // sees CPU work (else its timing would be a free lunch) and the op is small
+                // enough for the config's bound.
+                let cpu = self.npu.clock_counts_cpu()
+                    && self
+                        .tuning
+                        .config
+                        .cpu_max_work
+                        .is_some_and(|max| op.macs() <= max);
+                let key = TuneKey::of(op, set_id(true, true, cpu));
                 match self.tuning.cache.lookup(key) {
                     Lookup::Hit(choice) => {
                         self.tuning.stats.hits += 1;
@@ -1410,10 +1418,8 @@ impl<
                     Lookup::Miss => {
                         // Listed on a miss only: asking the driver about each variant may cost
                         // it a search per candidate, which a hit must not pay every invoke.
-                        // The families of TUNED_FAMILIES: blocks and im2col, not the CPU.
                         let npu = &self.npu;
-                        let list =
-                            candidates(op, true, true, false, |v| npu.supports_variant(op, v));
+                        let list = candidates(op, true, true, cpu, |v| npu.supports_variant(op, v));
                         if list.len() < 2 {
                             // Nothing to choose between: never claimed, not counted.
                             None

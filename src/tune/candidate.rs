@@ -20,7 +20,9 @@
 //! 3. `Im2col`, for an ordinary (ungrouped) convolution whose window is more than one tap or
 //!    whose stride skips input: a 1×1 stride-1 convolution already is a matrix product, so the
 //!    gather would only add a copy.
-//! 4. `Cpu`, when the caller says the clock counts CPU time.
+//! 4. `Cpu`, when the caller says so: the server offers it where the HAL's clock counts CPU
+//!    work ([`Npu::clock_counts_cpu`](crate::hal::Npu::clock_counts_cpu)) and the op is
+//!    within [`TuneConfig::cpu_max_work`](super::TuneConfig::cpu_max_work).
 //!
 //! Variants the driver refuses are dropped; `Auto` never is.
 //!
@@ -93,8 +95,9 @@ impl Candidate {
 }
 
 /// The candidate-set id of a [`TuneKey`](super::TuneKey): bit 0 blocks, bit 1 im2col, bit 2
-/// CPU, as passed to [`candidates`]. `cpu` should already include whether the clock counts CPU
-/// time, since that decides whether a CPU candidate is offered at all.
+/// CPU, as passed to [`candidates`]. `cpu` is whether the CPU was offered for this op (the
+/// clock counts CPU time and the op is within the config's bound), so a shape tuned with the
+/// CPU and one tuned without it are different keys.
 pub const fn set_id(blocks: bool, im2col: bool, cpu: bool) -> u8 {
     (blocks as u8) | (im2col as u8) << 1 | (cpu as u8) << 2
 }

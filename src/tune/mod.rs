@@ -89,15 +89,33 @@ pub struct TuneConfig {
     pub max_measurements: u16,
     /// Most cycles one key's measuring may take, or no limit. Default `None`.
     pub max_cycles: Option<u64>,
+    /// Time the CPU fallback kernels too, for ops of at most this much work
+    /// ([`Op::macs`](crate::hal::Op::macs)), where the HAL's clock counts CPU work
+    /// ([`Npu::clock_counts_cpu`](crate::hal::Npu::clock_counts_cpu)); `None`: never.
+    /// Default `Some(`[`CPU_MAX_WORK`]`)`.
+    ///
+    /// A candidate is timed by running it, and a running kernel cannot be stopped, so a
+    /// CPU that is a thousand times slower than the NPU on a large layer would cost the tuning
+    /// that factor before losing. This bounds that cost: where the CPU can win (small ops,
+    /// whose NPU job is mostly fixed overhead) it is timed; elsewhere it is not offered.
+    pub cpu_max_work: Option<u64>,
 }
 
+/// The default bound of [`TuneConfig::cpu_max_work`]: 4,096 MACs or elements. At the
+/// simulator's Cortex-M4 rates that is about 4,000 to 10,000 CPU cycles, enough to cover every
+/// op whose NPU job is dominated by its fixed cost, while a CPU run never costs more than a
+/// fraction of an inference of the shared models.
+pub const CPU_MAX_WORK: u64 = 4096;
+
 impl TuneConfig {
-    /// The defaults: 1 warmup, 3 samples, 32 measurements, no cycle limit.
+    /// The defaults: 1 warmup, 3 samples, 32 measurements, no cycle limit, the CPU timed
+    /// for ops of up to [`CPU_MAX_WORK`] where the clock counts it.
     pub const DEFAULT: TuneConfig = TuneConfig {
         warmup: 1,
         samples: 3,
         max_measurements: 32,
         max_cycles: None,
+        cpu_max_work: Some(CPU_MAX_WORK),
     };
 }
 
@@ -116,8 +134,14 @@ mod tests {
         assert_eq!(TuneMode::default(), TuneMode::Off);
         let c = TuneConfig::default();
         assert_eq!(
-            (c.warmup, c.samples, c.max_measurements, c.max_cycles),
-            (1, 3, 32, None)
+            (
+                c.warmup,
+                c.samples,
+                c.max_measurements,
+                c.max_cycles,
+                c.cpu_max_work
+            ),
+            (1, 3, 32, None, Some(CPU_MAX_WORK))
         );
     }
 }
