@@ -12,129 +12,227 @@
 //! # Model
 //!
 //! ```text
-//! cycles = call_cycles
-//!        + ceil(work × per_work[class] / 16)      work = Op::macs()
-//!        + ceil(outputs × output_sixteenths / 16)  (MAC classes only: requantisation)
+//! cycles = r.call + ceil((work × r.work + taps × r.taps + outputs × r.outputs) / 16)
 //! ```
 //!
-//! `work` is [`Op::macs`]: multiply-accumulates for convolutions and matrix products, window
-//! taps for pooling, elements for the rest. The class is the kernel's loop structure
-//! ([`CpuClass`]), not its dtype. Rates are in sixteenths of a cycle so that a cost below one
-//! cycle per element stays exact in integers.
+//! with `r` the [`Rates`] of the op's fallback kernel ([`CpuKernel`]), `work` =
+//! [`Op::macs`] (multiply-accumulates for convolutions and matrix products, window taps for
+//! depthwise convolution and pooling, elements for the rest), `taps` the filter positions a
+//! convolution visits (`outputs × kh × kw`: each costs the padding test and index arithmetic
+//! around its channel loop) and `outputs` the output elements (bias, requantisation, store).
+//! `call` is the fixed cost of a call (dispatch, parameter checks, slice views; softmax's
+//! table set-up). Rates are in sixteenths of a cycle so that a cost below one cycle stays
+//! exact in integers.
 //!
 //! # Calibration
 //!
 //! [`CpuModel::CORTEX_M4_SCALAR`] comes from the example firmware (`examples/firmware`,
-//! module `cpu_cost`), which times the `npu-kernels` fallback of every kws_dscnn layer and of
-//! a set of synthetic layers on QEMU's Cortex-M4 (`-icount shift=0`, so SysTick counts
-//! instructions), built as firmware builds them (`opt-level = "s"`, LTO). It counts
-//! *instructions* and charges one cycle each (CPI 1): on a Cortex-M4 or a Cortex-M55 running
-//! these scalar loops the true figure is higher (loads and taken branches take two cycles),
-//! so the model favours the CPU, never the NPU. The CPU is assumed to run on the NPU's clock,
-//! as on Corstone-300 and -310. The firmware checks the model against its measurement at
-//! every run, so a kernel change that moves the figures fails CI until the model follows.
+//! module `cpu_cost`), which times the fallback of every kws_dscnn layer and of synthetic
+//! layers of every kernel on QEMU's Cortex-M4 (`-icount shift=0`, so SysTick counts
+//! instructions), built as firmware builds them (`opt-level = "s"`, LTO), and checks this
+//! model against the measurement at every run (each op within 20%, the kws_dscnn total
+//! within 5%): a kernel change that moves a figure fails CI until the model follows. The
+//! model counts *instructions* and charges one cycle each (CPI 1): on a Cortex-M4 or a
+//! Cortex-M55 running these scalar loops the true figure is higher (loads and taken branches
+//! take two cycles), so the model favours the CPU, never the NPU. The CPU is assumed to run
+//! on the NPU's clock, as on Corstone-300 and -310.
 
-use npu_compute::hal::{Op, OpKind};
+use npu_compute::hal::Op;
 
-/// The loop structure of a fallback kernel, which sets its cost per unit of [`Op::macs`].
+/// A fallback kernel of `npu-kernels`: what a CPU cost is looked up by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum CpuClass {
-    /// A dot product per output: ungrouped convolution, fully connected, batch matmul.
-    Dot,
-    /// A depthwise convolution: one tap per MAC, channel-strided.
+#[repr(u8)]
+pub enum CpuKernel {
+    /// Int8 convolution.
+    Conv,
+    /// Int8 depthwise convolution.
     Depthwise,
-    /// A window reduction: average and max pooling, mean.
-    Pool,
-    /// Elementwise arithmetic: add, sub, mul, relu, rsqrt, (de/re)quantise.
-    Elementwise,
-    /// Softmax: a max, an exponent and a division per element.
+    /// Int8 fully connected (per-tensor or per-channel).
+    FullyConnected,
+    /// Int8 batch matmul.
+    BatchMatmul,
+    /// Int8 average pooling.
+    AveragePool,
+    /// Int8 max pooling.
+    MaxPool,
+    /// Int8 mean.
+    Mean,
+    /// Int8 add, same shapes or broadcast.
+    Add,
+    /// Int8 sub (broadcast).
+    Sub,
+    /// Int8 mul, same shapes or broadcast.
+    Mul,
+    /// Int8 ReLU family.
+    Relu,
+    /// Int8 reciprocal square root.
+    Rsqrt,
+    /// Int8 to int8 requantisation.
+    Requantize,
+    /// F32 to int8 quantisation.
+    Quantize,
+    /// Int8 to f32 dequantisation.
+    Dequantize,
+    /// Int8 softmax.
     Softmax,
-    /// Data movement: reshape, transpose, concatenation.
-    Copy,
+    /// Int8 transpose.
+    Transpose,
+    /// Int8 concatenation.
+    Concatenation,
+    /// Reshape: a copy.
+    Reshape,
+    /// F32 add.
+    AddF32,
+    /// F32 mul.
+    MulF32,
+    /// F32 ReLU.
+    ReluF32,
+    /// F32 fully connected.
+    FullyConnectedF32,
 }
 
-impl CpuClass {
-    /// The class of an operator kind.
-    pub const fn of(kind: OpKind) -> CpuClass {
-        match kind {
-            OpKind::Conv2d | OpKind::FullyConnected | OpKind::BatchMatmul => CpuClass::Dot,
-            OpKind::DepthwiseConv2d => CpuClass::Depthwise,
-            OpKind::AveragePool2d | OpKind::MaxPool2d | OpKind::Mean => CpuClass::Pool,
-            OpKind::Softmax => CpuClass::Softmax,
-            OpKind::Reshape | OpKind::Transpose | OpKind::Concatenation => CpuClass::Copy,
-            OpKind::Add
-            | OpKind::Sub
-            | OpKind::Mul
-            | OpKind::Relu
-            | OpKind::Rsqrt
-            | OpKind::Quantize
-            | OpKind::Dequantize => CpuClass::Elementwise,
+impl CpuKernel {
+    /// How many kernels there are (the length of [`CpuModel::rates`]).
+    pub const COUNT: usize = 23;
+
+    /// The kernel the server's fallback runs for `op`.
+    pub const fn of(op: &Op) -> CpuKernel {
+        match op {
+            Op::Conv2dI8 { .. } => CpuKernel::Conv,
+            Op::DepthwiseConv2dI8 { .. } => CpuKernel::Depthwise,
+            Op::FullyConnectedI8 { .. } | Op::FullyConnectedPerChannelI8 { .. } => {
+                CpuKernel::FullyConnected
+            }
+            Op::BatchMatmulI8 { .. } => CpuKernel::BatchMatmul,
+            Op::AveragePool2dI8 { .. } => CpuKernel::AveragePool,
+            Op::MaxPool2dI8 { .. } => CpuKernel::MaxPool,
+            Op::MeanI8 { .. } => CpuKernel::Mean,
+            Op::AddI8 { .. } | Op::AddBroadcastI8 { .. } => CpuKernel::Add,
+            Op::SubI8 { .. } => CpuKernel::Sub,
+            Op::MulI8 { .. } | Op::MulBroadcastI8 { .. } => CpuKernel::Mul,
+            Op::ReluI8 { .. } => CpuKernel::Relu,
+            Op::RsqrtI8 { .. } => CpuKernel::Rsqrt,
+            Op::RequantizeI8 { .. } => CpuKernel::Requantize,
+            Op::QuantizeF32 { .. } => CpuKernel::Quantize,
+            Op::DequantizeI8 { .. } => CpuKernel::Dequantize,
+            Op::SoftmaxI8 { .. } => CpuKernel::Softmax,
+            Op::TransposeI8 { .. } => CpuKernel::Transpose,
+            Op::ConcatenationI8 { .. } => CpuKernel::Concatenation,
+            Op::Reshape { .. } => CpuKernel::Reshape,
+            Op::AddF32 { .. } => CpuKernel::AddF32,
+            Op::MulF32 { .. } => CpuKernel::MulF32,
+            Op::ReluF32 { .. } => CpuKernel::ReluF32,
+            Op::FullyConnectedF32 { .. } => CpuKernel::FullyConnectedF32,
+        }
+    }
+}
+
+/// What one kernel costs: `call` in cycles, the rest in sixteenths of a cycle per unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Rates {
+    /// Cycles of every call.
+    pub call: u32,
+    /// Per unit of [`Op::macs`].
+    pub work: u32,
+    /// Per filter position a convolution visits ([`taps`]; 0 for other kernels).
+    pub taps: u32,
+    /// Per output element.
+    pub outputs: u32,
+}
+
+impl Rates {
+    /// Rates from their four fields, in order.
+    pub const fn new(call: u32, work: u32, taps: u32, outputs: u32) -> Self {
+        Rates {
+            call,
+            work,
+            taps,
+            outputs,
         }
     }
 }
 
 /// Cycles the CPU takes to run operators on the fallback kernels (see the [module
-/// docs](self)). Rates are in sixteenths of a cycle per unit of [`Op::macs`].
+/// docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CpuModel {
-    /// Fixed cycles per operator: the call, parameter checks, slice views.
-    pub call_cycles: u32,
-    /// Per MAC of a [`CpuClass::Dot`] kernel.
-    pub dot_sixteenths: u32,
-    /// Per MAC of a [`CpuClass::Depthwise`] kernel.
-    pub depthwise_sixteenths: u32,
-    /// Per window tap of a [`CpuClass::Pool`] kernel.
-    pub pool_sixteenths: u32,
-    /// Per element of a [`CpuClass::Elementwise`] kernel.
-    pub element_sixteenths: u32,
-    /// Per element of a [`CpuClass::Softmax`] kernel.
-    pub softmax_sixteenths: u32,
-    /// Per element of a [`CpuClass::Copy`] kernel.
-    pub copy_sixteenths: u32,
-    /// Per output element of a [`CpuClass::Dot`] or [`CpuClass::Depthwise`] kernel: the bias,
-    /// the requantisation and the store.
-    pub output_sixteenths: u32,
+    /// The rates of each kernel, indexed by [`CpuKernel`] as `u8`.
+    pub rates: [Rates; CpuKernel::COUNT],
 }
+
+/// The call cost of a kernel without set-up of its own: what `run_op` costs around a loop.
+const CALL: u32 = 300;
 
 impl CpuModel {
     /// The scalar `npu-kernels` on a Cortex-M4 class core at one cycle per instruction,
     /// fitted to the firmware's measurement (see [Calibration](self#calibration)).
     pub const CORTEX_M4_SCALAR: CpuModel = CpuModel {
-        call_cycles: 400,
-        dot_sixteenths: 160,
-        depthwise_sixteenths: 240,
-        pool_sixteenths: 160,
-        element_sixteenths: 480,
-        softmax_sixteenths: 3200,
-        copy_sixteenths: 64,
-        output_sixteenths: 640,
+        rates: [
+            // Conv: 6.96 per MAC, 37.9 per filter position, 142.5 per output.
+            Rates::new(CALL, 111, 606, 2280),
+            // Depthwise: 14 per tap, 42 per output.
+            Rates::new(CALL, 224, 0, 672),
+            // FullyConnected: 6.06 per MAC, 60 per output.
+            Rates::new(CALL, 97, 0, 960),
+            // BatchMatmul: 6.06 per MAC, 162.5 per output.
+            Rates::new(CALL, 97, 0, 2600),
+            // AveragePool: 6.46 per tap, 49.8 per output.
+            Rates::new(CALL, 103, 0, 797),
+            // MaxPool: 12.9 per tap, 4.7 per output.
+            Rates::new(CALL, 207, 0, 75),
+            // Mean: 7.5 per input element.
+            Rates::new(CALL, 120, 0, 0),
+            // Add: 74 per element.
+            Rates::new(CALL, 1184, 0, 0),
+            // Sub: 77.2.
+            Rates::new(CALL, 1235, 0, 0),
+            // Mul: 62.4.
+            Rates::new(CALL, 998, 0, 0),
+            // Relu: 51.9.
+            Rates::new(CALL, 830, 0, 0),
+            // Rsqrt: 97.9.
+            Rates::new(CALL, 1566, 0, 0),
+            // Requantize: 46.9.
+            Rates::new(CALL, 750, 0, 0),
+            // Quantize (f32): 24.7.
+            Rates::new(CALL, 394, 0, 0),
+            // Dequantize (f64 arithmetic in software): 136.6.
+            Rates::new(CALL, 2185, 0, 0),
+            // Softmax: 2,950 to set up, 107 per element.
+            Rates::new(2950, 1711, 0, 0),
+            // Transpose: 11.1.
+            Rates::new(CALL, 178, 0, 0),
+            // Concatenation: 4.8.
+            Rates::new(CALL, 77, 0, 0),
+            // Reshape: a bare copy, 1 per byte.
+            Rates::new(200, 16, 0, 0),
+            // AddF32 (the FPU's): 13.8.
+            Rates::new(CALL, 221, 0, 0),
+            // MulF32: 13.8.
+            Rates::new(CALL, 221, 0, 0),
+            // ReluF32: 7.8.
+            Rates::new(CALL, 125, 0, 0),
+            // FullyConnectedF32: 5.23 per MAC.
+            Rates::new(CALL, 84, 0, 0),
+        ],
     };
 
-    /// The per-work rate of `class`, in sixteenths of a cycle.
-    pub const fn rate(&self, class: CpuClass) -> u32 {
-        match class {
-            CpuClass::Dot => self.dot_sixteenths,
-            CpuClass::Depthwise => self.depthwise_sixteenths,
-            CpuClass::Pool => self.pool_sixteenths,
-            CpuClass::Elementwise => self.element_sixteenths,
-            CpuClass::Softmax => self.softmax_sixteenths,
-            CpuClass::Copy => self.copy_sixteenths,
-        }
+    /// The rates of `kernel`.
+    pub const fn rates(&self, kernel: CpuKernel) -> Rates {
+        self.rates[kernel as usize]
     }
 
     /// Cycles of `op` on the CPU (saturating, never panics on unvalidated shapes).
     pub fn cycles(&self, op: &Op) -> u64 {
-        let class = CpuClass::of(op.kind());
-        let work = op.macs().saturating_mul(u64::from(self.rate(class)));
-        let outputs = match class {
-            CpuClass::Dot | CpuClass::Depthwise => {
-                output_elements(op).saturating_mul(u64::from(self.output_sixteenths))
-            }
-            _ => 0,
-        };
-        u64::from(self.call_cycles).saturating_add(work.saturating_add(outputs).div_ceil(16))
+        let r = self.rates(CpuKernel::of(op));
+        let part = |units: u64, rate: u32| units.saturating_mul(u64::from(rate));
+        let sixteenths = part(op.macs(), r.work)
+            .saturating_add(part(taps(op), r.taps))
+            .saturating_add(part(output_elements(op), r.outputs));
+        u64::from(r.call).saturating_add(sixteenths.div_ceil(16))
     }
 }
 
@@ -145,12 +243,28 @@ impl Default for CpuModel {
     }
 }
 
-/// Output elements of `op` (its output bytes over the element size); 0 when the sizes
-/// overflow.
+/// Output elements of `op`; 0 when the sizes overflow.
 pub fn output_elements(op: &Op) -> u64 {
-    op.operands().map_or(0, |o| {
-        u64::from(o.output) / u64::from(op.dtype().size().max(1))
-    })
+    match *op {
+        // The two conversions' dtype is their input's; the output is the other one.
+        Op::QuantizeF32 { len, .. } | Op::DequantizeI8 { len, .. } => u64::from(len),
+        _ => op.operands().map_or(0, |o| {
+            u64::from(o.output) / u64::from(op.dtype().size().max(1))
+        }),
+    }
+}
+
+/// Filter positions a convolution visits: `outputs × kh × kw`; 0 for other ops.
+pub fn taps(op: &Op) -> u64 {
+    match op {
+        Op::Conv2dI8 { shape, .. } => {
+            let w = shape.window;
+            output_elements(op)
+                .saturating_mul(u64::from(w.filter_height))
+                .saturating_mul(u64::from(w.filter_width))
+        }
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
@@ -160,18 +274,25 @@ mod tests {
     #[test]
     fn cost_grows_with_work_and_saturates() {
         let m = CpuModel::default();
+        let r = m.rates(CpuKernel::Reshape);
         let small = m.cycles(&Op::Reshape { len: 16 });
         let large = m.cycles(&Op::Reshape { len: 1600 });
-        assert!(small >= u64::from(m.call_cycles));
         assert_eq!(
-            large - small,
-            (1600 * 64u64).div_ceil(16) - (16 * 64u64).div_ceil(16)
+            small,
+            u64::from(r.call) + (16 * u64::from(r.work)).div_ceil(16)
         );
-        let max = CpuModel {
-            call_cycles: u32::MAX,
-            copy_sixteenths: u32::MAX,
-            ..m
-        };
+        assert_eq!(
+            large,
+            u64::from(r.call) + (1600 * u64::from(r.work)).div_ceil(16)
+        );
+        let mut max = m;
+        max.rates[CpuKernel::Reshape as usize] = Rates::new(u32::MAX, u32::MAX, 0, 0);
         assert!(max.cycles(&Op::Reshape { len: u32::MAX }) > u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn every_kernel_has_its_own_rates_slot() {
+        // `COUNT` matches the enum: the last kernel indexes the last slot.
+        assert_eq!(CpuKernel::FullyConnectedF32 as usize + 1, CpuKernel::COUNT);
     }
 }

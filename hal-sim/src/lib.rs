@@ -161,7 +161,7 @@ pub use config::{
     SimConfig, ADD_QUARTER_CYCLES_PER_ELEMENT, F32_SLOWDOWN, MAX_EXECUTION_UNITS, MAX_QUEUES,
     MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
-pub use cpu::{CpuClass, CpuModel};
+pub use cpu::{CpuKernel, CpuModel, Rates};
 pub use error::SimError;
 pub use exec::{
     kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
@@ -1117,28 +1117,18 @@ fn fingerprint(config: &SimConfig) -> u64 {
     }
     match cpu {
         None => h.word(0),
-        Some(CpuModel {
-            call_cycles,
-            dot_sixteenths,
-            depthwise_sixteenths,
-            pool_sixteenths,
-            element_sixteenths,
-            softmax_sixteenths,
-            copy_sixteenths,
-            output_sixteenths,
-        }) => {
+        Some(CpuModel { rates }) => {
             h.word(1);
-            for v in [
-                call_cycles,
-                dot_sixteenths,
-                depthwise_sixteenths,
-                pool_sixteenths,
-                element_sixteenths,
-                softmax_sixteenths,
-                copy_sixteenths,
-                output_sixteenths,
-            ] {
-                h.word(v);
+            for Rates {
+                call,
+                work,
+                taps,
+                outputs,
+            } in rates
+            {
+                for v in [call, work, taps, outputs] {
+                    h.word(v);
+                }
             }
         }
     }

@@ -18,7 +18,10 @@
 //!   bytes, fewer NPU cycles, and no measurement on the device;
 //! - the CPU cost of dispatching one job through client → channel → server → driver, counted
 //!   in instructions over a driver that runs no kernels ([`null_npu`], [`dispatch_cost`]; the
-//!   runner passes `-icount shift=0` so that SysTick counts instructions).
+//!   runner passes `-icount shift=0` so that SysTick counts instructions);
+//! - the CPU cost of the fallback kernels, in instructions per operator, for every operator of
+//!   the keyword-spotting model and synthetic ones of every kernel ([`cpu_cost`]), checked
+//!   against the simulator's CPU cost model (`npu_sim::CpuModel`), which was fitted to it.
 //!
 //! It exits through semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when every value
 //! matches and dispatch stays within [`DISPATCH_BOUND`] instructions per job, and with
@@ -29,6 +32,7 @@
 #![no_std]
 #![no_main]
 
+mod cpu_cost;
 mod dispatch_cost;
 mod null_npu;
 
@@ -63,6 +67,10 @@ const HOST_BYTES: usize = 4 * 1024;
 /// Bytes of the null NPU's host staging buffer (the dispatch measurement uploads two 16-byte
 /// tensors).
 const NULL_HOST_BYTES: usize = 1024;
+/// Bytes of the scratch area the CPU kernel measurement carves operands from (see
+/// [`cpu_cost`]): the largest operator measured, a 1×1 convolution of kws_dscnn (25×5×64 in
+/// and out), needs 20 864 bytes with its padding.
+const CPU_SCRATCH_BYTES: usize = 32 * 1024;
 
 /// Most instructions one `ComputeClient::execute` may cost end to end over the null NPU, in
 /// hundredths. Measured: 889 (QEMU 7.2, `-icount shift=0`, rustc 1.95, this crate's release
@@ -188,6 +196,8 @@ enum Failure {
     Mismatch(usize),
     /// The dispatch cost could not be measured.
     Cost(dispatch_cost::CostError),
+    /// The CPU kernels' cost could not be measured.
+    CpuCost(cpu_cost::CpuCostError),
     /// Dispatching one job cost more instructions than the bound (both in hundredths).
     DispatchTooSlow {
         /// Measured end to end, per job.
@@ -200,6 +210,12 @@ enum Failure {
 impl From<dispatch_cost::CostError> for Failure {
     fn from(e: dispatch_cost::CostError) -> Self {
         Failure::Cost(e)
+    }
+}
+
+impl From<cpu_cost::CpuCostError> for Failure {
+    fn from(e: cpu_cost::CpuCostError) -> Self {
+        Failure::CpuCost(e)
     }
 }
 
@@ -229,6 +245,12 @@ fn mismatches(what: &str, got: &[f32], want: &[f32]) -> usize {
 
 /// The whole example; `Ok` when the NPU's results match the CPU's.
 fn run() -> Result<(), Failure> {
+    // SysTick as an instruction counter, for the CPU kernel and dispatch measurements at the end.
+    let core = cortex_m::Peripherals::take().ok_or(Failure::PeripheralsTaken)?;
+    let ticks = dispatch_cost::Ticks::new(core.SYST);
+    let calibration = dispatch_cost::calibrate(&ticks)?;
+    dispatch_cost::log_calibration(&calibration);
+
     let device = take_npu_arena().ok_or(Failure::MemoryTaken)?;
     // The staging buffer: an ordinary zero-initialised static in RAM (`.bss`), taken once.
     let host = cortex_m::singleton!(: AlignedMemory<HOST_BYTES> = AlignedMemory::new())
@@ -285,6 +307,8 @@ fn run() -> Result<(), Failure> {
     let start = now()?;
     let mut kws: Graph<'_, _, 16, 64> = Graph::prepare(client, KWS_MODEL)?;
     let prepared = now()?;
+    // The model's HAL operations, for the CPU kernel measurement below.
+    let kws_ops = cpu_cost::model_ops(kws.operators())?;
     let mut scores = [0u8; 12];
     kws.invoke(&[KWS_INPUT], &mut [&mut scores])?;
     let done = now()?;
@@ -345,22 +369,35 @@ fn run() -> Result<(), Failure> {
     if wrong != 0 {
         return Err(Failure::Mismatch(wrong));
     }
-    dispatch()
+    cpu_kernels(&ticks, &calibration, &kws_ops)?;
+    dispatch(&ticks, &calibration)
 }
 
-/// Measures the dispatch cost over the null NPU (see [`dispatch_cost`]); `Ok` within
-/// [`DISPATCH_BOUND`].
-fn dispatch() -> Result<(), Failure> {
-    let syst = cortex_m::Peripherals::take()
-        .ok_or(Failure::PeripheralsTaken)?
-        .SYST;
-    let ticks = dispatch_cost::Ticks::new(syst);
-    let calibration = dispatch_cost::calibrate(&ticks)?;
-    dispatch_cost::log_calibration(&calibration);
+/// Measures the CPU fallback kernels' cost for `ops` and the synthetic operators (see
+/// [`cpu_cost`]).
+fn cpu_kernels(
+    ticks: &dispatch_cost::Ticks,
+    calibration: &dispatch_cost::Calibration,
+    ops: &heapless::Vec<Op, { cpu_cost::MAX_MODEL_OPS }>,
+) -> Result<(), Failure> {
+    let scratch = cortex_m::singleton!(: AlignedMemory<CPU_SCRATCH_BYTES> = AlignedMemory::new())
+        .ok_or(Failure::MemoryTaken)?
+        .as_mut_slice();
+    let model = SimConfig::default().cpu.ok_or(Failure::Simulator)?;
+    let costs = cpu_cost::measure(ticks, calibration, ops, &model, scratch)?;
+    Ok(cpu_cost::check(&costs)?)
+}
+
+/// Measures the dispatch cost over the null NPU (see [`dispatch_cost`]) with SysTick as
+/// `ticks`, calibrated as `calibration`; `Ok` within [`DISPATCH_BOUND`].
+fn dispatch(
+    ticks: &dispatch_cost::Ticks,
+    calibration: &dispatch_cost::Calibration,
+) -> Result<(), Failure> {
     let host = cortex_m::singleton!(: AlignedMemory<NULL_HOST_BYTES> = AlignedMemory::new())
         .ok_or(Failure::MemoryTaken)?
         .as_mut_slice();
-    let cost = dispatch_cost::measure(&ticks, &calibration, host)?;
+    let cost = dispatch_cost::measure(ticks, calibration, host)?;
     if cost.end_to_end > DISPATCH_BOUND {
         return Err(Failure::DispatchTooSlow {
             measured: cost.end_to_end,

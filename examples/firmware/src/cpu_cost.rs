@@ -1,0 +1,795 @@
+//! CPU kernel cost: instructions the CPU fallback kernels take per operator.
+//!
+//! # Why
+//!
+//! When the NPU does not run an operator, the server runs it on the CPU with the fallback
+//! kernels ([`npu_compute::fallback::run_op`]), and a simulator that predicts a model's latency
+//! needs a CPU cost model for those operators: instructions as a function of the operator's
+//! work ([`Op::macs`]: multiply-accumulates, or output elements for elementwise and
+//! data-movement operators). This module measures that cost on a real Cortex-M4 instruction
+//! stream, for every operator of the keyword-spotting model and for synthetic operators of
+//! every kernel the fallback runs (int8 and f32 elementwise, broadcast, quantization, softmax at two
+//! sizes, mean, transpose, concatenation, batch matmul, pooling, convolutions, fully
+//! connected). [`check`] then holds the simulator's model (`npu_sim::CpuModel`, fitted to
+//! these figures) to them: every operator within [`OP_TOLERANCE_PERCENT`], the model's
+//! operators together within [`TOTAL_TOLERANCE_PERCENT`], or the firmware fails.
+//!
+//! # How
+//!
+//! The clock is the one of [`dispatch_cost`](crate::dispatch_cost): SysTick under QEMU's
+//! `-icount shift=0` counts instructions, and the [`Calibration`] gives instructions per tick
+//! (40 on mps2-an386). For each operator:
+//!
+//! - its operands are carved from one 16-byte-aligned scratch area, in the sizes
+//!   [`Op::operands`] gives (the optional bias included), each padded to 16 bytes;
+//! - they are filled deterministically: int8 data with a fixed pseudo-random sequence (so the
+//!   kernels see varied values rather than a run of zeros), per-channel multipliers with a
+//!   realistic fixed-point multiplier (0.5 · 2⁻⁷), biases with small int32 values, and f32
+//!   operands with the same pseudo-random int8 values over 16 (multiples of 1/16 in ±8, so
+//!   that QUANTIZE rounds and, at the ends, clamps);
+//! - ONE call of [`run_op`] is timed with [`Ticks::time`], and converted to instructions with
+//!   the calibration. The kernels have no data caches to warm under QEMU and count the same
+//!   instructions on every call, so one call is the cost; it is exact to one tick (40
+//!   instructions) either way.
+//!
+//! The fixed cost of a timed single call (reading SysTick twice, the loop and the indirect call
+//! of the closure) is measured first: an empty closure timed alone, [`OVERHEAD_SAMPLES`] times,
+//! each after a pseudo-random delay so that it starts at a random phase of a tick; the ticks
+//! summed over the samples average to the cost, finer than one tick (about 20 instructions
+//! with this crate's release profile). That average is subtracted from every figure; the call
+//! of `run_op` itself (operand count check, views of the buffers, the dispatch on the op)
+//! stays in it, as it is part of running an operator on the CPU.
+//!
+//! Every operator's line logs its shape (a short description for the synthetic ones), work,
+//! output elements, input bytes and net instructions, and [`measure`] returns the same figures
+//! as [`KernelCost`]s.
+
+use npu_compute::fallback::{run_op, OpError};
+use npu_compute::graph::OperatorPlan;
+use npu_compute::hal::{DType, Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
+use npu_kernels::int8::{
+    Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
+    Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MeanParams,
+    MulParams, Nhwc, Padding, PoolParams, PoolShape, Quant, ReluParams, RequantizeParams,
+    RsqrtParams, SoftmaxParams, SubParams, TransposeParams, Window2d,
+};
+use npu_kernels::{FcShape, KernelError};
+
+use npu_sim::CpuModel;
+
+use crate::dispatch_cost::{Calibration, CostError, Ticks};
+
+/// Most operators of a model this measurement takes.
+pub const MAX_MODEL_OPS: usize = 16;
+/// Most figures [`measure`] returns: the model's operators and the synthetic ones.
+pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
+/// Synthetic operators measured after the model's (see [`synthetic_ops`]).
+const SYNTHETIC_OPS: usize = 31;
+/// How far the simulator's CPU model may be from one operator's measurement, in percent.
+pub const OP_TOLERANCE_PERCENT: u64 = 20;
+/// How far it may be from the measured total of the model's operators, in percent.
+pub const TOTAL_TOLERANCE_PERCENT: u64 = 5;
+/// Empty single calls timed to measure the fixed cost of a timed call.
+pub const OVERHEAD_SAMPLES: u32 = 1000;
+/// Alignment (and padding) of each operand in the scratch area, as Ethos-U regions need.
+const ALIGN: usize = 16;
+/// The per-channel multiplier written into multiplier operands: 0.5 in Q0.31 ...
+const MULTIPLIER: i32 = 1 << 30;
+/// ... scaled by 2⁻⁷: a real scale of about 0.004, typical of an int8 convolution.
+const SHIFT: i32 = -7;
+
+/// Where a measured operator comes from.
+#[derive(Clone, Copy, PartialEq, Eq, defmt::Format)]
+pub enum Source {
+    /// An operator of the prepared model, in model order.
+    Model,
+    /// A synthetic operator of [`synthetic_ops`].
+    Synthetic,
+}
+
+/// A synthetic operator, with a short description of its shape for the log.
+#[derive(Clone, Copy)]
+pub struct Synthetic {
+    /// Shape and parameters, in a few words.
+    pub what: &'static str,
+    /// The operator.
+    pub op: Op,
+}
+
+/// What one operator cost on the CPU.
+#[derive(Clone, Copy, defmt::Format)]
+pub struct KernelCost {
+    /// Where the operator comes from.
+    pub source: Source,
+    /// Its shape in a few words (for the model's operators, the model's name).
+    pub what: &'static str,
+    /// The operator family.
+    pub kind: OpKind,
+    /// Work units: [`Op::macs`].
+    pub work: u64,
+    /// Output elements: the output's bytes over the element size.
+    pub outputs: u64,
+    /// Bytes of all inputs (the optional bias included).
+    pub input_bytes: u64,
+    /// Instructions of one [`run_op`] call, the fixed cost of a timed call subtracted.
+    pub instructions: u64,
+    /// Cycles the simulator's CPU model charges for it ([`CpuModel::cycles`]).
+    pub predicted: u64,
+}
+
+/// Why the measurement could not be made.
+#[derive(defmt::Format)]
+pub enum CpuCostError {
+    /// SysTick could not time a call (see [`CostError`]).
+    Cost(CostError),
+    /// A synthetic operator's parameters were refused.
+    Kernel(KernelError),
+    /// The fallback kernel refused operator `index` (in measurement order).
+    Op {
+        /// Position in the measurement.
+        index: usize,
+        /// The operator family.
+        kind: OpKind,
+        /// What `run_op` returned.
+        error: OpError,
+    },
+    /// Operator `index`'s operand sizes overflow.
+    NoOperands {
+        /// Position in the measurement.
+        index: usize,
+    },
+    /// Operator `index` needs more scratch than there is.
+    ScratchTooSmall {
+        /// Position in the measurement.
+        index: usize,
+        /// Bytes its operands need, padded.
+        needed: usize,
+        /// Bytes of scratch.
+        have: usize,
+    },
+    /// More operators than the lists hold.
+    TooManyOps,
+    /// The simulator's CPU model is off by more than [`OP_TOLERANCE_PERCENT`] for operator
+    /// `index`: recalibrate `npu_sim::CpuModel::CORTEX_M4_SCALAR`.
+    ModelOff {
+        /// Position in the measurement.
+        index: usize,
+        /// The operator family.
+        kind: OpKind,
+        /// Instructions measured.
+        measured: u64,
+        /// Cycles the model charges.
+        predicted: u64,
+    },
+    /// The model's total over the model's operators is off by more than
+    /// [`TOTAL_TOLERANCE_PERCENT`].
+    ModelTotalOff {
+        /// Instructions measured.
+        measured: u64,
+        /// Cycles the model charges.
+        predicted: u64,
+    },
+}
+
+impl From<CostError> for CpuCostError {
+    fn from(e: CostError) -> Self {
+        CpuCostError::Cost(e)
+    }
+}
+
+impl From<KernelError> for CpuCostError {
+    fn from(e: KernelError) -> Self {
+        CpuCostError::Kernel(e)
+    }
+}
+
+/// Hundredths as `integer.fraction` for the log.
+struct Centi(u64);
+
+impl defmt::Format for Centi {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "{=u64}.{=u64:02}", self.0 / 100, self.0 % 100);
+    }
+}
+
+/// The HAL operations of a prepared model's operators, in model order (aliases such as
+/// RESHAPE, which run nothing, left out).
+pub fn model_ops(
+    plans: impl Iterator<Item = OperatorPlan>,
+) -> Result<heapless::Vec<Op, MAX_MODEL_OPS>, CpuCostError> {
+    let mut ops = heapless::Vec::new();
+    for op in plans.filter_map(|plan| plan.op) {
+        ops.push(op).map_err(|_| CpuCostError::TooManyOps)?;
+    }
+    Ok(ops)
+}
+
+/// `ticks` in hundredths of an instruction.
+fn centi(cal: &Calibration, ticks: u64) -> u64 {
+    ticks * u64::from(cal.instructions) * 100 / u64::from(cal.ticks).max(1)
+}
+
+/// A window of `size`×`size` taps, stride `stride`, dense, with `padding`.
+fn window(size: u32, stride: u32, padding: Padding) -> Window2d {
+    Window2d {
+        filter_height: size,
+        filter_width: size,
+        stride_height: stride,
+        stride_width: stride,
+        dilation_height: 1,
+        dilation_width: 1,
+        padding,
+    }
+}
+
+/// One image of `height`×`width`×`channels`.
+fn image(height: u32, width: u32, channels: u32) -> Nhwc {
+    Nhwc {
+        batches: 1,
+        height,
+        width,
+        channels,
+    }
+}
+
+/// Operators of shapes the model does not have, to see how the cost scales: valid parameters,
+/// typical int8 quantizations. The first ten are the original set; the others cover the rest
+/// of the int8 families and second sizes of pooling, softmax and fully connected.
+pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCostError> {
+    let input = Quant {
+        scale: 0.02,
+        zero_point: -3,
+    };
+    let other = Quant {
+        scale: 0.03,
+        zero_point: 5,
+    };
+    let output = Quant {
+        scale: 0.05,
+        zero_point: -1,
+    };
+    // RSQRT fails on an input below its zero point: with −128 every int8 value is valid (0 to
+    // 5.1, whose reciprocal square roots 0.44 to 7.1 fit this output without clamping).
+    let rsqrt_in = Quant {
+        scale: 0.02,
+        zero_point: -128,
+    };
+    let rsqrt_out = Quant {
+        scale: 0.06,
+        zero_point: -128,
+    };
+    // TFLM's fixed int8 softmax output.
+    let probabilities = Quant {
+        scale: 1.0 / 256.0,
+        zero_point: -128,
+    };
+    let act = Activation::None;
+    let add = AddParams::new(input, other, output, act)?;
+    let mul = MulParams::new(input, other, output, act)?;
+    let softmax = SoftmaxParams::new(input, 1.0, probabilities)?;
+    let pool = |input: Nhwc, size: u32, stride: u32, padding: Padding| PoolShape {
+        input,
+        filter_height: size,
+        filter_width: size,
+        stride_height: stride,
+        stride_width: stride,
+        padding,
+    };
+    let max_pool = pool(image(16, 16, 16), 2, 2, Padding::Valid);
+    let avg_pool = pool(image(16, 16, 16), 3, 1, Padding::Same);
+    let max_pool_s2 = pool(image(32, 32, 8), 3, 2, Padding::Valid);
+    let avg_pool_s2 = pool(image(32, 32, 8), 3, 2, Padding::Valid);
+    let conv3 = Conv2dShape {
+        input: image(16, 16, 8),
+        out_channels: 16,
+        filter_depth: 8,
+        window: window(3, 1, Padding::Same),
+    };
+    let conv1 = Conv2dShape {
+        input: image(8, 8, 32),
+        out_channels: 32,
+        filter_depth: 32,
+        window: window(1, 1, Padding::Valid),
+    };
+    let depthwise = DepthwiseShape {
+        input: image(16, 16, 16),
+        depth_multiplier: 1,
+        window: window(3, 1, Padding::Same),
+    };
+    let fc = FcShape {
+        batches: 1,
+        in_features: 256,
+        out_features: 32,
+    };
+    // Four bytes per weight: half the inputs of `fc` keeps it within the scratch area.
+    let fc_f32 = FcShape {
+        in_features: 128,
+        ..fc
+    };
+    let fc_wide = FcShape {
+        batches: 1,
+        in_features: 1024,
+        out_features: 10,
+    };
+    // 8×8×16 with one 16-channel vector (a per-channel bias or scale), broadcast over the pixels.
+    let per_channel = || BroadcastShape::new(&[1, 8, 8, 16], &[16], &[1, 8, 8, 16]);
+    let entry = |what: &'static str, op: Op| Synthetic { what, op };
+    let ops: [Synthetic; SYNTHETIC_OPS] = [
+        entry(
+            "1024 elements",
+            Op::AddI8 {
+                len: 1024,
+                params: add,
+            },
+        ),
+        entry(
+            "1x8x8x16 + [16]",
+            Op::AddBroadcastI8 {
+                shape: per_channel()?,
+                params: add,
+            },
+        ),
+        entry(
+            "1x8x8x16 - [16]",
+            Op::SubI8 {
+                shape: per_channel()?,
+                params: SubParams::new(input, other, output, act)?,
+            },
+        ),
+        entry(
+            "16x16x16, 2x2 s2 valid",
+            Op::MaxPool2dI8 {
+                shape: max_pool,
+                params: PoolParams::new(max_pool, input, input, act)?,
+            },
+        ),
+        entry(
+            "16x16x16, 3x3 s1 same",
+            Op::AveragePool2dI8 {
+                shape: avg_pool,
+                params: PoolParams::new(avg_pool, input, input, act)?,
+            },
+        ),
+        entry(
+            "16x16x8 -> 16, 3x3 s1 same",
+            Op::Conv2dI8 {
+                shape: conv3,
+                params: Conv2dParams::new(conv3, input, output, act)?,
+            },
+        ),
+        entry(
+            "8x8x32 -> 32, 1x1",
+            Op::Conv2dI8 {
+                shape: conv1,
+                params: Conv2dParams::new(conv1, input, output, act)?,
+            },
+        ),
+        entry(
+            "16x16x16, 3x3 s1 same",
+            Op::DepthwiseConv2dI8 {
+                shape: depthwise,
+                params: DepthwiseParams::new(depthwise, input, output, act)?,
+            },
+        ),
+        entry(
+            "256 -> 32",
+            Op::FullyConnectedI8 {
+                shape: fc,
+                params: FcParams::new(input, 0.004, output, act)?,
+            },
+        ),
+        entry(
+            "256 -> 32 per-channel",
+            Op::FullyConnectedPerChannelI8 {
+                shape: fc,
+                params: FcPerChannelParams::new(input, output, act)?,
+            },
+        ),
+        entry(
+            "1024 elements",
+            Op::ReluI8 {
+                len: 1024,
+                params: ReluParams::new(input, output)?,
+            },
+        ),
+        entry(
+            "1024 elements",
+            Op::MulI8 {
+                len: 1024,
+                params: mul,
+            },
+        ),
+        entry(
+            "1x8x8x16 * [16]",
+            Op::MulBroadcastI8 {
+                shape: per_channel()?,
+                params: mul,
+            },
+        ),
+        entry(
+            "int8 -> int8, 1024 elements",
+            Op::RequantizeI8 {
+                len: 1024,
+                params: RequantizeParams::new(input, output)?,
+            },
+        ),
+        entry(
+            "f32 -> int8, 1024 elements",
+            Op::QuantizeF32 {
+                len: 1024,
+                quant: output,
+            },
+        ),
+        entry(
+            "int8 -> f32, 1024 elements",
+            Op::DequantizeI8 {
+                len: 1024,
+                quant: input,
+            },
+        ),
+        entry(
+            "1024 elements",
+            Op::RsqrtI8 {
+                len: 1024,
+                params: RsqrtParams::new(rsqrt_in, rsqrt_out)?,
+            },
+        ),
+        entry(
+            "1 row of 16",
+            Op::SoftmaxI8 {
+                len: 16,
+                depth: 16,
+                params: softmax,
+            },
+        ),
+        entry(
+            "1 row of 1000",
+            Op::SoftmaxI8 {
+                len: 1000,
+                depth: 1000,
+                params: softmax,
+            },
+        ),
+        entry(
+            "1x8x8x32 over H, W",
+            Op::MeanI8 {
+                params: MeanParams::new(image(8, 8, 32), input, output)?,
+            },
+        ),
+        entry(
+            "1x16x16x8, perm 0,3,1,2",
+            Op::TransposeI8 {
+                params: TransposeParams::new(&[1, 16, 16, 8], &[0, 3, 1, 2])?,
+            },
+        ),
+        entry(
+            "2 x 1x8x8x16 on channels",
+            Op::ConcatenationI8 {
+                params: ConcatParams::new(&[&[1, 8, 8, 16], &[1, 8, 8, 16]], 3)?,
+            },
+        ),
+        entry(
+            "1x16x32 by 1x32x16",
+            Op::BatchMatmulI8 {
+                params: BatchMatmulParams::new(
+                    &[1, 16, 32],
+                    &[1, 32, 16],
+                    false,
+                    false,
+                    input,
+                    other,
+                    output,
+                )?,
+            },
+        ),
+        entry(
+            "32x32x8, 3x3 s2 valid",
+            Op::MaxPool2dI8 {
+                shape: max_pool_s2,
+                params: PoolParams::new(max_pool_s2, input, input, act)?,
+            },
+        ),
+        entry(
+            "32x32x8, 3x3 s2 valid",
+            Op::AveragePool2dI8 {
+                shape: avg_pool_s2,
+                params: PoolParams::new(avg_pool_s2, input, input, act)?,
+            },
+        ),
+        entry(
+            "1024 -> 10",
+            Op::FullyConnectedI8 {
+                shape: fc_wide,
+                params: FcParams::new(input, 0.004, output, act)?,
+            },
+        ),
+        entry("1024 elements", Op::Reshape { len: 1024 }),
+        entry("1024 elements", Op::AddF32 { len: 1024 }),
+        entry("1024 elements", Op::MulF32 { len: 1024 }),
+        entry("1024 elements", Op::ReluF32 { len: 1024 }),
+        entry("128 -> 32", Op::FullyConnectedF32 { shape: fc_f32 }),
+    ];
+    let mut list = heapless::Vec::new();
+    for op in ops {
+        list.push(op).map_err(|_| CpuCostError::TooManyOps)?;
+    }
+    Ok(list)
+}
+
+/// What an input operand holds, for filling it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// int8 activations or weights.
+    Data,
+    /// f32 values: pseudo-random multiples of 1/16 in ±8.
+    Float,
+    /// Per-channel multipliers.
+    Multipliers,
+    /// int32 bias.
+    Bias,
+}
+
+/// The role of input `i` of `op` (operand order as documented on [`Op`]).
+fn role(op: &Op, i: usize) -> Role {
+    match (op, i) {
+        (Op::FullyConnectedF32 { .. }, _) => Role::Float,
+        (Op::FullyConnectedI8 { .. }, 2) => Role::Bias,
+        (
+            Op::Conv2dI8 { .. }
+            | Op::DepthwiseConv2dI8 { .. }
+            | Op::FullyConnectedPerChannelI8 { .. },
+            2,
+        ) => Role::Multipliers,
+        (
+            Op::Conv2dI8 { .. }
+            | Op::DepthwiseConv2dI8 { .. }
+            | Op::FullyConnectedPerChannelI8 { .. },
+            3,
+        ) => Role::Bias,
+        (Op::QuantizeF32 { .. }, _) => Role::Float,
+        _ if op.dtype() == DType::F32 => Role::Float,
+        _ => Role::Data,
+    }
+}
+
+/// Fills `bytes` as `role` says; `seed` varies the int8 sequence between operands.
+fn fill(bytes: &mut [u8], role: Role, seed: u32) {
+    // A linear congruential sequence (Numerical Recipes' constants), top byte.
+    let mut state = seed.wrapping_mul(0x9E37_79B9) | 1;
+    let mut next = move || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 24) as u8
+    };
+    match role {
+        Role::Float => {
+            for word in bytes.chunks_exact_mut(4) {
+                let value = f32::from(next() as i8) / 16.0;
+                word.copy_from_slice(&value.to_le_bytes());
+            }
+        }
+        Role::Data => bytes.fill_with(next),
+        Role::Multipliers => {
+            for pair in bytes.chunks_exact_mut(CHANNEL_MULTIPLIER_BYTES as usize) {
+                let (m, s) = pair.split_at_mut(4);
+                m.copy_from_slice(&MULTIPLIER.to_le_bytes());
+                s.copy_from_slice(&SHIFT.to_le_bytes());
+            }
+        }
+        Role::Bias => {
+            for (k, word) in bytes.chunks_exact_mut(4).enumerate() {
+                let bias = (k as i32 * 37) % 1024 - 512;
+                word.copy_from_slice(&bias.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// Bytes of one element of `op`'s output: QUANTIZE from f32 writes int8, DEQUANTIZE writes
+/// f32, every other op writes its [`DType`].
+fn output_element_size(op: &Op) -> u32 {
+    match op {
+        Op::QuantizeF32 { .. } => DType::I8.size(),
+        Op::DequantizeI8 { .. } => DType::F32.size(),
+        _ => op.dtype().size(),
+    }
+}
+
+/// `len` rounded up to [`ALIGN`].
+fn padded(len: usize) -> Option<usize> {
+    len.checked_next_multiple_of(ALIGN)
+}
+
+/// The first `len` bytes of `rest` (which then starts after them, padded to [`ALIGN`]).
+fn carve<'a>(rest: &mut &'a mut [u8], len: usize) -> Option<&'a mut [u8]> {
+    let (head, tail) = core::mem::take(rest).split_at_mut_checked(padded(len)?)?;
+    *rest = tail;
+    head.get_mut(..len)
+}
+
+/// Times one `run_op` of `op` (from `source`, described as `what`) over operands carved from
+/// `scratch`; returns its figures with `overhead` (hundredths of an instruction) subtracted,
+/// and the ticks it took.
+fn measure_op(
+    t: &Ticks,
+    cal: &Calibration,
+    index: usize,
+    (source, what): (Source, &'static str),
+    op: &Op,
+    (overhead, model): (u64, &CpuModel),
+    scratch: &mut [u8],
+) -> Result<(KernelCost, u32), CpuCostError> {
+    let operands = op.operands().ok_or(CpuCostError::NoOperands { index })?;
+    let lens = |b: u32| usize::try_from(b).ok().and_then(padded);
+    let needed = operands
+        .inputs
+        .iter()
+        .chain([&operands.output])
+        .try_fold(0usize, |sum, &b| sum.checked_add(lens(b)?))
+        .unwrap_or(usize::MAX);
+    let too_small = CpuCostError::ScratchTooSmall {
+        index,
+        needed,
+        have: scratch.len(),
+    };
+    let mut rest = scratch;
+    let Some(output) = carve(&mut rest, operands.output as usize) else {
+        return Err(too_small);
+    };
+    output.fill(0);
+    let mut inputs: [&[u8]; MAX_JOB_INPUTS] = [&[]; MAX_JOB_INPUTS];
+    let mut input_bytes = 0u64;
+    for (i, (&bytes, slot)) in operands.inputs.iter().zip(inputs.iter_mut()).enumerate() {
+        let Some(buffer) = carve(&mut rest, bytes as usize) else {
+            return Err(too_small);
+        };
+        fill(buffer, role(op, i), (index * MAX_JOB_INPUTS + i) as u32);
+        *slot = buffer;
+        input_bytes += u64::from(bytes);
+    }
+    let inputs = inputs
+        .get(..operands.inputs.len())
+        .ok_or(CpuCostError::NoOperands { index })?;
+
+    let mut result = Ok(());
+    let ticks = t.time(1, &mut || {
+        result = run_op(op, inputs, output);
+        Ok(())
+    })?;
+    result.map_err(|error| CpuCostError::Op {
+        index,
+        kind: op.kind(),
+        error,
+    })?;
+
+    let net = centi(cal, u64::from(ticks)).saturating_sub(overhead);
+    let cost = KernelCost {
+        source,
+        what,
+        kind: op.kind(),
+        work: op.macs(),
+        outputs: u64::from(operands.output / output_element_size(op)),
+        input_bytes,
+        instructions: (net + 50) / 100,
+        predicted: model.cycles(op),
+    };
+    defmt::info!(
+        "cpu cost #{=usize} {} {} ({=str}): work {=u64}, outputs {=u64}, input bytes {=u64}: {=u32} ticks, {=u64} instructions, {} per work unit; model {=u64} ({} of measured)",
+        index,
+        cost.source,
+        cost.kind,
+        cost.what,
+        cost.work,
+        cost.outputs,
+        cost.input_bytes,
+        ticks,
+        cost.instructions,
+        Centi(net / cost.work.max(1)),
+        cost.predicted,
+        Centi(cost.predicted * 100 / cost.instructions.max(1))
+    );
+    Ok((cost, ticks))
+}
+
+/// Measures one `run_op` call of every operator of `model` and of [`synthetic_ops`], with
+/// operands carved from `scratch` (16-byte aligned; it must hold the largest operator's
+/// operands, each padded to 16 bytes). Logs one line per operator and a summary, and returns
+/// the figures in measurement order (the model's operators first).
+pub fn measure(
+    t: &Ticks,
+    cal: &Calibration,
+    model: &heapless::Vec<Op, MAX_MODEL_OPS>,
+    cpu_model: &CpuModel,
+    scratch: &mut [u8],
+) -> Result<heapless::Vec<KernelCost, MAX_COSTS>, CpuCostError> {
+    // The fixed cost of timing one call: an empty closure, timed alone many times, each time
+    // after a pseudo-random delay of 2 to 80 instructions so that the calls start at every
+    // phase of a tick (two instructions apart) and the sum of ticks averages to the cost.
+    let mut empty_ticks = 0u64;
+    let mut state = 1u32;
+    for _ in 0..OVERHEAD_SAMPLES {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        cortex_m::asm::delay((state >> 24) % 40);
+        empty_ticks += u64::from(t.time(1, &mut || Ok(()))?);
+    }
+    let overhead = centi(cal, empty_ticks) / u64::from(OVERHEAD_SAMPLES);
+    defmt::info!(
+        "cpu cost: fixed cost of a timed call {} instructions ({=u64} ticks over {=u32} empty calls), subtracted from every figure",
+        Centi(overhead),
+        empty_ticks,
+        OVERHEAD_SAMPLES
+    );
+
+    let synthetic = synthetic_ops()?;
+    let ops = model
+        .iter()
+        .map(|op| (Source::Model, "kws_dscnn", op))
+        .chain(synthetic.iter().map(|s| (Source::Synthetic, s.what, &s.op)));
+    let mut costs = heapless::Vec::new();
+    let (mut model_work, mut model_instructions, mut model_ticks) = (0u64, 0u64, 0u64);
+    let mut largest = 0u64;
+    for (index, (source, what, op)) in ops.enumerate() {
+        let (cost, ticks) = measure_op(
+            t,
+            cal,
+            index,
+            (source, what),
+            op,
+            (overhead, cpu_model),
+            scratch,
+        )?;
+        if cost.source == Source::Model {
+            model_work += cost.work;
+            model_instructions += cost.instructions;
+            model_ticks += u64::from(ticks);
+        }
+        largest = largest.max(cost.instructions);
+        costs.push(cost).map_err(|_| CpuCostError::TooManyOps)?;
+    }
+    defmt::info!(
+        "cpu cost: model: {=usize} operators, {=u64} work units, {=u64} instructions ({=u64} ticks), {} per work unit; {=usize} synthetic operators; largest single call {=u64} instructions",
+        model.len(),
+        model_work,
+        model_instructions,
+        model_ticks,
+        Centi(model_instructions * 100 / model_work.max(1)),
+        synthetic.len(),
+        largest
+    );
+    Ok(costs)
+}
+
+/// Checks the simulator's CPU model against `costs`: each operator within
+/// [`OP_TOLERANCE_PERCENT`] of its measurement, the model's operators together within
+/// [`TOTAL_TOLERANCE_PERCENT`].
+pub fn check(costs: &[KernelCost]) -> Result<(), CpuCostError> {
+    let off = |measured: u64, predicted: u64, percent: u64| {
+        measured.abs_diff(predicted) * 100 > measured * percent
+    };
+    for (index, c) in costs.iter().enumerate() {
+        if off(c.instructions, c.predicted, OP_TOLERANCE_PERCENT) {
+            return Err(CpuCostError::ModelOff {
+                index,
+                kind: c.kind,
+                measured: c.instructions,
+                predicted: c.predicted,
+            });
+        }
+    }
+    let model = costs.iter().filter(|c| c.source == Source::Model);
+    let (measured, predicted) =
+        model.fold((0, 0), |(m, p), c| (m + c.instructions, p + c.predicted));
+    if off(measured, predicted, TOTAL_TOLERANCE_PERCENT) {
+        return Err(CpuCostError::ModelTotalOff {
+            measured,
+            predicted,
+        });
+    }
+    defmt::info!(
+        "cpu cost: the simulator's CPU model is within {=u64}% of every operator and {=u64}% of the model's total ({=u64} cycles for {=u64} instructions)",
+        OP_TOLERANCE_PERCENT,
+        TOTAL_TOLERANCE_PERCENT,
+        predicted,
+        measured
+    );
+    Ok(())
+}
