@@ -571,6 +571,14 @@ fn tuning_fingerprint_follows_the_cost_configuration() {
         }),
         ..d
     }));
+    // The CPU model decides whether the CPU is timed and what it costs.
+    assert!(differs(SimConfig { cpu: None, ..d }));
+    let mut cpu = npu_sim::CpuModel::default();
+    cpu.rates[npu_sim::CpuKernel::Softmax as usize].call += 1;
+    assert!(differs(SimConfig {
+        cpu: Some(cpu),
+        ..d
+    }));
     // Capabilities are the tuner's to hash, not the driver's.
     assert!(!differs(SimConfig {
         execution_units: 2,

@@ -232,9 +232,9 @@ fn image(height: u32, width: u32, channels: u32) -> Nhwc {
     }
 }
 
-/// Operators of shapes the model does not have, to see how the cost scales: valid parameters,
-/// typical int8 quantizations. The first ten are the original set; the others cover the rest
-/// of the int8 families and second sizes of pooling, softmax and fully connected.
+/// Operators of shapes the model does not have, to see how the cost scales and to cover every
+/// fallback kernel: valid parameters, typical int8 quantizations, second sizes of pooling,
+/// softmax and fully connected.
 pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCostError> {
     let input = Quant {
         scale: 0.02,
