@@ -85,7 +85,7 @@
 //!
 //! With [`SimConfig::cpu`] set (the default), the CPU's own work costs time too: the server
 //! reports each operator it runs on the fallback kernels
-//! ([`Npu::host_compute`](npu_compute::hal::Npu::host_compute)) and the clock advances by the
+//! ([`Npu::host_compute`]) and the clock advances by the
 //! [`cpu`] model's cycles for it, calibrated on the firmware's QEMU measurement.
 //!
 //! ## Determinism
