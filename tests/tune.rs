@@ -68,7 +68,7 @@ fn kws_conv0() -> Op {
 }
 
 /// The op's input tensors (see [`workloads::operand_bytes`]).
-fn operands<'c>(client: &ComputeClient<'c, Channel>, op: &Op) -> Vec<Tensor<'c, Channel>> {
+fn operands<'c, C: ComputeChannel>(client: &ComputeClient<'c, C>, op: &Op) -> Vec<Tensor<'c, C>> {
     workloads::operand_bytes(op, 0x5eed)
         .unwrap()
         .iter()
@@ -77,10 +77,10 @@ fn operands<'c>(client: &ComputeClient<'c, Channel>, op: &Op) -> Vec<Tensor<'c, 
 }
 
 /// Runs `op` once on fresh operands with `run`, returns the output bytes.
-fn output_of(
-    client: &ComputeClient<'_, Channel>,
+fn output_of<'c, C: ComputeChannel>(
+    client: &ComputeClient<'c, C>,
     op: &Op,
-    run: impl Fn(&[&Tensor<'_, Channel>], &Tensor<'_, Channel>) -> Result<(), Error>,
+    run: impl Fn(&[&Tensor<'c, C>], &Tensor<'c, C>) -> Result<(), Error>,
 ) -> Vec<u8> {
     let ins = operands(client, op);
     let refs: Vec<_> = ins.iter().collect();
@@ -454,4 +454,127 @@ fn a_tuning_that_cannot_measure_still_runs_the_op() {
     // ... and not retried.
     client.execute_autotune(&op, &refs, &out).unwrap();
     assert_eq!(stats(&ch).hits, 1);
+}
+
+/// A driver whose forced-block variant is fast and wrong: it replaces the convolution with a
+/// copy of the start of its input (a bug a tuner must not reward).
+struct WrongBlocks(SimNpu<'static>);
+
+impl Npu for WrongBlocks {
+    fn capabilities(&self) -> npu_compute::hal::Capabilities {
+        self.0.capabilities()
+    }
+    fn submit(
+        &mut self,
+        job: &npu_compute::hal::Job<'_>,
+    ) -> Result<npu_compute::hal::Fence, npu_compute::hal::HalError> {
+        use npu_compute::hal::{Job, JobKind, Queue, Region};
+        match &job.kind {
+            JobKind::Compute {
+                variant: Variant::Block { .. },
+                inputs,
+                output,
+                ..
+            } => {
+                let src = inputs[0];
+                let len = src.len.min(output.len);
+                let copy = Job {
+                    kind: JobKind::Transfer {
+                        src: Region { len, ..src },
+                        dst: Region { len, ..*output },
+                    },
+                    queue: Queue::Dma,
+                    deps: job.deps.clone(),
+                };
+                self.0.submit(&copy)
+            }
+            _ => self.0.submit(job),
+        }
+    }
+    fn poll(
+        &mut self,
+        fence: npu_compute::hal::Fence,
+    ) -> nb::Result<(), npu_compute::hal::HalError> {
+        self.0.poll(fence)
+    }
+    fn wait_for_event(&mut self) {
+        self.0.wait_for_event()
+    }
+    fn on_interrupt(&mut self) {
+        self.0.on_interrupt()
+    }
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn host_memory(&mut self) -> &mut [u8] {
+        self.0.host_memory()
+    }
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, npu_compute::hal::HalError> {
+        self.0.map_flash(bytes)
+    }
+    fn unmap_flash(&mut self, segment: u8) {
+        self.0.unmap_flash(segment)
+    }
+    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
+        self.0.supports_variant(op, variant)
+    }
+    fn host_compute(&mut self, op: &Op) {
+        self.0.host_compute(op)
+    }
+    fn clock_counts_cpu(&self) -> bool {
+        self.0.clock_counts_cpu()
+    }
+}
+
+#[test]
+fn a_candidate_that_computes_other_bytes_is_never_chosen() {
+    // Two servers and a wrapped simulator exceed the test thread's default stack in debug.
+    std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(wrong_blocks_are_rejected)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn wrong_blocks_are_rejected() {
+    let op = kws_conv0();
+    let reference = {
+        let ch = channel(SimConfig::default());
+        let client = ComputeClient::new(&ch);
+        output_of(&client, &op, |i, o| client.execute(&op, i, o))
+    };
+    let device = Box::leak(Box::new(AlignedMemory::<{ 512 * 1024 }>::new()));
+    let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
+    let sim = SimNpu::new(
+        device.as_mut_slice(),
+        host.as_mut_slice(),
+        SimConfig::default(),
+    );
+    let server = NpuServer::new(WrongBlocks(sim.unwrap()), MemoryConfig::default()).unwrap();
+    let ch: RefCellChannel<NpuServer<WrongBlocks>> = RefCellChannel::new(server);
+    // The wrong variant is far faster than any convolution: a copy of 490 bytes.
+    let client = ComputeClient::new(&ch);
+    ch.with(|s| {
+        s.set_tuning(
+            TuneMode::Fixed(Candidate::Npu(Variant::Block { h: 8, w: 8 })),
+            TuneConfig::default(),
+        )
+    })
+    .unwrap();
+    let wrong = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_ne!(
+        wrong, reference,
+        "the faulty variant does compute other bytes"
+    );
+
+    ch.with(|s| s.set_tuning(TuneMode::Tune, TuneConfig::default()))
+        .unwrap();
+    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(tuned, reference);
+    let s = ch.with(|s| s.tune_stats()).unwrap();
+    assert_eq!(s.tuning_runs, 1, "{s:?}");
+    assert!(s.rejected >= 1, "every forced block was caught: {s:?}");
+    let again = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    assert_eq!(again, reference, "the cached choice is a correct one");
 }

@@ -38,7 +38,7 @@ mod tuning;
 pub use deps::{DepSet, Frontier};
 pub use residency::Residency;
 pub use staging::Staging;
-pub use tuning::{Dispatch, TuneStats};
+pub use tuning::{Dispatch, TuneStats, TuningCost};
 
 use tuning::Tuning;
 
@@ -157,8 +157,7 @@ pub trait ComputeServer {
         &mut self,
         key: TuneKey,
         choice: Choice,
-        measurements: u32,
-        cycles: Cycles,
+        cost: TuningCost,
     ) -> Result<(), Error>;
     /// Sets how ops are tuned (default [`TuneMode::Off`]) and the measuring budget.
     fn set_tuning(&mut self, mode: TuneMode, config: TuneConfig);
@@ -1460,10 +1459,9 @@ impl<
         &mut self,
         key: TuneKey,
         choice: Choice,
-        measurements: u32,
-        cycles: Cycles,
+        cost: TuningCost,
     ) -> Result<(), Error> {
-        self.tuning.count(&choice, measurements, cycles);
+        self.tuning.count(&choice, cost);
         self.tuning.cache.finish(key, choice).map_err(Error::Tune)
     }
 

@@ -29,6 +29,19 @@ pub enum Dispatch {
     },
 }
 
+/// What tuning one key cost, reported with its outcome
+/// ([`ComputeServer::finish_tuning`](super::ComputeServer::finish_tuning)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TuningCost {
+    /// Jobs run to time candidates (warm-ups and samples).
+    pub measurements: u32,
+    /// HAL cycles spent measuring and verifying.
+    pub cycles: u64,
+    /// Candidates dropped because their output differed from `Auto`'s.
+    pub rejected: u32,
+}
+
 /// Counters of the tuner, since the server started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -41,6 +54,9 @@ pub struct TuneStats {
     pub tuning_cycles: u64,
     /// Ops that found their key tuned.
     pub hits: u32,
+    /// Candidates dropped while tuning because their output differed from `Auto`'s: a
+    /// driver variant that computes something else is never chosen.
+    pub rejected: u32,
     /// Ops whose key was unknown (claimed for tuning, or run as `Auto` when not tuning).
     pub misses: u32,
     /// Ops that ran `Auto` instead of their choice: the key was being tuned, the cache was
@@ -68,11 +84,12 @@ impl<const N: usize> Tuning<N> {
     }
 
     /// Records a finished tuning's cost.
-    pub(crate) fn count(&mut self, choice: &Choice, measurements: u32, cycles: u64) {
+    pub(crate) fn count(&mut self, choice: &Choice, cost: TuningCost) {
         if choice.measured {
             self.stats.tuning_runs += 1;
         }
-        self.stats.measurements += measurements;
-        self.stats.tuning_cycles += cycles;
+        self.stats.measurements += cost.measurements;
+        self.stats.tuning_cycles += cost.cycles;
+        self.stats.rejected += cost.rejected;
     }
 }

@@ -19,6 +19,13 @@
 //!   ([`TuneConfig::max_measurements`], [`TuneConfig::max_cycles`]) caps the whole key. `Auto`
 //!   runs first, so it is always timed and wins ties.
 //!
+//! - every candidate's output is checked against `Auto`'s after its first run: a CRC-32 of the
+//!   scratch output, read back in [`VERIFY_CHUNK`]-byte pieces (no buffer of the output's
+//!   size). A candidate that computes other bytes is dropped and counted
+//!   ([`TuneStats::rejected`](crate::server::TuneStats::rejected)), however fast it is, and the
+//!   winner's [`Choice::verified`] says its bytes were compared. Variants are meant to be
+//!   bit-exact; this keeps a driver bug from becoming the tuned choice.
+//!
 //! A candidate that fails to run (no memory for its scratch, refused by the driver) is skipped.
 //! Whatever happens, the claimed key is finished, with [`Choice::FAILED`] when nothing could
 //! be timed, so it is never tuned again.
@@ -28,14 +35,19 @@ use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
 use crate::hal::{Cycles, Op, Variant, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
-use crate::server::{ComputeServer, Dispatch};
+use crate::server::{ComputeServer, Dispatch, TuningCost};
 
+use super::table::crc_update;
 use super::{Candidate, Choice, TuneConfig};
+
+/// Bytes of output read back at a time to verify a candidate (a stack buffer).
+pub const VERIFY_CHUNK: u32 = 256;
 
 /// The winner of one key and what finding it cost.
 struct Outcome {
     choice: Choice,
     measurements: u32,
+    rejected: u32,
 }
 
 impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
@@ -59,11 +71,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         let start = self.call(|s| Ok(s.now()))?;
         let outcome = self.measure(op, inputs, output, &candidates);
         let cycles = self.call(|s| Ok(s.now()))?.saturating_sub(start);
-        let (choice, measurements) = match &outcome {
-            Ok(o) => (o.choice, o.measurements),
-            Err(_) => (Choice::FAILED, 0),
+        let (choice, measurements, rejected) = match &outcome {
+            Ok(o) => (o.choice, o.measurements, o.rejected),
+            Err(_) => (Choice::FAILED, 0, 0),
         };
-        self.call(|s| s.finish_tuning(key, choice, measurements, cycles))?;
+        let cost = TuningCost {
+            measurements,
+            cycles,
+            rejected,
+        };
+        self.call(|s| s.finish_tuning(key, choice, cost))?;
         // A tuning that failed (no memory for the scratch output, say) is not the op's
         // failure: it runs as it would untuned, and that run reports any real error.
         self.call(|s| s.execute_with(op, choice.candidate, &ids, out))
@@ -109,6 +126,9 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         let mut auto = None;
         let mut timed = 0u8;
         let mut refusal = None;
+        // `Auto`'s output digest, the reference every other candidate must match.
+        let mut reference = None;
+        let mut rejected = 0u32;
         for &how in candidates {
             let over_budget = measurements + per_candidate > u32::from(config.max_measurements)
                 || config.max_cycles.is_some_and(|max| spent >= max);
@@ -130,6 +150,18 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
                         refusal = Some(e);
                         failed = true;
                         break;
+                    }
+                }
+                if sample == 0 {
+                    let digest = self.digest(&scratch)?;
+                    match reference {
+                        None if how == Candidate::Npu(Variant::Auto) => reference = Some(digest),
+                        Some(r) if r != digest => {
+                            rejected += 1;
+                            failed = true;
+                            break;
+                        }
+                        _ => {}
                     }
                 }
                 // Already twice the best: it cannot win (`fastest` is MAX until a timed sample).
@@ -158,6 +190,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
                 return Ok(Outcome {
                     choice: Choice::FAILED,
                     measurements,
+                    rejected,
                 })
             }
         };
@@ -169,10 +202,27 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
                 auto_cycles: saturate(auto.unwrap_or(cycles)),
                 timed,
                 samples: config.samples.max(1),
-                verified: false,
+                // Every candidate kept matched `Auto`'s bytes, if `Auto` gave any.
+                verified: reference.is_some(),
                 measured: true,
             },
             measurements,
+            rejected,
         })
+    }
+
+    /// CRC-32 of `t`'s bytes, read back [`VERIFY_CHUNK`] bytes at a time through views of it.
+    fn digest(&self, t: &Tensor<'c, C>) -> Result<u32, Error> {
+        let mut buf = [0u8; VERIFY_CHUNK as usize];
+        let mut crc = !0;
+        let mut at = 0;
+        while at < t.bytes() {
+            let len = VERIFY_CHUNK.min(t.bytes() - at);
+            let chunk = &mut buf[..len as usize];
+            self.read(&self.place(t, at, len)?, chunk)?;
+            crc = crc_update(crc, chunk);
+            at += len;
+        }
+        Ok(!crc)
     }
 }

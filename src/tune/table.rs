@@ -378,7 +378,7 @@ const CRC_TABLE: [u32; 256] = {
     table
 };
 
-fn crc_update(mut crc: u32, bytes: &[u8]) -> u32 {
+pub(crate) fn crc_update(mut crc: u32, bytes: &[u8]) -> u32 {
     for &b in bytes {
         // The index is a byte: always inside the 256-entry table.
         crc = CRC_TABLE[usize::from(crc as u8 ^ b)] ^ (crc >> 8);
