@@ -91,6 +91,13 @@ fn output_of<'c, C: ComputeChannel>(
     bytes
 }
 
+/// `op`'s output on a default, untuned server: what every candidate must reproduce.
+fn untuned_output(op: &Op) -> Vec<u8> {
+    let ch = channel(SimConfig::default());
+    let client = ComputeClient::new(&ch);
+    output_of(&client, op, |i, o| client.execute(op, i, o))
+}
+
 fn stats(channel: &Channel) -> TuneStats {
     channel.with(|s| s.tune_stats()).unwrap()
 }
@@ -115,11 +122,7 @@ fn cycles_of(channel: &Channel, op: &Op) -> u64 {
 #[test]
 fn first_dispatch_measures_later_ones_hit_and_results_do_not_change() {
     let op = kws_conv0();
-    let reference = {
-        let ch = channel(SimConfig::default());
-        let client = ComputeClient::new(&ch);
-        output_of(&client, &op, |i, o| client.execute(&op, i, o))
-    };
+    let reference = untuned_output(&op);
 
     let ch = channel(SimConfig::default());
     set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
@@ -329,11 +332,7 @@ fn ops_with_one_way_to_run_are_never_tuned() {
 #[test]
 fn the_cpu_is_timed_against_the_npu_and_wins_only_where_it_is_faster() {
     let op = add(256);
-    let reference = {
-        let ch = channel(SimConfig::default());
-        let client = ComputeClient::new(&ch);
-        output_of(&client, &op, |i, o| client.execute(&op, i, o))
-    };
+    let reference = untuned_output(&op);
     // The default part: the NPU's ADD costs a job's overhead and a few cycles per 8 elements,
     // the CPU's a download, the kernel and an upload. Both are timed; the NPU wins.
     let ch = channel(SimConfig::default());
@@ -415,11 +414,7 @@ fn cpu_work_costs_the_simulator_time_as_its_model_says() {
 #[test]
 fn a_tuning_that_cannot_measure_still_runs_the_op() {
     let op = kws_conv0();
-    let reference = {
-        let ch = channel(SimConfig::default());
-        let client = ComputeClient::new(&ch);
-        output_of(&client, &op, |i, o| client.execute(&op, i, o))
-    };
+    let reference = untuned_output(&op);
     // An arena with room for the operands but not for a second output to time into.
     let device = Box::leak(Box::new(AlignedMemory::<{ 16 * 1024 }>::new()));
     let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
@@ -539,11 +534,7 @@ fn a_candidate_that_computes_other_bytes_is_never_chosen() {
 
 fn wrong_blocks_are_rejected() {
     let op = kws_conv0();
-    let reference = {
-        let ch = channel(SimConfig::default());
-        let client = ComputeClient::new(&ch);
-        output_of(&client, &op, |i, o| client.execute(&op, i, o))
-    };
+    let reference = untuned_output(&op);
     let device = Box::leak(Box::new(AlignedMemory::<{ 512 * 1024 }>::new()));
     let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
     let sim = SimNpu::new(
