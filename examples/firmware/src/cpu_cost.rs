@@ -55,6 +55,7 @@ use npu_kernels::int8::{
 };
 use npu_kernels::{FcShape, KernelError};
 
+use npu_sim::cpu::output_elements;
 use npu_sim::CpuModel;
 
 use crate::dispatch_cost::{Calibration, CostError, Ticks};
@@ -107,7 +108,7 @@ pub struct KernelCost {
     pub kind: OpKind,
     /// Work units: [`Op::macs`].
     pub work: u64,
-    /// Output elements: the output's bytes over the element size.
+    /// Output elements ([`output_elements`], what the CPU model charges per output).
     pub outputs: u64,
     /// Bytes of all inputs (the optional bias included).
     pub input_bytes: u64,
@@ -584,16 +585,6 @@ fn fill(bytes: &mut [u8], role: Role, seed: u32) {
     }
 }
 
-/// Bytes of one element of `op`'s output: QUANTIZE from f32 writes int8, DEQUANTIZE writes
-/// f32, every other op writes its [`DType`].
-fn output_element_size(op: &Op) -> u32 {
-    match op {
-        Op::QuantizeF32 { .. } => DType::I8.size(),
-        Op::DequantizeI8 { .. } => DType::F32.size(),
-        _ => op.dtype().size(),
-    }
-}
-
 /// `len` rounded up to [`ALIGN`].
 fn padded(len: usize) -> Option<usize> {
     len.checked_next_multiple_of(ALIGN)
@@ -667,7 +658,7 @@ fn measure_op(
         what,
         kind: op.kind(),
         work: op.macs(),
-        outputs: u64::from(operands.output / output_element_size(op)),
+        outputs: output_elements(op),
         input_bytes,
         instructions: (net + 50) / 100,
         predicted: model.cycles(op),
