@@ -35,7 +35,7 @@ use crate::error::Error;
 use crate::hal::{Capabilities, Op, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryStats, PassStats};
-use crate::server::{ComputeServer, Residency, ServerStats};
+use crate::server::{ComputeServer, JobPlan, Residency, ServerStats};
 
 /// The firmware's entry point to the compute stack.
 pub struct ComputeClient<'c, C> {
@@ -371,6 +371,41 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.call(|s| s.execute(op, &ids, out))
     }
 
+    /// An empty [`JobPlan`] of at most `STEPS` jobs over at most `TENSORS` tensors, released
+    /// when dropped: build it once with [`Plan::push`], then [`Plan::run`] it as often as
+    /// needed, each run costing the driver's submit and little more per job.
+    ///
+    /// ```
+    /// use npu_compute::prelude::*;
+    /// use npu_compute::client::Plan;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    ///
+    /// let mut device = AlignedMemory::<4096>::new();
+    /// let mut host = AlignedMemory::<4096>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// let client = ComputeClient::new(&channel);
+    ///
+    /// let x = client.create_f32(&[1.0, 2.0]).unwrap();
+    /// let (y, z) = (client.empty(8).unwrap(), client.empty(8).unwrap());
+    /// let add = Op::AddF32 { len: 2 };
+    /// let mut plan: Plan<_, 8, 8> = client.plan();
+    /// plan.push(&add, &[&x, &x], &y).unwrap(); // y = 2x
+    /// plan.push(&add, &[&y, &x], &z).unwrap(); // z = 3x
+    /// for _ in 0..3 {
+    ///     plan.run(&[&add, &add]).unwrap();
+    /// }
+    /// let mut out = [0.0f32; 2];
+    /// client.read_f32(&z, &mut out).unwrap();
+    /// assert_eq!(out, [3.0, 6.0]);
+    /// ```
+    pub fn plan<const STEPS: usize, const TENSORS: usize>(&self) -> Plan<'c, C, STEPS, TENSORS> {
+        Plan {
+            client: *self,
+            plan: JobPlan::new(),
+        }
+    }
+
     /// The ids of `op`'s input tensors, checked to be this client's.
     pub(crate) fn ids(
         &self,
@@ -471,5 +506,55 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// the first of each shape).
     pub fn reset_memory_peak(&self) -> Result<(), Error> {
         self.channel.with(|s| s.reset_memory_peak())
+    }
+}
+
+/// A [`JobPlan`] owned through a client: its tensors are released when it is dropped (see
+/// [`ComputeClient::plan`]).
+pub struct Plan<'c, C: ComputeChannel, const STEPS: usize = 64, const TENSORS: usize = 64> {
+    client: ComputeClient<'c, C>,
+    plan: JobPlan<STEPS, TENSORS>,
+}
+
+impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Plan<'c, C, STEPS, TENSORS> {
+    /// Appends `op` on `inputs` into `output` (see [`ComputeServer::plan_step`]). Nothing
+    /// runs until [`run`](Self::run).
+    pub fn push(
+        &mut self,
+        op: &Op,
+        inputs: &[&Tensor<'c, C>],
+        output: &Tensor<'c, C>,
+    ) -> Result<(), Error> {
+        let ids = self.client.ids(op, inputs)?;
+        let out = self.client.own(output)?;
+        let plan = &mut self.plan;
+        self.client.call(|s| s.plan_step(plan, op, &ids, out))
+    }
+
+    /// Submits every job, `ops[k]` being the op of the `k`-th [`push`](Self::push), and
+    /// returns at once (see [`ComputeServer::run_plan`]).
+    pub fn run(&mut self, ops: &[&Op]) -> Result<(), Error> {
+        let plan = &mut self.plan;
+        self.client.call(|s| s.run_plan(plan, ops))
+    }
+
+    /// The plan's jobs and tensors.
+    pub fn jobs(&self) -> &JobPlan<STEPS, TENSORS> {
+        &self.plan
+    }
+}
+
+impl<C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Drop
+    for Plan<'_, C, STEPS, TENSORS>
+{
+    fn drop(&mut self) {
+        let plan = &mut self.plan;
+        if self.client.call(|s| s.release_plan(plan)).is_err() {
+            // The channel is busy (dropped inside a callback): defer each reference, as a
+            // tensor's drop does. (`release_plan` empties the plan on any other outcome.)
+            for id in self.plan.tensor_ids() {
+                self.client.channel.release(id);
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! against available bytes, the name of the capacity knob (a const generic) that ran out.
 
 use crate::hal::{HalError, OpKind};
+use crate::server::PlanError;
 use crate::storage::StorageError;
 use crate::tune::{CacheError, TableError};
 use npu_kernels::KernelError;
@@ -20,6 +21,10 @@ pub enum Capacity {
     StagingBlocks,
     /// The channel's deferred-release counters (`RefCellChannel`/`CriticalSectionChannel`'s `N`).
     ChannelSlots,
+    /// Jobs in a job plan (`JobPlan`'s `STEPS` const generic).
+    PlanSteps,
+    /// Distinct tensors in a job plan (`JobPlan`'s `TENSORS` const generic).
+    PlanTensors,
 }
 
 /// Errors of the compute stack.
@@ -85,6 +90,8 @@ pub enum Error {
     Table(TableError),
     /// The autotuner's cache refused a choice (full: the server's `TUNE` capacity).
     Tune(CacheError),
+    /// A job plan could not be built or run.
+    Plan(PlanError),
     /// A constant tensor (bound in flash) was given as an operator's output.
     ReadOnlyTensor,
     /// A flash segment cannot be unmapped while tensors still refer to it.
@@ -136,6 +143,12 @@ pub enum Error {
 impl From<HalError> for Error {
     fn from(e: HalError) -> Self {
         Error::Hal(e)
+    }
+}
+
+impl From<PlanError> for Error {
+    fn from(e: PlanError) -> Self {
+        Error::Plan(e)
     }
 }
 
@@ -195,6 +208,26 @@ impl core::fmt::Display for Error {
             ),
             Error::Table(e) => write!(f, "tuning table refused: {e:?}"),
             Error::Tune(e) => write!(f, "tuning cache: {e:?}"),
+            Error::Plan(PlanError::Stale) => write!(
+                f,
+                "job plan is stale: the server's tuning changed since it was built"
+            ),
+            Error::Plan(PlanError::OpCount { expected, actual }) => write!(
+                f,
+                "job plan of {expected} steps was given {actual} ops"
+            ),
+            Error::Plan(PlanError::OpMismatch { step, expected, actual }) => write!(
+                f,
+                "job plan step {step} was built for {expected:?}, given {actual:?}"
+            ),
+            Error::Plan(PlanError::OnCpu { op }) => write!(
+                f,
+                "{op:?} would run on the CPU: a job plan holds NPU jobs only"
+            ),
+            Error::Plan(PlanError::Pinned { op }) => write!(
+                f,
+                "{op:?}: a pinned tensor cannot be a job plan operand"
+            ),
             Error::ReadOnlyTensor => write!(f, "a constant (flash) tensor cannot be an output"),
             Error::FlashInUse { segment, tensors } => write!(
                 f,

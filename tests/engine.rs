@@ -9,11 +9,15 @@
 //!   the simulator (which applies a job's effect when it retires) would feed the reader the new
 //!   bytes. A control test shows that corruption when the dependency is left out.
 //!
+//! - a job plan's run waits, job by job, for exactly what `execute` would have waited for:
+//!   the upload before it, the plan's own jobs on other units (computed from overlapping
+//!   memory, not tensor identity), and the jobs after it for the plan's readers.
+//!
 //! The NPU is [`SimNpu`] behind a thin [`Recorder`] that keeps every job the server submitted
 //! (its regions, queue and dependencies), so the tests can name the memory a job used.
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
-use npu_compute::client::{ComputeClient, Tensor};
+use npu_compute::client::{ComputeClient, Plan, Tensor};
 use npu_compute::hal::{
     Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
 };
@@ -716,4 +720,88 @@ fn control_a_writer_that_does_not_wait_corrupts_the_reader() {
         bytes(&fc_reference(&relu_reference(&s), &w)),
         "the FC saw the rogue writer's bytes"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Job plans.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_plan_run_waits_for_the_jobs_around_it_and_inside_it_no_longer() {
+    // The reuse scenario as a plan on two units, over two live placements of one pool:
+    // step 0, a long FC reading `a` (unit 0); step 1, a short ReLU writing `b`, laid over
+    // `a`'s bytes (unit 1); step 2, a long FC reading `b` (unit 0). Around each run, an upload
+    // into `a` before (the plan's first jobs wait for it) and one after (it waits for the
+    // plan's readers of that memory, through `b`).
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<32>(config, memory_config, 256);
+    let client = ComputeClient::new(&channel);
+    let w = workloads::pseudo_random_i8(12, (X_BYTES * OUT_FEATURES) as usize);
+    let s = workloads::pseudo_random_i8(13, X_BYTES as usize);
+    let z = workloads::pseudo_random_i8(14, X_BYTES as usize);
+    let weights = client.create(bytes(&w)).unwrap();
+    let source = client.create(bytes(&s)).unwrap();
+    let [y1, y2] = [0; 2].map(|_| client.empty(OUT_FEATURES).unwrap());
+    let pool = client.empty(X_BYTES).unwrap();
+    let a = client.place(&pool, 0, X_BYTES).unwrap();
+    let b = client.place(&pool, 0, X_BYTES).unwrap();
+    let (fc, relu) = (fc_op(), relu_op());
+    let mut plan: Plan<_, 4, 8> = client.plan();
+    plan.push(&fc, &[&a, &weights], &y1).unwrap();
+    plan.push(&relu, &[&source], &b).unwrap();
+    plan.push(&fc, &[&b, &weights], &y2).unwrap();
+    client.sync().unwrap();
+    for run in 0..3 {
+        let x = workloads::pseudo_random_i8(20 + run, X_BYTES as usize);
+        client.write(&a, bytes(&x)).unwrap();
+        let upload = last_fence(&channel);
+        plan.run(&[&fc, &relu, &fc]).unwrap();
+        let steps: Vec<Fence> = (0..3).map(|k| plan.jobs().fence(k).unwrap()).collect();
+        client.write(&a, bytes(&z)).unwrap();
+        let overwrite = last_fence(&channel);
+
+        let mut out = vec![0u8; OUT_FEATURES as usize];
+        client.read(&y1, &mut out).unwrap();
+        assert_eq!(out, bytes(&fc_reference(&x, &w)), "run {run}: step 0 saw x");
+        client.read(&y2, &mut out).unwrap();
+        assert_eq!(
+            out,
+            bytes(&fc_reference(&relu_reference(&s), &w)),
+            "run {run}: step 2 saw relu(s)"
+        );
+        let mut got = vec![0u8; X_BYTES as usize];
+        client.read(&a, &mut got).unwrap();
+        assert_eq!(got, bytes(&z));
+
+        let jobs = jobs(&channel);
+        let trace = trace(&channel);
+        let deps = |f: Fence| -> Vec<Fence> {
+            jobs.iter().find(|(g, _)| *g == f).unwrap().1.deps.to_vec()
+        };
+        let queues: Vec<Queue> = steps.iter().map(|&f| compute_job(&jobs, f).0).collect();
+        assert_eq!(queues, [Queue::Unit(0), Queue::Unit(1), Queue::Unit(0)]);
+        let [e0, e1, e2] = [0, 1, 2].map(|k| entry(&trace, steps[k]));
+        let (up, over) = (entry(&trace, upload), entry(&trace, overwrite));
+        assert!(deps(steps[0]).contains(&upload), "run {run}");
+        assert!(e0.start >= up.end);
+        assert!(
+            deps(steps[1]).contains(&steps[0]),
+            "WAR through the overlap"
+        );
+        assert_eq!(
+            e1.start, e0.end,
+            "the ReLU waited for the first FC, no longer"
+        );
+        assert!(deps(steps[2]).contains(&steps[1]), "RAW across units");
+        assert_eq!(e2.start, e1.end);
+        assert!(deps(overwrite).contains(&steps[2]), "{:?}", deps(overwrite));
+        assert_eq!(
+            over.start, e2.end,
+            "the upload waited for the second FC, no longer"
+        );
+        // And the test can tell: the writers are far shorter than the readers they wait for.
+        for (reader, writer) in [(e0, e1), (e2, over)] {
+            assert!(reader.start + (writer.end - writer.start) < reader.end);
+        }
+    }
 }

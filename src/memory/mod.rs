@@ -181,7 +181,7 @@ const fn bit(queue: usize) -> u16 {
 }
 
 /// The queue indices whose bit is set in `mask`, lowest first.
-fn queues_in(mut mask: u16) -> impl Iterator<Item = usize> {
+pub(crate) fn queues_in(mut mask: u16) -> impl Iterator<Item = usize> {
     core::iter::from_fn(move || {
         (mask != 0).then(|| {
             let q = mask.trailing_zeros() as usize;
@@ -242,6 +242,17 @@ impl Access {
         }
     }
 
+    /// Record a write by a job on `queue` beside the writes already recorded: the newest
+    /// writers of a replayed [`JobPlan`](crate::server::JobPlan), one per queue, without
+    /// the clearing of [`record_write`](Self::record_write).
+    pub fn add_write(&mut self, queue: Queue, fence: Fence) {
+        let q = queue.index();
+        if let Some(w) = self.writes.get_mut(q) {
+            *w = (*w).max(slot(fence));
+            self.write_queues |= bit(q);
+        }
+    }
+
     /// Take on every job recorded in `other` (memory that overlaps this chunk's range): a
     /// reader of this chunk then waits for `other`'s writers, and a writer for all of them.
     pub fn merge(&mut self, other: &Access) {
@@ -283,6 +294,21 @@ impl Access {
     ) {
         let own = bit(queue.index());
         walk(&mut self.read_queues, &mut self.reads, own, ended, f);
+    }
+
+    /// Every recorded writer, and every reader too when `readers`, on any queue:
+    /// `f(queue index, fence)` for those `ended` does not say are over (which are forgotten).
+    /// What a job list submitted as a whole waits for before its first job on each queue.
+    pub fn jobs(
+        &mut self,
+        readers: bool,
+        ended: &mut impl FnMut(usize, Fence) -> bool,
+        mut f: impl FnMut(usize, Fence),
+    ) {
+        walk(&mut self.write_queues, &mut self.writes, 0, ended, &mut f);
+        if readers {
+            walk(&mut self.read_queues, &mut self.reads, 0, ended, f);
+        }
     }
 
     /// Forget fences for which `ended(queue index, fence)` holds.

@@ -56,6 +56,17 @@ impl DepSet {
         access.readers_before(queue, ended, |q, f| self.add(q, f));
     }
 
+    /// Appends to a job's list the fences of the queues whose bit (by [`Queue::index`]) is
+    /// clear in `skip`. The list holds one fence per queue, so it cannot overflow when the
+    /// fences already in it are of queues set in `skip`.
+    pub fn fences_except(&self, skip: u16, deps: &mut heapless::Vec<Fence, MAX_JOB_DEPS>) {
+        for &(q, f) in &self.per_queue {
+            if skip & (1 << q) == 0 {
+                let _ = deps.push(f);
+            }
+        }
+    }
+
     /// The fences, written into a job's list.
     pub fn fences_into(&self, deps: &mut heapless::Vec<Fence, MAX_JOB_DEPS>) {
         deps.clear();

@@ -31,11 +31,13 @@
 //! full staging memory, or an arena whose free chunks are still read by running jobs.
 
 mod deps;
+pub mod job_plan;
 mod residency;
 mod staging;
 mod tuning;
 
 pub use deps::{DepSet, Frontier};
+pub use job_plan::{JobPlan, PlanError};
 pub use residency::Residency;
 pub use staging::Staging;
 pub use tuning::{Dispatch, TuneStats, TuningCost};
@@ -138,6 +140,35 @@ pub trait ComputeServer {
         inputs: &[HandleId],
         output: HandleId,
     ) -> Result<(), Error>;
+    /// Appends a job to `plan` (see [`JobPlan`]): `op` on `inputs` into `output`, checked as
+    /// [`execute`](Self::execute) checks it, run the way the tuning cache says (never
+    /// measured), on the next execution unit. Nothing is submitted. The plan holds a
+    /// reference to each tensor until [`release_plan`](Self::release_plan). Errors: those of
+    /// `execute`'s checks; [`PlanError::OnCpu`] and [`PlanError::Pinned`] for a step a plan
+    /// cannot hold; [`PlanError::Stale`] when the tuning changed since the first step;
+    /// [`Error::CapacityExceeded`] naming [`Capacity::PlanSteps`] or
+    /// [`Capacity::PlanTensors`]. A refused step leaves the plan as it was.
+    fn plan_step<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error>;
+    /// Submits every job of `plan` and returns at once, `ops[k]` being step `k`'s op (the
+    /// plan does not copy ops: a model keeps its own). Errors: [`PlanError::OpCount`] and
+    /// [`PlanError::OpMismatch`] (nothing submitted), [`PlanError::Stale`], a
+    /// [`Error::StaleHandle`] for a tensor freed under the plan, and the HAL's errors.
+    fn run_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        ops: &[&Op],
+    ) -> Result<(), Error>;
+    /// Drops the references `plan` holds (and its scratch tensor) and empties it.
+    fn release_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+    ) -> Result<(), Error>;
     /// The HAL's cycle source ([`Npu::now`]).
     fn now(&self) -> Cycles;
     /// Runs `op` the way the [`TuneMode`] says: as [`execute`](Self::execute) when tuning is
@@ -228,10 +259,12 @@ pub struct ServerStats {
     pub staging_copy_bytes: u64,
     /// Times the CPU slept waiting for the NPU.
     pub waits: u32,
+    /// Runs of a [`JobPlan`] (its jobs are counted in `compute_jobs`).
+    pub plan_runs: u32,
 }
 
 /// Where a tensor's device bytes live.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Binding {
     /// Device memory from the memory manager.
     Memory(MemoryBinding),
@@ -1379,6 +1412,31 @@ impl<
         })
     }
 
+    fn plan_step<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        self.add_plan_step(plan, op, inputs, output)
+    }
+
+    fn run_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        ops: &[&Op],
+    ) -> Result<(), Error> {
+        self.submit_plan(plan, ops)
+    }
+
+    fn release_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+    ) -> Result<(), Error> {
+        self.drop_plan(plan)
+    }
+
     fn now(&self) -> Cycles {
         self.npu.now()
     }
@@ -1462,12 +1520,14 @@ impl<
         cost: TuningCost,
     ) -> Result<(), Error> {
         self.tuning.count(&choice, cost);
+        self.tuning.epoch = self.tuning.epoch.wrapping_add(1);
         self.tuning.cache.finish(key, choice).map_err(Error::Tune)
     }
 
     fn set_tuning(&mut self, mode: TuneMode, config: TuneConfig) {
         self.tuning.mode = mode;
         self.tuning.config = config;
+        self.tuning.epoch = self.tuning.epoch.wrapping_add(1);
     }
 
     fn tune_config(&self) -> TuneConfig {
@@ -1485,6 +1545,7 @@ impl<
 
     fn import_tuning(&mut self, bytes: &[u8]) -> Result<u16, Error> {
         let fingerprint = self.tuning_fingerprint();
+        self.tuning.epoch = self.tuning.epoch.wrapping_add(1);
         crate::tune::import(&mut self.tuning.cache, fingerprint, bytes).map_err(Error::Table)
     }
 

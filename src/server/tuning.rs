@@ -71,6 +71,9 @@ pub(crate) struct Tuning<const N: usize> {
     pub(crate) mode: TuneMode,
     pub(crate) config: TuneConfig,
     pub(crate) stats: TuneStats,
+    /// Bumped at every change to the mode, the config or the cached choices: a
+    /// [`JobPlan`](super::JobPlan) built at another epoch may hold outdated choices.
+    pub(crate) epoch: u32,
 }
 
 impl<const N: usize> Tuning<N> {
@@ -80,6 +83,7 @@ impl<const N: usize> Tuning<N> {
             mode: TuneMode::Off,
             config: TuneConfig::DEFAULT,
             stats: TuneStats::default(),
+            epoch: 0,
         }
     }
 

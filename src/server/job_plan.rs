@@ -1,0 +1,640 @@
+//! Job plans: a list of jobs checked once and submitted many times.
+//!
+//! # Why
+//!
+//! [`execute`](super::ComputeServer::execute) redoes, for every job, work that is the same
+//! every time a model runs: it looks each operand up and checks it against the op, walks the
+//! access records of their memory for the fences to wait for, and records the job in them. On a
+//! Cortex-M4 that bookkeeping costs several times what the driver's own submit does. A model
+//! runs the same jobs over the same tensors at every invoke, so a [`JobPlan`] does it once.
+//!
+//! # Design
+//!
+//! - **Building** ([`ComputeServer::plan_step`]) checks a
+//!   step's operands as `execute` does, chooses its candidate as
+//!   [`execute_tuned`](super::ComputeServer::execute_tuned) would (without claiming a key for
+//!   tuning), assigns its execution unit round robin, and works out which earlier steps it
+//!   must wait for. Those dependencies are computed from memory, not tensor identity: the
+//!   tensors of a model's arena are placed views that overlap, so each tensor of the plan
+//!   keeps, per queue, the newest step that read or wrote *memory overlapping it*. A step
+//!   waits for the writers of what it reads and for the readers and writers of what it
+//!   writes, on other queues (its own queue orders it already). The plan holds a reference
+//!   to each of its tensors, so none is freed under it, and a scratch tensor when a tuned
+//!   variant needs one.
+//! - **Running** ([`ComputeServer::run_plan`]) first checks
+//!   every tensor is still bound where it was, and gathers, from their access records, the
+//!   jobs submitted before the run that the plan must wait for: their writers, and their
+//!   readers too where the plan writes. The first step on each queue waits for all of those,
+//!   so every later step does too. Then each step is submitted as built, its dependencies
+//!   mapped to the fences this run's steps received. Last, each tensor's access record
+//!   takes the plan's newest readers and writers of memory overlapping it, once per tensor
+//!   rather than once per job, so work after the run is fence-safe as after `execute`.
+//!
+//! A plan is the CUDA-graph idea on a heap-free NPU stack: the cost of a job submitted from
+//! a plan is the driver's submit plus a few dozen instructions (see `BENCHMARKS.md`).
+//!
+//! # Limits
+//!
+//! - NPU jobs only: an op the NPU does not run, or whose tuned choice is the CPU, is refused
+//!   ([`PlanError::OnCpu`]); so is a pinned operand ([`PlanError::Pinned`]), whose residency
+//!   changes between runs.
+//! - A change to the server's tuning (mode, imported table, a finished tuning) makes the
+//!   plan stale ([`PlanError::Stale`]): its choices may be outdated. Build it again.
+//! - Like [`place`](super::ComputeServer::place), the plan sees the jobs of tensors outside
+//!   it that overlap its own only through its tensors' records: lay a new placement over a
+//!   plan's tensor and the placement waits for the plan, but the plan's next run does not
+//!   wait for the placement's jobs. Use plan tensors for everything that touches its memory.
+
+use super::{Binding, ComputeServer, NpuServer};
+use crate::error::{Capacity, Error};
+use crate::hal::{
+    Fence, HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant, MAX_JOB_INPUTS,
+    MAX_QUEUES,
+};
+use crate::handle::HandleId;
+use crate::memory::{queues_in, MemoryManagement};
+use crate::tune::{set_id, Candidate, Lookup, TuneKey, TuneMode};
+
+use super::deps::DepSet;
+
+/// No step: an empty slot of a per-queue table.
+const NONE: u16 = u16::MAX;
+
+/// Why a plan could not be built or run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PlanError {
+    /// The server's tuning changed since the plan was built: build it again.
+    Stale,
+    /// `run_plan` was given `actual` ops for a plan of `expected` steps.
+    OpCount {
+        /// Steps in the plan.
+        expected: u32,
+        /// Ops given.
+        actual: u32,
+    },
+    /// The op given for `step` is not of the kind the step was built for.
+    OpMismatch {
+        /// The step.
+        step: u32,
+        /// Its kind when built.
+        expected: OpKind,
+        /// The kind given.
+        actual: OpKind,
+    },
+    /// The op would run on the CPU (the NPU does not run it, or its tuned choice is the
+    /// CPU): plans hold NPU jobs only.
+    OnCpu {
+        /// The op.
+        op: OpKind,
+    },
+    /// An operand is a pinned tensor, whose residency changes between runs.
+    Pinned {
+        /// The op.
+        op: OpKind,
+    },
+}
+
+/// One tensor of a plan.
+#[derive(Clone, Copy, Debug)]
+struct PlanTensor {
+    id: HandleId,
+    binding: Binding,
+    region: Region,
+    /// Newest step per queue ([`Queue::index`]) that wrote memory overlapping this tensor.
+    writes: [u16; MAX_QUEUES],
+    /// Newest step per queue that read memory overlapping this tensor.
+    reads: [u16; MAX_QUEUES],
+    /// Bit `q` set where `writes[q]` holds a step, so that a run visits only those.
+    write_queues: u16,
+    /// The same for `reads`.
+    read_queues: u16,
+}
+
+impl PlanTensor {
+    /// Whether the plan writes memory overlapping it.
+    fn written(&self) -> bool {
+        self.write_queues != 0
+    }
+
+    /// Whether the two tensors share a byte of device memory.
+    fn overlaps(&self, region: &Region) -> bool {
+        let (a, b) = (&self.region, region);
+        a.space == b.space
+            && a.offset < b.offset.saturating_add(b.len)
+            && b.offset < a.offset.saturating_add(a.len)
+    }
+}
+
+/// One job of a plan.
+#[derive(Clone, Debug)]
+struct PlanStep {
+    kind: OpKind,
+    queue: Queue,
+    variant: Variant,
+    /// Indices into the plan's tensors.
+    inputs: heapless::Vec<u8, MAX_JOB_INPUTS>,
+    output: u8,
+    /// Uses the plan's scratch tensor.
+    scratch: bool,
+    /// Earlier steps on other queues to wait for (the newest per queue).
+    deps: heapless::Vec<u16, MAX_QUEUES>,
+    /// The first step on its queue: it also waits for the jobs before the run.
+    first_on_queue: bool,
+}
+
+/// A list of NPU jobs over fixed tensors, built once and run many times (see the
+/// [module docs](self)). Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most
+/// 255), each running out as [`Error::CapacityExceeded`] naming
+/// [`Capacity::PlanSteps`] or [`Capacity::PlanTensors`].
+///
+/// Build and run it through [`ComputeClient::plan`](crate::client::ComputeClient::plan),
+/// which releases it when dropped; a plan used on a server directly must be given back with
+/// [`ComputeServer::release_plan`], or its tensors are never freed.
+#[derive(Debug)]
+pub struct JobPlan<const STEPS: usize = 64, const TENSORS: usize = 64> {
+    tensors: heapless::Vec<PlanTensor, TENSORS>,
+    steps: heapless::Vec<PlanStep, STEPS>,
+    /// The fence each step received at the last run.
+    fences: [Fence; STEPS],
+    /// The scratch tensor's index, once a step needs one.
+    scratch: Option<u8>,
+    /// The server's tuning epoch when the first step was added.
+    epoch: u32,
+    next_unit: u8,
+    /// Bit `q` set once a step runs on queue `q`.
+    queues: u16,
+}
+
+impl<const STEPS: usize, const TENSORS: usize> Default for JobPlan<STEPS, TENSORS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const STEPS: usize, const TENSORS: usize> JobPlan<STEPS, TENSORS> {
+    const TENSORS_FIT_U8: () = assert!(TENSORS <= 255, "a plan indexes its tensors with u8");
+
+    /// An empty plan.
+    pub const fn new() -> Self {
+        let () = Self::TENSORS_FIT_U8;
+        JobPlan {
+            tensors: heapless::Vec::new(),
+            steps: heapless::Vec::new(),
+            fences: [Fence(0); STEPS],
+            scratch: None,
+            epoch: 0,
+            next_unit: 0,
+            queues: 0,
+        }
+    }
+
+    /// Jobs in the plan.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether the plan has no job.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Distinct tensors the plan holds (its scratch included).
+    pub fn tensors(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// The ids of the tensors the plan holds a reference to.
+    pub fn tensor_ids(&self) -> impl Iterator<Item = HandleId> + '_ {
+        self.tensors.iter().map(|t| t.id)
+    }
+
+    /// The fence of step `k` at the last run (`None` before a run or out of range).
+    pub fn fence(&self, k: usize) -> Option<Fence> {
+        self.steps.get(k).and(self.fences.get(k).copied())
+    }
+
+    /// The index of the tensor with `id`, if the plan holds it.
+    fn find(&self, id: HandleId) -> Option<u8> {
+        let i = self.tensors.iter().position(|t| t.id == id)?;
+        u8::try_from(i).ok()
+    }
+
+    /// Adds a tensor (which the caller has retained for the plan): its history starts as the
+    /// union of the tensors it overlaps, so a step using it waits for their jobs.
+    fn add_tensor(&mut self, id: HandleId, binding: Binding, region: Region) -> Result<u8, Error> {
+        let mut t = PlanTensor {
+            id,
+            binding,
+            region,
+            writes: [NONE; MAX_QUEUES],
+            reads: [NONE; MAX_QUEUES],
+            write_queues: 0,
+            read_queues: 0,
+        };
+        for u in self.tensors.iter().filter(|u| u.overlaps(&region)) {
+            merge_newest(&mut t.writes, &u.writes);
+            merge_newest(&mut t.reads, &u.reads);
+            t.write_queues |= u.write_queues;
+            t.read_queues |= u.read_queues;
+        }
+        let index = u8::try_from(self.tensors.len()).map_err(|_| plan_tensors(TENSORS))?;
+        self.tensors.push(t).map_err(|_| plan_tensors(TENSORS))?;
+        Ok(index)
+    }
+
+    /// Records that `step` reads (or writes) tensor `t`: in every tensor overlapping it.
+    fn record(&mut self, t: u8, step: u16, queue: Queue, write: bool) {
+        let Some(region) = self.tensors.get(usize::from(t)).map(|t| t.region) else {
+            return;
+        };
+        let q = queue.index();
+        for u in self.tensors.iter_mut().filter(|u| u.overlaps(&region)) {
+            let (slots, mask) = if write {
+                (&mut u.writes, &mut u.write_queues)
+            } else {
+                (&mut u.reads, &mut u.read_queues)
+            };
+            if let Some(s) = slots.get_mut(q) {
+                *s = step;
+                *mask |= 1 << q;
+            }
+        }
+    }
+}
+
+/// `into[q] = newest of into[q] and from[q]`, for per-queue step tables.
+fn merge_newest(into: &mut [u16; MAX_QUEUES], from: &[u16; MAX_QUEUES]) {
+    for (a, &b) in into.iter_mut().zip(from) {
+        if *a == NONE || (b != NONE && b > *a) {
+            *a = b;
+        }
+    }
+}
+
+fn plan_tensors(limit: usize) -> Error {
+    Error::CapacityExceeded {
+        capacity: Capacity::PlanTensors,
+        limit: limit as u32,
+    }
+}
+
+impl<
+        H: Npu,
+        M: MemoryManagement,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > NpuServer<H, M, HANDLES, STAGING, TUNE>
+{
+    /// How a plan runs `op`: as `execute_tuned` would choose, from the tuning cache, without
+    /// claiming a key (a plan never measures).
+    fn planned_variant(&self, op: &Op) -> Result<Variant, Error> {
+        let on_cpu = PlanError::OnCpu { op: op.kind() };
+        if !self.caps.ops.runs(op) {
+            return Err(on_cpu.into());
+        }
+        let choice = match self.tuning.mode {
+            TuneMode::Off => None,
+            TuneMode::Fixed(c) => Some(c),
+            _ => {
+                let cpu = self.npu.clock_counts_cpu()
+                    && self
+                        .tuning
+                        .config
+                        .cpu_max_work
+                        .is_some_and(|max| op.macs() <= max);
+                match self
+                    .tuning
+                    .cache
+                    .lookup(TuneKey::of(op, set_id(true, true, cpu)))
+                {
+                    Lookup::Hit(choice) => Some(choice.candidate),
+                    Lookup::InProgress | Lookup::Miss => None,
+                }
+            }
+        };
+        match choice {
+            Some(Candidate::Cpu) => Err(on_cpu.into()),
+            // A choice this NPU cannot run falls back to the default, as in `execute_tuned`.
+            Some(Candidate::Npu(v)) if v != Variant::Auto && self.npu.supports_variant(op, v) => {
+                Ok(v)
+            }
+            _ => Ok(Variant::Auto),
+        }
+    }
+
+    /// The plan's index of tensor `id`, adding it (with a reference held for the plan).
+    fn plan_tensor<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        id: HandleId,
+    ) -> Result<u8, Error> {
+        if let Some(i) = plan.find(id) {
+            return Ok(i);
+        }
+        let binding = self.handles.get_ref(id)?.binding;
+        let region = self.region_of(binding)?;
+        let index = plan.add_tensor(id, binding, region)?;
+        self.handles.retain(id, 1)?;
+        Ok(index)
+    }
+
+    /// Makes the plan's scratch tensor at least `bytes` long. No job of the plan has run
+    /// yet, so a smaller one is simply replaced (its recorded steps carry over).
+    fn plan_scratch<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        bytes: u32,
+    ) -> Result<u8, Error> {
+        if let Some(i) = plan.scratch {
+            let t = &plan.tensors[usize::from(i)];
+            if t.region.len >= bytes {
+                return Ok(i);
+            }
+        }
+        if plan.scratch.is_none() && plan.tensors.is_full() {
+            return Err(plan_tensors(T));
+        }
+        let id = self.empty(bytes)?;
+        let binding = self.handles.get_ref(id)?.binding;
+        let region = self.region_of(binding)?;
+        match plan.scratch {
+            Some(i) => {
+                let t = &mut plan.tensors[usize::from(i)];
+                let old = t.id;
+                (t.id, t.binding, t.region) = (id, binding, region);
+                self.release(old, 1)?;
+                Ok(i)
+            }
+            None => {
+                let i = plan.add_tensor(id, binding, region)?;
+                plan.scratch = Some(i);
+                Ok(i)
+            }
+        }
+    }
+
+    pub(super) fn add_plan_step<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        if !plan.steps.is_empty() && plan.epoch != self.tuning.epoch {
+            return Err(PlanError::Stale.into());
+        }
+        let step_index = u16::try_from(plan.steps.len())
+            .ok()
+            .filter(|_| !plan.steps.is_full() && plan.steps.len() < usize::from(NONE))
+            .ok_or(Error::CapacityExceeded {
+                capacity: Capacity::PlanSteps,
+                limit: S as u32,
+            })?;
+        let mut operands = heapless::Vec::new();
+        let (_, pinned) = self.check_operands(op, inputs, output, &mut operands)?;
+        if pinned {
+            return Err(PlanError::Pinned { op: op.kind() }.into());
+        }
+        let variant = self.planned_variant(op)?;
+        let scratch_bytes = variant
+            .scratch_bytes(op)
+            .ok_or(HalError::VariantUnsupported {
+                op: op.kind(),
+                variant,
+            })?;
+        // Room for every new tensor before any is added, so a refused step changes nothing.
+        let mut new: heapless::Vec<HandleId, { MAX_JOB_INPUTS + 1 }> = heapless::Vec::new();
+        for &id in inputs.iter().chain([&output]) {
+            if plan.find(id).is_none() && !new.contains(&id) {
+                let _ = new.push(id);
+            }
+        }
+        let scratch_new = usize::from(scratch_bytes > 0 && plan.scratch.is_none());
+        if plan.tensors.len() + new.len() + scratch_new > T {
+            return Err(plan_tensors(T));
+        }
+        let scratch = match scratch_bytes {
+            0 => None,
+            bytes => Some(self.plan_scratch(plan, bytes)?),
+        };
+        let mut ins = heapless::Vec::new();
+        for &id in inputs {
+            // At most MAX_JOB_INPUTS inputs (checked with the operands).
+            let _ = ins.push(self.plan_tensor(plan, id)?);
+        }
+        let out = self.plan_tensor(plan, output)?;
+
+        let units = self.caps.execution_units.max(1);
+        let queue = Queue::Unit(plan.next_unit % units);
+        plan.next_unit = (plan.next_unit + 1) % units;
+        let q = queue.index();
+        // The newest step per other queue this one must wait for.
+        let mut after = [NONE; MAX_QUEUES];
+        for &i in &ins {
+            merge_newest(&mut after, &plan.tensors[usize::from(i)].writes);
+        }
+        for i in core::iter::once(out).chain(scratch) {
+            let t = &plan.tensors[usize::from(i)];
+            merge_newest(&mut after, &t.writes);
+            merge_newest(&mut after, &t.reads);
+        }
+        let mut deps = heapless::Vec::new();
+        for (k, &s) in after.iter().enumerate() {
+            if k != q && s != NONE {
+                // One per queue: cannot overflow.
+                let _ = deps.push(s);
+            }
+        }
+        let bit = 1u16 << q;
+        let step = PlanStep {
+            kind: op.kind(),
+            queue,
+            variant,
+            inputs: ins.clone(),
+            output: out,
+            scratch: scratch.is_some(),
+            deps,
+            first_on_queue: plan.queues & bit == 0,
+        };
+        if plan.steps.is_empty() {
+            plan.epoch = self.tuning.epoch;
+        }
+        plan.queues |= bit;
+        // Checked above: the plan has room.
+        let _ = plan.steps.push(step);
+        for &i in &ins {
+            plan.record(i, step_index, queue, false);
+        }
+        for i in core::iter::once(out).chain(scratch) {
+            plan.record(i, step_index, queue, true);
+        }
+        Ok(())
+    }
+
+    pub(super) fn submit_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        ops: &[&Op],
+    ) -> Result<(), Error> {
+        if plan.epoch != self.tuning.epoch && !plan.steps.is_empty() {
+            return Err(PlanError::Stale.into());
+        }
+        if ops.len() != plan.steps.len() {
+            return Err(PlanError::OpCount {
+                expected: plan.steps.len() as u32,
+                actual: ops.len() as u32,
+            }
+            .into());
+        }
+        for (k, (step, op)) in plan.steps.iter().zip(ops).enumerate() {
+            if op.kind() != step.kind {
+                return Err(PlanError::OpMismatch {
+                    step: k as u32,
+                    expected: step.kind,
+                    actual: op.kind(),
+                }
+                .into());
+            }
+        }
+        // Filled in place: a `DepSet` is 152 bytes, and returning or cloning one is a copy.
+        let mut before = DepSet::default();
+        self.jobs_before(plan, &mut before)?;
+        let scratch = plan.scratch.map(|i| plan.tensors[usize::from(i)].region);
+        for (k, (step, &op)) in plan.steps.iter().zip(ops).enumerate() {
+            let mut job = Job {
+                kind: JobKind::Compute {
+                    op,
+                    variant: step.variant,
+                    inputs: heapless::Vec::new(),
+                    output: plan.tensors[usize::from(step.output)].region,
+                    scratch: if step.scratch { scratch } else { None },
+                },
+                queue: step.queue,
+                deps: heapless::Vec::new(),
+            };
+            if let JobKind::Compute { inputs, .. } = &mut job.kind {
+                for &i in &step.inputs {
+                    // As many as the step's inputs, at most MAX_JOB_INPUTS.
+                    let _ = inputs.push(plan.tensors[usize::from(i)].region);
+                }
+            }
+            // At most one fence per queue: this run's steps are newer than any job before it,
+            // so a step's fence stands for its queue's.
+            let mut queues = 1u16 << step.queue.index();
+            for &s in &step.deps {
+                let s = usize::from(s);
+                queues |= 1 << plan.steps[s].queue.index();
+                // One per queue: cannot overflow.
+                let _ = job.deps.push(plan.fences[s]);
+            }
+            if step.first_on_queue {
+                before.fences_except(queues, &mut job.deps);
+            }
+            match self.submit(&job) {
+                Ok(fence) => plan.fences[k] = fence,
+                Err(e) => {
+                    self.record_partial_run(plan, k);
+                    return Err(e);
+                }
+            }
+        }
+        self.stats.compute_jobs += plan.steps.len() as u32;
+        self.stats.plan_runs += 1;
+        self.record_run(plan)
+    }
+
+    /// The jobs before the run that the plan's first step on each queue must wait for, from
+    /// its tensors' access records. Looking a record up also checks the tensor's memory is
+    /// still bound as it was (the plan holds a reference, but a server's caller could release
+    /// one too many). Constants in flash have no record: nothing writes them.
+    fn jobs_before<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlan<S, T>,
+        before: &mut DepSet,
+    ) -> Result<(), Error> {
+        let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
+        let mut ended = |q, f| frontier.is_done(npu, q, f);
+        for t in &plan.tensors {
+            if let Binding::Memory(m) = t.binding {
+                memory
+                    .access_mut(m)?
+                    .jobs(t.written(), &mut ended, |q, f| before.add(q, f));
+            }
+        }
+        Ok(())
+    }
+
+    /// After a run, each tensor's access record holds the plan's newest jobs on memory
+    /// overlapping it. Where the plan writes, they replace the record: every older job there
+    /// was waited for by the plan's first jobs. Where it only reads, they join it.
+    fn record_run<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlan<S, T>,
+    ) -> Result<(), Error> {
+        let job = |s: u16| {
+            let s = usize::from(s);
+            (plan.steps[s].queue, plan.fences[s])
+        };
+        for t in &plan.tensors {
+            let Binding::Memory(m) = t.binding else {
+                continue;
+            };
+            let access = self.memory.access_mut(m)?;
+            let mut first = true;
+            for q in queues_in(t.write_queues) {
+                let (queue, fence) = job(t.writes[q]);
+                if core::mem::take(&mut first) {
+                    access.record_write(queue, fence);
+                } else {
+                    access.add_write(queue, fence);
+                }
+            }
+            for q in queues_in(t.read_queues) {
+                let (queue, fence) = job(t.reads[q]);
+                access.record_read(queue, fence);
+            }
+        }
+        Ok(())
+    }
+
+    /// A run that failed at step `failed`: the steps before it are submitted, and every
+    /// tensor's record takes them as writers (the newest per queue stands for the others),
+    /// so nothing reuses the plan's memory before they end.
+    fn record_partial_run<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlan<S, T>,
+        failed: usize,
+    ) {
+        let mut newest: [Option<(Queue, Fence)>; MAX_QUEUES] = [None; MAX_QUEUES];
+        for (step, &fence) in plan.steps.iter().zip(&plan.fences).take(failed) {
+            if let Some(slot) = newest.get_mut(step.queue.index()) {
+                *slot = Some((step.queue, fence));
+            }
+        }
+        for t in &plan.tensors {
+            if let Binding::Memory(m) = t.binding {
+                if let Ok(access) = self.memory.access_mut(m) {
+                    for &(queue, fence) in newest.iter().flatten() {
+                        access.add_write(queue, fence);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn drop_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+    ) -> Result<(), Error> {
+        let mut result = Ok(());
+        for t in &plan.tensors {
+            if let Err(e) = self.release(t.id, 1) {
+                result = result.and(Err(e));
+            }
+        }
+        *plan = JobPlan::new();
+        result
+    }
+}
