@@ -6,8 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
+use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{Graph, Optimise};
+use npu_compute::graph::{Graph, GraphPlan, Optimise};
+use npu_compute::hal::Npu;
 use npu_compute::server::ServerStats;
 use npu_sim::{runner, SimConfig};
 
@@ -21,6 +23,7 @@ fn check_model(dir: &Path, config: SimConfig) {
         check_model_with(dir, config, optimise);
     }
     check_pipelined(dir, config);
+    check_planned(dir, config);
 }
 
 /// The model's inputs and TFLM's outputs, `(input_K.bin, expected_tflm_K.bin)` for each K.
@@ -94,6 +97,99 @@ fn check_pipelined(dir: &Path, config: SimConfig) {
     graph.invoke(&[input], &mut [&mut out]).unwrap();
     let bytes = (input.len() + out.len()) as u64;
     assert_eq!(moved(before, client.stats().unwrap()), (1, 1, 0, bytes));
+}
+
+/// The model through its job plan: TFLM's bytes, invoke after invoke; the same NPU cycles
+/// and the same transfers as `invoke` (the same jobs and dependencies); and pipelined
+/// through pinned buffers, the same bytes with only the input and output crossing the bus.
+fn check_planned(dir: &Path, config: SimConfig) {
+    let model = runner::leak_aligned(&std::fs::read(dir.join("model.tflite")).unwrap());
+    let mut device = vec![0u128; DEVICE / 16];
+    let mut host = vec![0u128; HOST / 16];
+    let channel = runner::channel(&mut device, &mut host, config).unwrap();
+    let client = ComputeClient::new(&channel);
+    let now = || channel.with(|s| s.npu().now()).unwrap();
+    let mut graph: runner::SimGraph = Graph::prepare(client, model).unwrap();
+    let mut plan: GraphPlan<_, 64, 128> = graph.plan().unwrap();
+    let cases = cases(dir);
+    let (input, expected) = &cases[0];
+    let mut out = vec![0u8; expected.len()];
+    let jobs = plan.jobs();
+    {
+        let mut timed = |planned: bool| {
+            client.sync().unwrap();
+            let (t0, before) = (now(), client.stats().unwrap());
+            if planned {
+                graph
+                    .invoke_planned(&mut plan, &[input], &mut [&mut out])
+                    .unwrap();
+            } else {
+                graph.invoke(&[input], &mut [&mut out]).unwrap();
+            }
+            assert_eq!(&out, expected, "{} planned {planned}", dir.display());
+            let after = client.stats().unwrap();
+            (
+                now() - t0,
+                after.compute_jobs - before.compute_jobs,
+                moved(before, after),
+            )
+        };
+        // The first invoke is slower (the simulator's weight prefetch starts cold): warm up.
+        timed(false);
+        let plain = timed(false);
+        for _ in 0..2 {
+            assert_eq!(timed(true), plain, "{}", dir.display());
+        }
+        assert_eq!(plain.1 as usize, jobs);
+    }
+    for round in 0..2 {
+        for (k, (input, expected)) in cases.iter().enumerate() {
+            let mut out = vec![0u8; expected.len()];
+            graph
+                .invoke_planned(&mut plan, &[input], &mut [&mut out])
+                .unwrap();
+            assert_eq!(
+                &out,
+                expected,
+                "{} planned, round {round}, input {k}",
+                dir.display()
+            );
+        }
+    }
+    let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
+    let frames = 2 * cases.len() + 1;
+    for frame in 0..=frames {
+        let before = client.stats().unwrap();
+        if frame < frames {
+            let io = &sets[frame % 2];
+            let (input, _) = &cases[frame % cases.len()];
+            client
+                .host_mut(io.input(0).unwrap(), |b| b.copy_from_slice(input))
+                .unwrap();
+            graph.submit_planned(&mut plan, io).unwrap();
+        }
+        if frame > 0 {
+            let (_, expected) = &cases[(frame - 1) % cases.len()];
+            let prev = sets[(frame - 1) % 2].output(0).unwrap();
+            let out = client.host_ref(prev, |b| b.to_vec()).unwrap();
+            assert_eq!(
+                &out,
+                expected,
+                "{} planned frame {}",
+                dir.display(),
+                frame - 1
+            );
+        }
+        if (1..frames).contains(&frame) {
+            let steady = moved(before, client.stats().unwrap());
+            assert_eq!(
+                steady,
+                (1, 1, 0, 0),
+                "{} planned frame {frame}",
+                dir.display()
+            );
+        }
+    }
 }
 
 fn check_model_with(dir: &Path, config: SimConfig, optimise: Optimise) {

@@ -58,9 +58,11 @@
 
 mod error;
 mod lower;
+mod planned;
 mod tile;
 
 pub use error::GraphError;
+pub use planned::GraphPlan;
 
 use crate::channel::ComputeChannel;
 use crate::client::{ComputeClient, Tensor};
