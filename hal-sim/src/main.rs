@@ -499,11 +499,33 @@ fn bench_dispatch(batches: usize, per_batch: usize) -> Result<(), WorkloadError>
         samples.push(start.elapsed().as_nanos() as f64 / per_batch as f64);
         client.sync()?;
     }
-    samples.sort_by(f64::total_cmp);
-    let median = samples[samples.len() / 2];
-    let (lo, hi) = (samples[samples.len() / 10], samples[samples.len() * 9 / 10]);
+    // The same ADD from a job plan of 32 (a ping-pong chain), run per_batch / 32 times.
+    let pair = [client.empty(16)?, client.empty(16)?];
+    let mut plan: npu_compute::client::Plan<'_, _, 32, 8> = client.plan();
+    plan.push(&op, &[&a, &b], &pair[0])?;
+    for k in 1..32 {
+        plan.push(&op, &[&pair[(k + 1) % 2], &b], &pair[k % 2])?;
+    }
+    let ops = [&op; 32];
+    let runs = (per_batch / 32).max(1);
+    let mut planned = Vec::with_capacity(batches);
+    for _ in 0..batches.max(1) {
+        let start = Instant::now();
+        for _ in 0..runs {
+            plan.run(&ops)?;
+        }
+        planned.push(start.elapsed().as_nanos() as f64 / (runs * 32) as f64);
+        client.sync()?;
+    }
+    let spread = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[v.len() / 10], v[v.len() * 9 / 10])
+    };
+    let (median, lo, hi) = spread(samples);
+    let (p_median, p_lo, p_hi) = spread(planned);
     println!("dispatch: AddI8 x16 through ComputeClient -> RefCellChannel -> NpuServer -> SimNpu");
     println!("  {batches} batches of {per_batch} executes: median {median:.0} ns/execute (p10 {lo:.0}, p90 {hi:.0})");
+    println!("  {batches} batches of {runs} runs of a 32-job plan: median {p_median:.0} ns/job (p10 {p_lo:.0}, p90 {p_hi:.0}); planned / execute {:.2}", p_median / median);
     println!("  includes the simulator retiring jobs (kernel run) when its 32-entry queue is full");
     Ok(())
 }

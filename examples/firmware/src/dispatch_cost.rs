@@ -43,9 +43,10 @@ use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
-use npu_compute::client::ComputeClient;
+use npu_compute::client::{ComputeClient, Plan};
+use npu_compute::graph::{Graph, GraphError, GraphPlan};
 use npu_compute::hal::{HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant};
-use npu_compute::memory::{Access, MemoryConfig};
+use npu_compute::memory::{Access, ChunkSliceMemory, MemoryConfig};
 use npu_compute::server::{ComputeServer, DepSet, NpuServer};
 use npu_compute::Error;
 use npu_kernels::int8::{Activation, AddParams, Quant};
@@ -54,6 +55,11 @@ use crate::null_npu::NullNpu;
 
 /// Calls timed per figure.
 pub const CALLS: u32 = 1000;
+/// Jobs in the measured job plan: a chain of ADDs, as many as the null NPU's ring holds (so
+/// every run fills it once and waits once), about the layers of a small model.
+pub const PLAN_STEPS: usize = 32;
+/// Runs of the plan timed: [`PLAN_STEPS`] × this many jobs, about [`CALLS`].
+const PLAN_RUNS: u32 = 32;
 /// SysTick's reload value: its whole 24-bit range.
 const RELOAD: u32 = 0x00FF_FFFF;
 /// Iterations of the two calibration delays; their difference is 2 × 1 000 000 instructions.
@@ -63,6 +69,12 @@ const CALIBRATION_LONG: u32 = 1_100_000;
 
 /// The server the measurement drives: the null NPU with the default capacities.
 type Server<'a> = NpuServer<NullNpu<'a>>;
+
+/// The server of the model's invokes: the null NPU with room for 96 tensors (the model's
+/// constants are uploaded: the null NPU reads no flash). A type of its own, so that the
+/// graph's dispatch path does not share code (and inlining decisions) with the measured
+/// `execute` of [`Server`].
+type GraphServer<'a> = NpuServer<NullNpu<'a>, ChunkSliceMemory<96>, 96>;
 
 /// Why the measurement could not be made.
 #[derive(defmt::Format)]
@@ -76,11 +88,19 @@ pub enum CostError {
     NoTicks,
     /// A timed loop ran longer than half of SysTick's range, so wraps cannot be told apart.
     TooLong(u32),
+    /// The model could not be prepared or run over the null NPU.
+    Graph(GraphError),
 }
 
 impl From<Error> for CostError {
     fn from(e: Error) -> Self {
         CostError::Stack(e)
+    }
+}
+
+impl From<GraphError> for CostError {
+    fn from(e: GraphError) -> Self {
+        CostError::Graph(e)
     }
 }
 
@@ -177,6 +197,10 @@ pub struct DispatchCost {
     pub hal: u64,
     /// An empty [`ComputeChannel::with`].
     pub channel_with: u64,
+    /// A job submitted from a [`Plan`] of [`PLAN_STEPS`] ADDs: one run's cost over its jobs.
+    pub planned: u64,
+    /// One run of a plan of a single ADD: the fixed cost of a run plus one job.
+    pub plan_of_one: u64,
     /// The empty timed loop that was subtracted, per iteration.
     pub loop_overhead: u64,
 }
@@ -232,6 +256,24 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
 
     let channel_with = t.time(CALLS, &mut || channel.with(|_| ()))?;
 
+    // The same ADD as a job plan: a chain ping-ponging between two tensors, each job reading
+    // what the one before wrote.
+    let pair = [client.empty(16)?, client.empty(16)?];
+    let mut plan: Plan<'_, _, PLAN_STEPS, 8> = client.plan();
+    plan.push(&op, &[&a, &b], &pair[0])?;
+    for k in 1..PLAN_STEPS {
+        plan.push(&op, &[&pair[(k + 1) % 2], &b], &pair[k % 2])?;
+    }
+    let ops = [&op; PLAN_STEPS];
+    plan.run(&ops)?;
+    client.sync()?;
+    let planned = t.time(PLAN_RUNS, &mut || plan.run(&ops))?;
+    client.sync()?;
+    let mut one: Plan<'_, _, 1, 4> = client.plan();
+    one.push(&op, &[&a, &b], &out)?;
+    let plan_of_one = t.time(CALLS, &mut || one.run(&ops[..1]))?;
+    client.sync()?;
+
     // The job the server builds for the ADD: two inputs, one output, no dependency left (the
     // inputs' uploads have retired and the output's last writer is on the same queue).
     let job = Job {
@@ -266,6 +308,11 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
         server: net(server),
         hal: net(hal),
         channel_with: net(channel_with),
+        planned: cal.centi_per_call(
+            planned.saturating_sub(empty * PLAN_RUNS / CALLS),
+            PLAN_RUNS * PLAN_STEPS as u32,
+        ),
+        plan_of_one: net(plan_of_one),
         loop_overhead: per_call(empty),
     };
     defmt::info!(
@@ -286,6 +333,13 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
         Centi(cost.server.saturating_sub(cost.hal)),
         Centi(cost.channel_with),
         Centi(cost.loop_overhead)
+    );
+    defmt::info!(
+        "dispatch: job plan of {=usize} ADDs run {=u32} times: {} instructions per job; a plan of one ADD: {} per run",
+        PLAN_STEPS,
+        PLAN_RUNS,
+        Centi(cost.planned),
+        Centi(cost.plan_of_one)
     );
     let npu_jobs = channel.with(|s| (s.npu().submitted(), s.npu().completed(Queue::Unit(0))))?;
     defmt::info!(
@@ -313,4 +367,88 @@ pub fn log_calibration(cal: &Calibration) {
         cal.ticks,
         Centi(u64::from(cal.instructions) * 100 / u64::from(cal.ticks))
     );
+}
+
+/// Invokes of the model timed per figure.
+const INVOKES: u32 = 16;
+
+/// A model's invoke over the null NPU, in hundredths of an instruction.
+#[derive(Clone, Copy, defmt::Format)]
+pub struct GraphCost {
+    /// Jobs per invoke.
+    pub jobs: u32,
+    /// [`Graph::invoke`]: each operator dispatched with `execute`.
+    pub invoke: u64,
+    /// [`Graph::invoke_planned`]: the jobs submitted from the graph's [`GraphPlan`].
+    pub planned: u64,
+    /// The input's write and the output's read alone, which both include.
+    pub io: u64,
+}
+
+/// Times whole invokes of `model` on `input` over a null NPU whose staging memory is `host`
+/// (which must hold the largest constant: the null NPU reads no flash, so weights are
+/// uploaded), with `invoke` and with `invoke_planned`. Both write the input and read the
+/// output through staging (the same in both); the difference is the jobs' dispatch.
+pub fn measure_graph(
+    t: &Ticks,
+    cal: &Calibration,
+    host: &mut [u8],
+    model: &'static [u8],
+    input: &[u8],
+) -> Result<GraphCost, CostError> {
+    let server: GraphServer<'_> = NpuServer::new(NullNpu::new(host), MemoryConfig::default())?;
+    let channel: RefCellChannel<GraphServer<'_>, 96> = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+    let mut graph: Graph<'_, _, 16, 64> = Graph::prepare(client, model)?;
+    let mut plan: GraphPlan<'_, _, 16, 64> = graph.plan()?;
+    let mut out = [0u8; 12];
+    graph.invoke(&[input], &mut [&mut out])?;
+    graph.invoke_planned(&mut plan, &[input], &mut [&mut out])?;
+    // `Ticks::time` takes the stack's errors: a graph error is kept aside and reported as is.
+    let mut failed: Option<GraphError> = None;
+    let mut timed = |planned: bool| {
+        let run = &mut || {
+            let result = if planned {
+                graph.invoke_planned(&mut plan, &[input], &mut [&mut out])
+            } else {
+                graph.invoke(&[input], &mut [&mut out])
+            };
+            result.map_err(|e| *failed.insert(e)).map_err(|e| match e {
+                GraphError::Compute { error, .. } => error,
+                _ => Error::ForeignHandle,
+            })
+        };
+        t.time(INVOKES, run)
+    };
+    let (invoke, planned) = (timed(false), timed(true));
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let (invoke, planned) = (invoke?, planned?);
+    // What both invokes spend on their input and output, apart from the jobs: a 490-byte
+    // write and a 12-byte read through staging, of tensors of the same sizes.
+    let (x, y) = (client.empty(input.len() as u32)?, client.empty(12)?);
+    let io = t.time(INVOKES, &mut || {
+        client.write(&x, input)?;
+        client.read(&y, &mut out)
+    })?;
+    let jobs = plan.jobs() as u32;
+    let cost = GraphCost {
+        jobs,
+        invoke: cal.centi_per_call(invoke, INVOKES),
+        planned: cal.centi_per_call(planned, INVOKES),
+        io: cal.centi_per_call(io, INVOKES),
+    };
+    let per_job = |c: u64| Centi(c.saturating_sub(cost.io) / u64::from(jobs.max(1)));
+    defmt::info!(
+        "dispatch: kws_dscnn over the null NPU, {=u32} jobs per invoke: invoke {} instructions, invoke_planned {}, of which the input write and output read {}; per job without them: invoke {}, invoke_planned {}; GraphPlan<16, 64> {=usize} bytes",
+        jobs,
+        Centi(cost.invoke),
+        Centi(cost.planned),
+        Centi(cost.io),
+        per_job(cost.invoke),
+        per_job(cost.planned),
+        GraphPlan::<'_, RefCellChannel<GraphServer<'_>, 96>, 16, 64>::state_bytes()
+    );
+    Ok(cost)
 }
