@@ -40,6 +40,11 @@ impl<C: ComputeChannel, const STEPS: usize, const TENSORS: usize> GraphPlan<'_, 
         self.plan.jobs().len()
     }
 
+    /// Distinct tensors the plan's jobs use (activations and constants).
+    pub fn tensors(&self) -> usize {
+        self.plan.jobs().tensors()
+    }
+
     /// Bytes of RAM a plan of these capacities occupies.
     pub const fn state_bytes() -> usize {
         core::mem::size_of::<Self>()

@@ -440,9 +440,11 @@ pub fn measure_graph(
         io: cal.centi_per_call(io, INVOKES),
     };
     let per_job = |c: u64| Centi(c.saturating_sub(cost.io) / u64::from(jobs.max(1)));
+    let tensors = plan.tensors();
     defmt::info!(
-        "dispatch: kws_dscnn over the null NPU, {=u32} jobs per invoke: invoke {} instructions, invoke_planned {}, of which the input write and output read {}; per job without them: invoke {}, invoke_planned {}; GraphPlan<16, 64> {=usize} bytes",
+        "dispatch: kws_dscnn over the null NPU, {=u32} jobs over {=usize} tensors per invoke: invoke {} instructions, invoke_planned {}, of which the input write and output read {}; per job without them: invoke {}, invoke_planned {}; GraphPlan<16, 64> {=usize} bytes",
         jobs,
+        tensors,
         Centi(cost.invoke),
         Centi(cost.planned),
         Centi(cost.io),
