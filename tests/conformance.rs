@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{Graph, GraphPlan, Optimise};
+use npu_compute::graph::{Graph, GraphPlan, IoBuffers, Optimise};
 use npu_compute::hal::Npu;
 use npu_compute::server::ServerStats;
 use npu_sim::{runner, SimConfig};
@@ -50,6 +50,47 @@ fn moved(before: ServerStats, after: ServerStats) -> (u32, u32, u32, u64) {
     )
 }
 
+/// Pipelined frames over two sets of pinned buffers: each frame's input is written into its
+/// set and `submit` queues the invoke, then the previous frame's output is read and checked;
+/// every steady-state frame moves exactly one upload and one download, with no staging copy.
+fn pipelined_frames<'c, C: ComputeChannel>(
+    dir: &Path,
+    what: &str,
+    client: ComputeClient<'c, C>,
+    sets: &[IoBuffers<'c, C>; 2],
+    mut submit: impl FnMut(&IoBuffers<'c, C>),
+) {
+    let cases = cases(dir);
+    let frames = 2 * cases.len() + 1;
+    for frame in 0..=frames {
+        let before = client.stats().unwrap();
+        if frame < frames {
+            let io = &sets[frame % 2];
+            let (input, _) = &cases[frame % cases.len()];
+            client
+                .host_mut(io.input(0).unwrap(), |b| b.copy_from_slice(input))
+                .unwrap();
+            submit(io);
+        }
+        if frame > 0 {
+            let (_, expected) = &cases[(frame - 1) % cases.len()];
+            let prev = sets[(frame - 1) % 2].output(0).unwrap();
+            let out = client.host_ref(prev, |b| b.to_vec()).unwrap();
+            let at = frame - 1;
+            assert_eq!(&out, expected, "{} {what} frame {at}", dir.display());
+        }
+        if (1..frames).contains(&frame) {
+            let steady = moved(before, client.stats().unwrap());
+            assert_eq!(
+                steady,
+                (1, 1, 0, 0),
+                "{} {what} frame {frame}",
+                dir.display()
+            );
+        }
+    }
+}
+
 /// Pipelined invokes over two sets of pinned buffers, each input submitted while the
 /// previous one runs: the same bytes as TFLM, and a steady-state invoke moves exactly its
 /// input and its output across the bus, with no staging copy. A plain `invoke` moves the same
@@ -63,34 +104,9 @@ fn check_pipelined(dir: &Path, config: SimConfig) {
     let mut graph: runner::SimGraph = Graph::prepare(client, model).unwrap();
     let cases = cases(dir);
     let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
-    let frames = 2 * cases.len() + 1;
-    for frame in 0..=frames {
-        let before = client.stats().unwrap();
-        if frame < frames {
-            let io = &sets[frame % 2];
-            let (input, _) = &cases[frame % cases.len()];
-            client
-                .host_mut(io.input(0).unwrap(), |b| b.copy_from_slice(input))
-                .unwrap();
-            graph.submit(io).unwrap();
-        }
-        if frame > 0 {
-            let (_, expected) = &cases[(frame - 1) % cases.len()];
-            let prev = sets[(frame - 1) % 2].output(0).unwrap();
-            let out = client.host_ref(prev, |b| b.to_vec()).unwrap();
-            assert_eq!(
-                &out,
-                expected,
-                "{} pipelined frame {}",
-                dir.display(),
-                frame - 1
-            );
-        }
-        if (1..frames).contains(&frame) {
-            let steady = moved(before, client.stats().unwrap());
-            assert_eq!(steady, (1, 1, 0, 0), "{} frame {frame}", dir.display());
-        }
-    }
+    pipelined_frames(dir, "pipelined", client, &sets, |io| {
+        graph.submit(io).unwrap()
+    });
     let (input, expected) = &cases[0];
     let mut out = vec![0u8; expected.len()];
     let before = client.stats().unwrap();
@@ -157,39 +173,9 @@ fn check_planned(dir: &Path, config: SimConfig) {
         }
     }
     let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
-    let frames = 2 * cases.len() + 1;
-    for frame in 0..=frames {
-        let before = client.stats().unwrap();
-        if frame < frames {
-            let io = &sets[frame % 2];
-            let (input, _) = &cases[frame % cases.len()];
-            client
-                .host_mut(io.input(0).unwrap(), |b| b.copy_from_slice(input))
-                .unwrap();
-            graph.submit_planned(&mut plan, io).unwrap();
-        }
-        if frame > 0 {
-            let (_, expected) = &cases[(frame - 1) % cases.len()];
-            let prev = sets[(frame - 1) % 2].output(0).unwrap();
-            let out = client.host_ref(prev, |b| b.to_vec()).unwrap();
-            assert_eq!(
-                &out,
-                expected,
-                "{} planned frame {}",
-                dir.display(),
-                frame - 1
-            );
-        }
-        if (1..frames).contains(&frame) {
-            let steady = moved(before, client.stats().unwrap());
-            assert_eq!(
-                steady,
-                (1, 1, 0, 0),
-                "{} planned frame {frame}",
-                dir.display()
-            );
-        }
-    }
+    pipelined_frames(dir, "planned", client, &sets, |io| {
+        graph.submit_planned(&mut plan, io).unwrap()
+    });
 }
 
 fn check_model_with(dir: &Path, config: SimConfig, optimise: Optimise) {

@@ -53,7 +53,7 @@ use crate::hal::{
 };
 use crate::handle::HandleId;
 use crate::memory::{queues_in, MemoryManagement};
-use crate::tune::{set_id, Candidate, Lookup, TuneKey, TuneMode};
+use crate::tune::{Candidate, Lookup, TuneMode};
 
 use super::deps::DepSet;
 
@@ -297,22 +297,10 @@ impl<
         let choice = match self.tuning.mode {
             TuneMode::Off => None,
             TuneMode::Fixed(c) => Some(c),
-            _ => {
-                let cpu = self.npu.clock_counts_cpu()
-                    && self
-                        .tuning
-                        .config
-                        .cpu_max_work
-                        .is_some_and(|max| op.macs() <= max);
-                match self
-                    .tuning
-                    .cache
-                    .lookup(TuneKey::of(op, set_id(true, true, cpu)))
-                {
-                    Lookup::Hit(choice) => Some(choice.candidate),
-                    Lookup::InProgress | Lookup::Miss => None,
-                }
-            }
+            _ => match self.tuning.cache.lookup(self.tune_key(op).0) {
+                Lookup::Hit(choice) => Some(choice.candidate),
+                Lookup::InProgress | Lookup::Miss => None,
+            },
         };
         match choice {
             Some(Candidate::Cpu) => Err(on_cpu.into()),

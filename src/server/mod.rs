@@ -780,6 +780,19 @@ impl<
 
     /// What a tuning table made here must match: the capabilities that change cycles and the
     /// HAL's own fingerprint.
+    /// The tuning key of `op`, and whether the CPU is among its candidates: output blocks
+    /// and im2col always; the CPU fallback only where the HAL's clock sees CPU work (else its
+    /// timing would be a free lunch) and the op is small enough for the config's bound.
+    fn tune_key(&self, op: &Op) -> (TuneKey, bool) {
+        let cpu = self.npu.clock_counts_cpu()
+            && self
+                .tuning
+                .config
+                .cpu_max_work
+                .is_some_and(|max| op.macs() <= max);
+        (TuneKey::of(op, set_id(true, true, cpu)), cpu)
+    }
+
     fn tuning_fingerprint(&self) -> u64 {
         crate::tune::fingerprint(&self.caps, self.npu.tuning_fingerprint())
     }
@@ -1453,16 +1466,7 @@ impl<
             // The CPU fallback is the only way: nothing to look up.
             _ if !self.caps.ops.runs(op) => None,
             mode => {
-                // Output blocks and im2col always; the CPU fallback only where the HAL's clock
-                // sees CPU work (else its timing would be a free lunch) and the op is small
-                // enough for the config's bound.
-                let cpu = self.npu.clock_counts_cpu()
-                    && self
-                        .tuning
-                        .config
-                        .cpu_max_work
-                        .is_some_and(|max| op.macs() <= max);
-                let key = TuneKey::of(op, set_id(true, true, cpu));
+                let (key, cpu) = self.tune_key(op);
                 match self.tuning.cache.lookup(key) {
                     Lookup::Hit(choice) => {
                         self.tuning.stats.hits += 1;
