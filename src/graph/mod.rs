@@ -1014,16 +1014,36 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         move |error| GraphError::Compute { op_index, error }
     }
 
-    /// Step `si`'s operands: its activations and constants, in order, from operand `from` on.
+    /// Step `si`'s operands: its activations and constants, in order, from operand `from` on,
+    /// the live activations of this invoke.
     fn operand_refs(
         &self,
         si: usize,
         from: usize,
     ) -> Result<heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS>, GraphError> {
+        self.operands_with(si, from, |t| self.tensors[usize::from(t)].value.as_ref())
+    }
+
+    /// Step `si`'s operands from operand `from` on, each activation `t` as `activation(t)`
+    /// gives it (the live tensor of an invoke, or a job plan's placement); constants and
+    /// auxiliary tensors are the graph's own.
+    fn operands_with<'s>(
+        &'s self,
+        si: usize,
+        from: usize,
+        activation: impl Fn(u16) -> Option<&'s Tensor<'c, C>>,
+    ) -> Result<heapless::Vec<&'s Tensor<'c, C>, MAX_JOB_INPUTS>, GraphError> {
         let mut refs = heapless::Vec::new();
         for operand in self.steps[si].operands.iter().skip(from) {
             let t = match *operand {
-                StepOperand::Tensor(t) => self.tensors[usize::from(t)].value.as_ref(),
+                StepOperand::Tensor(t) => {
+                    let slot = &self.tensors[usize::from(t)];
+                    if slot.constant {
+                        slot.value.as_ref()
+                    } else {
+                        activation(t)
+                    }
+                }
                 StepOperand::Aux(a) => self.aux.get(usize::from(a)),
             };
             let _ = refs.push(t.ok_or(self.failed(si)(Error::StaleHandle { index: 0 }))?);

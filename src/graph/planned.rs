@@ -16,7 +16,7 @@
 use super::{not_one_op, Graph, GraphError, StepOperand};
 use crate::channel::ComputeChannel;
 use crate::client::{Plan, Tensor};
-use crate::hal::{Op, MAX_JOB_INPUTS};
+use crate::hal::Op;
 use crate::handle::HandleId;
 
 /// A prepared graph's jobs as a [`JobPlan`](crate::server::JobPlan), with its activations
@@ -102,23 +102,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if step.in_place {
                 continue;
             }
-            let mut refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
-            for operand in &step.operands {
-                let t = match *operand {
-                    StepOperand::Tensor(t) => {
-                        let slot = &self.tensors[usize::from(t)];
-                        if slot.constant {
-                            slot.value.as_ref()
-                        } else {
-                            views[usize::from(t)].as_ref()
-                        }
-                    }
-                    StepOperand::Aux(a) => self.aux.get(usize::from(a)),
-                };
-                let t = t.ok_or(failed(crate::Error::StaleHandle { index: 0 }))?;
-                // At most MAX_JOB_INPUTS operands (checked when the step was lowered).
-                let _ = refs.push(t);
-            }
+            let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
             let output = views[usize::from(step.output)].as_ref();
             let output = output.ok_or(failed(crate::Error::StaleHandle { index: 0 }))?;
             plan.push(op, &refs, output).map_err(&failed)?;

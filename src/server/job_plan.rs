@@ -435,12 +435,19 @@ impl<
                 let _ = deps.push(s);
             }
         }
+        // Its own accesses, for the steps after it (its dependencies are worked out above).
+        for &i in &ins {
+            plan.record(i, step_index, queue, false);
+        }
+        for i in core::iter::once(out).chain(scratch) {
+            plan.record(i, step_index, queue, true);
+        }
         let bit = 1u16 << q;
         let step = PlanStep {
             kind: op.kind(),
             queue,
             variant,
-            inputs: ins.clone(),
+            inputs: ins,
             output: out,
             scratch: scratch.is_some(),
             deps,
@@ -452,12 +459,6 @@ impl<
         plan.queues |= bit;
         // Checked above: the plan has room.
         let _ = plan.steps.push(step);
-        for &i in &ins {
-            plan.record(i, step_index, queue, false);
-        }
-        for i in core::iter::once(out).chain(scratch) {
-            plan.record(i, step_index, queue, true);
-        }
         Ok(())
     }
 
