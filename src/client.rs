@@ -322,6 +322,17 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         Ok(self.wrap(id, data.len() as u32))
     }
 
+    /// A read-only tensor of `bytes` that `fill` computes into staging memory, uploaded once
+    /// (see [`ComputeServer::create_const_with`]): constants made at load time.
+    pub fn create_const_with(
+        &self,
+        bytes: u32,
+        mut fill: impl FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.create_const_with(bytes, &mut fill))?;
+        Ok(self.wrap(id, bytes))
+    }
+
     /// Whether a tensor lives in flash (costs no arena bytes).
     pub fn is_in_flash(&self, t: &Tensor<'c, C>) -> Result<bool, Error> {
         let id = self.own(t)?;
@@ -529,6 +540,19 @@ impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Plan<'c, C
         let out = self.client.own(output)?;
         let plan = &mut self.plan;
         self.client.call(|s| s.plan_step(plan, op, &ids, out))
+    }
+
+    /// Hands `tensor` to the plan (see [`ComputeServer::plan_adopt`]): once the plan holds
+    /// the last reference to a tensor it uses, only its jobs can touch it, and its runs skip
+    /// that tensor's bookkeeping. Give it the tensors only its jobs use, such as
+    /// intermediate activations; a tensor the plan does not use is simply dropped.
+    pub fn adopt(&mut self, tensor: Tensor<'c, C>) -> Result<(), Error> {
+        let id = self.client.own(&tensor)?;
+        let plan = &mut self.plan;
+        self.client.call(|s| s.plan_adopt(plan, id))?;
+        // The server released the tensor's reference.
+        core::mem::forget(tensor);
+        Ok(())
     }
 
     /// Submits every job, `ops[k]` being the op of the `k`-th [`push`](Self::push), and

@@ -92,7 +92,8 @@ pub enum Error {
     Tune(CacheError),
     /// A job plan could not be built or run.
     Plan(PlanError),
-    /// A constant tensor (bound in flash) was given as an operator's output.
+    /// A constant tensor (made by `create_const` or `create_const_with`) was given as an
+    /// operator's output, or written, copied into or placed in.
     ReadOnlyTensor,
     /// A flash segment cannot be unmapped while tensors still refer to it.
     FlashInUse {
@@ -228,7 +229,7 @@ impl core::fmt::Display for Error {
                 f,
                 "{op:?}: a pinned tensor cannot be a job plan operand"
             ),
-            Error::ReadOnlyTensor => write!(f, "a constant (flash) tensor cannot be an output"),
+            Error::ReadOnlyTensor => write!(f, "a constant tensor cannot be written"),
             Error::FlashInUse { segment, tensors } => write!(
                 f,
                 "flash segment {segment} is still used by {tensors} constant tensors"

@@ -131,6 +131,8 @@ fn check_planned(dir: &Path, config: SimConfig) {
     let (input, expected) = &cases[0];
     let mut out = vec![0u8; expected.len()];
     let jobs = plan.jobs();
+    // A run's bookkeeping visits the input and the output only.
+    assert_eq!(plan.shared_tensors(), 2, "{}", dir.display());
     {
         let mut timed = |planned: bool| {
             client.sync().unwrap();

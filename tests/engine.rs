@@ -805,3 +805,178 @@ fn a_plan_run_waits_for_the_jobs_around_it_and_inside_it_no_longer() {
         }
     }
 }
+
+/// How a test lets go of a plan: dropped as usual, or inside a channel callback, where its
+/// references can only be released later (the channel's deferred releases).
+#[derive(Clone, Copy, Debug)]
+enum Drop {
+    Now,
+    InsideCallback,
+}
+
+#[test]
+fn a_plan_skips_the_records_of_its_own_tensors_and_constants_yet_stays_fence_safe() {
+    // A ReLU writes `x` from `source` (unit 0), a long FC reads `x` and constant weights into
+    // `y` (unit 1), a short ReLU reads `y` into `out` (unit 0). The plan adopts `x` and `y`,
+    // so runs neither walk nor write their records, and its shared tensors (`source`, `out`)
+    // are used on unit 0 only: nothing but the plan's own bookkeeping can make run r+1's
+    // first ReLU wait for run r's FC, which reads the `x` it overwrites. Then the plan is
+    // dropped, and new tensors take `x`'s and the weights' memory at once: their uploads must
+    // wait for the last FC, which the plan wrote into their records at its release.
+    let small_relu = {
+        let Op::ReluI8 { params, .. } = relu_op() else {
+            unreachable!()
+        };
+        Op::ReluI8 {
+            len: OUT_FEATURES,
+            params,
+        }
+    };
+    for drop_how in [Drop::Now, Drop::InsideCallback] {
+        let (config, memory_config) = reuse_config();
+        let channel = channel::<64>(config, memory_config, 256);
+        let client = ComputeClient::new(&channel);
+        let sources: Vec<Vec<i8>> = (0..3)
+            .map(|r| workloads::pseudo_random_i8(30 + r, X_BYTES as usize))
+            .collect();
+        let source = client.create(bytes(&sources[0])).unwrap();
+        // Uploaded after the source: the first run must find it in the constant's record.
+        let w = workloads::pseudo_random_i8(12, (X_BYTES * OUT_FEATURES) as usize);
+        let weights = client
+            .create_const_with(X_BYTES * OUT_FEATURES, |b| {
+                b.copy_from_slice(bytes(&w));
+                Ok(())
+            })
+            .unwrap();
+        let x = client.empty(X_BYTES).unwrap();
+        let y = client.empty(OUT_FEATURES).unwrap();
+        let out = client.empty(OUT_FEATURES).unwrap();
+        let (fc, relu) = (fc_op(), relu_op());
+        let mut plan: Plan<_, 4, 8> = client.plan();
+        plan.push(&relu, &[&source], &x).unwrap();
+        plan.push(&fc, &[&x, &weights], &y).unwrap();
+        plan.push(&small_relu, &[&y], &out).unwrap();
+        assert_eq!(plan.jobs().shared_tensors(), 4, "all but the weights");
+        plan.adopt(x).unwrap();
+        plan.adopt(y).unwrap();
+        assert_eq!(
+            plan.jobs().shared_tensors(),
+            2,
+            "x and y are the plan's own"
+        );
+
+        let mut runs = Vec::new();
+        for (r, s) in sources.iter().enumerate() {
+            if r > 0 {
+                client.write(&source, bytes(s)).unwrap();
+            }
+            // The newest upload: the weights' before the first run, the source's after.
+            let upload = last_fence(&channel);
+            plan.run(&[&relu, &fc, &small_relu]).unwrap();
+            let steps = [0, 1, 2].map(|k| plan.jobs().fence(k).unwrap());
+            runs.push((upload, steps));
+        }
+        let last_fc = runs[2].1[1];
+        match drop_how {
+            Drop::Now => drop(plan),
+            Drop::InsideCallback => {
+                let mut held = Some(plan);
+                client
+                    .create_with(16, |b| {
+                        held.take();
+                        b.fill(0);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+        }
+        drop(weights);
+        let z = workloads::pseudo_random_i8(40, X_BYTES as usize);
+        let _over_x = client.create(bytes(&z)).unwrap();
+        let x_overwrite = last_fence(&channel);
+        let _over_w = client.create(&vec![7u8; w.len()]).unwrap();
+        let w_overwrite = last_fence(&channel);
+        // Read only now: a read waits for the run, and the memory must be reused before.
+        let mut got = vec![0u8; OUT_FEATURES as usize];
+        client.read(&out, &mut got).unwrap();
+        let want = relu_reference(&fc_reference(&relu_reference(&sources[2]), &w));
+        assert_eq!(got, bytes(&want), "{drop_how:?}");
+
+        let jobs = jobs(&channel);
+        let trace = trace(&channel);
+        let deps = |f: Fence| -> Vec<Fence> {
+            jobs.iter().find(|(g, _)| *g == f).unwrap().1.deps.to_vec()
+        };
+        let (_, fc_inputs, _, _) = compute_job(&jobs, last_fc);
+        let (x_region, weights_region) = (fc_inputs[0], fc_inputs[1]);
+        // The first run waits for the constant's upload, later runs for the source's.
+        for (r, (upload, steps)) in runs.iter().enumerate() {
+            assert!(deps(steps[0]).contains(upload), "{drop_how:?}: run {r}");
+            let queues = steps.map(|f| compute_job(&jobs, f).0);
+            assert_eq!(queues, [Queue::Unit(0), Queue::Unit(1), Queue::Unit(0)]);
+        }
+        for r in 1..3 {
+            let (fc, relu) = (runs[r - 1].1[1], runs[r].1[0]);
+            assert!(
+                deps(relu).contains(&fc),
+                "{drop_how:?}: run {r}: {:?}",
+                deps(relu)
+            );
+            assert!(entry(&trace, relu).start >= entry(&trace, fc).end);
+        }
+        // The memory the plan owned or read is reused at once, written after the last FC.
+        for (overwrite, region) in [(x_overwrite, x_region), (w_overwrite, weights_region)] {
+            let (_, job) = jobs.iter().find(|(f, _)| *f == overwrite).unwrap();
+            assert!(matches!(job.kind, JobKind::Transfer { dst, .. } if dst == region));
+            assert!(
+                deps(overwrite).contains(&last_fc),
+                "{drop_how:?}: {:?}",
+                deps(overwrite)
+            );
+            assert!(entry(&trace, overwrite).start >= entry(&trace, last_fc).end);
+        }
+        // And the test can tell: the ReLU and the upload are far shorter than the FC.
+        let fc = entry(&trace, last_fc);
+        for short in [runs[2].1[0], x_overwrite] {
+            let e = entry(&trace, short);
+            assert!(fc.start + (e.end - e.start) < fc.end);
+        }
+    }
+}
+
+#[test]
+fn a_plan_adopts_a_tensor_only_when_no_other_handle_reaches_it() {
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<64>(config, memory_config, 256);
+    let client = ComputeClient::new(&channel);
+    let source = client.empty(X_BYTES).unwrap();
+    let alias = source.clone();
+    let x = client.empty(X_BYTES).unwrap();
+    let unused = client.empty(X_BYTES).unwrap();
+    let relu = relu_op();
+    let mut plan: Plan<_, 4, 8> = client.plan();
+    plan.push(&relu, &[&source], &x).unwrap();
+    plan.adopt(source).unwrap();
+    plan.adopt(unused).unwrap();
+    assert_eq!(plan.jobs().shared_tensors(), 2, "source has another handle");
+    assert_eq!(
+        plan.jobs().tensors(),
+        2,
+        "a tensor the plan does not use is dropped"
+    );
+    for r in 0..3 {
+        // Written through the other handle between runs: each run waits for the upload.
+        let s = workloads::pseudo_random_i8(50 + r, X_BYTES as usize);
+        client.write(&alias, bytes(&s)).unwrap();
+        let upload = last_fence(&channel);
+        plan.run(&[&relu]).unwrap();
+        let step = plan.jobs().fence(0).unwrap();
+        assert!(
+            compute_job(&jobs(&channel), step).3.contains(&upload),
+            "run {r}"
+        );
+        let mut out = vec![0u8; X_BYTES as usize];
+        client.read(&x, &mut out).unwrap();
+        assert_eq!(out, bytes(&relu_reference(&s)));
+    }
+}

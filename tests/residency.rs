@@ -230,3 +230,45 @@ fn pinned_blocks_are_returned_when_their_tensor_is_dropped() {
         Err(Error::StagingExhausted { .. })
     ));
 }
+
+/// Constant data aligned as the simulator maps flash.
+#[repr(align(16))]
+struct Aligned([f32; 4]);
+static CONSTANT: Aligned = Aligned([1.0, -2.0, 3.0, -4.0]);
+
+#[test]
+fn constants_are_read_only_wherever_their_bytes_live() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let data: &'static [u8] = bytemuck::cast_slice(&CONSTANT.0);
+    // Uploaded (no flash segment holds the data), computed at load time, and in flash.
+    let uploaded = client.create_const(data).unwrap();
+    let computed = client
+        .create_const_with(16, |b| {
+            b.copy_from_slice(data);
+            Ok(())
+        })
+        .unwrap();
+    let segment = client.map_flash(data).unwrap();
+    let in_flash = client.create_const(data).unwrap();
+    assert!(!client.is_in_flash(&uploaded).unwrap());
+    assert!(client.is_in_flash(&in_flash).unwrap());
+    let scratch = client.create(data).unwrap();
+    for c in [&uploaded, &computed, &in_flash] {
+        assert_eq!(
+            client.execute(RELU, &[&scratch], c),
+            Err(Error::ReadOnlyTensor)
+        );
+        assert_eq!(client.write(c, &[0; 16]), Err(Error::ReadOnlyTensor));
+        assert_eq!(client.copy(&scratch, c), Err(Error::ReadOnlyTensor));
+        assert!(matches!(client.place(c, 0, 4), Err(Error::ReadOnlyTensor)));
+        // Read, they are what they were made with.
+        let out = client.empty(16).unwrap();
+        client.execute(RELU, &[c], &out).unwrap();
+        let mut got = [0u8; 16];
+        client.read(&out, &mut got).unwrap();
+        assert_eq!(got.to_vec(), f32_bytes(&[1.0, 0.0, 3.0, 0.0]));
+    }
+    drop(in_flash);
+    client.unmap_flash(segment).unwrap();
+}

@@ -57,7 +57,7 @@ impl<const N: usize> Deferred<N> {
                 // A stale id means the tensor is gone already; nothing is left to do.
                 let _ = match delta {
                     d if d > 0 => server.retain(id, d as u32),
-                    d if d < 0 => server.release(id, d.unsigned_abs()),
+                    d if d < 0 => server.release_late(id, d.unsigned_abs()),
                     _ => Ok(()),
                 };
             }

@@ -754,7 +754,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     }
                     let tensor = self
                         .client
-                        .create_with(bytes, |buf| {
+                        .create_const_with(bytes, |buf| {
                             for (c, out) in buf
                                 .chunks_exact_mut(CHANNEL_MULTIPLIER_BYTES as usize)
                                 .enumerate()

@@ -28,7 +28,8 @@ use crate::handle::HandleId;
 /// tensors at most: the graph's `OPS` and `TENSORS` always suffice.
 pub struct GraphPlan<'c, C: ComputeChannel, const STEPS: usize = 64, const TENSORS: usize = 128> {
     plan: Plan<'c, C, STEPS, TENSORS>,
-    /// Per model tensor, the placed activation (`None`: a constant, or never produced).
+    /// Per model tensor, the placed input or output (`None` for the rest: constants, and the
+    /// activations between, which the plan owns).
     views: heapless::Vec<Option<Tensor<'c, C>>, TENSORS>,
     /// The pool of the graph it was built for.
     pool: HandleId,
@@ -43,6 +44,13 @@ impl<C: ComputeChannel, const STEPS: usize, const TENSORS: usize> GraphPlan<'_, 
     /// Distinct tensors the plan's jobs use (activations and constants).
     pub fn tensors(&self) -> usize {
         self.plan.jobs().tensors()
+    }
+
+    /// Of those, the tensors whose access records each run walks and writes: the graph's
+    /// inputs and outputs. Constants need no bookkeeping once uploaded, and the plan owns
+    /// the activations between (see [`Plan::adopt`]).
+    pub fn shared_tensors(&self) -> usize {
+        self.plan.jobs().shared_tensors()
     }
 
     /// Bytes of RAM a plan of these capacities occupies.
@@ -106,6 +114,20 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let output = views[usize::from(step.output)].as_ref();
             let output = output.ok_or(failed(crate::Error::StaleHandle { index: 0 }))?;
             plan.push(op, &refs, output).map_err(&failed)?;
+        }
+        // Only the plan's jobs touch the activations between input and output: it adopts
+        // them, and its runs skip their bookkeeping. (A RESHAPE's output is its input's
+        // tensor: the plan owns it once the last view of it is handed over.)
+        let io = |views: &heapless::Vec<Option<Tensor<'c, C>>, PT>, id| {
+            let mut io = self.inputs.iter().chain(&self.outputs);
+            io.any(|&t| views[usize::from(t)].as_ref().is_some_and(|v| v.id() == id))
+        };
+        for t in 0..views.len() {
+            if views[t].as_ref().is_some_and(|v| !io(&views, v.id())) {
+                if let Some(view) = views[t].take() {
+                    plan.adopt(view).map_err(not_one_op)?;
+                }
+            }
         }
         Ok(GraphPlan {
             plan,

@@ -21,14 +21,30 @@
 //!   writes, on other queues (its own queue orders it already). The plan holds a reference
 //!   to each of its tensors, so none is freed under it, and a scratch tensor when a tuned
 //!   variant needs one.
-//! - **Running** ([`ComputeServer::run_plan`]) first checks
-//!   every tensor is still bound where it was, and gathers, from their access records, the
-//!   jobs submitted before the run that the plan must wait for: their writers, and their
-//!   readers too where the plan writes. The first step on each queue waits for all of those,
-//!   so every later step does too. Then each step is submitted as built, its dependencies
-//!   mapped to the fences this run's steps received. Last, each tensor's access record
-//!   takes the plan's newest readers and writers of memory overlapping it, once per tensor
-//!   rather than once per job, so work after the run is fence-safe as after `execute`.
+//! - **Running** ([`ComputeServer::run_plan`]) first gathers, from its tensors' access
+//!   records, the jobs submitted before the run that the plan must wait for: their writers,
+//!   and their readers too where the plan writes. The first step on each queue waits for all
+//!   of those, so every later step does too. Then each step is submitted as built, its
+//!   dependencies mapped to the fences this run's steps received. Last, each tensor's access
+//!   record takes the plan's newest readers and writers of memory overlapping it, once per
+//!   tensor rather than once per job, so work after the run is fence-safe as after `execute`.
+//! - **Most tensors need none of that after the first run.** A model's plan has a few
+//!   tensors the host touches (its inputs and outputs) among many it does not, and a run's
+//!   bookkeeping is paid per tensor. So each tensor has a role:
+//!   - *shared* (the default): walked and written at every run, as above;
+//!   - *constant* (made by [`create_const`](ComputeServer::create_const) or
+//!     [`create_const_with`](ComputeServer::create_const_with), which the server refuses to
+//!     write): once a run has waited for its upload, nothing new can appear in its record;
+//!   - *the plan's own* (its scratch tensor, and any tensor handed over with
+//!     [`plan_adopt`](ComputeServer::plan_adopt) when no other handle reaches it): only the
+//!     plan's jobs touch it, so the previous run's newest job on each queue stands for its
+//!     record, and the next run's first steps wait for those instead.
+//!
+//!   The first run walks every record (and so does the run after a new tensor, an adoption
+//!   or a failed run); later runs walk and write the shared tensors' only. Constants and
+//!   the plan's own tensors get the plan's newest jobs in their records when the plan is
+//!   released, before any of their memory can be reused; a plan dropped while the channel
+//!   was lent out is covered by [`release_late`](ComputeServer::release_late).
 //!
 //! A plan is the CUDA-graph idea on a heap-free NPU stack: the cost of a job submitted from
 //! a plan is the driver's submit plus a few dozen instructions (see `BENCHMARKS.md`).
@@ -44,6 +60,12 @@
 //!   it that overlap its own only through its tensors' records: lay a new placement over a
 //!   plan's tensor and the placement waits for the plan, but the plan's next run does not
 //!   wait for the placement's jobs. Use plan tensors for everything that touches its memory.
+//!   (Over the plan's own tensors, the placement does not wait for the plan either: their
+//!   records are written at release.)
+//! - Runs after the first do not look up the handles of constants and the plan's own
+//!   tensors: a caller driving a server directly who releases the plan's reference to one
+//!   (rather than through [`release_plan`](super::ComputeServer::release_plan)) frees its
+//!   memory under the plan. The client's [`Plan`](crate::client::Plan) cannot.
 
 use super::{Binding, ComputeServer, NpuServer};
 use crate::error::{Capacity, Error};
@@ -95,12 +117,30 @@ pub enum PlanError {
     },
 }
 
+/// Who else touches a plan tensor's memory, which decides what a run does with its access
+/// record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Anything may (an input the host writes, an output it reads): every run walks the
+    /// tensor's record for the jobs before it, and writes the plan's jobs into it.
+    Shared,
+    /// Nothing writes it (a constant): once a run has waited for its upload, runs leave its
+    /// record alone, and the plan's reads are written into it when the plan is released.
+    Constant,
+    /// Only the plan's jobs touch it (its scratch tensor, or one it
+    /// [adopted](ComputeServer::plan_adopt)): the same, with the plan's newest jobs written
+    /// in as writers at release; each run waits for the previous run's newest job on every
+    /// other queue instead.
+    Own,
+}
+
 /// One tensor of a plan.
 #[derive(Clone, Copy, Debug)]
 struct PlanTensor {
     id: HandleId,
     binding: Binding,
     region: Region,
+    role: Role,
     /// Newest step per queue ([`Queue::index`]) that wrote memory overlapping this tensor.
     writes: [u16; MAX_QUEUES],
     /// Newest step per queue that read memory overlapping this tensor.
@@ -154,6 +194,10 @@ struct PlanStep {
 #[derive(Debug)]
 pub struct JobPlan<const STEPS: usize = 64, const TENSORS: usize = 64> {
     tensors: heapless::Vec<PlanTensor, TENSORS>,
+    /// The indices of the [`Role::Shared`] tensors in device memory: the records a settled
+    /// run walks and every run writes. A list, so that a run over a model whose tensors are
+    /// mostly constants and activations does not step over each of them.
+    shared: heapless::Vec<u8, TENSORS>,
     steps: heapless::Vec<PlanStep, STEPS>,
     /// The fence each step received at the last run.
     fences: [Fence; STEPS],
@@ -164,6 +208,15 @@ pub struct JobPlan<const STEPS: usize = 64, const TENSORS: usize = 64> {
     next_unit: u8,
     /// Bit `q` set once a step runs on queue `q`.
     queues: u16,
+    /// The last step on each queue.
+    last_step: [u16; MAX_QUEUES],
+    /// The newest fence each queue received from a run of the plan.
+    last: [Option<Fence>; MAX_QUEUES],
+    /// The last run submitted every step and nothing changed a tensor's role since: a run
+    /// walks and writes the records of its [`Role::Shared`] tensors only.
+    settled: bool,
+    /// Some tensor is [`Role::Own`].
+    owns: bool,
 }
 
 impl<const STEPS: usize, const TENSORS: usize> Default for JobPlan<STEPS, TENSORS> {
@@ -180,12 +233,17 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlan<STEPS, TENSORS> {
         let () = Self::TENSORS_FIT_U8;
         JobPlan {
             tensors: heapless::Vec::new(),
+            shared: heapless::Vec::new(),
             steps: heapless::Vec::new(),
             fences: [Fence(0); STEPS],
             scratch: None,
             epoch: 0,
             next_unit: 0,
             queues: 0,
+            last_step: [NONE; MAX_QUEUES],
+            last: [None; MAX_QUEUES],
+            settled: false,
+            owns: false,
         }
     }
 
@@ -202,6 +260,13 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlan<STEPS, TENSORS> {
     /// Distinct tensors the plan holds (its scratch included).
     pub fn tensors(&self) -> usize {
         self.tensors.len()
+    }
+
+    /// Of those, the tensors whose access records every run walks and writes: the ones in
+    /// device memory that are neither constants nor the plan's own. A run's bookkeeping
+    /// grows with this count, not with [`tensors`](Self::tensors).
+    pub fn shared_tensors(&self) -> usize {
+        self.shared.len()
     }
 
     /// The ids of the tensors the plan holds a reference to.
@@ -222,11 +287,18 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlan<STEPS, TENSORS> {
 
     /// Adds a tensor (which the caller has retained for the plan): its history starts as the
     /// union of the tensors it overlaps, so a step using it waits for their jobs.
-    fn add_tensor(&mut self, id: HandleId, binding: Binding, region: Region) -> Result<u8, Error> {
+    fn add_tensor(
+        &mut self,
+        id: HandleId,
+        binding: Binding,
+        region: Region,
+        role: Role,
+    ) -> Result<u8, Error> {
         let mut t = PlanTensor {
             id,
             binding,
             region,
+            role,
             writes: [NONE; MAX_QUEUES],
             reads: [NONE; MAX_QUEUES],
             write_queues: 0,
@@ -240,6 +312,13 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlan<STEPS, TENSORS> {
         }
         let index = u8::try_from(self.tensors.len()).map_err(|_| plan_tensors(TENSORS))?;
         self.tensors.push(t).map_err(|_| plan_tensors(TENSORS))?;
+        if role == Role::Shared && matches!(binding, Binding::Memory(_)) {
+            // As long as `tensors`: cannot overflow.
+            let _ = self.shared.push(index);
+        }
+        self.owns |= role == Role::Own;
+        // A tensor a run has not yet walked: the next run walks them all.
+        self.settled = false;
         Ok(index)
     }
 
@@ -321,9 +400,15 @@ impl<
         if let Some(i) = plan.find(id) {
             return Ok(i);
         }
-        let binding = self.handles.get_ref(id)?.binding;
+        let entry = self.handles.get_ref(id)?;
+        let (binding, constant) = (entry.binding, entry.constant);
         let region = self.region_of(binding)?;
-        let index = plan.add_tensor(id, binding, region)?;
+        let role = if constant {
+            Role::Constant
+        } else {
+            Role::Shared
+        };
+        let index = plan.add_tensor(id, binding, region, role)?;
         self.handles.retain(id, 1)?;
         Ok(index)
     }
@@ -356,7 +441,7 @@ impl<
                 Ok(i)
             }
             None => {
-                let i = plan.add_tensor(id, binding, region)?;
+                let i = plan.add_tensor(id, binding, region, Role::Own)?;
                 plan.scratch = Some(i);
                 Ok(i)
             }
@@ -457,6 +542,7 @@ impl<
             plan.epoch = self.tuning.epoch;
         }
         plan.queues |= bit;
+        plan.last_step[q] = step_index;
         // Checked above: the plan has room.
         let _ = plan.steps.push(step);
         Ok(())
@@ -529,13 +615,20 @@ impl<
                 }
             }
         }
+        for q in queues_in(plan.queues) {
+            plan.last[q] = Some(plan.fences[usize::from(plan.last_step[q])]);
+        }
         self.stats.compute_jobs += plan.steps.len() as u32;
         self.stats.plan_runs += 1;
-        self.record_run(plan)
+        self.record_run(plan)?;
+        plan.settled = true;
+        Ok(())
     }
 
     /// The jobs before the run that the plan's first step on each queue must wait for, from
-    /// its tensors' access records. Looking a record up also checks the tensor's memory is
+    /// its tensors' access records: every tensor's at the first run, only the shared ones'
+    /// once the plan is settled. The previous run's newest jobs stand for what the plan's own
+    /// tensors' records would hold. Looking a record up also checks the tensor's memory is
     /// still bound as it was (the plan holds a reference, but a server's caller could release
     /// one too many). Constants in flash have no record: nothing writes them.
     fn jobs_before<const S: usize, const T: usize>(
@@ -545,19 +638,35 @@ impl<
     ) -> Result<(), Error> {
         let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
         let mut ended = |q, f| frontier.is_done(npu, q, f);
-        for t in &plan.tensors {
+        let mut walk = |t: &PlanTensor| -> Result<(), Error> {
             if let Binding::Memory(m) = t.binding {
-                memory
-                    .access_mut(m)?
-                    .jobs(t.written(), &mut ended, |q, f| before.add(q, f));
+                let access = memory.access_mut(m)?;
+                access.jobs(t.written(), &mut ended, |q, f| before.add(q, f));
+            }
+            Ok(())
+        };
+        if !plan.settled {
+            for t in plan.tensors.iter().filter(|t| t.role != Role::Shared) {
+                walk(t)?;
+            }
+        }
+        for &i in &plan.shared {
+            walk(&plan.tensors[usize::from(i)])?;
+        }
+        if plan.owns {
+            for (q, f) in plan.last.iter().enumerate() {
+                if let Some(f) = *f {
+                    before.add(q, f);
+                }
             }
         }
         Ok(())
     }
 
-    /// After a run, each tensor's access record holds the plan's newest jobs on memory
+    /// After a run, each shared tensor's access record holds the plan's newest jobs on memory
     /// overlapping it. Where the plan writes, they replace the record: every older job there
-    /// was waited for by the plan's first jobs. Where it only reads, they join it.
+    /// was waited for by the plan's first jobs. Where it only reads, they join it. (Constants
+    /// and the plan's own tensors take the plan's jobs when it is released.)
     fn record_run<const S: usize, const T: usize>(
         &mut self,
         plan: &JobPlan<S, T>,
@@ -566,7 +675,8 @@ impl<
             let s = usize::from(s);
             (plan.steps[s].queue, plan.fences[s])
         };
-        for t in &plan.tensors {
+        for &i in &plan.shared {
+            let t = &plan.tensors[usize::from(i)];
             let Binding::Memory(m) = t.binding else {
                 continue;
             };
@@ -589,34 +699,79 @@ impl<
     }
 
     /// A run that failed at step `failed`: the steps before it are submitted, and every
-    /// tensor's record takes them as writers (the newest per queue stands for the others),
-    /// so nothing reuses the plan's memory before they end.
+    /// tensor's record takes the plan's newest jobs as writers, so nothing reuses the plan's
+    /// memory before they end. The next run walks every record again.
     fn record_partial_run<const S: usize, const T: usize>(
         &mut self,
-        plan: &JobPlan<S, T>,
+        plan: &mut JobPlan<S, T>,
         failed: usize,
     ) {
-        let mut newest: [Option<(Queue, Fence)>; MAX_QUEUES] = [None; MAX_QUEUES];
         for (step, &fence) in plan.steps.iter().zip(&plan.fences).take(failed) {
-            if let Some(slot) = newest.get_mut(step.queue.index()) {
-                *slot = Some((step.queue, fence));
+            if let Some(last) = plan.last.get_mut(step.queue.index()) {
+                *last = Some(fence);
             }
         }
+        plan.settled = false;
         for t in &plan.tensors {
-            if let Binding::Memory(m) = t.binding {
-                if let Ok(access) = self.memory.access_mut(m) {
-                    for &(queue, fence) in newest.iter().flatten() {
-                        access.add_write(queue, fence);
-                    }
+            self.record_newest(plan, t, true);
+        }
+    }
+
+    /// Writes the plan's newest job per queue into tensor `t`'s access record, as writers or
+    /// as readers.
+    fn record_newest<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlan<S, T>,
+        t: &PlanTensor,
+        write: bool,
+    ) {
+        let Binding::Memory(m) = t.binding else {
+            return;
+        };
+        let Ok(access) = self.memory.access_mut(m) else {
+            return;
+        };
+        for (q, fence) in plan.last.iter().enumerate() {
+            if let (Some(queue), Some(fence)) = (Queue::from_index(q), *fence) {
+                if write {
+                    access.add_write(queue, fence);
+                } else {
+                    access.record_read(queue, fence);
                 }
             }
         }
+    }
+
+    pub(super) fn adopt_in_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        id: HandleId,
+    ) -> Result<(), Error> {
+        // The plan's reference and the caller's: no other handle can reach the tensor.
+        if self.handles.refs(id)? == 2 {
+            if let Some(i) = plan.find(id) {
+                let t = &mut plan.tensors[usize::from(i)];
+                if t.role == Role::Shared {
+                    t.role = Role::Own;
+                    plan.shared.retain(|&s| s != i);
+                    plan.owns = true;
+                    // Jobs outside the plan may have touched it since the last run.
+                    plan.settled = false;
+                }
+            }
+        }
+        self.release(id, 1)
     }
 
     pub(super) fn drop_plan<const S: usize, const T: usize>(
         &mut self,
         plan: &mut JobPlan<S, T>,
     ) -> Result<(), Error> {
+        for t in &plan.tensors {
+            if t.role != Role::Shared {
+                self.record_newest(plan, t, t.role == Role::Own);
+            }
+        }
         let mut result = Ok(());
         for t in &plan.tensors {
             if let Err(e) = self.release(t.id, 1) {

@@ -94,8 +94,19 @@ pub trait ComputeServer {
     /// [`Error::FlashInUse`] while tensors still refer to it.
     fn unmap_flash(&mut self, segment: u8) -> Result<(), Error>;
     /// A read-only tensor of constant data: bound in place when `data` lies in a mapped flash
-    /// segment and is aligned for the NPU, else uploaded to the device once.
+    /// segment and is aligned for the NPU, else uploaded to the device once. Writing it (as a
+    /// job's output, by [`write`](Self::write) or [`copy`](Self::copy), or through a
+    /// [`place`](Self::place)d view) is refused with [`Error::ReadOnlyTensor`].
     fn create_const(&mut self, data: &'static [u8]) -> Result<HandleId, Error>;
+    /// A read-only tensor of `bytes` that `fill` computes into staging memory, uploaded once:
+    /// constants made at load time (per-channel multipliers), as read-only as
+    /// [`create_const`](Self::create_const)'s. A [`JobPlan`] does not look for writers of a
+    /// constant once its upload has ended.
+    fn create_const_with(
+        &mut self,
+        bytes: u32,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<HandleId, Error>;
     /// Whether a tensor is bound in place in flash (no arena bytes).
     fn is_in_flash(&self, id: HandleId) -> Result<bool, Error>;
     /// A tensor of `bytes` with a pinned host block (see [`Residency`]): the CPU writes and
@@ -164,6 +175,17 @@ pub trait ComputeServer {
         plan: &mut JobPlan<S, T>,
         ops: &[&Op],
     ) -> Result<(), Error>;
+    /// Gives `plan` the caller's reference to tensor `id`, and releases it. When the plan
+    /// uses the tensor and now holds the only reference left, the tensor becomes the plan's
+    /// own: no handle outside can reach it, so runs no longer walk or write its access
+    /// record (the plan's newest jobs are written into it at
+    /// [`release_plan`](Self::release_plan)). A graph plan hands over its intermediate
+    /// activations this way. Errors: [`Error::StaleHandle`] for a freed tensor.
+    fn plan_adopt<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        id: HandleId,
+    ) -> Result<(), Error>;
     /// Drops the references `plan` holds (and its scratch tensor) and empties it.
     fn release_plan<const S: usize, const T: usize>(
         &mut self,
@@ -211,6 +233,12 @@ pub trait ComputeServer {
     fn retain(&mut self, id: HandleId, n: u32) -> Result<(), Error>;
     /// Drop `n` references; the last one frees the tensor's memory.
     fn release(&mut self, id: HandleId, n: u32) -> Result<(), Error>;
+    /// [`release`](Self::release) for references dropped while the server was lent out
+    /// (a channel's deferred releases). Such a drop may be a job plan's, which had no chance
+    /// to write its jobs into the records of the constants and tensors it held, so the
+    /// tensor's record takes every job submitted so far as a writer: its memory, freed now
+    /// or by a later release, waits for them all. Rare, so conservative.
+    fn release_late(&mut self, id: HandleId, n: u32) -> Result<(), Error>;
     /// Bytes of a tensor.
     fn size_of(&self, id: HandleId) -> Result<u32, Error>;
     /// The completion interrupt: retire finished jobs.
@@ -305,6 +333,9 @@ struct TensorEntry {
     host: Option<u8>,
     /// Where the newest bytes are (always `Device` without a host block).
     newest: Residency,
+    /// Made by `create_const` or `create_const_with`: nothing may write it, so a job plan
+    /// need not look for writers of it once its upload has ended.
+    constant: bool,
 }
 
 /// What a job needs of one operand's entry.
@@ -336,6 +367,7 @@ impl TensorEntry {
             download: None,
             host: None,
             newest: Residency::Device,
+            constant: false,
         }
     }
 }
@@ -859,13 +891,19 @@ impl<
             operands.push(Operand::of(e)).map_err(|_| bad(i, 0, 0))?;
         }
         let out = self.handles.get_ref(output)?;
-        if matches!(out.binding, Binding::Flash(_)) {
+        if out.constant {
             return Err(Error::ReadOnlyTensor);
         }
         if out.bytes != need.output {
             return Err(bad(MAX_JOB_INPUTS, need.output, out.bytes));
         }
         Ok((Operand::of(out), pinned || out.host.is_some()))
+    }
+
+    /// Marks a tensor just made constant: from now on nothing writes it.
+    fn seal(&mut self, id: HandleId) -> Result<HandleId, Error> {
+        self.handles.get_mut(id)?.constant = true;
+        Ok(id)
     }
 
     /// Submits `op` to the next execution unit (round robin), built in place: each input's
@@ -1108,7 +1146,8 @@ impl<
     }
 
     fn place(&mut self, pool: HandleId, offset: u32, bytes: u32) -> Result<HandleId, Error> {
-        let Binding::Memory(pool_binding) = self.bind_on_device(pool, true)?.binding else {
+        let entry = self.bind_on_device(pool, true)?;
+        let (Binding::Memory(pool_binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
         };
         let binding = self.memory.place(pool_binding, offset, bytes)?;
@@ -1131,7 +1170,7 @@ impl<
         if entry.host.is_some() {
             return self.host_mut(id, &mut |buf| buf.copy_from_slice(data));
         }
-        let Binding::Memory(binding) = entry.binding else {
+        let (Binding::Memory(binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
         };
         self.cancel_download(id)?;
@@ -1197,18 +1236,29 @@ impl<
                     largest_free: 0,
                 })?;
                 let region = Region::flash(segment as u8, offset, bytes);
-                let id = self.handles.insert(TensorEntry::on_device(
-                    Binding::Flash(region),
-                    bytes,
-                    None,
-                ))?;
+                let id = self.handles.insert(TensorEntry {
+                    constant: true,
+                    ..TensorEntry::on_device(Binding::Flash(region), bytes, None)
+                })?;
                 if let Some(seg) = self.flash[segment].as_mut() {
                     seg.tensors += 1;
                 }
                 Ok(id)
             }
-            _ => self.create(data),
+            _ => {
+                let id = self.create(data)?;
+                self.seal(id)
+            }
         }
+    }
+
+    fn create_const_with(
+        &mut self,
+        bytes: u32,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Error>,
+    ) -> Result<HandleId, Error> {
+        let id = self.create_with(bytes, fill)?;
+        self.seal(id)
     }
 
     fn is_in_flash(&self, id: HandleId) -> Result<bool, Error> {
@@ -1240,6 +1290,7 @@ impl<
             download: None,
             host: Some(slot as u8),
             newest: Residency::Host,
+            constant: false,
         };
         match self.handles.insert(entry) {
             Ok(id) => {
@@ -1295,7 +1346,7 @@ impl<
                 actual: from.bytes,
             });
         }
-        if matches!(to.binding, Binding::Flash(_)) {
+        if to.constant {
             return Err(Error::ReadOnlyTensor);
         }
         if src == dst {
@@ -1443,6 +1494,14 @@ impl<
         self.submit_plan(plan, ops)
     }
 
+    fn plan_adopt<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlan<S, T>,
+        id: HandleId,
+    ) -> Result<(), Error> {
+        self.adopt_in_plan(plan, id)
+    }
+
     fn release_plan<const S: usize, const T: usize>(
         &mut self,
         plan: &mut JobPlan<S, T>,
@@ -1566,6 +1625,20 @@ impl<
 
     fn retain(&mut self, id: HandleId, n: u32) -> Result<(), Error> {
         self.handles.retain(id, n)
+    }
+
+    fn release_late(&mut self, id: HandleId, n: u32) -> Result<(), Error> {
+        // Whether or not this is the last reference: the plan's jobs must reach the record
+        // before whichever release frees the memory.
+        if let Binding::Memory(m) = self.handles.get_ref(id)?.binding {
+            let access = self.memory.access_mut(m)?;
+            for (q, fence) in self.newest.iter().enumerate() {
+                if let (Some(queue), Some(fence)) = (Queue::from_index(q), *fence) {
+                    access.add_write(queue, fence);
+                }
+            }
+        }
+        self.release(id, n)
     }
 
     fn release(&mut self, id: HandleId, n: u32) -> Result<(), Error> {
