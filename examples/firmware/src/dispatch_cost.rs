@@ -385,6 +385,15 @@ pub struct GraphCost {
     pub io: u64,
 }
 
+impl GraphCost {
+    /// Hundredths of an instruction per job of `invoke` (`planned == false`) or
+    /// `invoke_planned`, without the input's write and the output's read.
+    pub fn per_job(&self, planned: bool) -> u64 {
+        let total = if planned { self.planned } else { self.invoke };
+        total.saturating_sub(self.io) / u64::from(self.jobs.max(1))
+    }
+}
+
 /// Times whole invokes of `model` on `input` over a null NPU whose staging memory is `host`
 /// (which must hold the largest constant: the null NPU reads no flash, so weights are
 /// uploaded), with `invoke` and with `invoke_planned`. Both write the input and read the
@@ -439,17 +448,17 @@ pub fn measure_graph(
         planned: cal.centi_per_call(planned, INVOKES),
         io: cal.centi_per_call(io, INVOKES),
     };
-    let per_job = |c: u64| Centi(c.saturating_sub(cost.io) / u64::from(jobs.max(1)));
     let tensors = plan.tensors();
     defmt::info!(
-        "dispatch: kws_dscnn over the null NPU, {=u32} jobs over {=usize} tensors per invoke: invoke {} instructions, invoke_planned {}, of which the input write and output read {}; per job without them: invoke {}, invoke_planned {}; GraphPlan<16, 64> {=usize} bytes",
+        "dispatch: kws_dscnn over the null NPU, {=u32} jobs over {=usize} tensors per invoke ({=usize} shared, the rest constants and the plan's own): invoke {} instructions, invoke_planned {}, of which the input write and output read {}; per job without them: invoke {}, invoke_planned {}; GraphPlan<16, 64> {=usize} bytes",
         jobs,
         tensors,
+        plan.shared_tensors(),
         Centi(cost.invoke),
         Centi(cost.planned),
         Centi(cost.io),
-        per_job(cost.invoke),
-        per_job(cost.planned),
+        Centi(cost.per_job(false)),
+        Centi(cost.per_job(true)),
         GraphPlan::<'_, RefCellChannel<GraphServer<'_>, 96>, 16, 64>::state_bytes()
     );
     Ok(cost)
