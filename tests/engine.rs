@@ -22,8 +22,12 @@ use npu_compute::hal::{
     Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
 };
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
-use npu_compute::server::{NpuServer, ServerStats};
-use npu_kernels::int8::{self, Activation, FcParams, Quant, ReluParams};
+use npu_compute::server::{ComputeServer, NpuServer, ServerStats};
+use npu_compute::tune::{Candidate, TuneConfig, TuneMode};
+use npu_kernels::int8::{
+    self, Activation, Conv2dParams, Conv2dShape, FcParams, Nhwc, Padding, Quant, ReluParams,
+    Window2d,
+};
 use npu_kernels::FcShape;
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, TraceEntry, TraceKind};
 
@@ -91,6 +95,9 @@ impl<const JOBS: usize> Npu for Recorder<JOBS> {
     }
     fn unmap_flash(&mut self, segment: u8) {
         self.sim.unmap_flash(segment)
+    }
+    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
+        self.sim.supports_variant(op, variant)
     }
 }
 
@@ -979,4 +986,85 @@ fn a_plan_adopts_a_tensor_only_when_no_other_handle_reaches_it() {
         client.read(&x, &mut out).unwrap();
         assert_eq!(out, bytes(&relu_reference(&s)));
     }
+}
+
+/// A 3 x 3 convolution of 8 filters, stride 1, SAME padding, on `side` x `side` x 4.
+fn conv_op(side: u32) -> Op {
+    let shape = Conv2dShape {
+        input: Nhwc {
+            batches: 1,
+            height: side,
+            width: side,
+            channels: 4,
+        },
+        out_channels: 8,
+        filter_depth: 4,
+        window: Window2d {
+            filter_height: 3,
+            filter_width: 3,
+            stride_height: 1,
+            stride_width: 1,
+            dilation_height: 1,
+            dilation_width: 1,
+            padding: Padding::Same,
+        },
+    };
+    let q = |scale, zero_point| Quant { scale, zero_point };
+    let params = Conv2dParams::new(shape, q(0.05, -3), q(0.1, 2), Activation::Relu).unwrap();
+    Op::Conv2dI8 { shape, params }
+}
+
+#[test]
+fn a_plan_that_outgrows_its_scratch_frees_the_old_one_after_its_jobs() {
+    // Convolutions run as im2col, with the plan's scratch matrix. A second, larger step
+    // replaces the scratch after a run: the old one (the plan's own, whose record runs do not
+    // write) must not be rewritten before the first run's convolution is over with it.
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<64>(config, memory_config, 256);
+    let im2col = TuneMode::Fixed(Candidate::Npu(Variant::Im2col));
+    channel
+        .with(|s| s.set_tuning(im2col, TuneConfig::default()))
+        .unwrap();
+    let client = ComputeClient::new(&channel);
+    let (small, large) = (conv_op(12), conv_op(24));
+    let tensors = |op: &Op| -> (Vec<Tensor<'_, _>>, Tensor<'_, _>) {
+        let ins = workloads::operand_bytes(op, 7).unwrap();
+        let ins = ins.iter().map(|b| client.create(b).unwrap()).collect();
+        (ins, client.empty(op.operands().unwrap().output).unwrap())
+    };
+    let (small_in, small_out) = tensors(&small);
+    let (large_in, large_out) = tensors(&large);
+    let mut plan: Plan<_, 4, 16> = client.plan();
+    plan.push(&small, &small_in.iter().collect::<Vec<_>>(), &small_out)
+        .unwrap();
+    plan.run(&[&small]).unwrap();
+    let conv = plan.jobs().fence(0).unwrap();
+    plan.push(&large, &large_in.iter().collect::<Vec<_>>(), &large_out)
+        .unwrap();
+    let old_bytes = Variant::Im2col.scratch_bytes(&small).unwrap();
+    let fresh = vec![9u8; old_bytes as usize];
+    let fresh_tensor = client.create(&fresh).unwrap();
+    let upload = last_fence(&channel);
+
+    let jobs = jobs(&channel);
+    let (_, job) = jobs.iter().find(|(f, _)| *f == conv).unwrap();
+    let JobKind::Compute {
+        scratch: Some(old_scratch),
+        variant: Variant::Im2col,
+        ..
+    } = job.kind
+    else {
+        panic!("{:?}", job.kind)
+    };
+    let (_, job) = jobs.iter().find(|(f, _)| *f == upload).unwrap();
+    assert!(matches!(job.kind, JobKind::Transfer { dst, .. } if dst == old_scratch));
+    assert!(job.deps.contains(&conv), "{:?}", job.deps);
+    let mut got = vec![0u8; fresh.len()];
+    client.read(&fresh_tensor, &mut got).unwrap();
+    assert_eq!(got, fresh);
+    let trace = trace(&channel);
+    assert!(entry(&trace, upload).start >= entry(&trace, conv).end);
+    // And the test can tell: the upload alone is shorter than the convolution.
+    let (c, u) = (entry(&trace, conv), entry(&trace, upload));
+    assert!(c.start + (u.end - u.start) < c.end);
 }

@@ -1,6 +1,7 @@
 //! Job plans through the client: a plan computes what `execute` computes, run after run; what
 //! it refuses and how it says so; and what it holds. Its fence safety is tested on the
-//! simulator's trace in `engine.rs`, its tuned variants in `tune.rs`.
+//! simulator's trace in `engine.rs`, its tuned variants (an im2col step, and the scratch
+//! it replaces when a larger one joins) there too.
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Plan};

@@ -190,16 +190,6 @@ impl Queue {
             Queue::Unit(n) => n as usize + 1,
         }
     }
-
-    /// The queue of dense index `index` ([`index`](Self::index)'s inverse); `None` at or
-    /// above [`MAX_QUEUES`].
-    pub const fn from_index(index: usize) -> Option<Queue> {
-        match index {
-            0 => Some(Queue::Dma),
-            i if i < MAX_QUEUES => Some(Queue::Unit((i - 1) as u8)),
-            _ => None,
-        }
-    }
 }
 
 /// A unit of work for the NPU, valid for the duration of [`Npu::submit`].

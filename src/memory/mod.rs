@@ -253,6 +253,23 @@ impl Access {
         }
     }
 
+    /// Record, beside the jobs recorded already, the newest job of each queue in `newest`
+    /// (indexed by [`Queue::index`]) as a writer (`write`) or a reader: what a job plan, or a
+    /// release that could not see which jobs used the memory, hands over in one go.
+    pub fn add_newest(&mut self, newest: &[Option<Fence>; MAX_QUEUES], write: bool) {
+        let (slots, mask) = if write {
+            (&mut self.writes, &mut self.write_queues)
+        } else {
+            (&mut self.reads, &mut self.read_queues)
+        };
+        for (q, fence) in newest.iter().enumerate() {
+            if let Some(fence) = *fence {
+                slots[q] = slots[q].max(slot(fence));
+                *mask |= bit(q);
+            }
+        }
+    }
+
     /// Take on every job recorded in `other` (memory that overlaps this chunk's range): a
     /// reader of this chunk then waits for `other`'s writers, and a writer for all of them.
     pub fn merge(&mut self, other: &Access) {

@@ -206,7 +206,8 @@ pub struct JobPlan<const STEPS: usize = 64, const TENSORS: usize = 64> {
     /// The server's tuning epoch when the first step was added.
     epoch: u32,
     next_unit: u8,
-    /// Bit `q` set once a step runs on queue `q`.
+    /// Bit `q` set once a step runs on queue `q` (`last_step` says as much, but the mask lets
+    /// a run visit only those queues: a plan's per-run cost is on the dispatch path).
     queues: u16,
     /// The last step on each queue.
     last_step: [u16; MAX_QUEUES],
@@ -413,8 +414,9 @@ impl<
         Ok(index)
     }
 
-    /// Makes the plan's scratch tensor at least `bytes` long. No job of the plan has run
-    /// yet, so a smaller one is simply replaced (its recorded steps carry over).
+    /// Makes the plan's scratch tensor at least `bytes` long. A smaller one is replaced (its
+    /// recorded steps carry over): the plan's jobs so far go into its record before it is
+    /// released, as at the plan's release, and the next run walks the new one's.
     fn plan_scratch<const S: usize, const T: usize>(
         &mut self,
         plan: &mut JobPlan<S, T>,
@@ -434,10 +436,12 @@ impl<
         let region = self.region_of(binding)?;
         match plan.scratch {
             Some(i) => {
+                let old = plan.tensors[usize::from(i)];
+                self.record_newest(plan, &old, true);
                 let t = &mut plan.tensors[usize::from(i)];
-                let old = t.id;
                 (t.id, t.binding, t.region) = (id, binding, region);
-                self.release(old, 1)?;
+                plan.settled = false;
+                self.release(old.id, 1)?;
                 Ok(i)
             }
             None => {
@@ -527,7 +531,6 @@ impl<
         for i in core::iter::once(out).chain(scratch) {
             plan.record(i, step_index, queue, true);
         }
-        let bit = 1u16 << q;
         let step = PlanStep {
             kind: op.kind(),
             queue,
@@ -536,12 +539,12 @@ impl<
             output: out,
             scratch: scratch.is_some(),
             deps,
-            first_on_queue: plan.queues & bit == 0,
+            first_on_queue: plan.last_step[q] == NONE,
         };
         if plan.steps.is_empty() {
             plan.epoch = self.tuning.epoch;
         }
-        plan.queues |= bit;
+        plan.queues |= 1 << q;
         plan.last_step[q] = step_index;
         // Checked above: the plan has room.
         let _ = plan.steps.push(step);
@@ -728,17 +731,8 @@ impl<
         let Binding::Memory(m) = t.binding else {
             return;
         };
-        let Ok(access) = self.memory.access_mut(m) else {
-            return;
-        };
-        for (q, fence) in plan.last.iter().enumerate() {
-            if let (Some(queue), Some(fence)) = (Queue::from_index(q), *fence) {
-                if write {
-                    access.add_write(queue, fence);
-                } else {
-                    access.record_read(queue, fence);
-                }
-            }
+        if let Ok(access) = self.memory.access_mut(m) {
+            access.add_newest(&plan.last, write);
         }
     }
 

@@ -1631,12 +1631,7 @@ impl<
         // Whether or not this is the last reference: the plan's jobs must reach the record
         // before whichever release frees the memory.
         if let Binding::Memory(m) = self.handles.get_ref(id)?.binding {
-            let access = self.memory.access_mut(m)?;
-            for (q, fence) in self.newest.iter().enumerate() {
-                if let (Some(queue), Some(fence)) = (Queue::from_index(q), *fence) {
-                    access.add_write(queue, fence);
-                }
-            }
+            self.memory.access_mut(m)?.add_newest(&self.newest, true);
         }
         self.release(id, n)
     }
