@@ -3,8 +3,7 @@
 //! Every error says what was wrong and, where a limit was hit, which limit and how far: requested
 //! against available bytes, the name of the capacity knob (a const generic) that ran out.
 
-use crate::hal::{HalError, OpKind};
-use crate::server::PlanError;
+use crate::hal::{HalError, OpKind, SetupError, MAX_JOB_INPUTS};
 use crate::storage::StorageError;
 use crate::tune::{CacheError, TableError};
 use npu_kernels::KernelError;
@@ -26,6 +25,108 @@ pub enum Capacity {
     /// Distinct tensors in a job plan (`JobPlan`'s `TENSORS` const generic).
     PlanTensors,
 }
+
+impl Capacity {
+    /// The knob to turn: the const generic (or constant) and whose it is.
+    pub const fn knob(self) -> &'static str {
+        match self {
+            Capacity::Handles => "NpuServer's HANDLES",
+            Capacity::Chunks => "ChunkSliceMemory's CHUNKS",
+            Capacity::StagingBlocks => "NpuServer's STAGING",
+            Capacity::ChannelSlots => "the channel's N",
+            Capacity::PlanSteps => "the job plan's STEPS",
+            Capacity::PlanTensors => "the job plan's TENSORS",
+        }
+    }
+
+    /// What the capacity counts, as a phrase.
+    pub const fn counts(self) -> &'static str {
+        match self {
+            Capacity::Handles => "tensors alive at once",
+            Capacity::Chunks => "chunks of arena memory",
+            Capacity::StagingBlocks => "host staging blocks allocated or in flight",
+            Capacity::ChannelSlots => "deferred-release slots",
+            Capacity::PlanSteps => "jobs in one job plan",
+            Capacity::PlanTensors => "tensors in one job plan",
+        }
+    }
+}
+
+impl core::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.knob())
+    }
+}
+
+/// Why a job plan could not be built or run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum JobPlanError {
+    /// The server's tuning changed since the plan was built: build it again.
+    Stale,
+    /// A run was given `actual` ops for a plan of `expected` steps.
+    OpCount {
+        /// Steps in the plan.
+        expected: u32,
+        /// Ops given.
+        actual: u32,
+    },
+    /// The op given for `step` is not of the kind the step was built for.
+    OpMismatch {
+        /// The step.
+        step: u32,
+        /// Its kind when built.
+        expected: OpKind,
+        /// The kind given.
+        actual: OpKind,
+    },
+    /// The op would run on the CPU (the NPU does not run it, or its tuned choice is the
+    /// CPU): plans hold NPU jobs only.
+    OnCpu {
+        /// The op.
+        op: OpKind,
+    },
+    /// An operand is a pinned tensor, whose residency changes between runs.
+    Pinned {
+        /// The op.
+        op: OpKind,
+    },
+}
+
+impl core::fmt::Display for JobPlanError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            JobPlanError::Stale => f.write_str(
+                "the job plan is stale: the server's tuning changed since it was built; build it \
+                 again",
+            ),
+            JobPlanError::OpCount { expected, actual } => write!(
+                f,
+                "the job plan has {expected} steps but was run with {actual} ops: give one op per \
+                 step, in order"
+            ),
+            JobPlanError::OpMismatch {
+                step,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "step {step} of the job plan was built for {expected}, and run with {actual}"
+            ),
+            JobPlanError::OnCpu { op } => write!(
+                f,
+                "{op} would run on the CPU, and a job plan holds NPU jobs only"
+            ),
+            JobPlanError::Pinned { op } => write!(
+                f,
+                "{op} has a pinned operand, which a job plan cannot hold (its residency changes \
+                 between runs)"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for JobPlanError {}
 
 /// Errors of the compute stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,7 +192,9 @@ pub enum Error {
     /// The autotuner's cache refused a choice (full: the server's `TUNE` capacity).
     Tune(CacheError),
     /// A job plan could not be built or run.
-    Plan(PlanError),
+    JobPlan(JobPlanError),
+    /// The NPU driver, or the server over it, could not start with its configuration.
+    Setup(SetupError),
     /// A constant tensor (made by `create_const` or `create_const_with`) was given as an
     /// operator's output, or written, copied into or placed in.
     ReadOnlyTensor,
@@ -147,9 +250,21 @@ impl From<HalError> for Error {
     }
 }
 
-impl From<PlanError> for Error {
-    fn from(e: PlanError) -> Self {
-        Error::Plan(e)
+impl From<JobPlanError> for Error {
+    fn from(e: JobPlanError) -> Self {
+        Error::JobPlan(e)
+    }
+}
+
+impl From<SetupError> for Error {
+    fn from(e: SetupError) -> Self {
+        Error::Setup(e)
+    }
+}
+
+impl From<TableError> for Error {
+    fn from(e: TableError) -> Self {
+        Error::Table(e)
     }
 }
 
@@ -176,82 +291,104 @@ impl From<StorageError> for Error {
 
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::OutOfMemory { requested, free, largest_free } => write!(
+        match *self {
+            Error::OutOfMemory {
+                requested,
+                free,
+                largest_free,
+            } => write!(
                 f,
-                "arena out of memory: requested {requested} bytes, {free} bytes free, largest free block {largest_free} bytes"
+                "arena out of memory: requested {requested} bytes, {free} bytes free, largest free \
+                 block {largest_free} bytes; give the NPU a larger arena (`npu-sim plan` sizes it \
+                 for a model) or release tensors sooner"
             ),
-            Error::StagingExhausted { requested, largest_free } => write!(
+            Error::StagingExhausted {
+                requested,
+                largest_free,
+            } => write!(
                 f,
-                "host staging memory exhausted: requested {requested} bytes, largest free block {largest_free} bytes"
+                "host staging memory exhausted: requested {requested} bytes, largest free block \
+                 {largest_free} bytes; give the NPU driver more host memory"
             ),
-            Error::CapacityExceeded { capacity, limit } => {
-                write!(f, "capacity {capacity:?} exhausted (limit {limit})")
+            Error::CapacityExceeded { capacity, limit } => write!(
+                f,
+                "too many {}: the limit is {limit} ({}); raise it",
+                capacity.counts(),
+                capacity.knob()
+            ),
+            Error::StaleHandle { index } => write!(
+                f,
+                "the tensor handle in slot {index} is stale: its tensor was released"
+            ),
+            Error::ForeignHandle => {
+                f.write_str("the tensor handle belongs to another client or server")
             }
-            Error::StaleHandle { index } => write!(f, "stale tensor handle (slot {index} was released)"),
-            Error::ForeignHandle => write!(f, "tensor handle belongs to another client"),
-            Error::SizeMismatch { expected, actual } => {
-                write!(f, "buffer size mismatch: tensor has {expected} bytes, buffer {actual}")
+            Error::SizeMismatch { expected, actual } => write!(
+                f,
+                "the buffer has {actual} bytes, the tensor {expected}"
+            ),
+            Error::BadOperands {
+                op,
+                operand,
+                expected,
+                actual,
+            } => {
+                if usize::from(operand) == MAX_JOB_INPUTS {
+                    write!(f, "{op}: the output must have {expected} bytes, it has {actual}")
+                } else {
+                    write!(
+                        f,
+                        "{op}: input {operand} must have {expected} bytes, it has {actual}"
+                    )
+                }
             }
-            Error::BadOperands { op, operand, expected, actual } => write!(
+            Error::OutputAliasesInput { op } => write!(
                 f,
-                "{op:?}: operand {operand} must have {expected} bytes, has {actual}"
+                "{op}: the output tensor is also an input; give it a tensor of its own"
             ),
-            Error::OutputAliasesInput { op } => write!(f, "{op:?}: output tensor is also an input"),
-            Error::ChannelBusy => write!(f, "compute channel is busy (re-entrant call)"),
-            Error::Table(TableError::OtherHal { found, expected }) => write!(
-                f,
-                "tuning table made for another HAL configuration (fingerprint {found:#018x}, this one is {expected:#018x})"
+            Error::ChannelBusy => f.write_str(
+                "the compute channel is busy: a call was made from inside another call (a \
+                 callback or an interrupt handler); make it after that call returns",
             ),
-            Error::Table(TableError::Checksum { stored, computed }) => write!(
-                f,
-                "tuning table checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): corrupted"
+            Error::Table(e) => write!(f, "tuning table refused: {e}"),
+            Error::Tune(e) => write!(f, "tuning cache: {e}"),
+            Error::JobPlan(e) => e.fmt(f),
+            Error::Setup(e) => e.fmt(f),
+            Error::ReadOnlyTensor => f.write_str(
+                "a constant tensor (or one bound in flash) cannot be written, copied into, placed \
+                 in, or be an operator's output",
             ),
-            Error::Table(e) => write!(f, "tuning table refused: {e:?}"),
-            Error::Tune(e) => write!(f, "tuning cache: {e:?}"),
-            Error::Plan(PlanError::Stale) => write!(
-                f,
-                "job plan is stale: the server's tuning changed since it was built"
-            ),
-            Error::Plan(PlanError::OpCount { expected, actual }) => write!(
-                f,
-                "job plan of {expected} steps was given {actual} ops"
-            ),
-            Error::Plan(PlanError::OpMismatch { step, expected, actual }) => write!(
-                f,
-                "job plan step {step} was built for {expected:?}, given {actual:?}"
-            ),
-            Error::Plan(PlanError::OnCpu { op }) => write!(
-                f,
-                "{op:?} would run on the CPU: a job plan holds NPU jobs only"
-            ),
-            Error::Plan(PlanError::Pinned { op }) => write!(
-                f,
-                "{op:?}: a pinned tensor cannot be a job plan operand"
-            ),
-            Error::ReadOnlyTensor => write!(f, "a constant tensor cannot be written"),
             Error::FlashInUse { segment, tensors } => write!(
                 f,
-                "flash segment {segment} is still used by {tensors} constant tensors"
+                "flash segment {segment} cannot be unmapped: {tensors} constant tensors still use \
+                 it; release them first"
             ),
-            Error::BadPlacement { offset, bytes, pool_bytes } => write!(
+            Error::BadPlacement {
+                offset,
+                bytes,
+                pool_bytes,
+            } => write!(
                 f,
-                "placement of {bytes} bytes at offset {offset} does not fit a {pool_bytes}-byte pool (or is misaligned)"
+                "a placement of {bytes} bytes at offset {offset} does not fit its {pool_bytes}-byte \
+                 pool, or its offset is not a multiple of the arena's alignment"
             ),
-            Error::PoolInUse { placed } => {
-                write!(f, "pool still holds {placed} placed tensors")
-            }
-            Error::PassAlreadyOpen { key } => {
-                write!(f, "a pass (key {key}) is already open: passes do not nest")
-            }
-            Error::NoPassOpen => write!(f, "end of a pass with no pass open"),
-            Error::NotPinned => write!(
+            Error::PoolInUse { placed } => write!(
                 f,
-                "host access to a tensor without a pinned host block (make it with `pinned`)"
+                "the pool cannot be released: {placed} tensors are still placed in it"
             ),
-            Error::Hal(e) => write!(f, "NPU error: {e:?}"),
-            Error::Kernel { op, error } => write!(f, "{op:?} CPU kernel error: {error:?}"),
-            Error::Storage(e) => write!(f, "arena bookkeeping error: {e:?}"),
+            Error::PassAlreadyOpen { key } => write!(
+                f,
+                "a pass (key {key}) is already open: passes do not nest; end it first"
+            ),
+            Error::NoPassOpen => f.write_str("end of a pass with no pass open"),
+            Error::NotPinned => f.write_str(
+                "host access to a tensor without a pinned host block: make it with `pinned`",
+            ),
+            Error::Hal(e) => write!(f, "NPU: {e}"),
+            Error::Kernel { op, error } => write!(f, "{op} on the CPU: {error}"),
+            Error::Storage(e) => write!(f, "arena bookkeeping (a bug, please report it): {e}"),
         }
     }
 }
+
+impl core::error::Error for Error {}

@@ -31,6 +31,30 @@ pub enum OpError {
     NotInPlace,
 }
 
+impl core::fmt::Display for OpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            OpError::Kernel(e) => e.fmt(f),
+            OpError::Misaligned { operand } if usize::from(operand) == MAX_JOB_INPUTS => f
+                .write_str(
+                    "the output buffer is not aligned for its element type, or not a whole \
+                     number of elements",
+                ),
+            OpError::Misaligned { operand } => write!(
+                f,
+                "input buffer {operand} is not aligned for its element type, or not a whole \
+                 number of elements"
+            ),
+            OpError::InputCount { given } => {
+                write!(f, "{given} inputs given, not a number the op takes")
+            }
+            OpError::NotInPlace => f.write_str("the op cannot write over its input"),
+        }
+    }
+}
+
+impl core::error::Error for OpError {}
+
 impl From<KernelError> for OpError {
     fn from(e: KernelError) -> Self {
         OpError::Kernel(e)

@@ -47,7 +47,6 @@ pub mod hal;
 pub mod handle;
 pub mod memory;
 pub mod model;
-pub mod plan;
 pub mod server;
 pub mod storage;
 pub mod tune;

@@ -5,9 +5,10 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Plan};
+use npu_compute::error::JobPlanError;
 use npu_compute::hal::{DType, Op, OpKind, OpSet};
 use npu_compute::memory::MemoryConfig;
-use npu_compute::server::{ComputeServer, NpuServer, PlanError};
+use npu_compute::server::{ComputeServer, NpuServer};
 use npu_compute::tune::{TuneConfig, TuneMode};
 use npu_compute::{Capacity, Error};
 use npu_kernels::int8::{Activation, AddParams, Quant, ReluParams};
@@ -139,14 +140,14 @@ fn wrong_ops_at_run_are_refused_before_anything_is_submitted() {
     let jobs = client.stats().unwrap().compute_jobs;
     assert_eq!(
         plan.run(&[&relu]),
-        Err(Error::Plan(PlanError::OpCount {
+        Err(Error::JobPlan(JobPlanError::OpCount {
             expected: 2,
             actual: 1
         }))
     );
     assert_eq!(
         plan.run(&[&relu, &relu]),
-        Err(Error::Plan(PlanError::OpMismatch {
+        Err(Error::JobPlan(JobPlanError::OpMismatch {
             step: 1,
             expected: OpKind::Add,
             actual: OpKind::Relu
@@ -169,10 +170,10 @@ fn a_change_of_tuning_makes_a_plan_stale() {
     plan.run(&[&relu]).unwrap();
     ch.with(|s| s.set_tuning(TuneMode::CacheOnly, TuneConfig::DEFAULT))
         .unwrap();
-    assert_eq!(plan.run(&[&relu]), Err(Error::Plan(PlanError::Stale)));
+    assert_eq!(plan.run(&[&relu]), Err(Error::JobPlan(JobPlanError::Stale)));
     assert_eq!(
         plan.push(&relu, &[&y], &x),
-        Err(Error::Plan(PlanError::Stale))
+        Err(Error::JobPlan(JobPlanError::Stale))
     );
     // Built again, it runs.
     let mut plan: Plan<_, 4, 4> = client.plan();
@@ -195,11 +196,11 @@ fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
     let mut plan: Plan<_, 1, 3> = client.plan();
     assert_eq!(
         plan.push(&relu, &[&x], &y),
-        Err(Error::Plan(PlanError::OnCpu { op: OpKind::Relu }))
+        Err(Error::JobPlan(JobPlanError::OnCpu { op: OpKind::Relu }))
     );
     assert_eq!(
         plan.push(&add, &[&x, &pinned], &y),
-        Err(Error::Plan(PlanError::Pinned { op: OpKind::Add }))
+        Err(Error::JobPlan(JobPlanError::Pinned { op: OpKind::Add }))
     );
     assert!(matches!(
         plan.push(&add, &[&x, &x], &x),

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use npu_compute::hal::Space;
+use npu_compute::hal::{SetupError, Space, MAX_EXECUTION_UNITS};
 
 /// Why [`SimNpu::new`](crate::SimNpu::new) (or [`SimConfig::validate`](crate::SimConfig::validate))
 /// refused a configuration. Job-level errors are [`HalError`](npu_compute::hal::HalError)s.
@@ -61,10 +61,14 @@ impl fmt::Display for SimError {
                 write!(f, "alignment {alignment} is not a power of two >= 4")
             }
             SimError::MisalignedMemory { space, alignment } => {
-                write!(f, "{space:?} memory base is not {alignment}-byte aligned")
+                write!(
+                    f,
+                    "the {space}'s base address is not {alignment}-byte aligned: use AlignedMemory \
+                     or an aligned section"
+                )
             }
             SimError::MemoryTooLarge { space } => {
-                write!(f, "{space:?} memory is larger than u32::MAX bytes")
+                write!(f, "the {space} is larger than u32::MAX bytes")
             }
             SimError::NoExecutionUnits => f.write_str("execution_units is 0"),
             SimError::TooManyExecutionUnits { units, max } => {
@@ -82,3 +86,60 @@ impl fmt::Display for SimError {
 }
 
 impl core::error::Error for SimError {}
+
+impl From<SimError> for SetupError {
+    /// The driver-neutral form, so that firmware using the simulator and firmware using a
+    /// board's driver handle setup failures alike.
+    fn from(e: SimError) -> Self {
+        match e {
+            SimError::BadAlignment { alignment } => SetupError::OutOfRange {
+                parameter: "SimConfig::alignment",
+                value: u64::from(alignment),
+                expected: "a power of two of at least 4",
+            },
+            SimError::MisalignedMemory { space, alignment } => {
+                SetupError::MisalignedMemory { space, alignment }
+            }
+            SimError::MemoryTooLarge { space } => SetupError::MemoryTooLarge {
+                space,
+                limit: u64::from(u32::MAX),
+            },
+            SimError::NoExecutionUnits => SetupError::OutOfRange {
+                parameter: "SimConfig::execution_units",
+                value: 0,
+                expected: "at least 1",
+            },
+            SimError::TooManyExecutionUnits { units, .. } => SetupError::OutOfRange {
+                parameter: "SimConfig::execution_units",
+                value: u64::from(units),
+                expected: MAX_UNITS_TEXT,
+            },
+            SimError::ZeroRate { parameter } => SetupError::OutOfRange {
+                parameter,
+                value: 0,
+                expected: "at least 1",
+            },
+            SimError::BadJobCapacity { jobs } => SetupError::OutOfRange {
+                parameter: "SimNpu's JOBS",
+                value: jobs as u64,
+                expected: "between 1 and 65535",
+            },
+        }
+    }
+}
+
+impl From<SimError> for npu_compute::Error {
+    fn from(e: SimError) -> Self {
+        npu_compute::Error::Setup(e.into())
+    }
+}
+
+impl From<SimError> for npu_compute::graph::GraphError {
+    fn from(e: SimError) -> Self {
+        npu_compute::Error::from(e).into()
+    }
+}
+
+/// [`MAX_EXECUTION_UNITS`] as text, for [`SetupError::OutOfRange::expected`].
+const MAX_UNITS_TEXT: &str = "between 1 and 8 (MAX_EXECUTION_UNITS)";
+const _: () = assert!(MAX_EXECUTION_UNITS == 8, "MAX_UNITS_TEXT names the limit");

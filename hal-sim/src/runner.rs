@@ -177,9 +177,9 @@ pub enum RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Setup(e) => write!(f, "setting up the simulator: {e:?}"),
+            RunError::Setup(e) => write!(f, "setting up the simulator: {e}"),
             RunError::Graph(e) => write!(f, "{e}"),
-            RunError::Model(e) => write!(f, "malformed model: {e:?}"),
+            RunError::Model(e) => write!(f, "{e}"),
             RunError::Pipeline(what) => write!(f, "pipeline run: {what}"),
             RunError::Tuning(e) => write!(f, "{e}"),
             RunError::InputSize {

@@ -73,7 +73,7 @@ impl From<SimError> for WorkloadError {
 impl core::fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            WorkloadError::Sim(e) => write!(f, "simulator: {e:?}"),
+            WorkloadError::Sim(e) => write!(f, "simulator: {e}"),
             WorkloadError::Stack(e) => write!(f, "{e}"),
         }
     }

@@ -86,7 +86,8 @@ fn bad_inputs_fail_with_a_message() {
         m.join("input_0.bin").to_str().unwrap(),
     ]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("malformed model"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a TensorFlow Lite model"), "{err}");
     // An input of the wrong size.
     let o = npu_sim(&[
         "run",

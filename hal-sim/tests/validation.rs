@@ -623,7 +623,10 @@ fn sim_error_displays() {
         alignment: 16,
     }
     .to_string();
-    assert!(text.contains("Host") && text.contains("16"), "{text}");
+    assert!(
+        text.contains("host memory") && text.contains("16"),
+        "{text}"
+    );
     let text = SimError::ZeroRate {
         parameter: "dma_bytes_per_cycle",
     }

@@ -68,6 +68,30 @@ pub enum KernelError {
     },
 }
 
+impl core::fmt::Display for KernelError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            KernelError::LengthMismatch {
+                operand,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "the {operand} buffer has {actual} elements where the shape needs {expected}"
+            ),
+            KernelError::InvalidQuantization { what } => {
+                write!(f, "the {what} is outside the range the kernel supports")
+            }
+            KernelError::ShapeOverflow => {
+                f.write_str("the shape's element count overflows the kernel's arithmetic")
+            }
+            KernelError::Unsupported { what } => write!(f, "unsupported {what}"),
+        }
+    }
+}
+
+impl core::error::Error for KernelError {}
+
 impl FcShape {
     /// Element counts of the input, weights and output buffers, as `usize`s: refuses shapes
     /// whose counts overflow `usize` or exceed the longest slice of `elem_size`-byte elements.

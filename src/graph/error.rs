@@ -1,8 +1,8 @@
 //! Why a model could not be prepared or invoked.
 
 use crate::error::Error;
+use crate::memory::ArenaPlanError;
 use crate::model::{BuiltinOp, ModelError};
-use crate::plan::PlanError;
 use npu_kernels::KernelError;
 
 /// A graph error: every variant names the operator (by its index in the model and its
@@ -62,7 +62,7 @@ pub enum GraphError {
     },
     /// The arena planner refused the model's activations (more buffers than its capacity,
     /// or a plan beyond 4 GiB).
-    Plan(PlanError),
+    Plan(ArenaPlanError),
     /// An input or output buffer has the wrong length, or the wrong number of buffers was
     /// given.
     BadIo {
@@ -83,11 +83,29 @@ impl From<ModelError> for GraphError {
     }
 }
 
+impl From<Error> for GraphError {
+    /// A stack error outside any one operator (`op_index: None`).
+    fn from(error: Error) -> Self {
+        GraphError::Compute {
+            op_index: None,
+            error,
+        }
+    }
+}
+
+impl From<ArenaPlanError> for GraphError {
+    fn from(e: ArenaPlanError) -> Self {
+        GraphError::Plan(e)
+    }
+}
+
+impl core::error::Error for GraphError {}
+
 impl core::fmt::Display for GraphError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            GraphError::Model(e) => write!(f, "malformed model: {e:?}"),
-            GraphError::Plan(e) => write!(f, "arena plan failed: {e:?}"),
+            GraphError::Model(e) => e.fmt(f),
+            GraphError::Plan(e) => write!(f, "the arena plan failed: {e}"),
             GraphError::Unsupported { op_index, op, what } => write!(
                 f,
                 "operator {op_index} ({}): unsupported {what}",
@@ -99,7 +117,7 @@ impl core::fmt::Display for GraphError {
                 error,
             } => write!(
                 f,
-                "operator {op_index} ({}): kernel refused its parameters: {error:?}",
+                "operator {op_index} ({}): its parameters are refused: {error}",
                 op.name()
             ),
             GraphError::ShapeMismatch {
@@ -120,14 +138,14 @@ impl core::fmt::Display for GraphError {
             GraphError::Compute {
                 op_index: None,
                 error,
-            } => write!(f, "preparing constants: {error}"),
+            } => write!(f, "{error}"),
             GraphError::CapacityExceeded {
                 capacity,
                 limit,
                 needed,
             } => write!(
                 f,
-                "capacity {capacity} = {limit} is too small: this model needs {needed}"
+                "capacity {capacity} = {limit} is too small: this model needs {needed}; raise {capacity}"
             ),
             GraphError::BadIo {
                 what,

@@ -10,7 +10,7 @@
 //!   weights and biases stay where they are in flash when the NPU reads flash
 //!   ([`ComputeClient::create_const`]), and are uploaded once otherwise. Per-channel
 //!   multipliers are computed straight into host staging memory and uploaded once. Last, it
-//!   plans the activations' arena (see [`crate::plan`]) from every activation's lifetime and
+//!   plans the activations' arena (see [`ArenaPlan`](crate::memory::ArenaPlan)) from every activation's lifetime and
 //!   reserves it as one pool.
 //! - **Invoke** ([`Graph::invoke`]) writes the inputs into the pool, then for each operator
 //!   places the output at its planned offset (`client.place`, nothing is reserved), submits
@@ -68,8 +68,8 @@ use crate::channel::ComputeChannel;
 use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
 use crate::hal::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
+use crate::memory::{ArenaPlanError, Lifetime};
 use crate::model::{BuiltinOp, Model, SubGraph};
-use crate::plan::{Lifetime, PlanError};
 use lower::{Lowered, Operand};
 use npu_kernels::int8::ChannelMultiplier;
 use tile::Tile;
@@ -100,7 +100,7 @@ struct Buffers<const N: usize> {
     at: heapless::Vec<u32, N>,
 }
 
-/// Rounds of local search the arena planner runs at prepare (see [`crate::plan::arena`]).
+/// Rounds of local search the arena planner runs at prepare (see [`plan_arena`](crate::memory::plan_arena)).
 pub const PLAN_EFFORT: u32 = 200;
 
 /// Includes a file as a `&'static [u8]` aligned to 16 bytes, the alignment NPUs need to read a
@@ -550,7 +550,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// Arena bytes of the plan under `tiles` (`None`: some tile cannot be cut).
     fn planned_size(&self, tiles: &[Tile], alignment: u32) -> Option<u32> {
         let b = self.buffers(tiles, alignment, true)?;
-        crate::plan::plan::<TENSORS>(&b.lifetimes, alignment, 0)
+        crate::memory::plan_arena::<TENSORS>(&b.lifetimes, alignment, 0)
             .ok()
             .map(|p| p.size())
     }
@@ -617,7 +617,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         self.tiles = tiles;
     }
 
-    /// Lays the activations out in one pool (see [`crate::plan::arena`]) and reserves it,
+    /// Lays the activations out in one pool (see [`plan_arena`](crate::memory::plan_arena)) and reserves it,
     /// after choosing tiled chains when `optimise` asks for the smallest arena.
     fn plan_arena(&mut self, optimise: Optimise) -> Result<(), GraphError> {
         let alignment = self
@@ -631,8 +631,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         let buffers = self
             .buffers(&self.tiles, alignment, true)
-            .ok_or(GraphError::Plan(PlanError::BadInput { buffer: u32::MAX }))?;
-        let plan = crate::plan::plan::<TENSORS>(&buffers.lifetimes, alignment, PLAN_EFFORT)
+            .ok_or(GraphError::Plan(ArenaPlanError::BadInput {
+                buffer: u32::MAX,
+            }))?;
+        let plan = crate::memory::plan_arena::<TENSORS>(&buffers.lifetimes, alignment, PLAN_EFFORT)
             .map_err(GraphError::Plan)?;
         for ((slot, &b), &at) in self.tensors.iter_mut().zip(&buffers.of).zip(&buffers.at) {
             if let Some(offset) = plan.offset(usize::from(b)) {
@@ -669,7 +671,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .sum();
         self.memory = ArenaReport {
             activation_bytes: plan.size(),
-            lower_bound_bytes: crate::plan::lower_bound(
+            lower_bound_bytes: crate::memory::lower_bound(
                 &self
                     .buffers(&[], alignment, false)
                     .map(|b| b.lifetimes)

@@ -64,7 +64,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// plan's lifetime and records each operator's job, choosing each as the server's tuning
     /// says now. Errors: [`GraphError::Unsupported`] for a graph with tiled chains;
     /// [`GraphError::Compute`] naming the operator whose job a plan cannot hold (an op on the
-    /// CPU: [`PlanError::OnCpu`](crate::server::PlanError::OnCpu)) or when the plan's, the
+    /// CPU: [`JobPlanError::OnCpu`](crate::error::JobPlanError::OnCpu)) or when the plan's, the
     /// handle table's or the chunk table's capacity runs out.
     pub fn plan<const STEPS: usize, const PT: usize>(
         &self,
@@ -139,7 +139,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// [`invoke`](Self::invoke) through a plan built by [`plan`](Self::plan): writes the
     /// inputs into their placed tensors, submits every job with one channel call, and reads
     /// the outputs. Errors: [`GraphError::BadIo`] as `invoke`; [`GraphError::Compute`] with
-    /// [`PlanError::Stale`](crate::server::PlanError::Stale) once the server's tuning changed
+    /// [`JobPlanError::Stale`](crate::error::JobPlanError::Stale) once the server's tuning changed
     /// (build the plan again) or with [`Error::ForeignHandle`](crate::Error::ForeignHandle)
     /// for a plan of another graph.
     pub fn invoke_planned<const STEPS: usize, const PT: usize>(

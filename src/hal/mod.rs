@@ -44,9 +44,11 @@
 //! [`CriticalSectionChannel`](crate::channel::CriticalSectionChannel) and calls
 //! [`ComputeChannel::on_interrupt`](crate::channel::ComputeChannel::on_interrupt) from the ISR.
 
+mod error;
 mod op;
 mod variant;
 
+pub use error::{HalError, SetupError};
 pub use op::{DType, Op, OpKind, OpSet, Operands, CHANNEL_MULTIPLIER_BYTES};
 pub use variant::Variant;
 
@@ -228,92 +230,30 @@ pub struct Capabilities {
     pub flash_alignment: u32,
 }
 
-/// Why the HAL refused or failed a job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum HalError {
-    /// Too many jobs in flight; retry after one completes.
-    QueueFull {
-        /// The driver's in-flight capacity.
-        capacity: u16,
-    },
-    /// The NPU does not run this operator in this dtype.
-    Unsupported {
-        /// The operator.
-        op: OpKind,
-        /// The dtype.
-        dtype: DType,
-    },
-    /// A region lies outside its address space.
-    OutOfBounds {
-        /// The region.
-        region: Region,
-        /// Size of its address space.
-        space_bytes: u32,
-    },
-    /// A region's offset is not a multiple of the required alignment.
-    Misaligned {
-        /// The region.
-        region: Region,
-        /// Required alignment.
-        alignment: u32,
-    },
-    /// A region's length does not match what the operation needs.
-    BadLength {
-        /// Operand index (inputs in order, then the output as `MAX_JOB_INPUTS`).
-        operand: u8,
-        /// Bytes needed.
-        expected: u32,
-        /// Bytes given.
-        actual: u32,
-    },
-    /// The output region overlaps an input region (in-place execution is not offered).
-    Overlap {
-        /// The overlapping input's index.
-        operand: u8,
-    },
-    /// A compute job writes outside device memory or reads host memory, a transfer writes
-    /// flash or copies host to host, or a transfer's two regions differ in length.
-    WrongSpace {
-        /// The offending region.
-        region: Region,
-    },
-    /// The queue names an execution unit that does not exist.
-    NoSuchUnit {
-        /// Requested unit.
-        unit: u8,
-        /// Units present.
-        units: u8,
-    },
-    /// A region names a flash segment that is not mapped.
-    FlashNotMapped {
-        /// The segment index.
-        segment: u8,
-    },
-    /// Every flash segment is mapped ([`MAX_FLASH_SEGMENTS`] or the driver's own limit).
-    FlashSegmentsFull {
-        /// Segments the driver maps at once.
-        capacity: u8,
-    },
-    /// This NPU cannot read flash ([`Capabilities::reads_flash`] is false).
-    FlashUnreadable,
-    /// The NPU does not run this operator in this [`Variant`] (or the job lacks the scratch
-    /// memory the variant needs).
-    VariantUnsupported {
-        /// The operator.
-        op: OpKind,
-        /// The variant asked for.
-        variant: Variant,
-    },
-    /// A fence that was never issued by this NPU.
-    UnknownFence(Fence),
-    /// The job failed on the device (bus error, kernel rejected its parameters, ...).
-    JobFailed {
-        /// The failed job's fence.
-        fence: Fence,
-        /// Driver-specific code.
-        code: u32,
-    },
+impl core::fmt::Display for Space {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Space::Device => f.write_str("device memory"),
+            Space::Host => f.write_str("host memory"),
+            Space::Flash(segment) => write!(f, "flash segment {segment}"),
+        }
+    }
+}
+
+impl core::fmt::Display for Region {
+    /// `bytes 16..48 of device memory`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "bytes {}..{} of {}", self.offset, self.end(), self.space)
+    }
+}
+
+impl core::fmt::Display for Queue {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Queue::Dma => f.write_str("the DMA queue"),
+            Queue::Unit(n) => write!(f, "execution unit {n}"),
+        }
+    }
 }
 
 /// A non-blocking NPU driver.

@@ -112,6 +112,21 @@ impl OpKind {
     ];
 }
 
+impl core::fmt::Display for DType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "f32",
+            DType::I8 => "int8",
+        })
+    }
+}
+
+impl core::fmt::Display for OpKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(self, f)
+    }
+}
+
 /// A compute operation with its shape and precomputed parameters.
 ///
 /// Operand order in [`JobKind::Compute::inputs`](super::JobKind::Compute): binary ops

@@ -37,6 +37,16 @@ pub enum Variant {
     Im2col,
 }
 
+impl core::fmt::Display for Variant {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Variant::Auto => f.write_str("the driver's own choice"),
+            Variant::Block { h, w } => write!(f, "{h}x{w} output blocks"),
+            Variant::Im2col => f.write_str("im2col"),
+        }
+    }
+}
+
 impl Variant {
     /// Bytes of scratch device memory the variant needs for `op`: the im2col matrix
     /// (`batches · out_h · out_w` rows of `filter_h · filter_w · in_channels` bytes) for

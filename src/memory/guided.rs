@@ -1,83 +1,16 @@
-//! Measured then guided: planned offsets for eager workloads that repeat.
-//!
-//! # Design
-//!
-//! An eager workload (work driven through the client, not a model file) reserves and releases
-//! tensors one call at a time, so a memory manager cannot know what comes next. An inference
-//! loop repeats itself, though: the second run of a shape makes the same reservations, in the
-//! same order, with the same lifetimes, as the first. [`GuidedMemory`] uses that. The caller
-//! brackets each run with [`begin_pass(key)`](MemoryManagement::begin_pass) and
-//! [`end_pass`](MemoryManagement::end_pass) (through
-//! [`ComputeClient::pass`](crate::client::ComputeClient::pass)), where `key` names the run's
-//! shape (a sequence length, a batch size):
-//!
-//! 1. **Measure.** The first pass of a key is served by the inner manager `M` (by default the
-//!    chunk/slice manager). A tracker numbers the pass's reservations and records, for the
-//!    k-th, its bytes, the step at which it was reserved and the step at which it was
-//!    released (a step is one reservation or release made in the pass). A tensor still held
-//!    at `end_pass` escapes the pass (the caller keeps it) and is never planned.
-//! 2. **Plan.** At `end_pass`, the interval packer [`plan`] lays the tensors that did not
-//!    escape out in one *pool*: tensors never live at the same step share bytes. The plan
-//!    (key, pool bytes and, per reservation, bytes, steps and offset) goes into a table of
-//!    `PLANS` entries; a full table forgets its least recently used key. The measured run's
-//!    free chunks then go back to the arena ([`MemoryManagement::release_free`]).
-//! 3. **Guide.** A pass whose key has a plan reserves one pool of the plan's bytes from `M` at
-//!    `begin_pass`. Each reservation that is the one the plan expects (same bytes, same step)
-//!    is placed in the pool at its planned offset ([`MemoryManagement::place`]): nothing is
-//!    searched or carved. Escaping reservations go to `M` as in the measured run. At
-//!    `end_pass` the pool goes back to `M` and free chunks to the arena, so the next pass, of
-//!    any shape, finds the arena as the last one left it.
-//!
-//! **When the workload changes.** Every reservation and release of a guided pass is checked
-//! against the plan: another size, another order, a tensor released earlier or later. From
-//! the first difference on, the pass falls back to `M` (tensors already placed stay valid: up
-//! to that step the run was the planned one, and nothing more is placed), and the key is
-//! measured again on its next pass ([`PassStats::diverged_passes`]). A shape that changes from
-//! run to run (a transformer whose sequence length varies) thus gets chunk/slice reuse on the
-//! first run of each shape, and a plan of its own from then on, for up to `PLANS` shapes.
-//!
-//! **Safety.** Placed tensors and the pool are ordinary bindings of `M`: `release`, `block` and
-//! `access_mut` go to `M`, and the fences that make reuse safe are `M`'s (a placement takes on
-//! the jobs of the released tensors it lies over and of the pool's chunk). A placed tensor the
-//! caller keeps past `end_pass` (the workload changed) holds its pool back until its release;
-//! while [`HELD_POOLS`] pools are held back, passes with a plan run unguided.
-//!
-//! **Capacity.** A pass with more than `EVENTS` reservations is not planned
-//! ([`PassStats::overflowed_passes`]): never an error. Nothing is allocated: the tracker and
-//! the plans are fixed arrays of about `EVENTS × (24 + 12 × PLANS)` bytes.
-//!
-//! **Figures.** [`MemoryStats::in_use`] and its peak count tensors (placed ones included), not
-//! the pool that holds them; [`MemoryStats::reserved`] counts the pool, a chunk of `M`.
-//!
-//! ```
-//! use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, MemoryManagement};
-//!
-//! let inner = ChunkSliceMemory::<16>::new(4096, 16, MemoryConfig::default()).unwrap();
-//! let mut m: GuidedMemory<_, 2, 8> = GuidedMemory::new(inner);
-//! for _ in 0..2 {
-//!     m.begin_pass(7).unwrap();
-//!     let a = m.reserve(256).unwrap();
-//!     let b = m.reserve(64).unwrap();
-//!     m.release(a).unwrap();
-//!     let c = m.reserve(256).unwrap(); // may reuse a's bytes
-//!     m.release(b).unwrap();
-//!     m.release(c).unwrap();
-//!     m.end_pass().unwrap();
-//! }
-//! let s = m.pass_stats();
-//! assert_eq!((s.measured_passes, s.guided_passes, s.placed_reservations), (1, 1, 3));
-//! ```
+//! [`GuidedMemory`]: measured then guided planned offsets for eager workloads that repeat;
+//! the design is on the type.
 
+use super::arena_plan::{plan_arena, Lifetime};
 use crate::error::Error;
 use crate::hal::Fence;
 use crate::memory::{Access, ChunkSliceMemory, MemoryBinding, MemoryManagement, MemoryStats};
-use crate::plan::{plan, Lifetime};
 use crate::storage::Block;
 
 /// Pools that placed tensors kept past their pass may hold back at once.
 pub const HELD_POOLS: usize = 4;
 
-/// Local search rounds of the planner by default (see [`plan`]).
+/// Local search rounds of the planner by default (see [`plan_arena`]).
 pub const DEFAULT_EFFORT: u32 = 200;
 
 /// "Never released in the pass": the tensor escapes.
@@ -220,7 +153,76 @@ enum Expect {
 }
 
 /// A memory manager that measures the first run of each shape of an eager workload and places
-/// the later runs at planned offsets (see the [module documentation](self)).
+/// the later runs at planned offsets.
+///
+/// # Design
+///
+/// An eager workload (work driven through the client, not a model file) reserves and releases
+/// tensors one call at a time, so a memory manager cannot know what comes next. An inference
+/// loop repeats itself, though: the second run of a shape makes the same reservations, in the
+/// same order, with the same lifetimes, as the first. [`GuidedMemory`] uses that. The caller
+/// brackets each run with [`begin_pass(key)`](MemoryManagement::begin_pass) and
+/// [`end_pass`](MemoryManagement::end_pass) (through
+/// [`ComputeClient::pass`](crate::client::ComputeClient::pass)), where `key` names the run's
+/// shape (a sequence length, a batch size):
+///
+/// 1. **Measure.** The first pass of a key is served by the inner manager `M` (by default the
+///    chunk/slice manager). A tracker numbers the pass's reservations and records, for the
+///    k-th, its bytes, the step at which it was reserved and the step at which it was
+///    released (a step is one reservation or release made in the pass). A tensor still held
+///    at `end_pass` escapes the pass (the caller keeps it) and is never planned.
+/// 2. **Plan.** At `end_pass`, the interval packer [`plan_arena`] lays the tensors that did not
+///    escape out in one *pool*: tensors never live at the same step share bytes. The plan
+///    (key, pool bytes and, per reservation, bytes, steps and offset) goes into a table of
+///    `PLANS` entries; a full table forgets its least recently used key. The measured run's
+///    free chunks then go back to the arena ([`MemoryManagement::release_free`]).
+/// 3. **Guide.** A pass whose key has a plan reserves one pool of the plan's bytes from `M` at
+///    `begin_pass`. Each reservation that is the one the plan expects (same bytes, same step)
+///    is placed in the pool at its planned offset ([`MemoryManagement::place`]): nothing is
+///    searched or carved. Escaping reservations go to `M` as in the measured run. At
+///    `end_pass` the pool goes back to `M` and free chunks to the arena, so the next pass, of
+///    any shape, finds the arena as the last one left it.
+///
+/// **When the workload changes.** Every reservation and release of a guided pass is checked
+/// against the plan: another size, another order, a tensor released earlier or later. From
+/// the first difference on, the pass falls back to `M` (tensors already placed stay valid: up
+/// to that step the run was the planned one, and nothing more is placed), and the key is
+/// measured again on its next pass ([`PassStats::diverged_passes`]). A shape that changes from
+/// run to run (a transformer whose sequence length varies) thus gets chunk/slice reuse on the
+/// first run of each shape, and a plan of its own from then on, for up to `PLANS` shapes.
+///
+/// **Safety.** Placed tensors and the pool are ordinary bindings of `M`: `release`, `block` and
+/// `access_mut` go to `M`, and the fences that make reuse safe are `M`'s (a placement takes on
+/// the jobs of the released tensors it lies over and of the pool's chunk). A placed tensor the
+/// caller keeps past `end_pass` (the workload changed) holds its pool back until its release;
+/// while [`HELD_POOLS`] pools are held back, passes with a plan run unguided.
+///
+/// **Capacity.** A pass with more than `EVENTS` reservations is not planned
+/// ([`PassStats::overflowed_passes`]): never an error. Nothing is allocated: the tracker and
+/// the plans are fixed arrays of about `EVENTS × (24 + 12 × PLANS)` bytes.
+///
+/// **Figures.** [`MemoryStats::in_use`] and its peak count tensors (placed ones included), not
+/// the pool that holds them; [`MemoryStats::reserved`] counts the pool, a chunk of `M`.
+///
+/// ```
+/// use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, MemoryManagement};
+///
+/// let inner = ChunkSliceMemory::<16>::new(4096, 16, MemoryConfig::default()).unwrap();
+/// let mut m: GuidedMemory<_, 2, 8> = GuidedMemory::new(inner);
+/// for _ in 0..2 {
+///     m.begin_pass(7).unwrap();
+///     let a = m.reserve(256).unwrap();
+///     let b = m.reserve(64).unwrap();
+///     m.release(a).unwrap();
+///     let c = m.reserve(256).unwrap(); // may reuse a's bytes
+///     m.release(b).unwrap();
+///     m.release(c).unwrap();
+///     m.end_pass().unwrap();
+/// }
+/// let s = m.pass_stats();
+/// assert_eq!((s.measured_passes, s.guided_passes, s.placed_reservations), (1, 1, 3));
+/// ```
+///
 ///
 /// - `M`: the inner manager, serving everything that is not placed (default
 ///   [`ChunkSliceMemory`] with 64 chunks; placements take chunk slots too).
@@ -266,7 +268,7 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> GuidedMemory<
         }
     }
 
-    /// Sets the planner's local search rounds (see [`plan`]); 0 keeps its greedy orders only.
+    /// Sets the planner's local search rounds (see [`plan_arena`]); 0 keeps its greedy orders only.
     pub fn with_effort(mut self, effort: u32) -> Self {
         self.effort = effort;
         self
@@ -343,7 +345,8 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> GuidedMemory<
                 let _ = index.push(k as u16);
             }
         }
-        let Ok(planned) = plan::<EVENTS>(&lifetimes, self.inner.alignment(), self.effort) else {
+        let Ok(planned) = plan_arena::<EVENTS>(&lifetimes, self.inner.alignment(), self.effort)
+        else {
             self.stats.overflowed_passes += 1;
             return;
         };

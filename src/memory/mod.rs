@@ -29,11 +29,14 @@
 //!
 //! For eager workloads that repeat (one inference after another), [`GuidedMemory`] wraps a
 //! manager: it measures the first run of each shape and places later runs at planned offsets
-//! (see [`guided`]).
+//! (see [`GuidedMemory`]). Both it and a prepared model lay tensors out with an
+//! [`ArenaPlan`]: fixed offsets from known lifetimes ([`plan_arena`]).
 
-pub mod guided;
+mod arena_plan;
+mod guided;
 
-pub use guided::{GuidedMemory, PassStats};
+pub use arena_plan::{lower_bound, plan_arena, ArenaPlan, ArenaPlanError, Lifetime};
+pub use guided::{GuidedMemory, PassStats, DEFAULT_EFFORT, HELD_POOLS};
 
 use crate::error::{Capacity, Error};
 use crate::hal::{Fence, Queue, MAX_QUEUES};

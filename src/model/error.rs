@@ -182,8 +182,144 @@ pub enum ModelError {
 
 impl core::fmt::Display for ModelError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        // The Debug form names every field; it is the most useful message.
-        write!(f, "invalid TFLite model: {self:?}")
+        match *self {
+            ModelError::OutOfBounds {
+                what,
+                offset,
+                len,
+                buffer,
+            } => write!(
+                f,
+                "malformed model: {what} needs {len} bytes at byte {offset}, past the end of the \
+                 {buffer}-byte file (is it truncated?)"
+            ),
+            ModelError::BadOffset { what, at, value } => write!(
+                f,
+                "malformed model: the offset to {what} stored at byte {at} ({value}) is zero or \
+                 overflows"
+            ),
+            ModelError::Misaligned {
+                what,
+                offset,
+                align,
+            } => write!(
+                f,
+                "malformed model: {what} at byte {offset} is not {align}-byte aligned, as \
+                 flatbuffers require"
+            ),
+            ModelError::BadVtable {
+                what,
+                table,
+                reason,
+            } => write!(
+                f,
+                "malformed model: the vtable of the {what} table at byte {table} is invalid: {reason}"
+            ),
+            ModelError::BadIdentifier { found } => {
+                f.write_str("not a TensorFlow Lite model: bytes 4..8 are \"")?;
+                for b in found {
+                    write!(f, "{}", core::ascii::escape_default(b))?;
+                }
+                f.write_str("\", not the identifier \"TFL3\"")
+            }
+            ModelError::UnsupportedVersion { version } => write!(
+                f,
+                "TFLite schema version {version} is not supported: this reader reads version 3"
+            ),
+            ModelError::MissingField { table, field } => {
+                write!(f, "malformed model: the required field {table}.{field} is missing")
+            }
+            ModelError::BadEnum { what, value } => write!(
+                f,
+                "malformed model: {what} is {value}, a value the TFLite schema does not define"
+            ),
+            ModelError::BadIndex {
+                what,
+                item,
+                index,
+                len,
+            } => write!(
+                f,
+                "malformed model: {what} of item {item} is {index}, outside 0..{len}"
+            ),
+            ModelError::CapacityExceeded {
+                what,
+                capacity,
+                limit,
+                actual,
+            } => write!(
+                f,
+                "{what} has {actual} entries, more than the reader holds ({capacity} = {limit})"
+            ),
+            ModelError::NotNulTerminated { what, offset } => write!(
+                f,
+                "malformed model: the string {what} at byte {offset} has no terminating NUL"
+            ),
+            ModelError::InvalidUtf8 { what, offset } => write!(
+                f,
+                "malformed model: the string {what} at byte {offset} is not valid UTF-8"
+            ),
+            ModelError::BadDimension {
+                tensor,
+                axis,
+                value,
+            } => write!(
+                f,
+                "malformed model: tensor {tensor} has dimension {value} on axis {axis}; \
+                 dimensions must not be negative"
+            ),
+            ModelError::TensorTooLarge { tensor } => write!(
+                f,
+                "tensor {tensor} is larger than 4 GiB (its byte size does not fit a u32)"
+            ),
+            ModelError::BufferSizeMismatch {
+                tensor,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "malformed model: constant tensor {tensor} has {actual} bytes of data, its shape \
+                 and type need {expected}"
+            ),
+            ModelError::BadQuantization {
+                tensor,
+                scales,
+                zero_points,
+                reason,
+            } => write!(
+                f,
+                "malformed model: the quantization of tensor {tensor} ({scales} scales, \
+                 {zero_points} zero points) is invalid: {reason}"
+            ),
+            ModelError::OptionsMismatch {
+                operator,
+                builtin,
+                options_type,
+            } => write!(
+                f,
+                "malformed model: operator {operator} ({}) carries options of union type \
+                 {options_type}, which that operator does not take",
+                super::BuiltinOp::from_code(builtin).name()
+            ),
+            ModelError::ConflictingBufferData { buffer } => write!(
+                f,
+                "malformed model: buffer {buffer} holds data both inside the flatbuffer and \
+                 outside it"
+            ),
+            ModelError::ExternalBufferOutOfBounds {
+                buffer,
+                offset,
+                size,
+                file,
+            } => write!(
+                f,
+                "malformed model: buffer {buffer} lies at bytes {offset}..{offset}+{size}, past \
+                 the end of the {file}-byte file"
+            ),
+            ModelError::Unsupported { what } => {
+                write!(f, "the model uses {what}, which this reader does not support")
+            }
+        }
     }
 }
 

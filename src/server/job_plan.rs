@@ -52,10 +52,10 @@
 //! # Limits
 //!
 //! - NPU jobs only: an op the NPU does not run, or whose tuned choice is the CPU, is refused
-//!   ([`PlanError::OnCpu`]); so is a pinned operand ([`PlanError::Pinned`]), whose residency
+//!   ([`JobPlanError::OnCpu`]); so is a pinned operand ([`JobPlanError::Pinned`]), whose residency
 //!   changes between runs.
 //! - A change to the server's tuning (mode, imported table, a finished tuning) makes the
-//!   plan stale ([`PlanError::Stale`]): its choices may be outdated. Build it again.
+//!   plan stale ([`JobPlanError::Stale`]): its choices may be outdated. Build it again.
 //! - Like [`place`](super::ComputeServer::place), the plan sees the jobs of tensors outside
 //!   it that overlap its own only through its tensors' records: lay a new placement over a
 //!   plan's tensor and the placement waits for the plan, but the plan's next run does not
@@ -68,7 +68,7 @@
 //!   memory under the plan. The client's [`Plan`](crate::client::Plan) cannot.
 
 use super::{Binding, ComputeServer, NpuServer};
-use crate::error::{Capacity, Error};
+use crate::error::{Capacity, Error, JobPlanError};
 use crate::hal::{
     Fence, HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant, MAX_JOB_INPUTS,
     MAX_QUEUES,
@@ -81,41 +81,6 @@ use super::deps::DepSet;
 
 /// No step: an empty slot of a per-queue table.
 const NONE: u16 = u16::MAX;
-
-/// Why a plan could not be built or run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum PlanError {
-    /// The server's tuning changed since the plan was built: build it again.
-    Stale,
-    /// `run_plan` was given `actual` ops for a plan of `expected` steps.
-    OpCount {
-        /// Steps in the plan.
-        expected: u32,
-        /// Ops given.
-        actual: u32,
-    },
-    /// The op given for `step` is not of the kind the step was built for.
-    OpMismatch {
-        /// The step.
-        step: u32,
-        /// Its kind when built.
-        expected: OpKind,
-        /// The kind given.
-        actual: OpKind,
-    },
-    /// The op would run on the CPU (the NPU does not run it, or its tuned choice is the
-    /// CPU): plans hold NPU jobs only.
-    OnCpu {
-        /// The op.
-        op: OpKind,
-    },
-    /// An operand is a pinned tensor, whose residency changes between runs.
-    Pinned {
-        /// The op.
-        op: OpKind,
-    },
-}
 
 /// Who else touches a plan tensor's memory, which decides what a run does with its access
 /// record.
@@ -370,7 +335,7 @@ impl<
     /// How a plan runs `op`: as `execute_tuned` would choose, from the tuning cache, without
     /// claiming a key (a plan never measures).
     fn planned_variant(&self, op: &Op) -> Result<Variant, Error> {
-        let on_cpu = PlanError::OnCpu { op: op.kind() };
+        let on_cpu = JobPlanError::OnCpu { op: op.kind() };
         if !self.caps.ops.runs(op) {
             return Err(on_cpu.into());
         }
@@ -460,7 +425,7 @@ impl<
         output: HandleId,
     ) -> Result<(), Error> {
         if !plan.steps.is_empty() && plan.epoch != self.tuning.epoch {
-            return Err(PlanError::Stale.into());
+            return Err(JobPlanError::Stale.into());
         }
         let step_index = u16::try_from(plan.steps.len())
             .ok()
@@ -472,7 +437,7 @@ impl<
         let mut operands = heapless::Vec::new();
         let (_, pinned) = self.check_operands(op, inputs, output, &mut operands)?;
         if pinned {
-            return Err(PlanError::Pinned { op: op.kind() }.into());
+            return Err(JobPlanError::Pinned { op: op.kind() }.into());
         }
         let variant = self.planned_variant(op)?;
         let scratch_bytes = variant
@@ -557,10 +522,10 @@ impl<
         ops: &[&Op],
     ) -> Result<(), Error> {
         if plan.epoch != self.tuning.epoch && !plan.steps.is_empty() {
-            return Err(PlanError::Stale.into());
+            return Err(JobPlanError::Stale.into());
         }
         if ops.len() != plan.steps.len() {
-            return Err(PlanError::OpCount {
+            return Err(JobPlanError::OpCount {
                 expected: plan.steps.len() as u32,
                 actual: ops.len() as u32,
             }
@@ -568,7 +533,7 @@ impl<
         }
         for (k, (step, op)) in plan.steps.iter().zip(ops).enumerate() {
             if op.kind() != step.kind {
-                return Err(PlanError::OpMismatch {
+                return Err(JobPlanError::OpMismatch {
                     step: k as u32,
                     expected: step.kind,
                     actual: op.kind(),

@@ -37,7 +37,7 @@ mod staging;
 mod tuning;
 
 pub use deps::{DepSet, Frontier};
-pub use job_plan::{JobPlan, PlanError};
+pub use job_plan::JobPlan;
 pub use residency::Residency;
 pub use staging::Staging;
 pub use tuning::{Dispatch, TuneStats, TuningCost};
@@ -155,8 +155,8 @@ pub trait ComputeServer {
     /// [`execute`](Self::execute) checks it, run the way the tuning cache says (never
     /// measured), on the next execution unit. Nothing is submitted. The plan holds a
     /// reference to each tensor until [`release_plan`](Self::release_plan). Errors: those of
-    /// `execute`'s checks; [`PlanError::OnCpu`] and [`PlanError::Pinned`] for a step a plan
-    /// cannot hold; [`PlanError::Stale`] when the tuning changed since the first step;
+    /// `execute`'s checks; [`JobPlanError::OnCpu`](crate::error::JobPlanError::OnCpu) and [`JobPlanError::Pinned`](crate::error::JobPlanError::Pinned) for a step a plan
+    /// cannot hold; [`JobPlanError::Stale`](crate::error::JobPlanError::Stale) when the tuning changed since the first step;
     /// [`Error::CapacityExceeded`] naming [`Capacity::PlanSteps`] or
     /// [`Capacity::PlanTensors`]. A refused step leaves the plan as it was.
     fn plan_step<const S: usize, const T: usize>(
@@ -167,8 +167,8 @@ pub trait ComputeServer {
         output: HandleId,
     ) -> Result<(), Error>;
     /// Submits every job of `plan` and returns at once, `ops[k]` being step `k`'s op (the
-    /// plan does not copy ops: a model keeps its own). Errors: [`PlanError::OpCount`] and
-    /// [`PlanError::OpMismatch`] (nothing submitted), [`PlanError::Stale`], a
+    /// plan does not copy ops: a model keeps its own). Errors: [`JobPlanError::OpCount`](crate::error::JobPlanError::OpCount) and
+    /// [`JobPlanError::OpMismatch`](crate::error::JobPlanError::OpMismatch) (nothing submitted), [`JobPlanError::Stale`](crate::error::JobPlanError::Stale), a
     /// [`Error::StaleHandle`] for a tensor freed under the plan, and the HAL's errors.
     fn run_plan<const S: usize, const T: usize>(
         &mut self,

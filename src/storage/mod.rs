@@ -69,6 +69,37 @@ pub enum StorageError {
     },
 }
 
+impl core::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            StorageError::OutOfMemory {
+                requested,
+                free,
+                largest_free,
+            } => write!(
+                f,
+                "no gap holds {requested} bytes: {free} bytes free, the largest gap {largest_free}"
+            ),
+            StorageError::TooManyBlocks { limit } => {
+                write!(f, "the block table is full ({limit} blocks live)")
+            }
+            StorageError::UnknownBlock(b) => write!(
+                f,
+                "bytes {}..{} were not handed out by this arena",
+                b.offset,
+                u64::from(b.offset) + u64::from(b.len)
+            ),
+            StorageError::BadGeometry { size, alignment } => write!(
+                f,
+                "an arena of {size} bytes cannot be aligned to {alignment}: the alignment must be \
+                 a power of two that divides the size"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for StorageError {}
+
 /// Offset planner over a fixed arena of `size` bytes, with at most `N` live blocks.
 #[derive(Clone, Debug)]
 pub struct ArenaStorage<const N: usize> {

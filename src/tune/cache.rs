@@ -96,6 +96,21 @@ pub enum CacheError {
     Done,
 }
 
+impl core::fmt::Display for CacheError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            CacheError::Full { capacity } => write!(
+                f,
+                "the tuning cache is full ({capacity} keys, NpuServer's TUNE); raise TUNE"
+            ),
+            CacheError::InProgress => f.write_str("the key is being tuned already"),
+            CacheError::Done => f.write_str("the key is tuned already"),
+        }
+    }
+}
+
+impl core::error::Error for CacheError {}
+
 /// A fixed-capacity map from [`TuneKey`] to [`Entry`] (see the [module docs](self)).
 ///
 /// `N` must be a power of two greater than 1 (the index map's requirement; another value fails

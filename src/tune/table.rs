@@ -163,6 +163,77 @@ pub enum TableError {
     },
 }
 
+impl core::fmt::Display for TableError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            TableError::Truncated { needed, len } => write!(
+                f,
+                "{len} bytes are too short for a tuning table (its header alone is {needed})"
+            ),
+            TableError::BadMagic => f.write_str("not a tuning table (no \"NPUT\" magic)"),
+            TableError::Format { found, supported } => write!(
+                f,
+                "the table's format {found} is not the one this crate reads ({supported}); make it \
+                 again with `npu-sim tune`"
+            ),
+            TableError::EntrySize { found } => write!(
+                f,
+                "entries of {found} bytes, where this crate's are {ENTRY_BYTES}: make the table \
+                 again with `npu-sim tune`"
+            ),
+            TableError::Length { expected, len } => write!(
+                f,
+                "the table has {len} bytes where its header implies {expected}: it was cut or \
+                 padded"
+            ),
+            TableError::Checksum { stored, computed } => write!(
+                f,
+                "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the table \
+                 is corrupted"
+            ),
+            TableError::Reserved { found } => write!(
+                f,
+                "the header's reserved word is {found:#x}, not 0: written by a later layout"
+            ),
+            TableError::Schema { found, expected } => write!(
+                f,
+                "keys of schema {found}, where this crate's are {expected}: make the table again \
+                 with `npu-sim tune`"
+            ),
+            TableError::CrateVersion { found, expected } => write!(
+                f,
+                "made by crate version {found:#x}, this is {expected:#x}: make the table again \
+                 with `npu-sim tune`"
+            ),
+            TableError::OtherHal { found, expected } => write!(
+                f,
+                "made for another NPU configuration (fingerprint {found:#018x}, this one is \
+                 {expected:#018x}): tune on this configuration"
+            ),
+            TableError::Unsorted { index } => write!(
+                f,
+                "entry {index} is out of order or repeated: the table is corrupted"
+            ),
+            TableError::BadEntry { index } => write!(
+                f,
+                "entry {index} has an unknown candidate or non-zero reserved bits"
+            ),
+            TableError::Capacity { entries, capacity } => write!(
+                f,
+                "the tuning cache would need {entries} keys and holds {capacity} (NpuServer's \
+                 TUNE); raise TUNE"
+            ),
+            TableError::Busy => f.write_str("a key of the table is being tuned right now"),
+            TableError::BufferTooSmall { needed } => write!(
+                f,
+                "the export buffer is too short: the table needs {needed} bytes"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for TableError {}
+
 /// Writes the measured choices of `cache` as a table for the HAL `fingerprint` into `out`,
 /// and returns its length ([`table_bytes`] of the number of measured choices).
 ///

@@ -1,24 +1,4 @@
-//! Arena planning: fixed offsets for buffers whose lifetimes are known ahead of time.
-//!
-//! # Design
-//!
-//! A buffer is live over an inclusive range of steps and occupies its size rounded up to the
-//! arena's alignment. Two buffers may share bytes when their lifetimes do not overlap. Placing
-//! them is the dynamic storage allocation problem (NP-hard in general), so the planner does
-//! what the good heuristics do and then searches:
-//!
-//! 1. **Greedy first fit in several orders**: each buffer, in turn, goes to the lowest aligned
-//!    offset that clashes with no buffer placed so far whose lifetime overlaps its own. The
-//!    orders tried are: largest first (TFLM's greedy planner), longest-lived first, largest
-//!    area (bytes × steps) first, and earliest first.
-//! 2. **Local search**: from the best order found, swap pairs of buffers picked by a fixed
-//!    pseudo-random sequence and keep every swap that does not make the arena larger, for
-//!    `effort` rounds. The sequence is fixed, so the plan is the same on every machine.
-//!
-//! It stops as soon as a plan reaches the lower bound: the largest sum of sizes live at one
-//! step, below which no placement of whole buffers can go.
-//!
-//! Everything lives in fixed arrays of `N` entries; no heap.
+//! [`ArenaPlan`]: fixed offsets for buffers of known lifetimes; the design is on the type.
 
 /// One buffer to place: `bytes` live from step `first` to step `last`, both included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +21,7 @@ impl Lifetime {
 /// Why a plan could not be made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum PlanError {
+pub enum ArenaPlanError {
     /// More buffers than the planner's capacity `N`.
     TooManyBuffers {
         /// `N`.
@@ -58,7 +38,54 @@ pub enum PlanError {
     TooLarge,
 }
 
+impl core::fmt::Display for ArenaPlanError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            ArenaPlanError::TooManyBuffers { limit, needed } => write!(
+                f,
+                "{needed} buffers to place, more than the planner's capacity of {limit}"
+            ),
+            ArenaPlanError::BadInput { buffer: u32::MAX } => {
+                f.write_str("the alignment is not a power of two")
+            }
+            ArenaPlanError::BadInput { buffer } => {
+                write!(f, "buffer {buffer} ends before it starts")
+            }
+            ArenaPlanError::TooLarge => f.write_str("the arena would pass 4 GiB"),
+        }
+    }
+}
+
+impl core::error::Error for ArenaPlanError {}
+
 /// Offsets for a set of buffers, and the arena bytes they need.
+///
+/// A model's schedule is known when it is prepared, and an eager workload's after one
+/// measured run ([`GuidedMemory`](super::GuidedMemory)), so memory need not be searched for at
+/// run time: each tensor is placed where the plan says
+/// ([`ComputeClient::place`](crate::client::ComputeClient::place)) and an arena sized by the
+/// plan is exactly enough. This is memory management's knowledge of sizes and lifetimes; it
+/// knows nothing of models.
+///
+/// # Design
+///
+/// A buffer is live over an inclusive range of steps and occupies its size rounded up to the
+/// arena's alignment. Two buffers may share bytes when their lifetimes do not overlap. Placing
+/// them is the dynamic storage allocation problem (NP-hard in general), so the planner does
+/// what the good heuristics do and then searches:
+///
+/// 1. **Greedy first fit in several orders**: each buffer, in turn, goes to the lowest aligned
+///    offset that clashes with no buffer placed so far whose lifetime overlaps its own. The
+///    orders tried are: largest first (TFLM's greedy planner), longest-lived first, largest
+///    area (bytes × steps) first, and earliest first.
+/// 2. **Local search**: from the best order found, swap pairs of buffers picked by a fixed
+///    pseudo-random sequence and keep every swap that does not make the arena larger, for
+///    `effort` rounds. The sequence is fixed, so the plan is the same on every machine.
+///
+/// It stops as soon as a plan reaches the lower bound: the largest sum of sizes live at one
+/// step, below which no placement of whole buffers can go.
+///
+/// Everything lives in fixed arrays of `N` entries; no heap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArenaPlan<const N: usize> {
     offsets: heapless::Vec<u32, N>,
@@ -67,7 +94,7 @@ pub struct ArenaPlan<const N: usize> {
 }
 
 impl<const N: usize> ArenaPlan<N> {
-    /// Byte offset of buffer `i` (in the order given to [`plan`]).
+    /// Byte offset of buffer `i` (in the order given to [`plan_arena`]).
     pub fn offset(&self, i: usize) -> Option<u32> {
         self.offsets.get(i).copied()
     }
@@ -111,37 +138,37 @@ pub fn lower_bound(buffers: &[Lifetime], alignment: u32) -> u32 {
 /// of local search (0: greedy orders only; 200 is plenty for models of a hundred tensors).
 ///
 /// ```
-/// use npu_compute::plan::{plan, Lifetime};
+/// use npu_compute::memory::{plan_arena, Lifetime};
 /// // a → b → c, each read only by the next: a and c can share bytes.
 /// let buffers = [
 ///     Lifetime { bytes: 100, first: 0, last: 1 },
 ///     Lifetime { bytes: 40, first: 1, last: 2 },
 ///     Lifetime { bytes: 100, first: 2, last: 3 },
 /// ];
-/// let p = plan::<8>(&buffers, 16, 50).unwrap();
+/// let p = plan_arena::<8>(&buffers, 16, 50).unwrap();
 /// assert_eq!(p.size(), 112 + 48);
 /// assert_eq!(p.size(), p.lower_bound());
 /// ```
-pub fn plan<const N: usize>(
+pub fn plan_arena<const N: usize>(
     buffers: &[Lifetime],
     alignment: u32,
     effort: u32,
-) -> Result<ArenaPlan<N>, PlanError> {
+) -> Result<ArenaPlan<N>, ArenaPlanError> {
     if buffers.len() > N {
-        return Err(PlanError::TooManyBuffers {
+        return Err(ArenaPlanError::TooManyBuffers {
             limit: N as u32,
             needed: buffers.len() as u32,
         });
     }
     if !alignment.is_power_of_two() {
-        return Err(PlanError::BadInput { buffer: u32::MAX });
+        return Err(ArenaPlanError::BadInput { buffer: u32::MAX });
     }
     let mut sizes: heapless::Vec<u32, N> = heapless::Vec::new();
     for (i, b) in buffers.iter().enumerate() {
         if b.last < b.first {
-            return Err(PlanError::BadInput { buffer: i as u32 });
+            return Err(ArenaPlanError::BadInput { buffer: i as u32 });
         }
-        let _ = sizes.push(round_up(b.bytes, alignment).ok_or(PlanError::TooLarge)?);
+        let _ = sizes.push(round_up(b.bytes, alignment).ok_or(ArenaPlanError::TooLarge)?);
     }
     let bound = lower_bound(buffers, alignment);
     let n = buffers.len();
@@ -218,7 +245,7 @@ fn place_in_order<const N: usize>(
     buffers: &[Lifetime],
     sizes: &[u32],
     order: &[u16],
-) -> Result<(u32, heapless::Vec<u32, N>), PlanError> {
+) -> Result<(u32, heapless::Vec<u32, N>), ArenaPlanError> {
     let mut offsets: heapless::Vec<u32, N> = heapless::Vec::new();
     let _ = offsets.resize(buffers.len(), u32::MAX);
     let mut end = 0u32;
@@ -236,13 +263,13 @@ fn place_in_order<const N: usize>(
         taken.sort_unstable();
         let mut at = 0u32;
         for &(start, stop) in &taken {
-            if at.checked_add(sizes[i]).ok_or(PlanError::TooLarge)? <= start {
+            if at.checked_add(sizes[i]).ok_or(ArenaPlanError::TooLarge)? <= start {
                 break;
             }
             at = at.max(stop);
         }
         offsets[i] = at;
-        end = end.max(at.checked_add(sizes[i]).ok_or(PlanError::TooLarge)?);
+        end = end.max(at.checked_add(sizes[i]).ok_or(ArenaPlanError::TooLarge)?);
     }
     Ok((end, offsets))
 }
@@ -279,7 +306,7 @@ mod tests {
             lt(64, 3, 4),
             lt(900, 4, 5),
         ];
-        let p = plan::<8>(&b, 16, 0).unwrap();
+        let p = plan_arena::<8>(&b, 16, 0).unwrap();
         check(&b, &p, 16);
         assert_eq!(p.size(), p.lower_bound());
         assert_eq!(p.lower_bound(), 912 + 304);
@@ -296,7 +323,7 @@ mod tests {
             lt(512, 6, 9),
             lt(256, 1, 4),
         ];
-        let p = plan::<8>(&b, 16, 200).unwrap();
+        let p = plan_arena::<8>(&b, 16, 200).unwrap();
         check(&b, &p, 16);
         assert!(p.size() <= 64 + 512 + 256, "{}", p.size());
     }
@@ -314,10 +341,10 @@ mod tests {
                 let first = r(20) as u16;
                 let _ = b.push(lt(r(5000), first, first + r(6) as u16));
             }
-            let p = plan::<32>(&b, 16, 100).unwrap();
+            let p = plan_arena::<32>(&b, 16, 100).unwrap();
             check(&b, &p, 16);
             assert!(p.size() >= p.lower_bound());
-            assert_eq!(p, plan::<32>(&b, 16, 100).unwrap());
+            assert_eq!(p, plan_arena::<32>(&b, 16, 100).unwrap());
         }
     }
 
@@ -325,23 +352,23 @@ mod tests {
     fn errors_name_the_problem() {
         let b = [lt(1, 0, 0); 3];
         assert_eq!(
-            plan::<2>(&b, 16, 0),
-            Err(PlanError::TooManyBuffers {
+            plan_arena::<2>(&b, 16, 0),
+            Err(ArenaPlanError::TooManyBuffers {
                 limit: 2,
                 needed: 3
             })
         );
         assert_eq!(
-            plan::<4>(&[lt(1, 2, 1)], 16, 0),
-            Err(PlanError::BadInput { buffer: 0 })
+            plan_arena::<4>(&[lt(1, 2, 1)], 16, 0),
+            Err(ArenaPlanError::BadInput { buffer: 0 })
         );
         assert_eq!(
-            plan::<4>(&b, 12, 0),
-            Err(PlanError::BadInput { buffer: u32::MAX })
+            plan_arena::<4>(&b, 12, 0),
+            Err(ArenaPlanError::BadInput { buffer: u32::MAX })
         );
         assert_eq!(
-            plan::<4>(&[lt(u32::MAX, 0, 0)], 16, 0),
-            Err(PlanError::TooLarge)
+            plan_arena::<4>(&[lt(u32::MAX, 0, 0)], 16, 0),
+            Err(ArenaPlanError::TooLarge)
         );
     }
 }
