@@ -1,0 +1,18 @@
+//! `npu-sim bench WHICH`: the benchmarks, one module each.
+//!
+//! - [`memory`]: peak arena bytes of the chunk/slice strategy, and the guided rows.
+//! - [`models`]: every model of a reference-model directory against TFLM and the peers.
+//! - [`tune`]: tuned kernel variants against every fixed choice.
+//! - [`dispatch`]: host nanoseconds per `execute` of a tiny op.
+//! - [`chain`]: a chain of dependent tiny jobs: virtual time, idle gaps, CPU waits.
+//! - [`pipeline`]: a stream of frames one after another and pipelined: NPU busy fraction.
+//!
+//! Every benchmark prints Markdown tables on stdout. Figures on the simulator's virtual
+//! clock are deterministic; host times (µs, ns) are wall-clock and vary.
+
+pub mod chain;
+pub mod dispatch;
+pub mod memory;
+pub mod models;
+pub mod pipeline;
+pub mod tune;

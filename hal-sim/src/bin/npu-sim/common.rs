@@ -1,0 +1,74 @@
+//! What several commands share: reading a model, input or table file, the model names of a
+//! reference-model directory, and the memory-statistics line.
+//!
+//! Output: only [`print_memory`] prints (one line on stdout).
+//!
+//! Failure modes: a file that cannot be read (missing, unreadable, a directory) fails with
+//! `PATH: the operating system's reason`, so the message names the file at fault; a
+//! `figures.json` that is not JSON, not an array, or has a row without a `model` name fails
+//! with what is wrong, since every benchmark over the directory depends on it.
+
+use npu_compute::memory::MemoryStats;
+use npu_sim::runner;
+use std::path::{Path, PathBuf};
+
+/// The bytes of the file at `path`; errors name the file.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A model's bytes, copied into aligned memory that lives as long as the process (the
+/// runner borrows models for `'static`).
+pub fn read_model(path: &Path) -> Result<&'static [u8], String> {
+    let bytes = read_file(path)?;
+    Ok(runner::leak_aligned(&bytes))
+}
+
+/// The bytes of every input file, in order.
+pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
+    paths.iter().map(|p| read_file(p)).collect()
+}
+
+/// The rows of a reference-model directory's `figures.json` (one object per model, with
+/// its `model` name and the peers' figures).
+pub fn read_figures(path: &Path) -> Result<Vec<serde_json::Value>, String> {
+    let figures: serde_json::Value = read_file(path)
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())))?;
+    match figures {
+        serde_json::Value::Array(rows) => Ok(rows),
+        _ => Err("figures.json: expected an array".into()),
+    }
+}
+
+/// The model names of a reference-model directory: from its `figures.json`, or else every
+/// subdirectory holding a `model.tflite` (the repository's `examples/models`), sorted.
+pub fn model_names(dir: &Path) -> Result<Vec<String>, String> {
+    let path = dir.join("figures.json");
+    if !path.exists() {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("model.tflite").exists())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        return Ok(names);
+    }
+    read_figures(&path)?
+        .iter()
+        .map(|row| {
+            row["model"]
+                .as_str()
+                .map(String::from)
+                .ok_or_else(|| "figures.json: model without a name".to_string())
+        })
+        .collect()
+}
+
+/// Prints the memory manager's statistics as one indented line.
+pub fn print_memory(s: &MemoryStats) {
+    println!(
+        "  memory: in use {} B (peak {} B), reserved {} B (peak {} B), {} chunks, {} allocations / {} deallocations, largest free block {} B",
+        s.in_use, s.in_use_peak, s.reserved, s.reserved_peak, s.chunks, s.allocations, s.deallocations, s.largest_free
+    );
+}

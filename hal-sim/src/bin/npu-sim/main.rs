@@ -1,0 +1,310 @@
+//! `npu-sim`: the host command line of the simulator.
+//!
+//! This file holds the clap definitions, `main` and the exit status; each command is one
+//! module, each benchmark one module of [`bench`](mod@bench), and what several share is in
+//! [`common`].
+//!
+//! Commands:
+//! - `npu-sim demo` ([`demo`]): runs the stack's main job on the simulated NPU (the static
+//!   conv net and the transformer through client, channel, server and simulator) and prints
+//!   results, virtual cycles and memory statistics.
+//! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--stats
+//!   F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE | --autotune]`
+//!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
+//! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES]` ([`tune`]):
+//!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
+//! - `npu-sim inspect MODEL.tflite` ([`inspect`]): tensors, quantization, and where each
+//!   operator runs.
+//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory]` ([`plan`]): the exact
+//!   arena bytes the model needs (the size to give the firmware's arena section), from the
+//!   arena plan made at prepare.
+//! - `npu-sim bench memory` ([`bench::memory`]): the peak-memory table of the Burn-Compute
+//!   study, and the guided rows.
+//! - `npu-sim bench models DIR` ([`bench::models`]): every model of a reference-model
+//!   directory: conformance, host time, NPU cycles and arena bytes next to the peers'
+//!   figures, and the transfers of one invoke.
+//! - `npu-sim bench tune DIR` ([`bench::tune`]): NPU cycles per model with each kernel
+//!   variant fixed and tuned, and the one-time tuning cost.
+//! - `npu-sim bench dispatch` ([`bench::dispatch`]): host nanoseconds per `execute` of a
+//!   tiny op.
+//! - `npu-sim bench chain` ([`bench::chain`]): a chain of 1,000 dependent tiny jobs: virtual
+//!   time against the sum of the jobs' own times, idle gaps from the trace, CPU waits, host
+//!   time per job.
+//! - `npu-sim bench pipeline MODEL.tflite` ([`bench::pipeline`]): a stream of frames with a
+//!   fixed host preprocessing cost each, run one after another and pipelined: how busy the
+//!   NPU stays.
+//!
+//! Exit status:
+//! - 0: the command succeeded; also `--help`, `help` and `--version`, which clap prints on
+//!   stdout.
+//! - 1: the command failed: it returned an error, printed on stderr as `npu-sim: error:
+//!   MESSAGE` (`ExitCode::FAILURE`). Whatever the command printed before the failure stays
+//!   printed: `bench models` and `bench tune` print their tables, then fail if an output
+//!   differs from TFLM's (or, for `bench tune`, a check fails).
+//! - 2: the command line is wrong (unknown command, missing argument or subcommand, a value
+//!   that does not parse, `--tune-table` with `--autotune`): clap prints the error and the
+//!   usage on stderr and exits before anything runs.
+//! - 101: a panic, Rust's default status, with the panic message on stderr. The one a user
+//!   can meet is stdout closing early (e.g. `npu-sim bench memory | head -1`): Rust ignores
+//!   SIGPIPE, so the write fails with a broken pipe and `println!` panics. Any other panic
+//!   is a bug.
+
+mod bench;
+mod common;
+mod demo;
+mod inspect;
+mod plan;
+mod run;
+mod tune;
+
+use clap::{Parser, Subcommand};
+use npu_compute::graph::Optimise;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "npu-sim",
+    version,
+    about = "Deterministic software NPU for npu-compute"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the main job on the simulated NPU and print results, cycles and memory statistics.
+    Demo,
+    /// Run a .tflite model on the simulated NPU: write the raw output bytes, print the
+    /// predicted class, cycles and arena bytes.
+    Run {
+        /// The model.
+        model: PathBuf,
+        /// Raw bytes of the input tensor (repeat for models with several inputs).
+        #[arg(long, required = true)]
+        input: Vec<PathBuf>,
+        /// Where to write the raw bytes of the output tensor (repeat for several outputs).
+        #[arg(long)]
+        output: Vec<PathBuf>,
+        /// Bytes of NPU arena (device memory).
+        #[arg(long, default_value_t = 1 << 20)]
+        arena: usize,
+        /// Write the run's figures as JSON to this file.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Timed invocations for host_us (median).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
+        /// fewest cycles (whole tensors).
+        #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
+        optimise: OptimiseArg,
+        /// Run each layer as this tuning table (from `npu-sim tune`) says, measuring nothing.
+        #[arg(long, conflicts_with = "autotune")]
+        tune_table: Option<PathBuf>,
+        /// Tune every layer shape in an untimed first invoke, then report the next one.
+        #[arg(long)]
+        autotune: bool,
+    },
+    /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
+    /// once, keep the fastest, and write the choices as a tuning table.
+    Tune {
+        /// The model.
+        model: PathBuf,
+        /// Where to write the tuning table.
+        #[arg(long)]
+        export: PathBuf,
+        /// Raw bytes of the input tensor (repeat for several; default zeros: cycles do not
+        /// depend on the data).
+        #[arg(long)]
+        input: Vec<PathBuf>,
+        /// Bytes of NPU arena (device memory).
+        #[arg(long, default_value_t = 1 << 20)]
+        arena: usize,
+    },
+    /// Describe a .tflite model: tensors, quantization, and where each operator runs.
+    Inspect {
+        /// The model.
+        model: PathBuf,
+    },
+    /// Print the exact arena bytes a model needs: an arena of that size runs it, one
+    /// alignment unit less does not.
+    Plan {
+        /// The model.
+        model: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
+        /// fewest cycles (whole tensors).
+        #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
+        optimise: OptimiseArg,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: Bench,
+    },
+}
+
+/// What the arena plan optimises (`npu_compute::graph::Optimise`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OptimiseArg {
+    /// The fewest cycles.
+    Cycles,
+    /// The smallest arena.
+    Memory,
+}
+
+impl From<OptimiseArg> for Optimise {
+    fn from(o: OptimiseArg) -> Self {
+        match o {
+            OptimiseArg::Cycles => Optimise::Cycles,
+            OptimiseArg::Memory => Optimise::Memory,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Peak arena bytes of Burn's strategy: deallocation period x slice ratio, two workloads.
+    Memory {
+        /// Inferences per workload run.
+        #[arg(long, default_value_t = 48)]
+        inferences: usize,
+    },
+    /// Every model of a reference-model directory (each `NAME/model.tflite` with
+    /// `input_K.bin` and `expected_tflm_K.bin`, and `figures.json`): checks the outputs, and
+    /// prints host time, NPU cycles and arena bytes next to the peers' figures.
+    Models {
+        /// The directory (e.g. ../shared/models).
+        dir: PathBuf,
+        /// Timed invocations per input (the median over all is reported).
+        #[arg(long, default_value_t = 30)]
+        repeat: usize,
+    },
+    /// Every model of a reference-model directory (as `bench models`): NPU cycles with each
+    /// kernel variant fixed, tuned (a table made by tuning, imported into a fresh simulator),
+    /// the one-time tuning cost, and the measurements a run from the table takes (none). Fails
+    /// if a tuned model is slower than its best fixed choice, a run from the table measures,
+    /// or an output differs from TFLM's.
+    Tune {
+        /// The directory (e.g. examples/models or ../shared/models).
+        dir: PathBuf,
+    },
+    /// Host nanoseconds per `execute` of a tiny op through client, channel, server, simulator.
+    Dispatch {
+        /// Timed batches (the median is reported).
+        #[arg(long, default_value_t = 101)]
+        batches: usize,
+        /// Executes per batch.
+        #[arg(long, default_value_t = 1000)]
+        per_batch: usize,
+    },
+    /// A chain of dependent tiny jobs submitted with no read in between, then one read:
+    /// virtual cycles against the sum of the jobs' costs, idle gaps, CPU waits, host ns/job.
+    Chain {
+        /// Jobs in the chain.
+        #[arg(long, default_value_t = 1000)]
+        jobs: usize,
+        /// Virtual cycles the CPU spends per `execute` (advanced on the simulator's clock).
+        #[arg(long, default_value_t = 30)]
+        host_cycles: u64,
+        /// Timed runs (the median host time is reported).
+        #[arg(long, default_value_t = 11)]
+        repeat: usize,
+    },
+    /// Frames of one model with a fixed host preprocessing cost each, one after another and
+    /// pipelined over two sets of pinned buffers: NPU busy fraction in the steady state.
+    Pipeline {
+        /// The model (one input, one output).
+        model: PathBuf,
+        /// The input frame (default: `input_0.bin` beside the model).
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Frames per run.
+        #[arg(long, default_value_t = 20)]
+        frames: usize,
+        /// Preprocessing cycles per frame, repeatable (default: a quarter, a half and nine
+        /// tenths of one inference's cycles).
+        #[arg(long)]
+        cpu_cycles: Vec<u64>,
+    },
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Demo => demo::run().map_err(|e| e.to_string()),
+        Command::Run {
+            model,
+            input,
+            output,
+            arena,
+            stats,
+            repeat,
+            optimise,
+            tune_table,
+            autotune,
+        } => run::run(
+            &model,
+            &input,
+            &output,
+            arena,
+            stats.as_deref(),
+            repeat,
+            optimise.into(),
+            tune_table.as_deref(),
+            autotune,
+        ),
+        Command::Tune {
+            model,
+            export,
+            input,
+            arena,
+        } => tune::run(&model, &export, &input, arena),
+        Command::Inspect { model } => inspect::run(&model),
+        Command::Plan {
+            model,
+            json,
+            optimise,
+        } => plan::run(&model, json, optimise.into()),
+        Command::Bench {
+            which: Bench::Memory { inferences },
+        } => bench::memory::run(inferences).map_err(|e| e.to_string()),
+        Command::Bench {
+            which: Bench::Models { dir, repeat },
+        } => bench::models::run(&dir, repeat),
+        Command::Bench {
+            which: Bench::Tune { dir },
+        } => bench::tune::run(&dir),
+        Command::Bench {
+            which: Bench::Dispatch { batches, per_batch },
+        } => bench::dispatch::run(batches, per_batch).map_err(|e| e.to_string()),
+        Command::Bench {
+            which:
+                Bench::Chain {
+                    jobs,
+                    host_cycles,
+                    repeat,
+                },
+        } => bench::chain::run(jobs, host_cycles, repeat),
+        Command::Bench {
+            which:
+                Bench::Pipeline {
+                    model,
+                    input,
+                    frames,
+                    cpu_cycles,
+                },
+        } => bench::pipeline::run(&model, input.as_deref(), frames, &cpu_cycles),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("npu-sim: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

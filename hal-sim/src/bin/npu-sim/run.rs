@@ -1,0 +1,109 @@
+//! `npu-sim run MODEL --input IN.bin... [--output OUT.bin...] [--arena BYTES] [--stats F.json]
+//! [--repeat N] [--optimise cycles|memory] [--tune-table TABLE | --autotune]`: runs a
+//! TensorFlow Lite model on the simulated NPU.
+//!
+//! Prepares the model in an arena of `--arena` bytes and invokes it on the raw input bytes;
+//! host time is the median of `--repeat` timed invocations. Kernel variants: by default the
+//! graph's own choice; with `--tune-table` each layer runs as the table (from `npu-sim
+//! tune`) says, measuring nothing; with `--autotune` every layer shape is tuned in an
+//! untimed first invoke and the next one is reported.
+//!
+//! Output: the raw bytes of each output tensor to its `--output` file; with `--stats` the
+//! run's figures as JSON (the runner's report: `npu_cycles`, `jobs`, `transfers`,
+//! `arena_peak_bytes`, `runtime_state_bytes`, `host_us`, ...); on stdout the predicted class
+//! (the largest int8 of the first output, the lowest index on ties) with the first output's
+//! bytes, the tuning counts when a table or autotuning was asked for, and the NPU cycles,
+//! jobs, transfers, CPU-fallback ops, arena peak, runtime state and where the weights live.
+//!
+//! Failure modes: a model, input or table file cannot be read, or an output or stats file
+//! cannot be written (the message names the file); an input has a size other than the
+//! model's input tensor; the model is malformed or needs more than `--arena` bytes; the
+//! tuning table is refused (made for another model or corrupt); or the number of
+//! `--output` files differs from the model's outputs (checked after the run, before
+//! anything is written).
+
+use crate::common::{read_file, read_inputs, read_model};
+use npu_compute::graph::Optimise;
+use npu_compute::tune::TuneMode;
+use npu_sim::runner::{self, RunOptions};
+use std::path::{Path, PathBuf};
+
+/// `npu-sim run MODEL --input IN`.
+#[allow(clippy::too_many_arguments)] // one per command-line option
+pub fn run(
+    model: &Path,
+    inputs: &[PathBuf],
+    outputs: &[PathBuf],
+    arena: usize,
+    stats: Option<&Path>,
+    repeat: usize,
+    optimise: Optimise,
+    tune_table: Option<&Path>,
+    autotune: bool,
+) -> Result<(), String> {
+    let model_bytes = read_model(model)?;
+    let inputs = read_inputs(inputs)?;
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let table = match tune_table {
+        Some(path) => Some(&*Vec::leak(read_file(path)?)),
+        None => None,
+    };
+    let opts = RunOptions {
+        arena_bytes: arena,
+        repeats: repeat,
+        optimise,
+        tune_mode: match (table, autotune) {
+            (Some(_), _) => TuneMode::CacheOnly,
+            (None, true) => TuneMode::Tune,
+            (None, false) => TuneMode::Off,
+        },
+        tune_table: table,
+        ..RunOptions::default()
+    };
+    let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
+    if !outputs.is_empty() && outputs.len() != report.outputs.len() {
+        return Err(format!(
+            "the model has {} outputs, {} --output files given",
+            report.outputs.len(),
+            outputs.len()
+        ));
+    }
+    for (path, bytes) in outputs.iter().zip(&report.outputs) {
+        std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = stats {
+        std::fs::write(path, report.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let first = report.outputs.first().map(Vec::as_slice).unwrap_or(&[]);
+    let class = first
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, &b)| (b as i8, std::cmp::Reverse(i)))
+        .map_or(0, |(i, _)| i);
+    println!(
+        "{}: predicted class {class} (output bytes {:?})",
+        model.display(),
+        first.iter().map(|&b| b as i8).collect::<Vec<_>>()
+    );
+    if tune_table.is_some() || autotune {
+        println!(
+            "  tuning: {} layer shapes measured ({} measurements), {} tuned choices used, {} fallbacks",
+            report.tuning.tuning_runs,
+            report.tuning.measurements,
+            report.tuning.hits,
+            report.tuning.fallbacks
+        );
+    }
+    println!(
+        "  {} NPU cycles, {} jobs ({} transfers, {} on the CPU fallback), arena peak {} B ({} B held by constants), runtime state {} B, weights {}",
+        report.npu_cycles,
+        report.jobs,
+        report.transfers,
+        report.cpu_ops,
+        report.arena_peak_bytes,
+        report.arena_constant_bytes,
+        report.runtime_state_bytes,
+        if report.weights_in_flash { "in flash" } else { "copied to the arena" }
+    );
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! `npu-sim tune MODEL --export TABLE [--input IN.bin...] [--arena BYTES]`: makes a tuning
+//! table for a model.
+//!
+//! Times each layer shape's kernel variants once on the simulated NPU (virtual cycles, so
+//! the result is deterministic), keeps the fastest and writes the choices as a tuning table
+//! that `npu-sim run --tune-table` (or firmware) applies without measuring. Without
+//! `--input` the inputs are zeros: cycles do not depend on the data.
+//!
+//! Output: the table's bytes to the `--export` file, and on stdout one line: the layer
+//! shapes tuned, the measurements, the tuning cycles and the table's size.
+//!
+//! Failure modes: the model or an input file cannot be read, or the table cannot be
+//! written (the message names the file); the model is malformed, needs more than `--arena`
+//! bytes, or refuses an input (not the size of its input tensor), with the graph's reason;
+//! or the tuner cannot export its table.
+
+use crate::common::{read_inputs, read_model};
+use npu_sim::runner::{self, RunOptions};
+use std::path::{Path, PathBuf};
+
+/// `npu-sim tune MODEL --export TABLE`.
+pub fn run(model: &Path, export: &Path, inputs: &[PathBuf], arena: usize) -> Result<(), String> {
+    let model_bytes = read_model(model)?;
+    let mut inputs = read_inputs(inputs)?;
+    if inputs.is_empty() {
+        let sizes = runner::input_sizes(model_bytes).map_err(|e| e.to_string())?;
+        inputs = sizes.into_iter().map(|n| vec![0; n as usize]).collect();
+    }
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let opts = RunOptions {
+        arena_bytes: arena,
+        ..RunOptions::default()
+    };
+    let (table, stats) = runner::tune(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
+    std::fs::write(export, &table).map_err(|e| format!("{}: {e}", export.display()))?;
+    println!(
+        "{}: {} layer shapes tuned, {} measurements, {} tuning cycles; table {} B written to {}",
+        model.display(),
+        stats.tuning_runs,
+        stats.measurements,
+        stats.tuning_cycles,
+        table.len(),
+        export.display()
+    );
+    Ok(())
+}
