@@ -12,10 +12,11 @@
 //!
 //! ```
 //! use npu_compute::prelude::*;
-//! use npu_sim::{SimConfig, SimNpu};
+//! use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 //!
-//! let (mut device, mut host) = ([0u8; 4096], [0u8; 4096]);
-//! # let mut device = npu_sim::AlignedMemory::<4096>::new(); let mut host = npu_sim::AlignedMemory::<4096>::new();
+//! // The NPU's memories must start on its alignment (16 bytes): `AlignedMemory` does that.
+//! let mut device = AlignedMemory::<4096>::new();
+//! let mut host = AlignedMemory::<4096>::new();
 //! let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
 //! let server: NpuServer<_> = NpuServer::new(npu, MemoryConfig::default()).unwrap();
 //! let channel: RefCellChannel<_> = RefCellChannel::new(server);
@@ -35,7 +36,7 @@ use crate::error::Error;
 use crate::hal::{Capabilities, Op, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryStats, PassStats};
-use crate::server::{ComputeServer, JobPlan, Residency, ServerStats};
+use crate::server::{ComputeServer, JobPlanState, PassServer, Residency, ServerStats, TuneStats};
 
 /// The firmware's entry point to the compute stack.
 pub struct ComputeClient<'c, C> {
@@ -137,8 +138,18 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
 
     /// A tensor holding `data` (uploaded asynchronously; `data` may be reused at once).
     pub fn create(&self, data: &[u8]) -> Result<Tensor<'c, C>, Error> {
-        let id = self.call(|s| s.create(data))?;
-        Ok(self.wrap(id, data.len() as u32))
+        let Ok(bytes) = u32::try_from(data.len()) else {
+            let largest_free = self.memory_stats()?.largest_free;
+            return Err(Error::OutOfMemory {
+                requested: u32::MAX,
+                free: largest_free,
+                largest_free,
+            });
+        };
+        self.create_with(bytes, |buf| {
+            buf.copy_from_slice(data);
+            Ok(())
+        })
     }
 
     /// A tensor holding f32 values (little-endian in device memory).
@@ -153,7 +164,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         bytes: u32,
         mut fill: impl FnMut(&mut [u8]) -> Result<(), Error>,
     ) -> Result<Tensor<'c, C>, Error> {
-        let id = self.call(|s| s.create_with(bytes, &mut fill))?;
+        let id = self.call(|s| s.create(bytes, false, &mut fill))?;
         Ok(self.wrap(id, bytes))
     }
 
@@ -294,7 +305,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// Where a tensor's newest bytes are.
     pub fn residency(&self, t: &Tensor<'c, C>) -> Result<Residency, Error> {
         let id = self.own(t)?;
-        self.call(|s| s.residency(id))
+        self.call(|s| s.tensor(id)).map(|state| state.residency)
     }
 
     /// Queues a copy of `src`'s newest bytes into `dst` (same size): device to device, or
@@ -323,20 +334,20 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     }
 
     /// A read-only tensor of `bytes` that `fill` computes into staging memory, uploaded once
-    /// (see [`ComputeServer::create_const_with`]): constants made at load time.
+    /// (see [`ComputeServer::create`]): constants made at load time.
     pub fn create_const_with(
         &self,
         bytes: u32,
         mut fill: impl FnMut(&mut [u8]) -> Result<(), Error>,
     ) -> Result<Tensor<'c, C>, Error> {
-        let id = self.call(|s| s.create_const_with(bytes, &mut fill))?;
+        let id = self.call(|s| s.create(bytes, true, &mut fill))?;
         Ok(self.wrap(id, bytes))
     }
 
     /// Whether a tensor lives in flash (costs no arena bytes).
     pub fn is_in_flash(&self, t: &Tensor<'c, C>) -> Result<bool, Error> {
         let id = self.own(t)?;
-        self.call(|s| s.is_in_flash(id))
+        self.call(|s| s.tensor(id)).map(|state| state.in_flash)
     }
 
     /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
@@ -383,12 +394,12 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     }
 
     /// An empty [`JobPlan`] of at most `STEPS` jobs over at most `TENSORS` tensors, released
-    /// when dropped: build it once with [`Plan::push`], then [`Plan::run`] it as often as
+    /// when dropped: build it once with [`JobPlan::push`], then [`JobPlan::run`] it as often as
     /// needed, each run costing the driver's submit and little more per job.
     ///
     /// ```
     /// use npu_compute::prelude::*;
-    /// use npu_compute::client::Plan;
+    /// use npu_compute::client::JobPlan;
     /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
     ///
     /// let mut device = AlignedMemory::<4096>::new();
@@ -400,7 +411,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// let x = client.create_f32(&[1.0, 2.0]).unwrap();
     /// let (y, z) = (client.empty(8).unwrap(), client.empty(8).unwrap());
     /// let add = Op::AddF32 { len: 2 };
-    /// let mut plan: Plan<_, 8, 8> = client.plan();
+    /// let mut plan: JobPlan<_, 8, 8> = client.job_plan();
     /// plan.push(&add, &[&x, &x], &y).unwrap(); // y = 2x
     /// plan.push(&add, &[&y, &x], &z).unwrap(); // z = 3x
     /// for _ in 0..3 {
@@ -410,10 +421,12 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// client.read_f32(&z, &mut out).unwrap();
     /// assert_eq!(out, [3.0, 6.0]);
     /// ```
-    pub fn plan<const STEPS: usize, const TENSORS: usize>(&self) -> Plan<'c, C, STEPS, TENSORS> {
-        Plan {
+    pub fn job_plan<const STEPS: usize, const TENSORS: usize>(
+        &self,
+    ) -> JobPlan<'c, C, STEPS, TENSORS> {
+        JobPlan {
             client: *self,
-            plan: JobPlan::new(),
+            plan: JobPlanState::new(),
         }
     }
 
@@ -455,24 +468,50 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.channel.with(|s| s.stats())
     }
 
-    /// Starts a pass: one run of an eager workload (one inference) whose shape `key` names,
-    /// for example its sequence length. With a [`GuidedMemory`](crate::memory::GuidedMemory)
-    /// server, the first pass of a key is measured and later ones are placed at planned
-    /// offsets; with the chunk/slice manager it does nothing. Prefer [`pass`](Self::pass),
-    /// which always ends the pass. See [`ComputeServer::begin_pass`].
-    pub fn begin_pass(&self, key: u32) -> Result<(), Error> {
-        self.call(|s| s.begin_pass(key))
+    /// Counters of the tuner (see [`TuneStats`]).
+    pub fn tune_stats(&self) -> Result<TuneStats, Error> {
+        self.channel.with(|s| s.tune_stats())
     }
 
-    /// Ends the pass begun by [`begin_pass`](Self::begin_pass). See
-    /// [`ComputeServer::end_pass`].
-    pub fn end_pass(&self) -> Result<(), Error> {
-        self.call(|s| s.end_pass())
+    /// Writes the tuned choices as a tuning table into `out`, returns its length: ship it to
+    /// firmware, which builds its server with
+    /// [`NpuServer::with_tuning_table`](crate::server::NpuServer::with_tuning_table). See
+    /// [`ComputeServer::export_tuning`].
+    pub fn export_tuning(&self, out: &mut [u8]) -> Result<usize, Error> {
+        self.call(|s| s.export_tuning(out))
     }
 
-    /// Runs `f` as one pass of shape `key`: [`begin_pass`](Self::begin_pass), `f`, then
-    /// [`end_pass`](Self::end_pass) even when `f` fails. Tensors `f` returns escape the pass
-    /// (they are never placed). The first error wins.
+    /// Restarts the memory peaks ([`MemoryStats::in_use_peak`], [`MemoryStats::reserved_peak`])
+    /// from the current figures, to measure one phase of a run (for example every run after
+    /// the first of each shape).
+    pub fn reset_memory_peak(&self) -> Result<(), Error> {
+        self.channel.with(|s| s.reset_memory_peak())
+    }
+}
+
+impl<'c, C: ComputeChannel> ComputeClient<'c, C>
+where
+    C::Server: PassServer,
+{
+    /// Runs `f` as one pass of shape `key` (for example its sequence length): one run of an
+    /// eager workload (one inference). The first pass of a key is measured and later ones are
+    /// placed at planned offsets ([`GuidedMemory`](crate::memory::GuidedMemory)); the pass
+    /// ends even when `f` fails. Tensors `f` returns escape the pass (they are never placed).
+    /// The first error wins.
+    ///
+    /// Only a client of a server over a `GuidedMemory` has passes ([`PassServer`]); the
+    /// chunk/slice manager has nothing to learn from them:
+    ///
+    /// ```compile_fail
+    /// # use npu_compute::prelude::*;
+    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let server: NpuServer<_> = NpuServer::new(npu, MemoryConfig::default()).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(server);
+    /// let client = ComputeClient::new(&channel);
+    /// client.pass(1, || Ok(())).unwrap(); // no `pass` on a chunk/slice server's client
+    /// ```
     ///
     /// ```
     /// # use npu_compute::prelude::*;
@@ -499,9 +538,9 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// assert_eq!((s.measured_passes, s.guided_passes, s.placed_reservations), (1, 2, 4));
     /// ```
     pub fn pass<R>(&self, key: u32, f: impl FnOnce() -> Result<R, Error>) -> Result<R, Error> {
-        self.begin_pass(key)?;
+        self.call(|s| s.begin_pass(key))?;
         let result = f();
-        let end = self.end_pass();
+        let end = self.call(|s| s.end_pass());
         let r = result?;
         end?;
         Ok(r)
@@ -511,23 +550,20 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     pub fn pass_stats(&self) -> Result<PassStats, Error> {
         self.channel.with(|s| s.pass_stats())
     }
-
-    /// Restarts the memory peaks ([`MemoryStats::in_use_peak`], [`MemoryStats::reserved_peak`])
-    /// from the current figures, to measure one phase of a run (for example every run after
-    /// the first of each shape).
-    pub fn reset_memory_peak(&self) -> Result<(), Error> {
-        self.channel.with(|s| s.reset_memory_peak())
-    }
 }
 
-/// A [`JobPlan`] owned through a client: its tensors are released when it is dropped (see
-/// [`ComputeClient::plan`]).
-pub struct Plan<'c, C: ComputeChannel, const STEPS: usize = 64, const TENSORS: usize = 64> {
+/// A job plan: a list of NPU jobs over fixed tensors, checked once and submitted many times
+/// (see [`JobPlanState`] for the design), owned through a client: its tensors are released
+/// when it is dropped (see [`ComputeClient::job_plan`]). A [`Graph`](crate::graph::Graph)
+/// runs every invoke from one.
+pub struct JobPlan<'c, C: ComputeChannel, const STEPS: usize = 64, const TENSORS: usize = 64> {
     client: ComputeClient<'c, C>,
-    plan: JobPlan<STEPS, TENSORS>,
+    plan: JobPlanState<STEPS, TENSORS>,
 }
 
-impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Plan<'c, C, STEPS, TENSORS> {
+impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize>
+    JobPlan<'c, C, STEPS, TENSORS>
+{
     /// Appends `op` on `inputs` into `output` (see [`ComputeServer::plan_step`]). Nothing
     /// runs until [`run`](Self::run).
     pub fn push(
@@ -555,6 +591,16 @@ impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Plan<'c, C
         Ok(())
     }
 
+    /// Makes `tensor` one of the plan's although no job names it (see
+    /// [`ComputeServer::plan_include`]): for a tensor the plan's jobs write only through
+    /// other tensors over its memory, such as a concatenation's output written in place by
+    /// its producers, so that reading it after a run waits for them.
+    pub fn include(&mut self, tensor: &Tensor<'c, C>) -> Result<(), Error> {
+        let id = self.client.own(tensor)?;
+        let plan = &mut self.plan;
+        self.client.call(|s| s.plan_include(plan, id))
+    }
+
     /// Submits every job, `ops[k]` being the op of the `k`-th [`push`](Self::push), and
     /// returns at once (see [`ComputeServer::run_plan`]).
     pub fn run(&mut self, ops: &[&Op]) -> Result<(), Error> {
@@ -563,13 +609,13 @@ impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Plan<'c, C
     }
 
     /// The plan's jobs and tensors.
-    pub fn jobs(&self) -> &JobPlan<STEPS, TENSORS> {
+    pub fn jobs(&self) -> &JobPlanState<STEPS, TENSORS> {
         &self.plan
     }
 }
 
 impl<C: ComputeChannel, const STEPS: usize, const TENSORS: usize> Drop
-    for Plan<'_, C, STEPS, TENSORS>
+    for JobPlan<'_, C, STEPS, TENSORS>
 {
     fn drop(&mut self) {
         let plan = &mut self.plan;

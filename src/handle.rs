@@ -60,7 +60,7 @@ impl<T> Slot<T> {
 
 /// A fixed table of `N` reference-counted slots holding `T`.
 #[derive(Debug)]
-pub struct HandleTable<T, const N: usize> {
+pub(crate) struct HandleTable<T, const N: usize> {
     slots: [Slot<T>; N],
     server: u16,
     live: u16,

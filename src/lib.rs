@@ -40,7 +40,7 @@
 
 pub mod channel;
 pub mod client;
-pub mod error;
+mod error;
 pub mod fallback;
 pub mod graph;
 pub mod hal;
@@ -51,7 +51,10 @@ pub mod server;
 pub mod storage;
 pub mod tune;
 
-pub use error::{Capacity, Error};
+pub use error::{Capacity, Error, JobPlanError};
+/// The `npu-kernels` crate: the parameter types of the operators ([`hal::Op`]) come from it
+/// (`npu_compute::kernels::int8::AddParams`), so a program needs no dependency of its own on it.
+pub use npu_kernels as kernels;
 
 /// The names most firmware needs.
 pub mod prelude {

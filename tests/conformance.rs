@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{Graph, GraphPlan, IoBuffers, Optimise};
+use npu_compute::graph::{Graph, IoBuffers, Optimise};
 use npu_compute::hal::Npu;
 use npu_compute::server::ServerStats;
 use npu_sim::{runner, SimConfig};
@@ -116,7 +116,7 @@ fn check_pipelined(dir: &Path, config: SimConfig) {
 }
 
 /// The model through its job plan: TFLM's bytes, invoke after invoke; the same NPU cycles
-/// and the same transfers as `invoke` (the same jobs and dependencies); and pipelined
+/// and the same transfers as job by job (the same jobs and dependencies); and pipelined
 /// through pinned buffers, the same bytes with only the input and output crossing the bus.
 fn check_planned(dir: &Path, config: SimConfig) {
     let model = runner::leak_aligned(&std::fs::read(dir.join("model.tflite")).unwrap());
@@ -126,25 +126,15 @@ fn check_planned(dir: &Path, config: SimConfig) {
     let client = ComputeClient::new(&channel);
     let now = || channel.with(|s| s.npu().now()).unwrap();
     let mut graph: runner::SimGraph = Graph::prepare(client, model).unwrap();
-    let mut plan: GraphPlan<_, 64, 128> = graph.plan().unwrap();
     let cases = cases(dir);
     let (input, expected) = &cases[0];
     let mut out = vec![0u8; expected.len()];
-    let jobs = plan.jobs();
-    // A run's bookkeeping visits the input and the output only.
-    assert_eq!(plan.shared_tensors(), 2, "{}", dir.display());
     {
-        let mut timed = |planned: bool| {
+        let mut timed = |graph: &mut runner::SimGraph, what: &str| {
             client.sync().unwrap();
             let (t0, before) = (now(), client.stats().unwrap());
-            if planned {
-                graph
-                    .invoke_planned(&mut plan, &[input], &mut [&mut out])
-                    .unwrap();
-            } else {
-                graph.invoke(&[input], &mut [&mut out]).unwrap();
-            }
-            assert_eq!(&out, expected, "{} planned {planned}", dir.display());
+            graph.invoke(&[input], &mut [&mut out]).unwrap();
+            assert_eq!(&out, expected, "{} {what}", dir.display());
             let after = client.stats().unwrap();
             (
                 now() - t0,
@@ -152,20 +142,25 @@ fn check_planned(dir: &Path, config: SimConfig) {
                 moved(before, after),
             )
         };
-        // The first invoke is slower (the simulator's weight prefetch starts cold): warm up.
-        timed(false);
-        let plain = timed(false);
+        // Job by job first. The first invoke is slower (the simulator's weight prefetch
+        // starts cold): warm up.
+        graph.set_replay(false);
+        timed(&mut graph, "job by job");
+        let plain = timed(&mut graph, "job by job");
+        assert_eq!(graph.job_plan(), None);
+        graph.set_replay(true);
         for _ in 0..2 {
-            assert_eq!(timed(true), plain, "{}", dir.display());
+            assert_eq!(timed(&mut graph, "planned"), plain, "{}", dir.display());
         }
-        assert_eq!(plain.1 as usize, jobs);
+        let plan = graph.job_plan().expect("a job plan holds the model");
+        assert_eq!(plain.1 as usize, plan.jobs);
+        // A run's bookkeeping visits the input and the output only.
+        assert_eq!(plan.shared_tensors, 2, "{}", dir.display());
     }
     for round in 0..2 {
         for (k, (input, expected)) in cases.iter().enumerate() {
             let mut out = vec![0u8; expected.len()];
-            graph
-                .invoke_planned(&mut plan, &[input], &mut [&mut out])
-                .unwrap();
+            graph.invoke(&[input], &mut [&mut out]).unwrap();
             assert_eq!(
                 &out,
                 expected,
@@ -174,9 +169,10 @@ fn check_planned(dir: &Path, config: SimConfig) {
             );
         }
     }
+    assert!(graph.job_plan().is_some());
     let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
     pipelined_frames(dir, "planned", client, &sets, |io| {
-        graph.submit_planned(&mut plan, io).unwrap()
+        graph.submit(io).unwrap()
     });
 }
 

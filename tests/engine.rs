@@ -17,12 +17,12 @@
 //! (its regions, queue and dependencies), so the tests can name the memory a job used.
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
-use npu_compute::client::{ComputeClient, Plan, Tensor};
+use npu_compute::client::{ComputeClient, JobPlan, Tensor};
 use npu_compute::hal::{
     Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
 };
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
-use npu_compute::server::{ComputeServer, NpuServer, ServerStats};
+use npu_compute::server::{NpuServer, ServerStats};
 use npu_compute::tune::{Candidate, TuneConfig, TuneMode};
 use npu_kernels::int8::{
     self, Activation, Conv2dParams, Conv2dShape, FcParams, Nhwc, Padding, Quant, ReluParams,
@@ -114,15 +114,30 @@ fn channel<const JOBS: usize>(
     memory_config: MemoryConfig,
     trace: usize,
 ) -> Channel<JOBS> {
+    tuned_channel(config, memory_config, trace, TuneMode::Off)
+}
+
+/// [`channel`] over a server that tunes as `mode` says.
+fn tuned_channel<const JOBS: usize>(
+    config: SimConfig,
+    memory_config: MemoryConfig,
+    trace: usize,
+    mode: TuneMode,
+) -> Channel<JOBS> {
     let trace = Box::leak(vec![TraceEntry::EMPTY; trace].into_boxed_slice());
-    let sim = SimNpu::<JOBS>::new(memory::<{ 256 << 10 }>(), memory::<{ 64 << 10 }>(), config)
-        .unwrap()
-        .with_trace(trace);
+    let sim = SimNpu::<JOBS>::with_job_capacity(
+        memory::<{ 256 << 10 }>(),
+        memory::<{ 64 << 10 }>(),
+        config,
+    )
+    .unwrap()
+    .with_trace(trace);
     let npu = Recorder {
         sim,
         jobs: Vec::new(),
     };
-    RefCellChannel::new(NpuServer::new(npu, memory_config).unwrap())
+    let server = NpuServer::new(npu, memory_config).unwrap();
+    RefCellChannel::new(server.with_tuning(mode, TuneConfig::default()))
 }
 
 /// The trace in submission (fence) order, checking that nothing was overwritten.
@@ -753,7 +768,7 @@ fn a_plan_run_waits_for_the_jobs_around_it_and_inside_it_no_longer() {
     let a = client.place(&pool, 0, X_BYTES).unwrap();
     let b = client.place(&pool, 0, X_BYTES).unwrap();
     let (fc, relu) = (fc_op(), relu_op());
-    let mut plan: Plan<_, 4, 8> = client.plan();
+    let mut plan: JobPlan<_, 4, 8> = client.job_plan();
     plan.push(&fc, &[&a, &weights], &y1).unwrap();
     plan.push(&relu, &[&source], &b).unwrap();
     plan.push(&fc, &[&b, &weights], &y2).unwrap();
@@ -859,7 +874,7 @@ fn a_plan_skips_the_records_of_its_own_tensors_and_constants_yet_stays_fence_saf
         let y = client.empty(OUT_FEATURES).unwrap();
         let out = client.empty(OUT_FEATURES).unwrap();
         let (fc, relu) = (fc_op(), relu_op());
-        let mut plan: Plan<_, 4, 8> = client.plan();
+        let mut plan: JobPlan<_, 4, 8> = client.job_plan();
         plan.push(&relu, &[&source], &x).unwrap();
         plan.push(&fc, &[&x, &weights], &y).unwrap();
         plan.push(&small_relu, &[&y], &out).unwrap();
@@ -961,7 +976,7 @@ fn a_plan_adopts_a_tensor_only_when_no_other_handle_reaches_it() {
     let x = client.empty(X_BYTES).unwrap();
     let unused = client.empty(X_BYTES).unwrap();
     let relu = relu_op();
-    let mut plan: Plan<_, 4, 8> = client.plan();
+    let mut plan: JobPlan<_, 4, 8> = client.job_plan();
     plan.push(&relu, &[&source], &x).unwrap();
     plan.adopt(source).unwrap();
     plan.adopt(unused).unwrap();
@@ -1020,11 +1035,8 @@ fn a_plan_that_outgrows_its_scratch_frees_the_old_one_after_its_jobs() {
     // replaces the scratch after a run: the old one (the plan's own, whose record runs do not
     // write) must not be rewritten before the first run's convolution is over with it.
     let (config, memory_config) = reuse_config();
-    let channel = channel::<64>(config, memory_config, 256);
     let im2col = TuneMode::Fixed(Candidate::Npu(Variant::Im2col));
-    channel
-        .with(|s| s.set_tuning(im2col, TuneConfig::default()))
-        .unwrap();
+    let channel = tuned_channel::<64>(config, memory_config, 256, im2col);
     let client = ComputeClient::new(&channel);
     let (small, large) = (conv_op(12), conv_op(24));
     let tensors = |op: &Op| -> (Vec<Tensor<'_, _>>, Tensor<'_, _>) {
@@ -1034,7 +1046,7 @@ fn a_plan_that_outgrows_its_scratch_frees_the_old_one_after_its_jobs() {
     };
     let (small_in, small_out) = tensors(&small);
     let (large_in, large_out) = tensors(&large);
-    let mut plan: Plan<_, 4, 16> = client.plan();
+    let mut plan: JobPlan<_, 4, 16> = client.job_plan();
     plan.push(&small, &small_in.iter().collect::<Vec<_>>(), &small_out)
         .unwrap();
     plan.run(&[&small]).unwrap();

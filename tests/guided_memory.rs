@@ -6,7 +6,7 @@ use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
 use npu_compute::hal::{Npu, Op};
 use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, PassStats};
-use npu_compute::server::NpuServer;
+use npu_compute::server::{NpuServer, PassServer};
 use npu_compute::Error;
 use npu_kernels::FcShape;
 use npu_sim::workloads::{self, Transformer, D_MODEL, SEQ_LENGTHS};
@@ -91,7 +91,7 @@ fn the_transformer_computes_the_same_with_and_without_guidance() {
         let x = workloads::pseudo_random_i8(300 + i as u32, len * D_MODEL);
         assert_eq!(
             pn.infer(&pc, &x).unwrap(),
-            gn.infer(&gc, &x).unwrap(),
+            gc.pass(len as u32, || gn.infer(&gc, &x)).unwrap(),
             "inference {i}"
         );
     }
@@ -106,7 +106,6 @@ fn the_transformer_computes_the_same_with_and_without_guidance() {
         20,
         "20 tensors each"
     );
-    assert_eq!(pc.pass_stats().unwrap(), PassStats::default());
     let m = gc.memory_stats().unwrap();
     assert_eq!(
         m.in_use,
@@ -284,21 +283,26 @@ fn more_reservations_than_the_tracker_holds_are_not_planned_nor_an_error() {
 #[test]
 fn passes_do_not_nest() {
     let channel: Channel<2, 8> = guided(SimConfig::default());
+    assert_eq!(
+        channel.with(|s| s.end_pass()).unwrap(),
+        Err(Error::NoPassOpen)
+    );
+    channel.with(|s| s.begin_pass(3)).unwrap().unwrap();
+    assert_eq!(
+        channel.with(|s| s.begin_pass(4)).unwrap(),
+        Err(Error::PassAlreadyOpen { key: 3 })
+    );
+    channel.with(|s| s.end_pass()).unwrap().unwrap();
+    // A pass inside `pass` is refused the same way, and the outer pass still ends.
     let client = ComputeClient::new(&channel);
-    assert_eq!(client.end_pass(), Err(Error::NoPassOpen));
-    client.begin_pass(3).unwrap();
-    assert_eq!(client.begin_pass(4), Err(Error::PassAlreadyOpen { key: 3 }));
-    client.end_pass().unwrap();
-    // The chunk/slice manager has no passes: both are no-ops.
-    let npu: SimNpu =
-        SimNpu::new(memory::<4096>(), memory::<4096>(), SimConfig::default()).unwrap();
-    let plain: RefCellChannel<NpuServer<_>> =
-        RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap());
-    let client = ComputeClient::new(&plain);
-    client.begin_pass(1).unwrap();
-    client.begin_pass(1).unwrap();
-    client.end_pass().unwrap();
-    client.end_pass().unwrap();
+    let nested = client.pass(1, || client.pass(2, || Ok(())));
+    assert_eq!(nested, Err(Error::PassAlreadyOpen { key: 1 }));
+    assert_eq!(
+        channel.with(|s| s.end_pass()).unwrap(),
+        Err(Error::NoPassOpen)
+    );
+    // (A chunk/slice server has no passes at all: `ComputeClient::pass` does not compile
+    // for its client, as its documentation shows.)
 }
 
 /// A slow FC job (reads 16 KB of weights) reads `x`; `x` is released at once and a new

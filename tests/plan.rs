@@ -4,12 +4,12 @@
 //! it replaces when a larger one joins) there too.
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
-use npu_compute::client::{ComputeClient, Plan};
-use npu_compute::error::JobPlanError;
+use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::hal::{DType, Op, OpKind, OpSet};
 use npu_compute::memory::MemoryConfig;
-use npu_compute::server::{ComputeServer, NpuServer};
+use npu_compute::server::NpuServer;
 use npu_compute::tune::{TuneConfig, TuneMode};
+use npu_compute::JobPlanError;
 use npu_compute::{Capacity, Error};
 use npu_kernels::int8::{Activation, AddParams, Quant, ReluParams};
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu};
@@ -18,10 +18,15 @@ type Server = NpuServer<SimNpu<'static>>;
 type Channel = RefCellChannel<Server>;
 
 fn channel(config: SimConfig) -> Channel {
+    tuned_channel(config, TuneMode::Off)
+}
+
+fn tuned_channel(config: SimConfig, mode: TuneMode) -> Channel {
     let device = Box::leak(Box::new(AlignedMemory::<65536>::new()));
     let host = Box::leak(Box::new(AlignedMemory::<65536>::new()));
     let npu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), config).unwrap();
-    RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
+    let server = NpuServer::new(npu, MemoryConfig::default()).unwrap();
+    RefCellChannel::new(server.with_tuning(mode, TuneConfig::DEFAULT))
 }
 
 const LEN: u32 = 64;
@@ -80,7 +85,7 @@ fn a_plan_computes_what_execute_computes_run_after_run() {
         let x = client.empty(LEN).unwrap();
         let [y, z, w] = [0; 3].map(|_| client.empty(LEN).unwrap());
         let (add, relu) = (add(), relu());
-        let mut plan: Plan<_, 8, 8> = client.plan();
+        let mut plan: JobPlan<_, 8, 8> = client.job_plan();
         plan.push(&add, &[&x, &c], &y).unwrap();
         plan.push(&relu, &[&y], &z).unwrap();
         plan.push(&add, &[&z, &x], &w).unwrap();
@@ -116,7 +121,7 @@ fn a_plan_holds_its_tensors_until_dropped() {
     let x = client.create(&bytes(1)).unwrap();
     let y = client.empty(LEN).unwrap();
     let relu = relu();
-    let mut plan: Plan<_, 4, 4> = client.plan();
+    let mut plan: JobPlan<_, 4, 4> = client.job_plan();
     plan.push(&relu, &[&x], &y).unwrap();
     drop((x, y));
     assert_eq!(live(), tensors + 2, "the plan keeps x and y");
@@ -134,7 +139,7 @@ fn wrong_ops_at_run_are_refused_before_anything_is_submitted() {
     let x = client.create(&bytes(1)).unwrap();
     let [y, z] = [0; 2].map(|_| client.empty(LEN).unwrap());
     let (add, relu) = (add(), relu());
-    let mut plan: Plan<_, 4, 4> = client.plan();
+    let mut plan: JobPlan<_, 4, 4> = client.job_plan();
     plan.push(&relu, &[&x], &y).unwrap();
     plan.push(&add, &[&y, &x], &z).unwrap();
     let jobs = client.stats().unwrap().compute_jobs;
@@ -160,23 +165,28 @@ fn wrong_ops_at_run_are_refused_before_anything_is_submitted() {
 
 #[test]
 fn a_change_of_tuning_makes_a_plan_stale() {
-    let ch = channel(SimConfig::default());
+    // A server that tunes: the plan takes the cache's choices (none yet: `Auto`) and never
+    // measures; an `execute` of the same op measures its key, after which the plan's choice
+    // may be outdated.
+    let ch = tuned_channel(SimConfig::default(), TuneMode::Tune);
     let client = ComputeClient::new(&ch);
     let x = client.create(&bytes(1)).unwrap();
     let y = client.empty(LEN).unwrap();
     let relu = relu();
-    let mut plan: Plan<_, 4, 4> = client.plan();
+    let mut plan: JobPlan<_, 4, 4> = client.job_plan();
     plan.push(&relu, &[&x], &y).unwrap();
     plan.run(&[&relu]).unwrap();
-    ch.with(|s| s.set_tuning(TuneMode::CacheOnly, TuneConfig::DEFAULT))
-        .unwrap();
+    assert_eq!(client.tune_stats().unwrap().tuning_runs, 0);
+    let other = client.empty(LEN).unwrap();
+    client.execute(relu, &[&x], &other).unwrap();
+    assert_eq!(client.tune_stats().unwrap().tuning_runs, 1);
     assert_eq!(plan.run(&[&relu]), Err(Error::JobPlan(JobPlanError::Stale)));
     assert_eq!(
         plan.push(&relu, &[&y], &x),
         Err(Error::JobPlan(JobPlanError::Stale))
     );
     // Built again, it runs.
-    let mut plan: Plan<_, 4, 4> = client.plan();
+    let mut plan: JobPlan<_, 4, 4> = client.job_plan();
     plan.push(&relu, &[&x], &y).unwrap();
     plan.run(&[&relu]).unwrap();
 }
@@ -193,7 +203,7 @@ fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
     let [y, z] = [0; 2].map(|_| client.empty(LEN).unwrap());
     let pinned = client.pinned(LEN).unwrap();
     let (add, relu) = (add(), relu());
-    let mut plan: Plan<_, 1, 3> = client.plan();
+    let mut plan: JobPlan<_, 1, 3> = client.job_plan();
     assert_eq!(
         plan.push(&relu, &[&x], &y),
         Err(Error::JobPlan(JobPlanError::OnCpu { op: OpKind::Relu }))
@@ -219,7 +229,7 @@ fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
             limit: 1
         })
     );
-    let mut small: Plan<_, 4, 2> = client.plan();
+    let mut small: JobPlan<_, 4, 2> = client.job_plan();
     small.push(&add, &[&x, &x], &y).unwrap();
     assert_eq!(
         small.push(&add, &[&y, &x], &z),

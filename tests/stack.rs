@@ -361,7 +361,7 @@ fn stale_and_foreign_handles_are_errors() {
     let foreign = b.id();
     assert_eq!(
         channel
-            .with(|s| npu_compute::server::ComputeServer::size_of(s, foreign))
+            .with(|s| npu_compute::server::ComputeServer::tensor(s, foreign).map(|t| t.bytes))
             .unwrap(),
         Err(Error::ForeignHandle)
     );
@@ -369,7 +369,7 @@ fn stale_and_foreign_handles_are_errors() {
     drop(a);
     assert_eq!(
         channel
-            .with(|s| npu_compute::server::ComputeServer::size_of(s, stale))
+            .with(|s| npu_compute::server::ComputeServer::tensor(s, stale).map(|t| t.bytes))
             .unwrap(),
         Err(Error::StaleHandle {
             index: stale.index()

@@ -10,8 +10,8 @@ use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
 use npu_compute::hal::{Npu, Op, Variant};
 use npu_compute::memory::MemoryConfig;
-use npu_compute::server::{ComputeServer, Dispatch, NpuServer, TuneStats};
-use npu_compute::tune::{Candidate, TableError, TuneConfig, TuneMode};
+use npu_compute::server::{ComputeServer, NpuServer, TuneStats};
+use npu_compute::tune::{candidates, Candidate, TableError, TuneConfig, TuneMode};
 use npu_compute::Error;
 use npu_kernels::int8::{Activation, Conv2dParams, Conv2dShape, Nhwc, Padding, Quant, Window2d};
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu};
@@ -20,10 +20,19 @@ type Server = NpuServer<SimNpu<'static>>;
 type Channel = RefCellChannel<Server>;
 
 fn channel(config: SimConfig) -> Channel {
+    RefCellChannel::new(server(config))
+}
+
+fn server(config: SimConfig) -> Server {
     let device = Box::leak(Box::new(AlignedMemory::<{ 512 * 1024 }>::new()));
     let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
     let npu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), config).unwrap();
-    RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
+    NpuServer::new(npu, MemoryConfig::default()).unwrap()
+}
+
+/// A server that tunes as `mode` says, within `config`.
+fn tuned(sim: SimConfig, mode: TuneMode, config: TuneConfig) -> Channel {
+    RefCellChannel::new(server(sim).with_tuning(mode, config))
 }
 
 fn q(scale: f32, zero_point: i32) -> Quant {
@@ -102,10 +111,6 @@ fn stats(channel: &Channel) -> TuneStats {
     channel.with(|s| s.tune_stats()).unwrap()
 }
 
-fn set_tuning(channel: &Channel, mode: TuneMode, config: TuneConfig) {
-    channel.with(|s| s.set_tuning(mode, config)).unwrap();
-}
-
 /// NPU cycles of one job of `op`, run as the server's mode says, on a synced NPU.
 fn cycles_of(channel: &Channel, op: &Op) -> u64 {
     let client = ComputeClient::new(channel);
@@ -113,10 +118,10 @@ fn cycles_of(channel: &Channel, op: &Op) -> u64 {
     let refs: Vec<_> = ins.iter().collect();
     let out = client.empty(op.operands().unwrap().output).unwrap();
     client.sync().unwrap();
-    let t0 = channel.with(|s| s.now()).unwrap();
-    client.execute_autotune(op, &refs, &out).unwrap();
+    let t0 = channel.with(|s| s.npu().now()).unwrap();
+    client.execute(op, &refs, &out).unwrap();
     client.sync().unwrap();
-    channel.with(|s| s.now()).unwrap() - t0
+    channel.with(|s| s.npu().now()).unwrap() - t0
 }
 
 #[test]
@@ -124,10 +129,9 @@ fn first_dispatch_measures_later_ones_hit_and_results_do_not_change() {
     let op = kws_conv0();
     let reference = untuned_output(&op);
 
-    let ch = channel(SimConfig::default());
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let ch = tuned(SimConfig::default(), TuneMode::Tune, TuneConfig::default());
     let client = ComputeClient::new(&ch);
-    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    let tuned = output_of(&client, &op, |i, o| client.execute(&op, i, o));
     assert_eq!(tuned, reference, "tuning changed the result");
     let first = stats(&ch);
     assert_eq!(first.tuning_runs, 1);
@@ -135,7 +139,7 @@ fn first_dispatch_measures_later_ones_hit_and_results_do_not_change() {
     assert!(first.measurements >= 8, "{first:?}");
     assert!(first.tuning_cycles > 0);
 
-    let again = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    let again = output_of(&client, &op, |i, o| client.execute(&op, i, o));
     assert_eq!(again, reference);
     let second = stats(&ch);
     assert_eq!(second.tuning_runs, 1, "a tuned key is not tuned again");
@@ -171,42 +175,46 @@ fn every_candidate_gives_the_same_bytes() {
         Variant::Im2col,
     ];
     for v in candidates {
-        let ch = channel(SimConfig::default());
-        set_tuning(
-            &ch,
+        let ch = tuned(
+            SimConfig::default(),
             TuneMode::Fixed(Candidate::Npu(v)),
             TuneConfig::default(),
         );
         let client = ComputeClient::new(&ch);
-        let out = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+        let out = output_of(&client, &op, |i, o| client.execute(&op, i, o));
         assert_eq!(out, reference, "{v:?}");
         assert_eq!(stats(&ch).fallbacks, 0, "{v:?} did not run");
     }
     // The CPU fallback too.
-    let out = output_of(&client, &op, |i, o| {
-        ch.with(|s| {
-            let ids: Vec<_> = i.iter().map(|t| t.id()).collect();
-            s.execute_with(&op, Candidate::Cpu, &ids, o.id())
-        })?
-    });
+    let cpu = tuned(
+        SimConfig::default(),
+        TuneMode::Fixed(Candidate::Cpu),
+        TuneConfig::default(),
+    );
+    let client = ComputeClient::new(&cpu);
+    let out = output_of(&client, &op, |i, o| client.execute(&op, i, o));
     assert_eq!(out, reference);
+    assert_eq!(client.stats().unwrap().cpu_ops, 1, "it ran on the CPU");
 }
 
 #[test]
 fn an_imported_table_replaces_measuring() {
     let op = kws_conv0();
-    let ch = channel(SimConfig::default());
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let ch = tuned(SimConfig::default(), TuneMode::Tune, TuneConfig::default());
     let tuning = cycles_of(&ch, &op);
     let tuned_again = cycles_of(&ch, &op);
     let mut table = [0u8; 4096];
-    let len = ch.with(|s| s.export_tuning(&mut table)).unwrap().unwrap();
+    let len = ComputeClient::new(&ch).export_tuning(&mut table).unwrap();
     assert_eq!(len, 32 + 32, "a header and one entry");
     let table = &table[..len];
 
-    let fresh = channel(SimConfig::default());
-    assert_eq!(fresh.with(|s| s.import_tuning(table)).unwrap(), Ok(1));
-    set_tuning(&fresh, TuneMode::CacheOnly, TuneConfig::default());
+    let fresh: Channel = RefCellChannel::new(
+        server(SimConfig::default())
+            .with_tuning(TuneMode::CacheOnly, TuneConfig::default())
+            .with_tuning_table(table)
+            .unwrap(),
+    );
+    assert_eq!(stats(&fresh).imported, 1);
     assert_eq!(cycles_of(&fresh, &op), tuned_again);
     assert!(
         tuned_again * 2 < tuning,
@@ -225,34 +233,35 @@ fn an_imported_table_replaces_measuring() {
 
     // Another NPU configuration refuses it, as does a corrupted table, and neither loads
     // anything.
-    let other = channel(SimConfig {
-        macs_per_cycle: 256,
-        ..SimConfig::default()
-    });
+    let other = || {
+        server(SimConfig {
+            macs_per_cycle: 256,
+            ..SimConfig::default()
+        })
+    };
     assert!(matches!(
-        other.with(|s| s.import_tuning(table)).unwrap(),
-        Err(Error::Table(TableError::OtherHal { .. }))
+        other().with_tuning_table(table).err(),
+        Some(Error::Table(TableError::OtherHal { .. }))
     ));
     let mut corrupt = table.to_vec();
     corrupt[40] ^= 1;
     assert!(matches!(
-        other.with(|s| s.import_tuning(&corrupt)).unwrap(),
-        Err(Error::Table(TableError::Checksum { .. }))
+        other().with_tuning_table(&corrupt).err(),
+        Some(Error::Table(TableError::Checksum { .. }))
     ));
     let mut none = [0u8; 64];
-    assert_eq!(other.with(|s| s.export_tuning(&mut none)).unwrap(), Ok(32));
+    assert_eq!(other().export_tuning(&mut none), Ok(32));
 }
 
 #[test]
 fn the_budget_bounds_measuring_and_auto_is_always_timed() {
     let op = kws_conv0();
-    let ch = channel(SimConfig::default());
     // Room for one candidate (a warm-up and three samples): only `Auto` is timed.
     let tight = TuneConfig {
         max_measurements: 4,
         ..TuneConfig::default()
     };
-    set_tuning(&ch, TuneMode::Tune, tight);
+    let ch = tuned(SimConfig::default(), TuneMode::Tune, tight);
     cycles_of(&ch, &op);
     let auto_cycles = cycles_of(&ch, &op);
     let s = stats(&ch);
@@ -262,32 +271,25 @@ fn the_budget_bounds_measuring_and_auto_is_always_timed() {
 }
 
 #[test]
-fn a_key_being_tuned_is_not_tuned_twice() {
+fn a_key_is_claimed_before_it_is_measured_and_never_tuned_twice() {
+    // The candidates of kws's first convolution, in the order they are timed: `Auto` first
+    // (it wins ties), im2col among them.
     let op = kws_conv0();
-    let ch = channel(SimConfig::default());
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let sim = server(SimConfig::default());
+    let list = candidates(&op, true, true, false, |v| {
+        sim.npu().supports_variant(&op, v)
+    });
+    assert_eq!(list[0], Candidate::Npu(Variant::Auto));
+    assert!(list.contains(&Candidate::Npu(Variant::Im2col)));
+    // The first dispatch claims the key and measures it (a miss); every later one hits, from
+    // any operands of that shape, and nothing is measured again.
+    let ch = tuned(SimConfig::default(), TuneMode::Tune, TuneConfig::default());
     let client = ComputeClient::new(&ch);
-    let ins = operands(&client, &op);
-    let ids: Vec<_> = ins.iter().map(|t| t.id()).collect();
-    let out = client.empty(op.operands().unwrap().output).unwrap();
-    // The first caller claims the key and is handed the candidates...
-    let first = ch
-        .with(|s| s.execute_tuned(&op, &ids, out.id()))
-        .unwrap()
-        .unwrap();
-    let Dispatch::Tune { candidates, .. } = first else {
-        panic!("expected a claim, got {first:?}")
-    };
-    assert_eq!(candidates[0], Candidate::Npu(Variant::Auto));
-    assert!(candidates.contains(&Candidate::Npu(Variant::Im2col)));
-    // ... a second one meanwhile runs the default unmeasured.
-    let second = ch
-        .with(|s| s.execute_tuned(&op, &ids, out.id()))
-        .unwrap()
-        .unwrap();
-    assert_eq!(second, Dispatch::Submitted);
+    for _ in 0..3 {
+        output_of(&client, &op, |i, o| client.execute(&op, i, o));
+    }
     let s = stats(&ch);
-    assert_eq!((s.misses, s.fallbacks, s.measurements), (1, 1, 0));
+    assert_eq!((s.misses, s.tuning_runs, s.hits, s.fallbacks), (1, 1, 2, 0));
 }
 
 /// An int8 ADD of `len` elements: no block or im2col applies, so its only candidates are
@@ -309,23 +311,25 @@ fn ops_with_one_way_to_run_are_never_tuned() {
         ..SimConfig::default()
     });
     assert!(!ch.with(|s| s.npu().clock_counts_cpu()).unwrap());
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let ch = tuned(
+        SimConfig {
+            cpu: None,
+            ..SimConfig::default()
+        },
+        TuneMode::Tune,
+        TuneConfig::default(),
+    );
     let client = ComputeClient::new(&ch);
-    output_of(&client, &add(64), |i, o| {
-        client.execute_autotune(&add(64), i, o)
-    });
+    output_of(&client, &add(64), |i, o| client.execute(&add(64), i, o));
     assert_eq!(stats(&ch), TuneStats::default());
     // The same where the config leaves the CPU out.
-    let ch = channel(SimConfig::default());
     let no_cpu = TuneConfig {
         cpu_max_work: None,
         ..TuneConfig::default()
     };
-    set_tuning(&ch, TuneMode::Tune, no_cpu);
+    let ch = tuned(SimConfig::default(), TuneMode::Tune, no_cpu);
     let client = ComputeClient::new(&ch);
-    output_of(&client, &add(64), |i, o| {
-        client.execute_autotune(&add(64), i, o)
-    });
+    output_of(&client, &add(64), |i, o| client.execute(&add(64), i, o));
     assert_eq!(stats(&ch), TuneStats::default());
 }
 
@@ -335,29 +339,19 @@ fn the_cpu_is_timed_against_the_npu_and_wins_only_where_it_is_faster() {
     let reference = untuned_output(&op);
     // The default part: the NPU's ADD costs a job's overhead and a few cycles per 8 elements,
     // the CPU's a download, the kernel and an upload. Both are timed; the NPU wins.
-    let ch = channel(SimConfig::default());
-    let claim = {
-        let client = ComputeClient::new(&ch);
-        set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
-        let ins = operands(&client, &op);
-        let ids: Vec<_> = ins.iter().map(|t| t.id()).collect();
-        let out = client.empty(op.operands().unwrap().output).unwrap();
-        ch.with(|s| s.execute_tuned(&op, &ids, out.id()))
-            .unwrap()
-            .unwrap()
-    };
-    let Dispatch::Tune { candidates, .. } = claim else {
-        panic!("expected a claim, got {claim:?}")
-    };
+    let sim = server(SimConfig::default());
+    assert!(sim.npu().clock_counts_cpu());
+    let list = candidates(&op, true, true, true, |v| {
+        sim.npu().supports_variant(&op, v)
+    });
     assert_eq!(
-        candidates.as_slice(),
+        list.as_slice(),
         [Candidate::Npu(Variant::Auto), Candidate::Cpu]
     );
-    let ch = channel(SimConfig::default());
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let ch = tuned(SimConfig::default(), TuneMode::Tune, TuneConfig::default());
     let client = ComputeClient::new(&ch);
-    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
-    assert_eq!(tuned, reference);
+    let out = output_of(&client, &op, |i, o| client.execute(&op, i, o));
+    assert_eq!(out, reference);
     let s = stats(&ch);
     assert_eq!(s.tuning_runs, 1, "{s:?}");
     let cpu_ops = |ch: &Channel| ch.with(|s| s.stats().cpu_ops).unwrap();
@@ -379,11 +373,10 @@ fn the_cpu_is_timed_against_the_npu_and_wins_only_where_it_is_faster() {
         job_overhead_cycles: 50_000,
         ..SimConfig::default()
     };
-    let ch = channel(slow_start);
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let ch = tuned(slow_start, TuneMode::Tune, TuneConfig::default());
     let client = ComputeClient::new(&ch);
-    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
-    assert_eq!(tuned, reference);
+    let out = output_of(&client, &op, |i, o| client.execute(&op, i, o));
+    assert_eq!(out, reference);
     let before = cpu_ops(&ch);
     let cpu_cycles = cycles_of(&ch, &op);
     assert_eq!(cpu_ops(&ch), before + 1, "the CPU won: later runs go there");
@@ -424,8 +417,9 @@ fn a_tuning_that_cannot_measure_still_runs_the_op() {
         SimConfig::default(),
     )
     .unwrap();
-    let ch: Channel = RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap());
-    set_tuning(&ch, TuneMode::Tune, TuneConfig::default());
+    let server = NpuServer::new(npu, MemoryConfig::default()).unwrap();
+    let ch: Channel =
+        RefCellChannel::new(server.with_tuning(TuneMode::Tune, TuneConfig::default()));
     let client = ComputeClient::new(&ch);
     let ins = operands(&client, &op);
     let refs: Vec<_> = ins.iter().collect();
@@ -436,7 +430,7 @@ fn a_tuning_that_cannot_measure_still_runs_the_op() {
     while let Ok(t) = client.empty(need) {
         filler.push(t);
     }
-    client.execute_autotune(&op, &refs, &out).unwrap();
+    client.execute(&op, &refs, &out).unwrap();
     let mut bytes = vec![0; need as usize];
     client.read(&out, &mut bytes).unwrap();
     assert_eq!(bytes, reference);
@@ -447,7 +441,7 @@ fn a_tuning_that_cannot_measure_still_runs_the_op() {
         "{s:?}: the failed tuning is recorded"
     );
     // ... and not retried.
-    client.execute_autotune(&op, &refs, &out).unwrap();
+    client.execute(&op, &refs, &out).unwrap();
     assert_eq!(stats(&ch).hits, 1);
 }
 
@@ -535,37 +529,38 @@ fn a_candidate_that_computes_other_bytes_is_never_chosen() {
 fn wrong_blocks_are_rejected() {
     let op = kws_conv0();
     let reference = untuned_output(&op);
-    let device = Box::leak(Box::new(AlignedMemory::<{ 512 * 1024 }>::new()));
-    let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
-    let sim = SimNpu::new(
-        device.as_mut_slice(),
-        host.as_mut_slice(),
-        SimConfig::default(),
-    );
-    let server = NpuServer::new(WrongBlocks(sim.unwrap()), MemoryConfig::default()).unwrap();
-    let ch: RefCellChannel<NpuServer<WrongBlocks>> = RefCellChannel::new(server);
+    let wrong_blocks = |mode| {
+        let device = Box::leak(Box::new(AlignedMemory::<{ 512 * 1024 }>::new()));
+        let host = Box::leak(Box::new(AlignedMemory::<{ 64 * 1024 }>::new()));
+        let sim = SimNpu::new(
+            device.as_mut_slice(),
+            host.as_mut_slice(),
+            SimConfig::default(),
+        );
+        let server = NpuServer::new(WrongBlocks(sim.unwrap()), MemoryConfig::default()).unwrap();
+        let ch: RefCellChannel<NpuServer<WrongBlocks>> =
+            RefCellChannel::new(server.with_tuning(mode, TuneConfig::default()));
+        ch
+    };
     // The wrong variant is far faster than any convolution: a copy of 490 bytes.
-    let client = ComputeClient::new(&ch);
-    ch.with(|s| {
-        s.set_tuning(
-            TuneMode::Fixed(Candidate::Npu(Variant::Block { h: 8, w: 8 })),
-            TuneConfig::default(),
-        )
-    })
-    .unwrap();
-    let wrong = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    let forced = wrong_blocks(TuneMode::Fixed(Candidate::Npu(Variant::Block {
+        h: 8,
+        w: 8,
+    })));
+    let client = ComputeClient::new(&forced);
+    let wrong = output_of(&client, &op, |i, o| client.execute(&op, i, o));
     assert_ne!(
         wrong, reference,
         "the faulty variant does compute other bytes"
     );
 
-    ch.with(|s| s.set_tuning(TuneMode::Tune, TuneConfig::default()))
-        .unwrap();
-    let tuned = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    let ch = wrong_blocks(TuneMode::Tune);
+    let client = ComputeClient::new(&ch);
+    let tuned = output_of(&client, &op, |i, o| client.execute(&op, i, o));
     assert_eq!(tuned, reference);
     let s = ch.with(|s| s.tune_stats()).unwrap();
     assert_eq!(s.tuning_runs, 1, "{s:?}");
     assert!(s.rejected >= 1, "every forced block was caught: {s:?}");
-    let again = output_of(&client, &op, |i, o| client.execute_autotune(&op, i, o));
+    let again = output_of(&client, &op, |i, o| client.execute(&op, i, o));
     assert_eq!(again, reference, "the cached choice is a correct one");
 }

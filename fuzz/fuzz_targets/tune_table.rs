@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use npu_compute::tune::table::{HEADER_BYTES, MAGIC};
+use npu_compute::tune::{HEADER_BYTES, MAGIC};
 use npu_compute::tune::{crc32, export, import, TuneCache};
 
 fuzz_target!(|data: &[u8]| {

@@ -313,9 +313,24 @@ impl LayerCache {
     }
 }
 
-impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
+impl<'a> SimNpu<'a> {
     /// A simulator over `device` (the NPU arena, [`Space::Device`]) and `host` (DMA-capable
-    /// host memory, [`Space::Host`]), at cycle 0 with nothing in flight and no trace.
+    /// host memory, [`Space::Host`]), at cycle 0 with nothing in flight and no trace, holding
+    /// up to 32 jobs in flight (the default `JOBS`; see
+    /// [`with_job_capacity`](Self::with_job_capacity) for another). Errors as
+    /// `with_job_capacity`.
+    pub fn new(
+        device: &'a mut [u8],
+        host: &'a mut [u8],
+        config: SimConfig,
+    ) -> Result<Self, SimError> {
+        Self::with_job_capacity(device, host, config)
+    }
+}
+
+impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
+    /// A simulator like [`new`](SimNpu::new)'s holding up to `JOBS` jobs in flight:
+    /// `SimNpu::<64>::with_job_capacity(device, host, config)`.
     ///
     /// # Errors
     /// - [`SimError::BadAlignment`] if `config.alignment` is not a power of two >= 4;
@@ -326,7 +341,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// - [`SimError::MemoryTooLarge`] if a memory exceeds `u32::MAX` bytes;
     /// - [`SimError::MisalignedMemory`] if a non-empty memory does not start on
     ///   `config.alignment` (the `f32`/`i32` views of regions need it).
-    pub fn new(
+    pub fn with_job_capacity(
         device: &'a mut [u8],
         host: &'a mut [u8],
         config: SimConfig,

@@ -235,10 +235,9 @@ pub fn run(
 ) -> Result<RunReport, RunError> {
     let mut device = workloads::aligned_memory(opts.arena_bytes);
     let mut host = workloads::aligned_memory(opts.host_bytes);
-    let channel = channel(&mut device, &mut host, opts.config)?;
+    let channel = tuned_channel(&mut device, &mut host, opts)?;
     let client = ComputeClient::new(&channel);
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    set_up_tuning(&channel, opts)?;
     let mut graph: SimGraph = Graph::prepare_with(client, model, opts.optimise)?;
     for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
         if input.len() != expected as usize {
@@ -295,18 +294,27 @@ pub fn run(
     })
 }
 
-/// Imports `opts.tune_table` and sets `opts.tune_mode` on the runner's server.
-fn set_up_tuning(channel: &ModelChannel<'_>, opts: &RunOptions) -> Result<(), RunError> {
+/// The runner's stack as [`channel`] builds it, with the server tuning as `opts` say: in
+/// `opts.tune_mode`, from `opts.tune_table` when one is given.
+fn tuned_channel<'a>(
+    device: &'a mut [u128],
+    host: &'a mut [u128],
+    opts: &RunOptions,
+) -> Result<ModelChannel<'a>, RunError> {
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    let npu = SimNpu::new(
+        bytemuck::cast_slice_mut(device),
+        bytemuck::cast_slice_mut(host),
+        opts.config,
+    )
+    .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
+    let mut server = ModelServer::new(npu, MemoryConfig::default())
+        .map_err(stack)?
+        .with_tuning(opts.tune_mode, TuneConfig::default());
     if let Some(table) = opts.tune_table {
-        channel
-            .with(|s| s.import_tuning(table))
-            .map_err(stack)?
-            .map_err(RunError::Tuning)?;
+        server = server.with_tuning_table(table).map_err(RunError::Tuning)?;
     }
-    channel
-        .with(|s| s.set_tuning(opts.tune_mode, TuneConfig::default()))
-        .map_err(stack)
+    Ok(RefCellChannel::new(server))
 }
 
 /// Tunes `model`: prepares it in [`TuneMode::Tune`] (with `opts`' arena and NPU) and invokes
@@ -319,15 +327,12 @@ pub fn tune(
 ) -> Result<(Vec<u8>, TuneStats), RunError> {
     let mut device = workloads::aligned_memory(opts.arena_bytes);
     let mut host = workloads::aligned_memory(opts.host_bytes);
-    let channel = channel(&mut device, &mut host, opts.config)?;
+    let tuning = RunOptions {
+        tune_mode: TuneMode::Tune,
+        ..*opts
+    };
+    let channel = tuned_channel(&mut device, &mut host, &tuning)?;
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    set_up_tuning(
-        &channel,
-        &RunOptions {
-            tune_mode: TuneMode::Tune,
-            ..*opts
-        },
-    )?;
     let mut graph: SimGraph =
         Graph::prepare_with(ComputeClient::new(&channel), model, opts.optimise)?;
     let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();

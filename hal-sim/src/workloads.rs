@@ -383,13 +383,10 @@ impl<'c, C: ComputeChannel> Transformer<'c, C> {
         Ok(out)
     }
 
-    /// One inference on a `[len, D_MODEL]` sequence, as one pass keyed by `len`; returns the
-    /// `[len, D_MODEL]` output.
+    /// One inference on a `[len, D_MODEL]` sequence; returns the `[len, D_MODEL]` output.
+    /// Over a [`GuidedMemory`] server, run it as one pass keyed by `len`
+    /// ([`ComputeClient::pass`]).
     pub fn infer(&self, client: &ComputeClient<'c, C>, x: &[i8]) -> Result<Vec<i8>, Error> {
-        client.pass((x.len() / D_MODEL) as u32, || self.layer(client, x))
-    }
-
-    fn layer(&self, client: &ComputeClient<'c, C>, x: &[i8]) -> Result<Vec<i8>, Error> {
         let len = (x.len() / D_MODEL) as u32;
         let (d, dh, ff) = (D_MODEL as u32, D_HEAD as u32, D_FF as u32);
         let x = client.create(as_bytes(x))?;
@@ -599,7 +596,8 @@ pub fn run_guided(memory: MemoryConfig, cycles: usize) -> Result<GuidedFigures, 
             client.reset_memory_peak()?;
         }
         let len = SEQ_LENGTHS[i % SEQ_LENGTHS.len()];
-        net.infer(&client, &pseudo_random_i8(200 + i as u32, len * D_MODEL))?;
+        let x = pseudo_random_i8(200 + i as u32, len * D_MODEL);
+        client.pass(len as u32, || net.infer(&client, &x))?;
     }
     client.sync()?;
     let guided = client.memory_stats()?;

@@ -452,7 +452,8 @@ fn refused_in_flight(npu: &mut SimNpu<'static>, job: &Job, err: HalError) {
 #[test]
 fn queue_full_until_a_job_finishes() {
     let (device, host) = memories();
-    let mut npu: SimNpu<'static, 4> = SimNpu::new(device, host, SimConfig::default()).unwrap();
+    let mut npu: SimNpu<'static, 4> =
+        SimNpu::with_job_capacity(device, host, SimConfig::default()).unwrap();
     assert_eq!(npu.capabilities().max_in_flight, 4);
     let job = transfer(Region::host(0, 16), Region::device(0, 16), &[]);
     for i in 0..4 {
@@ -483,7 +484,7 @@ fn capabilities_follow_config_and_memories() {
     let device = Box::leak(Box::new(AlignedMemory::<4096>::new()));
     let host = Box::leak(Box::new(AlignedMemory::<1024>::new()));
     let npu: SimNpu<'static, 7> =
-        SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), config).unwrap();
+        SimNpu::with_job_capacity(device.as_mut_slice(), host.as_mut_slice(), config).unwrap();
     let c = npu.capabilities();
     assert_eq!(c.device_memory_bytes, 4096);
     assert_eq!(c.host_memory_bytes, 1024);
@@ -499,7 +500,7 @@ fn capabilities_follow_config_and_memories() {
 fn constructor_errors() {
     fn build(config: SimConfig) -> Result<(), SimError> {
         let (device, host) = memories();
-        SimNpu::<'static, 32>::new(device, host, config).map(|_| ())
+        SimNpu::<'static, 32>::with_job_capacity(device, host, config).map(|_| ())
     }
     let d = SimConfig::default();
     for alignment in [0, 1, 2, 3, 12, 24] {
@@ -560,7 +561,7 @@ fn constructor_errors() {
 
     let (device, host) = memories();
     assert_eq!(
-        SimNpu::<'static, 0>::new(device, host, d).err(),
+        SimNpu::<'static, 0>::with_job_capacity(device, host, d).err(),
         Some(SimError::BadJobCapacity { jobs: 0 })
     );
     // A 65536-slot table is ~15 MB: build it on a thread with a big enough stack.
@@ -568,7 +569,7 @@ fn constructor_errors() {
         .stack_size(512 << 20)
         .spawn(move || {
             let (device, host) = memories();
-            SimNpu::<'static, 65536>::new(device, host, d).err()
+            SimNpu::<'static, 65536>::with_job_capacity(device, host, d).err()
         })
         .unwrap()
         .join()
@@ -578,7 +579,7 @@ fn constructor_errors() {
     // Misaligned bases (an aligned buffer shifted by 4 bytes).
     let (device, host) = memories();
     assert_eq!(
-        SimNpu::<'static, 32>::new(&mut device[4..], host, d).err(),
+        SimNpu::<'static, 32>::with_job_capacity(&mut device[4..], host, d).err(),
         Some(SimError::MisalignedMemory {
             space: Space::Device,
             alignment: 16
@@ -586,7 +587,7 @@ fn constructor_errors() {
     );
     let (device, host) = memories();
     assert_eq!(
-        SimNpu::<'static, 32>::new(device, &mut host[4..], d).err(),
+        SimNpu::<'static, 32>::with_job_capacity(device, &mut host[4..], d).err(),
         Some(SimError::MisalignedMemory {
             space: Space::Host,
             alignment: 16
@@ -594,10 +595,12 @@ fn constructor_errors() {
     );
     // With 4-byte alignment the same shift is fine; empty memories are always fine.
     let (device, _) = memories();
-    assert!(
-        SimNpu::<'static, 32>::new(&mut device[4..], &mut [], SimConfig { alignment: 4, ..d })
-            .is_ok()
-    );
+    assert!(SimNpu::<'static, 32>::with_job_capacity(
+        &mut device[4..],
+        &mut [],
+        SimConfig { alignment: 4, ..d }
+    )
+    .is_ok());
 }
 
 #[test]

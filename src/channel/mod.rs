@@ -14,7 +14,7 @@
 //! A tensor handle is dropped wherever its owner goes out of scope, possibly while the server is
 //! lent out (inside a [`ComputeChannel::with`] closure, or in an ISR that interrupted one).
 //! Dropping must not panic, so the channel keeps a per-handle-slot counter of deferred retains and
-//! releases ([`Deferred`]) and applies them the next time it gets the server. A counter per slot,
+//! releases and applies them the next time it gets the server. A counter per slot,
 //! rather than a queue of events, cannot overflow: it needs `N` slots for a server with `N`
 //! handles, which the channel checks at compile time.
 
@@ -23,7 +23,7 @@ mod deferred;
 mod refcell;
 
 pub use critical_section_channel::CriticalSectionChannel;
-pub use deferred::Deferred;
+use deferred::Deferred;
 pub use refcell::RefCellChannel;
 
 use crate::error::Error;

@@ -161,8 +161,8 @@ enum Expect {
 /// tensors one call at a time, so a memory manager cannot know what comes next. An inference
 /// loop repeats itself, though: the second run of a shape makes the same reservations, in the
 /// same order, with the same lifetimes, as the first. [`GuidedMemory`] uses that. The caller
-/// brackets each run with [`begin_pass(key)`](MemoryManagement::begin_pass) and
-/// [`end_pass`](MemoryManagement::end_pass) (through
+/// brackets each run with [`begin_pass(key)`](GuidedMemory::begin_pass) and
+/// [`end_pass`](GuidedMemory::end_pass) (through
 /// [`ComputeClient::pass`](crate::client::ComputeClient::pass)), where `key` names the run's
 /// shape (a sequence length, a batch size):
 ///
@@ -282,6 +282,131 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> GuidedMemory<
     /// The keys that have a plan now, with the plan's pool bytes (unordered).
     pub fn plans(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.plans.iter().flatten().map(|p| (p.key, p.pool))
+    }
+
+    /// Starts a pass: measured when `key` has no plan (or its last guided pass diverged),
+    /// guided otherwise (the pool of its plan is reserved now).
+    ///
+    /// Errors: [`Error::PassAlreadyOpen`] while a pass is open. When the pool cannot be
+    /// reserved, the pass runs unguided, except that [`Error::OutOfMemory`] or
+    /// [`Error::CapacityExceeded`] is returned (and no pass begun) while free chunks are held
+    /// back by running jobs, so that the server waits for them and asks again.
+    pub fn begin_pass(&mut self, key: u32) -> Result<(), Error> {
+        if let Some(p) = self.pass {
+            return Err(Error::PassAlreadyOpen { key: p.key });
+        }
+        let tick = self.tick.wrapping_add(1);
+        let found = self
+            .plans
+            .iter()
+            .position(|p| p.as_ref().is_some_and(|p| p.key == key));
+        let plan = found.and_then(|slot| {
+            let p = self.plans[slot].as_ref()?;
+            Some((slot, p.stale, p.pool))
+        });
+        let mode = match plan {
+            Some((_, true, _)) => Mode::Measuring,
+            Some(_) if self.held.iter().all(Option::is_some) => Mode::Unguided,
+            Some((slot, _, 0)) => Mode::Guided {
+                slot,
+                pool: None,
+                diverged: false,
+            },
+            Some((slot, _, bytes)) => {
+                self.inner.release_free();
+                match self.inner.reserve(bytes) {
+                    Ok(binding) => {
+                        let offset = self.inner.block(binding)?.offset;
+                        self.pool_bytes = self.pool_bytes.saturating_add(bytes);
+                        Mode::Guided {
+                            slot,
+                            pool: Some(Pool {
+                                binding,
+                                bytes,
+                                block: Block { offset, len: bytes },
+                            }),
+                            diverged: false,
+                        }
+                    }
+                    Err(e @ (Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })) => {
+                        if self.inner.has_busy_free_chunks() {
+                            return Err(e);
+                        }
+                        Mode::Unguided
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            None => Mode::Measuring,
+        };
+        self.tick = tick;
+        if let Some(p) = found.and_then(|slot| self.plans[slot].as_mut()) {
+            p.used = tick;
+        }
+        match mode {
+            Mode::Measuring => self.stats.measured_passes += 1,
+            Mode::Guided { .. } => self.stats.guided_passes += 1,
+            Mode::Unguided => self.stats.unguided_passes += 1,
+        }
+        self.tracked = [NO_TRACKED; EVENTS];
+        self.pass = Some(Pass {
+            key,
+            mode,
+            count: 0,
+            step: 0,
+            overflow: false,
+        });
+        self.note();
+        Ok(())
+    }
+
+    /// Ends the pass: a measured pass is planned and stored, a guided pass returns its pool
+    /// (or holds it back while placed tensors are kept). Free chunks then go back to the arena.
+    ///
+    /// Errors: [`Error::NoPassOpen`] without a pass.
+    pub fn end_pass(&mut self) -> Result<(), Error> {
+        let pass = self.pass.take().ok_or(Error::NoPassOpen)?;
+        let result = match pass.mode {
+            Mode::Measuring if pass.overflow => {
+                self.stats.overflowed_passes += 1;
+                Ok(())
+            }
+            Mode::Measuring => {
+                self.store_plan(pass);
+                Ok(())
+            }
+            Mode::Guided {
+                slot,
+                pool,
+                diverged,
+            } => {
+                let complete = self.plans[slot].as_ref().is_some_and(|p| {
+                    !diverged && !pass.overflow && p.count == pass.count && p.steps == pass.step
+                });
+                if !complete {
+                    self.stats.diverged_passes += 1;
+                    if let Some(p) = self.plans[slot].as_mut() {
+                        p.stale = true;
+                    }
+                }
+                match pool {
+                    Some(pool) => self.release_pool(pool),
+                    None => Ok(()),
+                }
+            }
+            Mode::Unguided => Ok(()),
+        };
+        self.inner.release_free();
+        self.note();
+        result
+    }
+
+    /// Counters of the passes.
+    pub fn pass_stats(&self) -> PassStats {
+        PassStats {
+            held_pools: self.held.iter().flatten().count() as u32,
+            ..self.stats
+        }
     }
 
     /// Bytes held by tensors now: the inner manager's, less the pools, plus the placements.
@@ -614,130 +739,6 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> MemoryManagem
     fn reset_peak(&mut self) {
         self.inner.reset_peak();
         self.in_use_peak = self.in_use();
-    }
-
-    /// Starts a pass: measured when `key` has no plan (or its last guided pass diverged),
-    /// guided otherwise (the pool of its plan is reserved now).
-    ///
-    /// Errors: [`Error::PassAlreadyOpen`] while a pass is open. When the pool cannot be
-    /// reserved, the pass runs unguided, except that [`Error::OutOfMemory`] or
-    /// [`Error::CapacityExceeded`] is returned (and no pass begun) while free chunks are held
-    /// back by running jobs, so that the server waits for them and asks again.
-    fn begin_pass(&mut self, key: u32) -> Result<(), Error> {
-        if let Some(p) = self.pass {
-            return Err(Error::PassAlreadyOpen { key: p.key });
-        }
-        let tick = self.tick.wrapping_add(1);
-        let found = self
-            .plans
-            .iter()
-            .position(|p| p.as_ref().is_some_and(|p| p.key == key));
-        let plan = found.and_then(|slot| {
-            let p = self.plans[slot].as_ref()?;
-            Some((slot, p.stale, p.pool))
-        });
-        let mode = match plan {
-            Some((_, true, _)) => Mode::Measuring,
-            Some(_) if self.held.iter().all(Option::is_some) => Mode::Unguided,
-            Some((slot, _, 0)) => Mode::Guided {
-                slot,
-                pool: None,
-                diverged: false,
-            },
-            Some((slot, _, bytes)) => {
-                self.inner.release_free();
-                match self.inner.reserve(bytes) {
-                    Ok(binding) => {
-                        let offset = self.inner.block(binding)?.offset;
-                        self.pool_bytes = self.pool_bytes.saturating_add(bytes);
-                        Mode::Guided {
-                            slot,
-                            pool: Some(Pool {
-                                binding,
-                                bytes,
-                                block: Block { offset, len: bytes },
-                            }),
-                            diverged: false,
-                        }
-                    }
-                    Err(e @ (Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })) => {
-                        if self.inner.has_busy_free_chunks() {
-                            return Err(e);
-                        }
-                        Mode::Unguided
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            None => Mode::Measuring,
-        };
-        self.tick = tick;
-        if let Some(p) = found.and_then(|slot| self.plans[slot].as_mut()) {
-            p.used = tick;
-        }
-        match mode {
-            Mode::Measuring => self.stats.measured_passes += 1,
-            Mode::Guided { .. } => self.stats.guided_passes += 1,
-            Mode::Unguided => self.stats.unguided_passes += 1,
-        }
-        self.tracked = [NO_TRACKED; EVENTS];
-        self.pass = Some(Pass {
-            key,
-            mode,
-            count: 0,
-            step: 0,
-            overflow: false,
-        });
-        self.note();
-        Ok(())
-    }
-
-    /// Ends the pass: a measured pass is planned and stored, a guided pass returns its pool
-    /// (or holds it back while placed tensors are kept). Free chunks then go back to the arena.
-    ///
-    /// Errors: [`Error::NoPassOpen`] without a pass.
-    fn end_pass(&mut self) -> Result<(), Error> {
-        let pass = self.pass.take().ok_or(Error::NoPassOpen)?;
-        let result = match pass.mode {
-            Mode::Measuring if pass.overflow => {
-                self.stats.overflowed_passes += 1;
-                Ok(())
-            }
-            Mode::Measuring => {
-                self.store_plan(pass);
-                Ok(())
-            }
-            Mode::Guided {
-                slot,
-                pool,
-                diverged,
-            } => {
-                let complete = self.plans[slot].as_ref().is_some_and(|p| {
-                    !diverged && !pass.overflow && p.count == pass.count && p.steps == pass.step
-                });
-                if !complete {
-                    self.stats.diverged_passes += 1;
-                    if let Some(p) = self.plans[slot].as_mut() {
-                        p.stale = true;
-                    }
-                }
-                match pool {
-                    Some(pool) => self.release_pool(pool),
-                    None => Ok(()),
-                }
-            }
-            Mode::Unguided => Ok(()),
-        };
-        self.inner.release_free();
-        self.note();
-        result
-    }
-
-    fn pass_stats(&self) -> PassStats {
-        PassStats {
-            held_pools: self.held.iter().flatten().count() as u32,
-            ..self.stats
-        }
     }
 }
 

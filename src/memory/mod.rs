@@ -246,7 +246,7 @@ impl Access {
     }
 
     /// Record a write by a job on `queue` beside the writes already recorded: the newest
-    /// writers of a replayed [`JobPlan`](crate::server::JobPlan), one per queue, without
+    /// writers of a replayed [`JobPlan`](crate::client::JobPlan), one per queue, without
     /// the clearing of [`record_write`](Self::record_write).
     pub fn add_write(&mut self, queue: Queue, fence: Fence) {
         let q = queue.index();
@@ -445,21 +445,6 @@ pub trait MemoryManagement {
     /// Restart the peaks ([`MemoryStats::in_use_peak`], [`MemoryStats::reserved_peak`]) from
     /// the current figures, to measure a phase of a run. The default does nothing.
     fn reset_peak(&mut self) {}
-    /// Start a *pass*: one run of an eager workload (one inference), whose shape `key` names
-    /// (for example its sequence length). A manager that learns from repeated runs
-    /// ([`GuidedMemory`]) uses it; the default does nothing.
-    fn begin_pass(&mut self, key: u32) -> Result<(), Error> {
-        let _ = key;
-        Ok(())
-    }
-    /// End the pass started by [`begin_pass`](Self::begin_pass). The default does nothing.
-    fn end_pass(&mut self) -> Result<(), Error> {
-        Ok(())
-    }
-    /// Counters of the passes (all zero for a manager without passes).
-    fn pass_stats(&self) -> PassStats {
-        PassStats::default()
-    }
 }
 
 /// Burn-Compute's chunk/slice memory manager over a fixed arena, with at most `CHUNKS` chunks.

@@ -1,73 +1,8 @@
-//! Job plans: a list of jobs checked once and submitted many times.
-//!
-//! # Why
-//!
-//! [`execute`](super::ComputeServer::execute) redoes, for every job, work that is the same
-//! every time a model runs: it looks each operand up and checks it against the op, walks the
-//! access records of their memory for the fences to wait for, and records the job in them. On a
-//! Cortex-M4 that bookkeeping costs several times what the driver's own submit does. A model
-//! runs the same jobs over the same tensors at every invoke, so a [`JobPlan`] does it once.
-//!
-//! # Design
-//!
-//! - **Building** ([`ComputeServer::plan_step`]) checks a
-//!   step's operands as `execute` does, chooses its candidate as
-//!   [`execute_tuned`](super::ComputeServer::execute_tuned) would (without claiming a key for
-//!   tuning), assigns its execution unit round robin, and works out which earlier steps it
-//!   must wait for. Those dependencies are computed from memory, not tensor identity: the
-//!   tensors of a model's arena are placed views that overlap, so each tensor of the plan
-//!   keeps, per queue, the newest step that read or wrote *memory overlapping it*. A step
-//!   waits for the writers of what it reads and for the readers and writers of what it
-//!   writes, on other queues (its own queue orders it already). The plan holds a reference
-//!   to each of its tensors, so none is freed under it, and a scratch tensor when a tuned
-//!   variant needs one.
-//! - **Running** ([`ComputeServer::run_plan`]) first gathers, from its tensors' access
-//!   records, the jobs submitted before the run that the plan must wait for: their writers,
-//!   and their readers too where the plan writes. The first step on each queue waits for all
-//!   of those, so every later step does too. Then each step is submitted as built, its
-//!   dependencies mapped to the fences this run's steps received. Last, each tensor's access
-//!   record takes the plan's newest readers and writers of memory overlapping it, once per
-//!   tensor rather than once per job, so work after the run is fence-safe as after `execute`.
-//! - **Most tensors need none of that after the first run.** A model's plan has a few
-//!   tensors the host touches (its inputs and outputs) among many it does not, and a run's
-//!   bookkeeping is paid per tensor. So each tensor has a role:
-//!   - *shared* (the default): walked and written at every run, as above;
-//!   - *constant* (made by [`create_const`](ComputeServer::create_const) or
-//!     [`create_const_with`](ComputeServer::create_const_with), which the server refuses to
-//!     write): once a run has waited for its upload, nothing new can appear in its record;
-//!   - *the plan's own* (its scratch tensor, and any tensor handed over with
-//!     [`plan_adopt`](ComputeServer::plan_adopt) when no other handle reaches it): only the
-//!     plan's jobs touch it, so the previous run's newest job on each queue stands for its
-//!     record, and the next run's first steps wait for those instead.
-//!
-//!   The first run walks every record (and so does the run after a new tensor, an adoption
-//!   or a failed run); later runs walk and write the shared tensors' only. Constants and
-//!   the plan's own tensors get the plan's newest jobs in their records when the plan is
-//!   released, before any of their memory can be reused; a plan dropped while the channel
-//!   was lent out is covered by [`release_late`](ComputeServer::release_late).
-//!
-//! A plan is the CUDA-graph idea on a heap-free NPU stack: the cost of a job submitted from
-//! a plan is the driver's submit plus a few dozen instructions (see `BENCHMARKS.md`).
-//!
-//! # Limits
-//!
-//! - NPU jobs only: an op the NPU does not run, or whose tuned choice is the CPU, is refused
-//!   ([`JobPlanError::OnCpu`]); so is a pinned operand ([`JobPlanError::Pinned`]), whose residency
-//!   changes between runs.
-//! - A change to the server's tuning (mode, imported table, a finished tuning) makes the
-//!   plan stale ([`JobPlanError::Stale`]): its choices may be outdated. Build it again.
-//! - Like [`place`](super::ComputeServer::place), the plan sees the jobs of tensors outside
-//!   it that overlap its own only through its tensors' records: lay a new placement over a
-//!   plan's tensor and the placement waits for the plan, but the plan's next run does not
-//!   wait for the placement's jobs. Use plan tensors for everything that touches its memory.
-//!   (Over the plan's own tensors, the placement does not wait for the plan either: their
-//!   records are written at release.)
-//! - Runs after the first do not look up the handles of constants and the plan's own
-//!   tensors: a caller driving a server directly who releases the plan's reference to one
-//!   (rather than through [`release_plan`](super::ComputeServer::release_plan)) frees its
-//!   memory under the plan. The client's [`Plan`](crate::client::Plan) cannot.
+//! Job plans: a list of jobs checked once and submitted many times; the design is on
+//! [`JobPlanState`].
 
-use super::{Binding, ComputeServer, NpuServer};
+use super::tensors::Binding;
+use super::NpuServer;
 use crate::error::{Capacity, Error, JobPlanError};
 use crate::hal::{
     Fence, HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant, MAX_JOB_INPUTS,
@@ -148,16 +83,85 @@ struct PlanStep {
     first_on_queue: bool,
 }
 
-/// A list of NPU jobs over fixed tensors, built once and run many times (see the
-/// [module docs](self)). Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most
-/// 255), each running out as [`Error::CapacityExceeded`] naming
-/// [`Capacity::PlanSteps`] or [`Capacity::PlanTensors`].
+/// The server's side of a job plan: a list of NPU jobs over fixed tensors, built once and run
+/// many times. Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most 255 are used),
+/// each running out as [`Error::CapacityExceeded`] naming [`Capacity::PlanSteps`] or
+/// [`Capacity::PlanTensors`].
 ///
-/// Build and run it through [`ComputeClient::plan`](crate::client::ComputeClient::plan),
-/// which releases it when dropped; a plan used on a server directly must be given back with
-/// [`ComputeServer::release_plan`], or its tensors are never freed.
+/// Build and run it through [`ComputeClient::job_plan`](crate::client::ComputeClient::job_plan)
+/// (a [`JobPlan`](crate::client::JobPlan), which releases it when dropped); a plan used on a
+/// server directly must be given back with
+/// [`ComputeServer::release_plan`](super::ComputeServer::release_plan), or its tensors are
+/// never freed.
+///
+/// # Why
+///
+/// [`execute`](super::ComputeServer::execute) redoes, for every job, work that is the same
+/// every time a model runs: it looks each operand up and checks it against the op, walks the
+/// access records of their memory for the fences to wait for, and records the job in them. On a
+/// Cortex-M4 that bookkeeping costs several times what the driver's own submit does. A model
+/// runs the same jobs over the same tensors at every invoke, so a [`JobPlanState`] does it once.
+///
+/// # Design
+///
+/// - **Building** ([`ComputeServer::plan_step`](super::ComputeServer::plan_step)) checks a
+///   step's operands as `execute` does, chooses its candidate as
+///   `execute` would (without claiming a key for
+///   tuning), assigns its execution unit round robin, and works out which earlier steps it
+///   must wait for. Those dependencies are computed from memory, not tensor identity: the
+///   tensors of a model's arena are placed views that overlap, so each tensor of the plan
+///   keeps, per queue, the newest step that read or wrote *memory overlapping it*. A step
+///   waits for the writers of what it reads and for the readers and writers of what it
+///   writes, on other queues (its own queue orders it already). The plan holds a reference
+///   to each of its tensors, so none is freed under it, and a scratch tensor when a tuned
+///   variant needs one.
+/// - **Running** ([`ComputeServer::run_plan`](super::ComputeServer::run_plan)) first gathers, from its tensors' access
+///   records, the jobs submitted before the run that the plan must wait for: their writers,
+///   and their readers too where the plan writes. The first step on each queue waits for all
+///   of those, so every later step does too. Then each step is submitted as built, its
+///   dependencies mapped to the fences this run's steps received. Last, each tensor's access
+///   record takes the plan's newest readers and writers of memory overlapping it, once per
+///   tensor rather than once per job, so work after the run is fence-safe as after `execute`.
+/// - **Most tensors need none of that after the first run.** A model's plan has a few
+///   tensors the host touches (its inputs and outputs) among many it does not, and a run's
+///   bookkeeping is paid per tensor. So each tensor has a role:
+///   - *shared* (the default): walked and written at every run, as above;
+///   - *constant* (made by [`create_const`](super::ComputeServer::create_const), or by
+///     [`create`](super::ComputeServer::create) as a constant, which the server refuses to
+///     write): once a run has waited for its upload, nothing new can appear in its record;
+///   - *the plan's own* (its scratch tensor, and any tensor handed over with
+///     [`plan_adopt`](super::ComputeServer::plan_adopt) when no other handle reaches it): only the
+///     plan's jobs touch it, so the previous run's newest job on each queue stands for its
+///     record, and the next run's first steps wait for those instead.
+///
+///   The first run walks every record (and so does the run after a new tensor, an adoption
+///   or a failed run); later runs walk and write the shared tensors' only. Constants and
+///   the plan's own tensors get the plan's newest jobs in their records when the plan is
+///   released, before any of their memory can be reused; a plan dropped while the channel
+///   was lent out is covered by [`release_late`](super::ComputeServer::release_late).
+///
+/// A plan is the CUDA-graph idea on a heap-free NPU stack: the cost of a job submitted from
+/// a plan is the driver's submit plus a few dozen instructions (see `BENCHMARKS.md`).
+///
+/// # Limits
+///
+/// - NPU jobs only: an op the NPU does not run, or whose tuned choice is the CPU, is refused
+///   ([`JobPlanError::OnCpu`]); so is a pinned operand ([`JobPlanError::Pinned`]), whose residency
+///   changes between runs.
+/// - A change to the server's tuning (mode, imported table, a finished tuning) makes the
+///   plan stale ([`JobPlanError::Stale`]): its choices may be outdated. Build it again.
+/// - Like [`place`](super::ComputeServer::place), the plan sees the jobs of tensors outside
+///   it that overlap its own only through its tensors' records: lay a new placement over a
+///   plan's tensor and the placement waits for the plan, but the plan's next run does not
+///   wait for the placement's jobs. Use plan tensors for everything that touches its memory.
+///   (Over the plan's own tensors, the placement does not wait for the plan either: their
+///   records are written at release.)
+/// - Runs after the first do not look up the handles of constants and the plan's own
+///   tensors: a caller driving a server directly who releases the plan's reference to one
+///   (rather than through [`release_plan`](super::ComputeServer::release_plan)) frees its
+///   memory under the plan. The client's [`JobPlan`](crate::client::JobPlan) cannot.
 #[derive(Debug)]
-pub struct JobPlan<const STEPS: usize = 64, const TENSORS: usize = 64> {
+pub struct JobPlanState<const STEPS: usize = 64, const TENSORS: usize = 64> {
     tensors: heapless::Vec<PlanTensor, TENSORS>,
     /// The indices of the [`Role::Shared`] tensors in device memory: the records a settled
     /// run walks and every run writes. A list, so that a run over a model whose tensors are
@@ -185,19 +189,19 @@ pub struct JobPlan<const STEPS: usize = 64, const TENSORS: usize = 64> {
     owns: bool,
 }
 
-impl<const STEPS: usize, const TENSORS: usize> Default for JobPlan<STEPS, TENSORS> {
+impl<const STEPS: usize, const TENSORS: usize> Default for JobPlanState<STEPS, TENSORS> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const STEPS: usize, const TENSORS: usize> JobPlan<STEPS, TENSORS> {
+impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
     const TENSORS_FIT_U8: () = assert!(TENSORS <= 255, "a plan indexes its tensors with u8");
 
     /// An empty plan.
     pub const fn new() -> Self {
         let () = Self::TENSORS_FIT_U8;
-        JobPlan {
+        JobPlanState {
             tensors: heapless::Vec::new(),
             shared: heapless::Vec::new(),
             steps: heapless::Vec::new(),
@@ -360,7 +364,7 @@ impl<
     /// The plan's index of tensor `id`, adding it (with a reference held for the plan).
     fn plan_tensor<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
         id: HandleId,
     ) -> Result<u8, Error> {
         if let Some(i) = plan.find(id) {
@@ -384,7 +388,7 @@ impl<
     /// released, as at the plan's release, and the next run walks the new one's.
     fn plan_scratch<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
         bytes: u32,
     ) -> Result<u8, Error> {
         if let Some(i) = plan.scratch {
@@ -417,9 +421,9 @@ impl<
         }
     }
 
-    pub(super) fn add_plan_step<const S: usize, const T: usize>(
+    pub(super) fn plan_step<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
         op: &Op,
         inputs: &[HandleId],
         output: HandleId,
@@ -516,9 +520,9 @@ impl<
         Ok(())
     }
 
-    pub(super) fn submit_plan<const S: usize, const T: usize>(
+    pub(super) fn run_plan<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
         ops: &[&Op],
     ) -> Result<(), Error> {
         if plan.epoch != self.tuning.epoch && !plan.steps.is_empty() {
@@ -601,7 +605,7 @@ impl<
     /// one too many). Constants in flash have no record: nothing writes them.
     fn jobs_before<const S: usize, const T: usize>(
         &mut self,
-        plan: &JobPlan<S, T>,
+        plan: &JobPlanState<S, T>,
         before: &mut DepSet,
     ) -> Result<(), Error> {
         let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
@@ -637,7 +641,7 @@ impl<
     /// and the plan's own tensors take the plan's jobs when it is released.)
     fn record_run<const S: usize, const T: usize>(
         &mut self,
-        plan: &JobPlan<S, T>,
+        plan: &JobPlanState<S, T>,
     ) -> Result<(), Error> {
         let job = |s: u16| {
             let s = usize::from(s);
@@ -671,7 +675,7 @@ impl<
     /// memory before they end. The next run walks every record again.
     fn record_partial_run<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
         failed: usize,
     ) {
         for (step, &fence) in plan.steps.iter().zip(&plan.fences).take(failed) {
@@ -689,7 +693,7 @@ impl<
     /// as readers.
     fn record_newest<const S: usize, const T: usize>(
         &mut self,
-        plan: &JobPlan<S, T>,
+        plan: &JobPlanState<S, T>,
         t: &PlanTensor,
         write: bool,
     ) {
@@ -701,9 +705,20 @@ impl<
         }
     }
 
-    pub(super) fn adopt_in_plan<const S: usize, const T: usize>(
+    pub(super) fn plan_include<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
+        id: HandleId,
+    ) -> Result<(), Error> {
+        if plan.find(id).is_none() && plan.tensors.is_full() {
+            return Err(plan_tensors(T));
+        }
+        self.plan_tensor(plan, id).map(|_| ())
+    }
+
+    pub(super) fn plan_adopt<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
         id: HandleId,
     ) -> Result<(), Error> {
         // The plan's reference and the caller's: no other handle can reach the tensor.
@@ -722,9 +737,9 @@ impl<
         self.release(id, 1)
     }
 
-    pub(super) fn drop_plan<const S: usize, const T: usize>(
+    pub(super) fn release_plan<const S: usize, const T: usize>(
         &mut self,
-        plan: &mut JobPlan<S, T>,
+        plan: &mut JobPlanState<S, T>,
     ) -> Result<(), Error> {
         for t in &plan.tensors {
             if t.role != Role::Shared {
@@ -737,7 +752,7 @@ impl<
                 result = result.and(Err(e));
             }
         }
-        *plan = JobPlan::new();
+        *plan = JobPlanState::new();
         result
     }
 }

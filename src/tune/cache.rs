@@ -1,21 +1,4 @@
 //! The tuning cache: one fixed table of choices per device.
-//!
-//! # Design
-//!
-//! [`TuneCache`] maps a [`TuneKey`] to an [`Entry`] in a `heapless` index map of `N` slots,
-//! in RAM, with no heap. A key goes through two states:
-//!
-//! - [`Entry::InProgress`]: someone [`claim`](TuneCache::claim)ed the key and is measuring it.
-//!   The claim is made *before* any measuring, so a second caller (an interrupt sharing the
-//!   channel, a later stripe of the same tile) finds the key taken and runs `Auto` instead of
-//!   tuning the same key again, and a key is never tuned twice.
-//! - [`Entry::Done`]: the winner and its timings ([`Choice`]). A tuning that failed (no scratch
-//!   memory, every candidate refused) is stored too, as an unmeasured `Auto`, so it is not
-//!   retried on every call; unmeasured choices are never exported.
-//!
-//! Nothing is ever evicted: a model has a bounded number of distinct keys, and evicting would
-//! re-tune them in a loop. When the table is full a claim fails with [`CacheError::Full`],
-//! naming the capacity, and the caller runs `Auto` unmeasured.
 
 use super::candidate::Candidate;
 use super::key::TuneKey;
@@ -111,7 +94,7 @@ impl core::fmt::Display for CacheError {
 
 impl core::error::Error for CacheError {}
 
-/// A fixed-capacity map from [`TuneKey`] to [`Entry`] (see the [module docs](self)).
+/// A fixed-capacity map from [`TuneKey`] to [`Entry`] (see the [module docs](crate::tune)).
 ///
 /// `N` must be a power of two greater than 1 (the index map's requirement; another value fails
 /// to compile in [`new`](Self::new)). Each slot costs about 36 bytes.

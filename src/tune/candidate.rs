@@ -1,34 +1,4 @@
 //! Candidates: the ways of running one operator that a tuner times against each other.
-//!
-//! # Design
-//!
-//! A candidate is either a HAL [`Variant`] on the NPU or the CPU fallback kernels. The CPU is
-//! not a HAL variant because the HAL never runs it: the server does, over host staging. Keeping
-//! the two apart in one small `Copy` enum lets the tuner store a winner in 4 bytes and lets the
-//! server dispatch on it with one match.
-//!
-//! [`candidates`] lists what is worth timing for one operator, always in the same order, so two
-//! tunings of one model time the same things and a table made on a host means the same on a
-//! board:
-//!
-//! 1. `Npu(Auto)`, the driver's own choice. It comes first because it is the fallback and wins
-//!    ties (the tuner keeps the earliest of equal timings), so tuning never swaps a choice for
-//!    an equally fast one.
-//! 2. Forced output blocks, each 64 pixels: 8×8, 16×4, 4×16, 2×32, 32×2. A block larger than
-//!    the output is clipped to it, so on a small output several blocks become the same block;
-//!    only the first of those is kept, since timing it twice tells nothing new.
-//! 3. `Im2col`, for an ordinary (ungrouped) convolution whose window is more than one tap or
-//!    whose stride skips input: a 1×1 stride-1 convolution already is a matrix product, so the
-//!    gather would only add a copy.
-//! 4. `Cpu`, when the caller says so: the server offers it where the HAL's clock counts CPU
-//!    work ([`Npu::clock_counts_cpu`](crate::hal::Npu::clock_counts_cpu)) and the op is
-//!    within [`TuneConfig::cpu_max_work`](super::TuneConfig::cpu_max_work).
-//!
-//! Variants the driver refuses are dropped; `Auto` never is.
-//!
-//! The list depends on which families are enabled, so that choice is part of the
-//! [`TuneKey`](super::TuneKey) as a candidate-set id ([`set_id`]): a table tuned with the CPU
-//! candidate is not used where it is off.
 
 use crate::hal::{Op, Variant};
 
@@ -102,7 +72,7 @@ pub const fn set_id(blocks: bool, im2col: bool, cpu: bool) -> u8 {
     (blocks as u8) | (im2col as u8) << 1 | (cpu as u8) << 2
 }
 
-/// The candidates worth timing for `op`, `Npu(Auto)` first (see the [module docs](self)).
+/// The candidates worth timing for `op`, `Npu(Auto)` first (see the [module docs](crate::tune)).
 ///
 /// `blocks`, `im2col` and `cpu` enable the families; `supports` is the driver's
 /// [`Npu::supports_variant`](crate::hal::Npu::supports_variant) for this op. It is not asked

@@ -1,32 +1,4 @@
 //! Tuning keys: which operators share one tuned choice.
-//!
-//! # Design
-//!
-//! A key must be small (the cache is a fixed table in RAM and a table entry on disk), exact
-//! where a parameter changes which candidates can run, and coarse where it only scales the
-//! work, so that one measurement serves the many layers of a model that differ a little in
-//! size. [`TuneKey`] is 16 bytes:
-//!
-//! | byte | field |
-//! |---|---|
-//! | 0 | operator family: its index in [`OpKind::ALL`] |
-//! | 1 | element type: 0 f32, 1 int8 |
-//! | 2 | candidate-set id ([`set_id`](super::set_id)): which candidate families were timed |
-//! | 3 | flags: bit 0 padding SAME |
-//! | 4–10 | filter height, width; stride height, width; dilation height, width; depth multiplier (depthwise) or group count (convolution). Exact, saturating at 255; 0 where the operator has none |
-//! | 11–15 | five sizes as [`bucket`]s, per operator below |
-//!
-//! Sizes per operator: convolution, depthwise convolution and pools `N, H, W, Cin, Cout` (the
-//! input's dimensions and the output's channels); fully connected `batches, 0, 0, in, out`;
-//! batch matmul `B, M, K, N` (batch, rows, depth, columns); softmax `rows, depth`; every other
-//! operator its element count ([`Op::macs`], which is the output's elements for them, the
-//! input's for MEAN).
-//!
-//! This is Burn's autotune "anchor" (sizes rounded up to a power of two) without floats. The
-//! small parameters stay exact because they decide whether a forced block fits the NPU's
-//! buffers; bucketing them would let one layer's winner be forced on another where it does not
-//! fit. When it happens anyway (two layers in one bucket support different candidates) the
-//! server runs `Auto` for the one that cannot run the stored choice.
 
 use crate::hal::{DType, Op, OpKind};
 use npu_kernels::int8::{Padding, Window2d};
@@ -37,7 +9,7 @@ pub const KEY_BYTES: usize = 16;
 /// The byte offset of the five size buckets in a key.
 const SIZES: usize = 11;
 
-/// Identifies the operators that share one tuned choice (see the [module docs](self)).
+/// Identifies the operators that share one tuned choice (see the [module docs](crate::tune)).
 ///
 /// Keys order by their bytes, which is the order of a tuning table's entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -9,19 +9,19 @@
 //! pure part of a tuner that measures instead, like Burn-Compute's autotune, rebuilt for a
 //! device without a heap or a disk:
 //!
-//! - **Candidates** ([`candidate`]): what is worth timing for one op, `Npu(Auto)` first so
+//! - **Candidates** (see [Candidates](#candidates)): what is worth timing for one op, `Npu(Auto)` first so
 //!   it wins ties, then forced blocks, im2col and the CPU, each dropped where it cannot apply
 //!   or the driver refuses it.
-//! - **Keys** ([`key`]): 16 bytes per operator shape. Parameters that decide what can run
+//! - **Keys** (see [Keys](#keys)): 16 bytes per operator shape. Parameters that decide what can run
 //!   (kernel, stride, dilation, padding, op, dtype, the candidate set) are exact; sizes are
 //!   rounded up to a power of two, so layers of similar size share one measurement, as Burn's
 //!   "anchor" does with floats.
-//! - **Cache** ([`cache`]): a fixed `heapless` index map of `N` keys in RAM, no heap, no
+//! - **Cache** (see [The cache](#the-cache)): a fixed `heapless` index map of `N` keys in RAM, no heap, no
 //!   eviction. A caller *claims* a key (marks it in progress) before measuring, so a second
 //!   caller, an interrupt sharing the channel or a later stripe of the same tile, runs `Auto`
 //!   instead of tuning the same key twice; a full cache means `Auto`, never an error for the
 //!   inference.
-//! - **Tables** ([`table`]): the measured choices as a versioned, checksummed byte table. A
+//! - **Tables** (see [Tables](#tables)): the measured choices as a versioned, checksummed byte table. A
 //!   board has no disk to remember tuning in and cannot afford to tune at every boot, so the
 //!   table is made once (on a host with the simulator, or on one board) and linked into the
 //!   firmware. Import refuses anything it cannot vouch for: another format, key schema, crate
@@ -29,8 +29,126 @@
 //!   all or nothing.
 //!
 //! Measuring itself (draining the queue, timing each candidate on scratch outputs, the budget)
-//! and the modes below belong to the server and client; this module only holds what they share
-//! and what firmware needs to use a table without ever measuring.
+//! belongs to the server, which owns the cache and follows the [`TuneMode`] it was built with
+//! ([`NpuServer::with_tuning`](crate::server::NpuServer::with_tuning)); this module only holds
+//! what server and tables share, and what firmware needs to use a table without ever
+//! measuring. It knows operators and the HAL, nothing of the server or the client.
+//!
+//!
+//! ## Candidates
+//!
+//! A candidate is either a HAL [`Variant`](crate::hal::Variant) on the NPU or the CPU fallback kernels. The CPU is
+//! not a HAL variant because the HAL never runs it: the server does, over host staging. Keeping
+//! the two apart in one small `Copy` enum lets the tuner store a winner in 4 bytes and lets the
+//! server dispatch on it with one match.
+//!
+//! [`candidates`] lists what is worth timing for one operator, always in the same order, so two
+//! tunings of one model time the same things and a table made on a host means the same on a
+//! board:
+//!
+//! 1. `Npu(Auto)`, the driver's own choice. It comes first because it is the fallback and wins
+//!    ties (the tuner keeps the earliest of equal timings), so tuning never swaps a choice for
+//!    an equally fast one.
+//! 2. Forced output blocks, each 64 pixels: 8×8, 16×4, 4×16, 2×32, 32×2. A block larger than
+//!    the output is clipped to it, so on a small output several blocks become the same block;
+//!    only the first of those is kept, since timing it twice tells nothing new.
+//! 3. `Im2col`, for an ordinary (ungrouped) convolution whose window is more than one tap or
+//!    whose stride skips input: a 1×1 stride-1 convolution already is a matrix product, so the
+//!    gather would only add a copy.
+//! 4. `Cpu`, when the caller says so: the server offers it where the HAL's clock counts CPU
+//!    work ([`Npu::clock_counts_cpu`](crate::hal::Npu::clock_counts_cpu)) and the op is
+//!    within [`TuneConfig::cpu_max_work`](TuneConfig::cpu_max_work).
+//!
+//! Variants the driver refuses are dropped; `Auto` never is.
+//!
+//! The list depends on which families are enabled, so that choice is part of the
+//! [`TuneKey`] as a candidate-set id ([`set_id`]): a table tuned with the CPU
+//! candidate is not used where it is off.
+//!
+//! ## Keys
+//!
+//! A key must be small (the cache is a fixed table in RAM and a table entry on disk), exact
+//! where a parameter changes which candidates can run, and coarse where it only scales the
+//! work, so that one measurement serves the many layers of a model that differ a little in
+//! size. [`TuneKey`] is 16 bytes:
+//!
+//! | byte | field |
+//! |---|---|
+//! | 0 | operator family: its index in [`OpKind::ALL`](crate::hal::OpKind::ALL) |
+//! | 1 | element type: 0 f32, 1 int8 |
+//! | 2 | candidate-set id ([`set_id`]): which candidate families were timed |
+//! | 3 | flags: bit 0 padding SAME |
+//! | 4–10 | filter height, width; stride height, width; dilation height, width; depth multiplier (depthwise) or group count (convolution). Exact, saturating at 255; 0 where the operator has none |
+//! | 11–15 | five sizes as [`bucket`]s, per operator below |
+//!
+//! Sizes per operator: convolution, depthwise convolution and pools `N, H, W, Cin, Cout` (the
+//! input's dimensions and the output's channels); fully connected `batches, 0, 0, in, out`;
+//! batch matmul `B, M, K, N` (batch, rows, depth, columns); softmax `rows, depth`; every other
+//! operator its element count ([`Op::macs`](crate::hal::Op::macs), which is the output's elements for them, the
+//! input's for MEAN).
+//!
+//! This is Burn's autotune "anchor" (sizes rounded up to a power of two) without floats. The
+//! small parameters stay exact because they decide whether a forced block fits the NPU's
+//! buffers; bucketing them would let one layer's winner be forced on another where it does not
+//! fit. When it happens anyway (two layers in one bucket support different candidates) the
+//! server runs `Auto` for the one that cannot run the stored choice.
+//!
+//! ## The cache
+//!
+//! [`TuneCache`] maps a [`TuneKey`] to an [`Entry`] in a `heapless` index map of `N` slots,
+//! in RAM, with no heap. A key goes through two states:
+//!
+//! - [`Entry::InProgress`]: someone [`claim`](TuneCache::claim)ed the key and is measuring it.
+//!   The claim is made *before* any measuring, so a second caller (an interrupt sharing the
+//!   channel, a later stripe of the same tile) finds the key taken and runs `Auto` instead of
+//!   tuning the same key again, and a key is never tuned twice.
+//! - [`Entry::Done`]: the winner and its timings ([`Choice`]). A tuning that failed (no scratch
+//!   memory, every candidate refused) is stored too, as an unmeasured `Auto`, so it is not
+//!   retried on every call; unmeasured choices are never exported.
+//!
+//! Nothing is ever evicted: a model has a bounded number of distinct keys, and evicting would
+//! re-tune them in a loop. When the table is full a claim fails with [`CacheError::Full`],
+//! naming the capacity, and the caller runs `Auto` unmeasured.
+//!
+//! ## Tables
+//!
+//! A board has no disk to keep tuning results in, and tuning on every boot would cost
+//! inferences. So a table is made once (on the host with the simulator, or on one board), and
+//! firmware links it (`include_bytes!`) and imports it before preparing a model. The table
+//! must then refuse everything it cannot vouch for: a table of another NPU configuration or
+//! of another key derivation would silently force the wrong kernels. Every field that
+//! changes what a stored choice means is checked, and each refusal is its own
+//! [`TableError`] saying what was found and what was expected.
+//!
+//! All integers are little-endian. A table is a 32-byte header and `n` 32-byte entries:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `b"NPUT"` |
+//! | 4 | 2 | format = [`FORMAT`] (this header and entry layout) |
+//! | 6 | 2 | schema = [`SCHEMA`] (key derivation, buckets, candidate encoding and lists) |
+//! | 8 | 4 | npu-compute version `major << 20 \| minor << 10 \| patch` ([`CRATE_VERSION`]) |
+//! | 12 | 8 | HAL fingerprint ([`fingerprint`]) |
+//! | 20 | 2 | entry count `n` |
+//! | 22 | 2 | entry size = 32 |
+//! | 24 | 4 | reserved, 0 |
+//! | 28 | 4 | CRC-32/IEEE of bytes 0..28 followed by all entries |
+//! | 32 | 32·n | entries, keys strictly increasing |
+//!
+//! An entry is the key (16 bytes), the candidate (4, [`Candidate::encode`]), the winner's
+//! cycles (u32), `Auto`'s cycles (u32), candidates timed (u8), samples (u8), flags (u8, bit 0
+//! verified) and a reserved 0 byte. Only measured choices are exported, sorted by key, so two
+//! identical tunings give identical bytes (tables can be diffed and checked into a repository).
+//!
+//! [`import`] checks in this order: length ≥ 32, magic, format, entry size, exact length, CRC;
+//! then the reserved header word, schema, crate version and fingerprint; then each entry
+//! (sorted, reserved bits zero, candidate known), the capacity and that no imported key is
+//! being tuned. The CRC comes before the checks of meaning, so a corrupted byte reports
+//! [`TableError::Checksum`] rather than, say, "another HAL". Only when everything passed are
+//! entries inserted, so a refused table leaves the cache as it was. Every read is a checked
+//! slice access: no input can make `import` panic.
+//!
+//! ## Example
 //!
 //! ```
 //! use npu_compute::tune::{self, TuneCache};
@@ -46,16 +164,19 @@
 //! assert!(tune::import(&mut cache, 0x5678, &bytes[..len]).is_err());
 //! ```
 
-pub mod cache;
-pub mod candidate;
-pub mod key;
-pub mod measure;
-pub mod table;
+mod cache;
+mod candidate;
+mod key;
+mod table;
 
 pub use cache::{CacheError, Choice, Entry, Lookup, TuneCache, DEFAULT_TUNE_ENTRIES};
-pub use candidate::{candidates, set_id, Candidate, BLOCKS, MAX_CANDIDATES};
-pub use key::{bucket, TuneKey};
-pub use table::{crc32, export, fingerprint, import, table_bytes, TableError};
+pub use candidate::{candidates, set_id, Candidate, BLOCKS, CANDIDATE_BYTES, MAX_CANDIDATES};
+pub use key::{bucket, TuneKey, KEY_BYTES};
+pub(crate) use table::crc_update;
+pub use table::{
+    crc32, export, fingerprint, import, table_bytes, TableError, CRATE_VERSION, ENTRY_BYTES,
+    FORMAT, HEADER_BYTES, MAGIC, SCHEMA,
+};
 
 /// How the server picks a candidate for each compute op.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,7 +211,7 @@ pub struct TuneConfig {
     /// Most cycles one key's measuring may take, or no limit. Default `None`.
     pub max_cycles: Option<u64>,
     /// Time the CPU fallback kernels too, for ops of at most this much work
-    /// ([`Op::macs`](crate::hal::Op::macs)), where the HAL's clock counts CPU work
+    /// ([`Op::macs`](crate::hal::Op::macs)(crate::hal::Op::macs)), where the HAL's clock counts CPU work
     /// ([`Npu::clock_counts_cpu`](crate::hal::Npu::clock_counts_cpu)); `None`: never.
     /// Default `Some(`[`CPU_MAX_WORK`]`)`.
     ///

@@ -1,42 +1,4 @@
 //! Tuning tables: a cache's measured choices as bytes, to tune once on a host and ship.
-//!
-//! # Design
-//!
-//! A board has no disk to keep tuning results in, and tuning on every boot would cost
-//! inferences. So a table is made once (on the host with the simulator, or on one board), and
-//! firmware links it (`include_bytes!`) and imports it before preparing a model. The table
-//! must then refuse everything it cannot vouch for: a table of another NPU configuration or
-//! of another key derivation would silently force the wrong kernels. Every field that
-//! changes what a stored choice means is checked, and each refusal is its own
-//! [`TableError`] saying what was found and what was expected.
-//!
-//! All integers are little-endian. A table is a 32-byte header and `n` 32-byte entries:
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 4 | magic `b"NPUT"` |
-//! | 4 | 2 | format = [`FORMAT`] (this header and entry layout) |
-//! | 6 | 2 | schema = [`SCHEMA`] (key derivation, buckets, candidate encoding and lists) |
-//! | 8 | 4 | npu-compute version `major << 20 \| minor << 10 \| patch` ([`CRATE_VERSION`]) |
-//! | 12 | 8 | HAL fingerprint ([`fingerprint`]) |
-//! | 20 | 2 | entry count `n` |
-//! | 22 | 2 | entry size = 32 |
-//! | 24 | 4 | reserved, 0 |
-//! | 28 | 4 | CRC-32/IEEE of bytes 0..28 followed by all entries |
-//! | 32 | 32·n | entries, keys strictly increasing |
-//!
-//! An entry is the key (16 bytes), the candidate (4, [`Candidate::encode`]), the winner's
-//! cycles (u32), `Auto`'s cycles (u32), candidates timed (u8), samples (u8), flags (u8, bit 0
-//! verified) and a reserved 0 byte. Only measured choices are exported, sorted by key, so two
-//! identical tunings give identical bytes (tables can be diffed and checked into a repository).
-//!
-//! [`import`] checks in this order: length ≥ 32, magic, format, entry size, exact length, CRC;
-//! then the reserved header word, schema, crate version and fingerprint; then each entry
-//! (sorted, reserved bits zero, candidate known), the capacity and that no imported key is
-//! being tuned. The CRC comes before the checks of meaning, so a corrupted byte reports
-//! [`TableError::Checksum`] rather than, say, "another HAL". Only when everything passed are
-//! entries inserted, so a refused table leaves the cache as it was. Every read is a checked
-//! slice access: no input can make `import` panic.
 
 use super::cache::{Choice, Entry, TuneCache};
 use super::candidate::Candidate;
@@ -281,7 +243,7 @@ pub fn export<const N: usize>(
 ///
 /// All or nothing: on any error the cache is unchanged. Errors: every [`TableError`] but
 /// [`BufferTooSmall`](TableError::BufferTooSmall), checked in the order of the
-/// [module docs](self).
+/// [module docs](crate::tune).
 pub fn import<const N: usize>(
     cache: &mut TuneCache<N>,
     fingerprint: u64,

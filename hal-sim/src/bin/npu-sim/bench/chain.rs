@@ -62,15 +62,15 @@ fn chain_run(
         bytemuck::cast_slice_mut(&mut host),
         config,
     )
-    .map_err(|e| format!("simulator: {e:?}"))?
+    .map_err(|e| format!("simulator: {e}"))?
     .with_trace(&mut trace);
     let channel: workloads::SimChannel<'_> =
         RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).map_err(err)?);
     let client = ComputeClient::new(&channel);
-    let params = workloads::chain_params().map_err(|e| format!("{e:?}"))?;
+    let params = workloads::chain_params().map_err(|e| e.to_string())?;
     let op = Op::MulI8 { len: LEN, params };
     let x0 = workloads::pseudo_random_i8(1, LEN as usize);
-    let want = workloads::chain_reference(&x0, jobs).map_err(|e| format!("{e:?}"))?;
+    let want = workloads::chain_reference(&x0, jobs).map_err(|e| e.to_string())?;
 
     let mut a = client.create(bytemuck::cast_slice(&x0)).map_err(err)?;
     let mut b = client.empty(LEN).map_err(err)?;

@@ -58,7 +58,7 @@ pub fn run(batches: usize, per_batch: usize) -> Result<(), WorkloadError> {
     }
     // The same ADD from a job plan of 32 (a ping-pong chain), run per_batch / 32 times.
     let pair = [client.empty(16)?, client.empty(16)?];
-    let mut plan: npu_compute::client::Plan<'_, _, 32, 8> = client.plan();
+    let mut plan: npu_compute::client::JobPlan<'_, _, 32, 8> = client.job_plan();
     plan.push(&op, &[&a, &b], &pair[0])?;
     for k in 1..32 {
         plan.push(&op, &[&pair[(k + 1) % 2], &b], &pair[k % 2])?;

@@ -1,0 +1,379 @@
+//! The arena plan of a model: every activation's lifetime, buffers shared where an operator
+//! runs in place or writes into a concatenation, tiled chains chosen for the smallest arena,
+//! then one [`ArenaPlan`](crate::memory::ArenaPlan) for all of them (see
+//! [`plan_arena`](crate::memory::plan_arena)), reserved as one pool at prepare.
+
+use super::tile::{self, Tile};
+use super::{not_one_op, ArenaReport, Graph, GraphError, Optimise, Step, StepOperand, MAX_TILES};
+use crate::channel::ComputeChannel;
+use crate::hal::{Op, MAX_JOB_INPUTS};
+use crate::memory::{ArenaPlanError, Lifetime};
+
+/// A model's activation buffers: lifetimes and, per tensor, the buffer holding it and the
+/// tensor's offset in that buffer.
+pub(super) struct Buffers<const N: usize> {
+    lifetimes: heapless::Vec<Lifetime, N>,
+    of: heapless::Vec<u16, N>,
+    at: heapless::Vec<u32, N>,
+}
+
+/// Rounds of local search the arena planner runs at prepare (see [`plan_arena`](crate::memory::plan_arena)).
+pub const PLAN_EFFORT: u32 = 200;
+
+impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
+    /// The activation buffers under `tiles`: their lifetimes, and the buffer of each tensor
+    /// (`u16::MAX` for constants and tensors never produced).
+    ///
+    /// A buffer is the memory of an activation and of the RESHAPEs that alias it. It is live
+    /// from the step that writes it (step 0 for a model input) to its last reader (past the
+    /// last step for a model output, which is read after the run). In a tiled chain, an
+    /// intermediate tensor is only its band, the chain's input lives to the chain's last step
+    /// and its output from the chain's first step.
+    fn buffers(&self, tiles: &[Tile], alignment: u32, in_place: bool) -> Option<Buffers<TENSORS>> {
+        let n = self.tensors.len();
+        let end = self.steps.len() as u16;
+        let mut root: heapless::Vec<u16, TENSORS> = (0..n as u16).collect();
+        let mut first: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
+        let _ = first.resize(n, u16::MAX);
+        let mut last: heapless::Vec<u16, TENSORS> = heapless::Vec::new();
+        let _ = last.resize(n, 0);
+        let mut bytes: heapless::Vec<u32, TENSORS> = self.tensors.iter().map(|s| s.bytes).collect();
+        for &t in &self.inputs {
+            first[usize::from(t)] = 0;
+        }
+        for (si, step) in self.steps.iter().enumerate() {
+            let out = usize::from(step.output);
+            if let (None, Some(StepOperand::Tensor(input))) = (step.op, step.operands.first()) {
+                root[out] = root[usize::from(*input)];
+            }
+            let r = usize::from(root[out]);
+            first[r] = first[r].min(si as u16);
+        }
+        for (t, slot) in self.tensors.iter().enumerate() {
+            if !slot.constant {
+                let r = usize::from(root[t]);
+                let used = if slot.last_use == u16::MAX {
+                    end
+                } else {
+                    slot.last_use
+                };
+                last[r] = last[r].max(used);
+            }
+        }
+        if in_place {
+            // An op that runs in place writes its output over an input whose buffer dies at
+            // that op (and has the output's size): the output joins that buffer.
+            for (si, step) in self.steps.iter().enumerate() {
+                let out = usize::from(step.output);
+                if !step.op.is_some_and(|op| op.runs_in_place()) || usize::from(root[out]) != out {
+                    continue;
+                }
+                let dying = step.operands.iter().find_map(|o| match *o {
+                    StepOperand::Tensor(t) => {
+                        let r = usize::from(root[usize::from(t)]);
+                        let fits = !self.tensors[r].constant && bytes[r] == bytes[out];
+                        (fits && usize::from(last[r]) == si).then_some(r)
+                    }
+                    StepOperand::Aux(_) => None,
+                });
+                if let Some(r) = dying {
+                    for t in root.iter_mut().filter(|t| usize::from(**t) == out) {
+                        *t = r as u16;
+                    }
+                    last[r] = last[r].max(last[out]);
+                }
+            }
+        }
+        // A chain's input that nothing reads after the chain starts shares memory with the
+        // chain's output: the output starts `lag` bytes below the input and overwrites only
+        // input rows no later stripe reads (streaming in place). `into[r]` is the buffer the
+        // root `r` moved into and its offset there.
+        let mut into: heapless::Vec<Option<(u16, u32)>, TENSORS> = heapless::Vec::new();
+        let _ = into.resize(n, None);
+        for tile in tiles {
+            let (a, b) = (usize::from(tile.first), usize::from(tile.last));
+            let cost = self.tile_cost(tile)?;
+            for (k, rows) in cost.band_rows.iter().enumerate() {
+                let out = tile::shapes(self.chain_op(a, k)?)?.1;
+                bytes[usize::from(self.steps[a + k].output)] = rows * tile::row_bytes(out);
+            }
+            let r_in = usize::from(root[usize::from(self.chain_input(a)?)]);
+            let r_out = usize::from(root[usize::from(self.steps[b].output)]);
+            first[r_out] = first[r_out].min(tile.first);
+            if tile.in_place && last[r_in] <= tile.first && into[r_in].is_none() && r_in != r_out {
+                let lag = cost.input_lag.div_ceil(alignment) * alignment;
+                into[r_in] = Some((r_out as u16, lag));
+                bytes[r_out] = bytes[r_out].max(lag.checked_add(bytes[r_in])?);
+                first[r_out] = first[r_out].min(first[r_in]);
+            } else {
+                last[r_in] = last[r_in].max(tile.last);
+            }
+        }
+        if in_place {
+            self.concat_in_place(alignment, &root, &mut first, &last, &bytes, &mut into);
+        }
+        let mut buffers = Buffers {
+            lifetimes: heapless::Vec::new(),
+            of: heapless::Vec::new(),
+            at: heapless::Vec::new(),
+        };
+        let _ = buffers.of.resize(n, u16::MAX);
+        let _ = buffers.at.resize(n, 0);
+        for (t, slot) in self.tensors.iter().enumerate() {
+            let owns = usize::from(root[t]) == t && into[t].is_none();
+            if owns && first[t] != u16::MAX && !slot.constant {
+                buffers.of[t] = buffers.lifetimes.len() as u16;
+                let _ = buffers.lifetimes.push(Lifetime {
+                    bytes: bytes[t],
+                    first: first[t],
+                    last: last[t].max(first[t]),
+                });
+            }
+        }
+        for t in 0..n {
+            let r = usize::from(root[t]);
+            (buffers.of[t], buffers.at[t]) = match into[r] {
+                Some((o, lag)) => (buffers.of[usize::from(o)], lag),
+                None => (buffers.of[r], 0),
+            };
+        }
+        Some(buffers)
+    }
+    /// Moves the inputs of each concatenation along its outermost axis into their blocks of
+    /// the output, when every input is an activation whose buffer dies at the concatenation
+    /// (nothing else reads it later), has exactly its block's size, starts at an aligned
+    /// offset and is no other buffer's home: the producers then write straight into the
+    /// output, and the concatenation copies nothing. Moves never nest.
+    fn concat_in_place(
+        &self,
+        alignment: u32,
+        root: &[u16],
+        first: &mut [u16],
+        last: &[u16],
+        bytes: &[u32],
+        into: &mut [Option<(u16, u32)>],
+    ) {
+        for si in 0..self.steps.len() {
+            let Some(blocks) = self.concat_blocks(si) else {
+                continue;
+            };
+            let r_out = usize::from(root[usize::from(self.steps[si].output)]);
+            let root_of = |t: u16| usize::from(root[usize::from(t)]);
+            let movable = |k: usize, &(t, at, len): &(u16, u32, u32)| {
+                let r = root_of(t);
+                let is_home = into.iter().flatten().any(|&(o, _)| usize::from(o) == r);
+                !self.tensors[r].constant
+                    && first[r] != u16::MAX
+                    && usize::from(last[r]) == si
+                    && bytes[r] == len
+                    && at % alignment == 0
+                    && r != r_out
+                    && into[r].is_none()
+                    && into[r_out].is_none()
+                    && !is_home
+                    && !blocks[..k].iter().any(|&(u, ..)| root_of(u) == r)
+            };
+            if blocks.iter().enumerate().all(|(k, b)| movable(k, b)) {
+                for &(t, at, _) in &blocks {
+                    let r = root_of(t);
+                    into[r] = Some((r_out as u16, at));
+                    first[r_out] = first[r_out].min(first[r]);
+                }
+            }
+        }
+    }
+    /// For a concatenation along its outermost axis (one outer slice, so each input is one
+    /// contiguous block of the output): each input with its block's byte offset and length.
+    fn concat_blocks(&self, si: usize) -> Option<heapless::Vec<(u16, u32, u32), MAX_JOB_INPUTS>> {
+        let step = self.steps.get(si)?;
+        let Some(Op::ConcatenationI8 { params }) = step.op else {
+            return None;
+        };
+        if params.outer() != 1 {
+            return None;
+        }
+        let mut blocks = heapless::Vec::new();
+        let mut at = 0_u32;
+        for (k, operand) in step.operands.iter().enumerate() {
+            let StepOperand::Tensor(t) = *operand else {
+                return None;
+            };
+            let len = u32::try_from(params.input_len(k)).ok()?;
+            blocks.push((t, at, len)).ok()?;
+            at = at.checked_add(len)?;
+        }
+        Some(blocks)
+    }
+    /// Op `k` of a chain starting at step `a`.
+    pub(super) fn chain_op(&self, a: usize, k: usize) -> Option<&Op> {
+        self.steps.get(a + k).and_then(|s| s.op.as_ref())
+    }
+    /// What running `tile` in stripes costs (`None`: some op cannot be cut).
+    pub(super) fn tile_cost(&self, tile: &Tile) -> Option<tile::ChainCost> {
+        let a = usize::from(tile.first);
+        let len = usize::from(tile.last.checked_sub(tile.first)?) + 1;
+        tile::chain_cost(len, |k| self.chain_op(a, k), tile.rows)
+    }
+    /// The activation a chain starting at step `a` reads (its first operand).
+    pub(super) fn chain_input(&self, a: usize) -> Option<u16> {
+        match self.steps.get(a)?.operands.first()? {
+            StepOperand::Tensor(t) => Some(*t),
+            StepOperand::Aux(_) => None,
+        }
+    }
+    /// Whether steps `si` and `si + 1` can run in one tiled chain: both row-local, and the
+    /// second reads the first's output, which nothing else reads.
+    fn chainable(&self, si: usize, alignment: u32) -> bool {
+        let (Some(s), Some(next)) = (self.steps.get(si), self.steps.get(si + 1)) else {
+            return false;
+        };
+        let local = |st: &Step| {
+            st.op
+                .as_ref()
+                .is_some_and(|op| tile::is_row_local(op, alignment))
+        };
+        local(s)
+            && local(next)
+            && self.chain_input(si + 1) == Some(s.output)
+            && usize::from(self.tensors[usize::from(s.output)].last_use) == si + 1
+    }
+    /// Arena bytes of the plan under `tiles` (`None`: some tile cannot be cut).
+    fn planned_size(&self, tiles: &[Tile], alignment: u32) -> Option<u32> {
+        let b = self.buffers(tiles, alignment, true)?;
+        crate::memory::plan_arena::<TENSORS>(&b.lifetimes, alignment, 0)
+            .ok()
+            .map(|p| p.size())
+    }
+    /// Picks tiled chains greedily: each round tries every chain of chainable steps that does
+    /// not overlap a chosen one, in stripes of 1, 2, 4, ... rows, and keeps the one giving the
+    /// smallest arena (fewest recomputed multiply-accumulates on a tie), while the arena
+    /// shrinks.
+    fn choose_tiles(&mut self, alignment: u32) {
+        let n = self.steps.len();
+        let mut tiles: heapless::Vec<Tile, MAX_TILES> = heapless::Vec::new();
+        let Some(mut best) = self.planned_size(&tiles, alignment) else {
+            return;
+        };
+        while !tiles.is_full() {
+            let mut found: Option<(u32, u64, Tile)> = None;
+            for a in 0..n {
+                for b in a + 1..n.min(a + tile::MAX_CHAIN) {
+                    if !self.chainable(b - 1, alignment) {
+                        break;
+                    }
+                    if tiles
+                        .iter()
+                        .any(|t| usize::from(t.first) <= b && a <= usize::from(t.last))
+                    {
+                        continue;
+                    }
+                    let height = self
+                        .chain_op(a, b - a)
+                        .and_then(tile::shapes)
+                        .map_or(0, |(_, o)| o.height);
+                    // Stripes of 1, 2, 4, ... rows, each with and without streaming in place.
+                    let heights = (0..16).map(|p| 1u32 << p).take_while(|&r| r < height);
+                    for (rows, in_place) in heights.flat_map(|r| [(r, false), (r, true)]) {
+                        let tile = Tile {
+                            first: a as u16,
+                            last: b as u16,
+                            rows: rows as u16,
+                            in_place,
+                        };
+                        let Some(cost) = self.tile_cost(&tile) else {
+                            continue;
+                        };
+                        let _ = tiles.push(tile);
+                        let size = self.planned_size(&tiles, alignment);
+                        tiles.pop();
+                        if let Some(size) = size {
+                            let key = (size, cost.extra_macs);
+                            if found.is_none_or(|(s, m, _)| key < (s, m)) {
+                                found = Some((size, cost.extra_macs, tile));
+                            }
+                        }
+                    }
+                }
+            }
+            match found {
+                Some((size, _, tile)) if size < best => {
+                    best = size;
+                    let _ = tiles.push(tile);
+                }
+                _ => break,
+            }
+        }
+        self.tiles = tiles;
+    }
+    /// Lays the activations out in one pool (see [`plan_arena`](crate::memory::plan_arena)) and reserves it,
+    /// after choosing tiled chains when `optimise` asks for the smallest arena.
+    pub(super) fn plan_arena(&mut self, optimise: Optimise) -> Result<(), GraphError> {
+        let alignment = self
+            .client
+            .capabilities()
+            .map_err(not_one_op)?
+            .alignment
+            .max(1);
+        if optimise == Optimise::Memory {
+            self.choose_tiles(alignment);
+        }
+        let buffers = self
+            .buffers(&self.tiles, alignment, true)
+            .ok_or(GraphError::Plan(ArenaPlanError::BadInput {
+                buffer: u32::MAX,
+            }))?;
+        let plan = crate::memory::plan_arena::<TENSORS>(&buffers.lifetimes, alignment, PLAN_EFFORT)
+            .map_err(GraphError::Plan)?;
+        for ((slot, &b), &at) in self.tensors.iter_mut().zip(&buffers.of).zip(&buffers.at) {
+            if let Some(offset) = plan.offset(usize::from(b)) {
+                slot.offset = offset + at;
+            }
+        }
+        for si in 0..self.steps.len() {
+            // Buffers live at the same step never overlap, so an input found exactly at its
+            // block of the output was moved there.
+            let out = usize::from(self.steps[si].output);
+            let in_place = self.concat_blocks(si).is_some_and(|blocks| {
+                blocks.iter().all(|&(t, at, _)| {
+                    let (t, o) = (usize::from(t), out);
+                    buffers.of[t] == buffers.of[o]
+                        && self.tensors[t].offset == self.tensors[o].offset + at
+                })
+            });
+            self.steps[si].in_place = in_place;
+        }
+        let recomputed_macs = self
+            .tiles
+            .iter()
+            .filter_map(|t| self.tile_cost(t))
+            .map(|c| c.extra_macs)
+            .sum();
+        let rounded = |bytes: u32| bytes.div_ceil(alignment) * alignment;
+        let constant_bytes = self
+            .tensors
+            .iter()
+            .filter_map(|s| s.value.as_ref())
+            .chain(&self.aux)
+            .filter(|v| !self.client.is_in_flash(v).unwrap_or(false))
+            .map(|v| rounded(v.bytes()))
+            .sum();
+        self.memory = ArenaReport {
+            activation_bytes: plan.size(),
+            lower_bound_bytes: crate::memory::lower_bound(
+                &self
+                    .buffers(&[], alignment, false)
+                    .map(|b| b.lifetimes)
+                    .unwrap_or_default(),
+                alignment,
+            ),
+            constant_bytes,
+            tiled_chains: self.tiles.len() as u8,
+            recomputed_macs,
+        };
+        if plan.size() > 0 {
+            let pool = self.client.empty(plan.size()).map_err(not_one_op)?;
+            self.pool = Some(pool);
+        }
+        Ok(())
+    }
+}

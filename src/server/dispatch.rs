@@ -1,0 +1,309 @@
+//! Dispatch and dependencies: checking a job's operands, choosing its execution unit, and
+//! submitting it with the fences it must wait for.
+//!
+//! `execute` follows the server's [`TuneMode`]: with tuning off (the default) an op runs on
+//! the NPU as the driver chooses, or on the CPU fallback ([`fallback`](super::fallback)) where
+//! the NPU lacks it; otherwise [`tuning`](super::tuning) picks the candidate. A job waits for
+//! the last writer of each input and, before overwriting its output, for the jobs still
+//! reading the output's old contents ([`DepSet`]), so memory released a moment ago is safe to
+//! reuse without the CPU waiting.
+
+use super::deps::DepSet;
+use super::residency::Residency;
+use super::tensors::{Binding, TensorEntry};
+use super::NpuServer;
+use crate::error::Error;
+use crate::hal::{
+    Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Variant, MAX_JOB_INPUTS, MAX_QUEUES,
+};
+use crate::handle::HandleId;
+use crate::memory::{MemoryBinding, MemoryManagement};
+use crate::tune::{Candidate, TuneMode};
+
+/// What a job needs of one operand's entry.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Operand {
+    pub(super) binding: Binding,
+    pub(super) bytes: u32,
+    /// A download of the old bytes is pending (void once a job overwrites them).
+    pub(super) downloading: bool,
+}
+
+impl Operand {
+    pub(super) fn of(e: &TensorEntry) -> Self {
+        Operand {
+            binding: e.binding,
+            bytes: e.bytes,
+            downloading: e.download.is_some(),
+        }
+    }
+}
+
+impl<
+        H: Npu,
+        M: MemoryManagement,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > NpuServer<H, M, HANDLES, STAGING, TUNE>
+{
+    pub(super) fn execute(
+        &mut self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        if self.tuning.mode == TuneMode::Off {
+            self.execute_untuned(op, inputs, output)
+        } else {
+            self.execute_tuned(op, inputs, output)
+        }
+    }
+
+    /// The driver's own way on the NPU, or the CPU fallback where the NPU lacks the op.
+    pub(super) fn execute_untuned(
+        &mut self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        self.dispatch(op, inputs, output, |s, operands, out| {
+            if s.caps.ops.runs(op) {
+                s.execute_on_npu(op, Variant::Auto, operands, out)
+            } else {
+                s.execute_on_cpu(op, operands, out)
+            }
+        })
+    }
+
+    /// Like `execute`, but the way to run `op` is given rather than chosen:
+    /// [`Candidate::Npu`] with a [`Variant`] (scratch memory, when the variant needs it, is
+    /// reserved for the job and released at once, fence-safe like any memory), or
+    /// [`Candidate::Cpu`], the fallback kernels. Every candidate writes the same bytes.
+    /// Errors: [`HalError::Unsupported`] when the NPU does not run the op,
+    /// [`HalError::VariantUnsupported`] when it does not run it that way, and the errors of
+    /// `execute`.
+    pub(super) fn execute_with(
+        &mut self,
+        op: &Op,
+        how: Candidate,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        if let Candidate::Npu(variant) = how {
+            if !self.caps.ops.runs(op) {
+                return Err(HalError::Unsupported {
+                    op: op.kind(),
+                    dtype: op.dtype(),
+                }
+                .into());
+            }
+            if variant != Variant::Auto && !self.npu.supports_variant(op, variant) {
+                return Err(HalError::VariantUnsupported {
+                    op: op.kind(),
+                    variant,
+                }
+                .into());
+            }
+        }
+        self.dispatch(op, inputs, output, |s, operands, out| match how {
+            Candidate::Npu(variant) => s.execute_on_npu(op, variant, operands, out),
+            Candidate::Cpu => s.execute_on_cpu(op, operands, out),
+        })
+    }
+
+    /// What `execute` and `execute_with` share: checks the operands, binds pinned ones, voids
+    /// a started read of the output, then lets `run` submit (or compute on the CPU). Generic
+    /// over `run` so that `execute`, the path every job takes, is compiled with its own
+    /// choice inline (passing the choice as a value cost 50 instructions per job).
+    pub(super) fn dispatch(
+        &mut self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+        run: impl FnOnce(&mut Self, &[Operand], Operand) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut operands = heapless::Vec::new();
+        let (mut out, pinned) = self.check_operands(op, inputs, output, &mut operands)?;
+        // Pinned operands: bind them on the device, upload inputs whose newest bytes are on
+        // the host; the output's newest bytes will be on the device.
+        if pinned {
+            for (e, &id) in operands.iter_mut().zip(inputs) {
+                *e = Operand::of(&self.bind_on_device(id, true)?);
+            }
+            out = Operand::of(&self.bind_on_device(output, false)?);
+            self.handles.get_mut(output)?.newest = Residency::Device;
+        }
+        // The output's bytes are about to change: a started read of the old bytes is void.
+        if out.downloading {
+            self.cancel_download(output)?;
+        }
+        run(self, &operands, out)
+    }
+    /// Checks a job's operands against what `op` needs and gathers them into `operands`
+    /// (inputs in order). Returns the output, and whether any operand is pinned.
+    pub(super) fn check_operands(
+        &self,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+        operands: &mut heapless::Vec<Operand, MAX_JOB_INPUTS>,
+    ) -> Result<(Operand, bool), Error> {
+        let kind = op.kind();
+        let bad = |operand: usize, expected: u32, actual: u32| Error::BadOperands {
+            op: kind,
+            operand: operand as u8,
+            expected,
+            actual,
+        };
+        let need = op.operands().ok_or(bad(0, u32::MAX, 0))?;
+        if !need.accepts(inputs.len()) {
+            return Err(bad(inputs.len().min(need.inputs.len()), 0, 0));
+        }
+        let mut pinned = false;
+        for (i, (&id, need)) in inputs.iter().zip(need.inputs.iter()).enumerate() {
+            if id == output {
+                return Err(Error::OutputAliasesInput { op: kind });
+            }
+            let e = self.handles.get_ref(id)?;
+            if e.bytes != *need {
+                return Err(bad(i, *need, e.bytes));
+            }
+            pinned |= e.host.is_some();
+            operands.push(Operand::of(e)).map_err(|_| bad(i, 0, 0))?;
+        }
+        let out = self.handles.get_ref(output)?;
+        if out.constant {
+            return Err(Error::ReadOnlyTensor);
+        }
+        if out.bytes != need.output {
+            return Err(bad(MAX_JOB_INPUTS, need.output, out.bytes));
+        }
+        Ok((Operand::of(out), pinned || out.host.is_some()))
+    }
+    /// Submits `op` to the next execution unit (round robin), built in place: each input's
+    /// region and the fences of its writers, the output's region and the fences of its
+    /// readers and writer, less what has completed.
+    pub(super) fn execute_on_npu(
+        &mut self,
+        op: &Op,
+        variant: Variant,
+        inputs: &[Operand],
+        output: Operand,
+    ) -> Result<(), Error> {
+        if variant == Variant::Auto {
+            return self.submit_compute(op, variant, inputs, output, None);
+        }
+        let scratch = match variant.scratch_bytes(op) {
+            Some(0) => None,
+            Some(bytes) => Some(self.reserve(bytes)?),
+            None => {
+                return Err(HalError::VariantUnsupported {
+                    op: op.kind(),
+                    variant,
+                }
+                .into())
+            }
+        };
+        let submitted = self.submit_compute(op, variant, inputs, output, scratch);
+        // The scratch is the job's alone: released at once, its next owner waits for the job
+        // (the chunk keeps the job's write in its access record).
+        if let Some(m) = scratch {
+            self.memory.release(m)?;
+        }
+        submitted
+    }
+
+    pub(super) fn submit_compute(
+        &mut self,
+        op: &Op,
+        variant: Variant,
+        inputs: &[Operand],
+        output: Operand,
+        scratch: Option<MemoryBinding>,
+    ) -> Result<(), Error> {
+        let units = self.caps.execution_units.max(1);
+        let queue = Queue::Unit(self.next_unit % units);
+        self.next_unit = (self.next_unit + 1) % units;
+        let Binding::Memory(out) = output.binding else {
+            return Err(Error::ReadOnlyTensor);
+        };
+        let mut job = Job {
+            kind: JobKind::Compute {
+                op,
+                variant,
+                inputs: heapless::Vec::new(),
+                output: Region::device(0, 0),
+                scratch: None,
+            },
+            queue,
+            deps: heapless::Vec::new(),
+        };
+        let mut deps = DepSet::default();
+        let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
+        let mut ended = |q, f| frontier.is_done(npu, q, f);
+        if let JobKind::Compute {
+            inputs: regions,
+            output: out_region,
+            scratch: scratch_region,
+            ..
+        } = &mut job.kind
+        {
+            for e in inputs {
+                let region = match e.binding {
+                    Binding::Memory(m) => {
+                        let (block, access) = memory.block_and_access(m)?;
+                        deps.add_read_of(access, queue, &mut ended);
+                        Region::device(block.offset, block.len)
+                    }
+                    Binding::Flash(r) => r,
+                    Binding::Host => return Err(Error::NotPinned),
+                };
+                // `inputs` has at most MAX_JOB_INPUTS entries.
+                let _ = regions.push(region);
+            }
+            let (block, access) = memory.block_and_access(out)?;
+            deps.add_write_of(access, queue, &mut ended);
+            *out_region = Region::device(block.offset, block.len);
+            if let Some(m) = scratch {
+                let (block, access) = memory.block_and_access(m)?;
+                deps.add_write_of(access, queue, &mut ended);
+                *scratch_region = Some(Region::device(block.offset, block.len));
+            }
+        }
+        deps.fences_into(&mut job.deps);
+        let fence = self.submit(&job)?;
+        for e in inputs {
+            self.record_read(e.binding, queue, fence)?;
+        }
+        self.memory.access_mut(out)?.record_write(queue, fence);
+        if let Some(m) = scratch {
+            self.memory.access_mut(m)?.record_write(queue, fence);
+        }
+        self.stats.compute_jobs += 1;
+        Ok(())
+    }
+
+    pub(super) fn record_read(
+        &mut self,
+        binding: Binding,
+        queue: Queue,
+        fence: Fence,
+    ) -> Result<(), Error> {
+        if let Binding::Memory(m) = binding {
+            self.memory.access_mut(m)?.record_read(queue, fence);
+        }
+        Ok(())
+    }
+
+    pub(super) fn sync(&mut self) -> Result<(), Error> {
+        for fence in self.newest.into_iter().flatten() {
+            // A failed job is reported by the read of what it produced; sync only waits.
+            let _ = self.wait_for(fence);
+        }
+        self.newest = [None; MAX_QUEUES];
+        self.retire_memory_fences();
+        self.reap_staging();
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! The CPU fallback: an op the NPU does not run (or whose tuned choice is the CPU) runs on the
+//! `npu-kernels` reference kernels over host staging memory, through the operator
+//! interpreter. Its inputs are downloaded (the CPU waits for those downloads alone), computed
+//! there, and the result uploaded; the HAL is told ([`Npu::host_compute`]) so that a
+//! simulator's clock charges the CPU's time.
+
+use super::dispatch::Operand;
+use super::tensors::Binding;
+use super::NpuServer;
+use crate::error::Error;
+use crate::fallback::{run_op, split_operands, OpError};
+use crate::hal::{Fence, HalError, Npu, Op, Region, MAX_JOB_INPUTS};
+use crate::memory::MemoryManagement;
+use crate::storage::Block;
+
+impl<
+        H: Npu,
+        M: MemoryManagement,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > NpuServer<H, M, HANDLES, STAGING, TUNE>
+{
+    /// The CPU fallback: bring the inputs to host staging, compute there, upload the result.
+    pub(super) fn execute_on_cpu(
+        &mut self,
+        op: &Op,
+        inputs: &[Operand],
+        output: Operand,
+    ) -> Result<(), Error> {
+        let mut staged = heapless::Vec::new();
+        let result = self.compute_on_cpu(op, inputs, output, &mut staged);
+        for (fence, block) in staged {
+            self.staging.free_after(fence, block)?;
+        }
+        result
+    }
+
+    pub(super) fn compute_on_cpu(
+        &mut self,
+        op: &Op,
+        inputs: &[Operand],
+        output: Operand,
+        staged: &mut heapless::Vec<(Fence, Block), MAX_JOB_INPUTS>,
+    ) -> Result<(), Error> {
+        let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
+        for e in inputs {
+            let (fence, block) = self.start_download(e.binding, e.bytes)?;
+            // Both vectors hold at most MAX_JOB_INPUTS, as many as `inputs` (checked by caller).
+            let _ = staged.push((fence, block));
+            let _ = ranges.push((block.offset as usize, e.bytes as usize));
+        }
+        for &(fence, _) in staged.iter() {
+            self.wait_for(fence)?;
+        }
+        let out_block = self.staging_alloc(output.bytes)?;
+        let out_region = Region::host(out_block.offset, output.bytes);
+        let host = self.npu.host_memory();
+        let space_bytes = host.len() as u32;
+        let computed = match split_operands(
+            host,
+            (out_block.offset as usize, output.bytes as usize),
+            &ranges,
+        ) {
+            Some((out, ins)) => run_op(op, &ins, out).map_err(|e| match e {
+                OpError::Kernel(error) => Error::Kernel {
+                    op: op.kind(),
+                    error,
+                },
+                OpError::Misaligned { .. } | OpError::InputCount { .. } | OpError::NotInPlace => {
+                    Error::Hal(HalError::Misaligned {
+                        region: out_region,
+                        alignment: self.caps.alignment,
+                    })
+                }
+            }),
+            None => Err(HalError::OutOfBounds {
+                region: out_region,
+                space_bytes,
+            }
+            .into()),
+        };
+        if computed.is_ok() {
+            self.npu.host_compute(op);
+        }
+        let out = match output.binding {
+            Binding::Memory(m) => Ok(m),
+            Binding::Flash(_) | Binding::Host => Err(Error::ReadOnlyTensor),
+        };
+        match computed.and_then(|()| self.submit_upload(out_region, out?)) {
+            Ok(fence) => {
+                self.stats.cpu_ops += 1;
+                self.staging.free_after(fence, out_block)
+            }
+            Err(e) => {
+                self.staging.free(out_block)?;
+                Err(e)
+            }
+        }
+    }
+}
