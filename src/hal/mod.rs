@@ -1,5 +1,9 @@
 //! The hardware abstraction: the one trait a board integrator implements.
 //!
+//! Writing a driver for a board: see [the guide](guide), which walks through the contract
+//! step by step and shows how to check a driver with the [conformance] suite (cargo feature
+//! `conformance`).
+//!
 //! # Design
 //!
 //! The compute server never touches NPU registers, caches or device memory bytes itself. It
@@ -44,7 +48,12 @@
 //! [`CriticalSectionChannel`](crate::channel::CriticalSectionChannel) and calls
 //! [`ComputeChannel::on_interrupt`](crate::channel::ComputeChannel::on_interrupt) from the ISR.
 
+// Documented without the feature too (`doc`), so that the guide's links resolve; compiled for
+// use only with it.
+#[cfg(any(feature = "conformance", doc))]
+pub mod conformance;
 mod error;
+pub mod guide;
 mod op;
 mod variant;
 

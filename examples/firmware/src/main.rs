@@ -21,17 +21,19 @@
 //!   runner passes `-icount shift=0` so that SysTick counts instructions);
 //! - the CPU cost of the fallback kernels, in instructions per operator, for every operator of
 //!   the keyword-spotting model and synthetic ones of every kernel ([`cpu_cost`]), checked
-//!   against the simulator's CPU cost model (`npu_sim::CpuModel`), which was fitted to it.
+//!   against the simulator's CPU cost model (`npu_sim::CpuModel`), which was fitted to it;
+//! - the HAL conformance suite run against the null NPU ([`conformance`]).
 //!
 //! It exits through semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when every value
-//! matches and dispatch stays within [`DISPATCH_BOUND`] instructions per job, and with
-//! `EXIT_FAILURE` (status 1) on a mismatch, an error, a dispatch cost above the bound, a panic
-//! or a hard fault.
+//! matches, dispatch stays within [`DISPATCH_BOUND`] instructions per job and no conformance
+//! check fails, and with `EXIT_FAILURE` (status 1) on a mismatch, an error, a dispatch cost
+//! above the bound, a failed conformance check, a panic or a hard fault.
 //!
 
 #![no_std]
 #![no_main]
 
+mod conformance;
 mod cpu_cost;
 mod dispatch_cost;
 mod null_npu;
@@ -201,6 +203,8 @@ enum Failure {
     Cost(dispatch_cost::CostError),
     /// The CPU kernels' cost could not be measured.
     CpuCost(cpu_cost::CpuCostError),
+    /// The null NPU failed a HAL conformance check.
+    Conformance(conformance::ConformanceError),
     /// Dispatching one job cost more instructions than the bound (both in hundredths).
     DispatchTooSlow {
         /// Measured end to end, per job.
@@ -373,7 +377,10 @@ fn run() -> Result<(), Failure> {
         return Err(Failure::Mismatch(wrong));
     }
     cpu_kernels(&ticks, &calibration, &kws_ops)?;
-    dispatch(&ticks, &calibration)
+    dispatch(&ticks, &calibration)?;
+    // After the measurements, so that they measure the same state as before.
+    conformance::run().map_err(Failure::Conformance)?;
+    Ok(())
 }
 
 /// Measures the CPU fallback kernels' cost for `ops` and the synthetic operators (see
@@ -428,7 +435,7 @@ fn main() -> ! {
     defmt::info!("npu-firmware-example on mps2-an386");
     let status = match run() {
         Ok(()) => {
-            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes; dispatch within its bound");
+            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes; dispatch within its bound; the null NPU passes the HAL conformance suite");
             EXIT_SUCCESS
         }
         Err(failure) => {
