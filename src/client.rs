@@ -608,6 +608,11 @@ impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize>
         self.client.call(|s| s.run_plan(plan, ops))
     }
 
+    /// The client the plan belongs to.
+    pub fn client(&self) -> ComputeClient<'c, C> {
+        self.client
+    }
+
     /// The plan's jobs and tensors.
     pub fn jobs(&self) -> &JobPlanState<STEPS, TENSORS> {
         &self.plan

@@ -144,6 +144,7 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
     }
 
     /// Mutable access to the value behind a live id.
+    #[inline(always)]
     pub fn get_mut(&mut self, id: HandleId) -> Result<&mut T, Error> {
         self.slot(id)?;
         self.slots[id.index as usize]

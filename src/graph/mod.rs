@@ -449,14 +449,30 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     ) -> Result<(), GraphError> {
         self.check_io("input", &self.inputs, inputs.iter().map(|b| b.len()))?;
         self.check_io("output", &self.outputs, outputs.iter().map(|b| b.len()))?;
-        for _ in 0..2 {
-            if !self.use_plan()? {
-                break;
-            }
-            match self.invoke_planned(inputs, outputs) {
+        // Every invoke after the first takes this path: kept short and first.
+        if let (true, Path::Planned(plan)) = (self.replay, &mut self.path) {
+            let io = (self.inputs.as_slice(), self.outputs.as_slice());
+            match plan.invoke(&self.steps, io, inputs, outputs) {
                 // Built before the server's tuning changed: nothing ran; build it again.
                 Err(e) if planned::stale(&e) => self.path = Path::Build,
                 other => return other,
+            }
+        }
+        self.invoke_otherwise(inputs, outputs)
+    }
+
+    /// An invoke that does not replay a ready job plan: the first one, one that builds the
+    /// plan, or one of a graph that keeps the per-job path.
+    #[inline(never)]
+    fn invoke_otherwise(
+        &mut self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+    ) -> Result<(), GraphError> {
+        if self.use_plan()? {
+            if let Path::Planned(plan) = &mut self.path {
+                let io = (self.inputs.as_slice(), self.outputs.as_slice());
+                return plan.invoke(&self.steps, io, inputs, outputs);
             }
         }
         let result = self.run(inputs, outputs);
@@ -539,9 +555,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if !self.use_plan()? {
                 break;
             }
-            match self.submit_planned(io) {
-                Err(e) if planned::stale(&e) => self.path = Path::Build,
-                other => return other,
+            if let Path::Planned(plan) = &mut self.path {
+                let names = (self.inputs.as_slice(), self.outputs.as_slice());
+                match plan.submit(&self.steps, names, io) {
+                    // Built before the server's tuning changed: nothing ran; build it again.
+                    Err(e) if planned::stale(&e) => self.path = Path::Build,
+                    other => return other,
+                }
             }
         }
         let result = self.submit_steps(io);
@@ -550,6 +570,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         result
     }
+
     /// Whether invokes may replay a job plan (the default) or run job by job, as the first
     /// one does. Either way gives the same results, cycles and transfers; job by job costs
     /// the CPU the dispatch work of every job at every invoke. For measuring what the plan

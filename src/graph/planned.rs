@@ -15,7 +15,7 @@
 //! inputs), and a plan that does not fit a capacity (the handle or chunk table, which a plan
 //! fills with every activation at once, or the plan's own).
 
-use super::{not_one_op, Graph, GraphError, IoBuffers, StepOperand, MAX_IO};
+use super::{not_one_op, Graph, GraphError, IoBuffers, Step, StepOperand, MAX_IO};
 use crate::channel::ComputeChannel;
 use crate::client::{JobPlan, Tensor};
 use crate::error::{Error, JobPlanError};
@@ -93,6 +93,59 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
             .find(|(u, _)| *u == t)
             .map(|(_, v)| v)
             .ok_or(not_one_op(Error::StaleHandle { index: t }))
+    }
+
+    /// An invoke from the plan: writes the inputs into their placed tensors, submits every
+    /// job with one channel call, and reads the outputs. `names` are the model's input and
+    /// output tensors, `steps` the graph's (for their ops).
+    pub(super) fn invoke(
+        &mut self,
+        steps: &[Step],
+        names: (&[u16], &[u16]),
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+    ) -> Result<(), GraphError> {
+        let client = self.plan.client();
+        for (&t, input) in names.0.iter().zip(inputs) {
+            client.write(self.view(t)?, input).map_err(not_one_op)?;
+        }
+        self.run(steps)?;
+        for (&t, out) in names.1.iter().zip(outputs.iter_mut()) {
+            client.read(self.view(t)?, out).map_err(not_one_op)?;
+        }
+        Ok(())
+    }
+
+    /// A pipelined invoke from the plan: uploads the inputs straight from `io`'s pinned
+    /// blocks, submits every job, and queues the outputs' downloads into `io`, without
+    /// waiting.
+    pub(super) fn submit(
+        &mut self,
+        steps: &[Step],
+        names: (&[u16], &[u16]),
+        io: &IoBuffers<'c, C>,
+    ) -> Result<(), GraphError> {
+        let client = self.plan.client();
+        for (&t, input) in names.0.iter().zip(&io.inputs) {
+            client.copy(input, self.view(t)?).map_err(not_one_op)?;
+        }
+        self.run(steps)?;
+        for (&t, out) in names.1.iter().zip(&io.outputs) {
+            client.copy(self.view(t)?, out).map_err(not_one_op)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the plan's jobs, each with its step's op (nothing when the plan is stale).
+    fn run(&mut self, steps: &[Step]) -> Result<(), GraphError> {
+        let mut ops: heapless::Vec<&Op, OPS> = heapless::Vec::new();
+        for step in steps.iter().filter(|s| !s.in_place) {
+            if let Some(op) = &step.op {
+                // At most one per step: OPS.
+                let _ = ops.push(op);
+            }
+        }
+        self.plan.run(&ops).map_err(not_one_op)
     }
 
     pub(super) fn report(&self) -> JobPlanReport {
@@ -209,71 +262,5 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         Ok(GraphJobPlan { plan, io })
-    }
-
-    /// An invoke from the plan: writes the inputs into their placed tensors, submits every
-    /// job with one channel call, and reads the outputs.
-    pub(super) fn invoke_planned(
-        &mut self,
-        inputs: &[&[u8]],
-        outputs: &mut [&mut [u8]],
-    ) -> Result<(), GraphError> {
-        let client = self.client;
-        let Path::Planned(plan) = &self.path else {
-            return Err(not_one_op(Error::StaleHandle { index: 0 }));
-        };
-        for (k, &t) in self.inputs.iter().enumerate() {
-            client.write(plan.view(t)?, inputs[k]).map_err(not_one_op)?;
-        }
-        self.run_plan()?;
-        let Path::Planned(plan) = &self.path else {
-            return Err(not_one_op(Error::StaleHandle { index: 0 }));
-        };
-        for (k, out) in outputs.iter_mut().enumerate() {
-            client
-                .read(plan.view(self.outputs[k])?, out)
-                .map_err(not_one_op)?;
-        }
-        Ok(())
-    }
-
-    /// A pipelined invoke from the plan: uploads the inputs straight from `io`'s pinned
-    /// blocks, submits every job, and queues the outputs' downloads into `io`, without
-    /// waiting.
-    pub(super) fn submit_planned(&mut self, io: &IoBuffers<'c, C>) -> Result<(), GraphError> {
-        let client = self.client;
-        let Path::Planned(plan) = &self.path else {
-            return Err(not_one_op(Error::StaleHandle { index: 0 }));
-        };
-        for (k, &t) in self.inputs.iter().enumerate() {
-            client
-                .copy(&io.inputs[k], plan.view(t)?)
-                .map_err(not_one_op)?;
-        }
-        self.run_plan()?;
-        let Path::Planned(plan) = &self.path else {
-            return Err(not_one_op(Error::StaleHandle { index: 0 }));
-        };
-        for (k, out) in io.outputs.iter().enumerate() {
-            client
-                .copy(plan.view(self.outputs[k])?, out)
-                .map_err(not_one_op)?;
-        }
-        Ok(())
-    }
-
-    /// Submits the plan's jobs, each with its step's op (nothing when the plan is stale).
-    fn run_plan(&mut self) -> Result<(), GraphError> {
-        let mut ops: heapless::Vec<&Op, OPS> = heapless::Vec::new();
-        for step in self.steps.iter().filter(|s| !s.in_place) {
-            if let Some(op) = &step.op {
-                // At most one per step: OPS.
-                let _ = ops.push(op);
-            }
-        }
-        match &mut self.path {
-            Path::Planned(plan) => plan.plan.run(&ops).map_err(not_one_op),
-            _ => Err(not_one_op(Error::StaleHandle { index: 0 })),
-        }
     }
 }

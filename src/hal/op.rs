@@ -451,6 +451,7 @@ impl Op {
     }
 
     /// Bytes each operand must have. `None` if a size overflows `u32`.
+    #[inline(always)]
     pub fn operands(&self) -> Option<Operands> {
         let e = self.dtype().size();
         let elems = |len: u32| len.checked_mul(e);

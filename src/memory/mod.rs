@@ -229,6 +229,7 @@ impl Access {
     }
 
     /// Record a write; earlier reads and writes are ordered before it by its dependencies.
+    #[inline(always)]
     pub fn record_write(&mut self, queue: Queue, fence: Fence) {
         for q in queues_in(self.read_queues) {
             self.reads[q] = 0;
@@ -294,6 +295,7 @@ impl Access {
     /// The writers a job on `queue` that reads this memory must wait for: `f(queue index,
     /// fence)` for the newest writer of every other queue, except those `ended` says are over,
     /// which are forgotten.
+    #[inline(always)]
     pub fn writers_before(
         &mut self,
         queue: Queue,
@@ -306,6 +308,7 @@ impl Access {
 
     /// The readers a job on `queue` that overwrites this memory must wait for (besides the
     /// [writers](Self::writers_before)), the same way.
+    #[inline(always)]
     pub fn readers_before(
         &mut self,
         queue: Queue,

@@ -35,6 +35,7 @@ impl DepSet {
     /// Everything a job on `queue` that *reads* memory must wait for: the writers recorded in
     /// its `access` on other queues, less those `ended` says are over (which the record then
     /// forgets, so the next job does not ask again).
+    #[inline(always)]
     pub fn add_read_of(
         &mut self,
         access: &mut Access,
@@ -46,6 +47,7 @@ impl DepSet {
 
     /// Everything a job on `queue` that *overwrites* memory must wait for: its last writers
     /// and every job still reading the old contents, the same way.
+    #[inline(always)]
     pub fn add_write_of(
         &mut self,
         access: &mut Access,

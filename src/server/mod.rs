@@ -392,6 +392,7 @@ impl<
         }
     }
 
+    #[inline(always)]
     fn submit(&mut self, job: &Job<'_>) -> Result<Fence, Error> {
         loop {
             match self.npu.submit(job) {

@@ -189,7 +189,8 @@ impl<
 
     /// `execute` with tuning on: the op's cached (or fixed) candidate, `Auto` for a key being
     /// tuned or unknown in [`TuneMode::CacheOnly`], and for an unknown key in
-    /// [`TuneMode::Tune`], a measurement first.
+    /// [`TuneMode::Tune`], a measurement first. Out of line: see `execute`.
+    #[inline(never)]
     pub(super) fn execute_tuned(
         &mut self,
         op: &Op,

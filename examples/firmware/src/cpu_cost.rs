@@ -45,7 +45,7 @@
 //! as [`KernelCost`]s.
 
 use npu_compute::fallback::{run_op, OpError};
-use npu_compute::graph::OperatorPlan;
+use npu_compute::graph::LoweredOperator;
 use npu_compute::hal::{DType, Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
 use npu_kernels::int8::{
     Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
@@ -196,7 +196,7 @@ impl defmt::Format for Centi {
 /// The HAL operations of a prepared model's operators, in model order (aliases such as
 /// RESHAPE, which run nothing, left out).
 pub fn model_ops(
-    plans: impl Iterator<Item = OperatorPlan>,
+    plans: impl Iterator<Item = LoweredOperator>,
 ) -> Result<heapless::Vec<Op, MAX_MODEL_OPS>, CpuCostError> {
     let mut ops = heapless::Vec::new();
     for op in plans.filter_map(|plan| plan.op) {

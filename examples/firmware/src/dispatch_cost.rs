@@ -43,11 +43,11 @@ use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
-use npu_compute::client::{ComputeClient, Plan};
-use npu_compute::graph::{Graph, GraphError, GraphPlan};
+use npu_compute::client::{ComputeClient, JobPlan};
+use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::{HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant};
 use npu_compute::memory::{Access, ChunkSliceMemory, MemoryConfig};
-use npu_compute::server::{ComputeServer, DepSet, NpuServer};
+use npu_compute::server::{ComputeServer, NpuServer};
 use npu_compute::Error;
 use npu_kernels::int8::{Activation, AddParams, Quant};
 
@@ -90,6 +90,8 @@ pub enum CostError {
     TooLong(u32),
     /// The model could not be prepared or run over the null NPU.
     Graph(GraphError),
+    /// The model's invokes did not replay a job plan.
+    NotPlanned,
 }
 
 impl From<Error> for CostError {
@@ -259,7 +261,7 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     // The same ADD as a job plan: a chain ping-ponging between two tensors, each job reading
     // what the one before wrote.
     let pair = [client.empty(16)?, client.empty(16)?];
-    let mut plan: Plan<'_, _, PLAN_STEPS, 8> = client.plan();
+    let mut plan: JobPlan<'_, _, PLAN_STEPS, 8> = client.job_plan();
     plan.push(&op, &[&a, &b], &pair[0])?;
     for k in 1..PLAN_STEPS {
         plan.push(&op, &[&pair[(k + 1) % 2], &b], &pair[k % 2])?;
@@ -269,7 +271,7 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     client.sync()?;
     let planned = t.time(PLAN_RUNS, &mut || plan.run(&ops))?;
     client.sync()?;
-    let mut one: Plan<'_, _, 1, 4> = client.plan();
+    let mut one: JobPlan<'_, _, 1, 4> = client.job_plan();
     one.push(&op, &[&a, &b], &out)?;
     let plan_of_one = t.time(CALLS, &mut || one.run(&ops[..1]))?;
     client.sync()?;
@@ -343,13 +345,12 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     );
     let npu_jobs = channel.with(|s| (s.npu().submitted(), s.npu().completed(Queue::Unit(0))))?;
     defmt::info!(
-        "dispatch: null NPU saw {=u64} jobs ({=u32} compute completed); sizes in bytes: Op {=usize}, Job {=usize}, Access {=usize}, DepSet {=usize}",
+        "dispatch: null NPU saw {=u64} jobs ({=u32} compute completed); sizes in bytes: Op {=usize}, Job {=usize}, Access {=usize}",
         npu_jobs.0,
         npu_jobs.1,
         size_of::<Op>(),
         size_of::<Job>(),
-        size_of::<Access>(),
-        size_of::<DepSet>()
+        size_of::<Access>()
     );
     Ok(cost)
 }
@@ -377,17 +378,18 @@ const INVOKES: u32 = 16;
 pub struct GraphCost {
     /// Jobs per invoke.
     pub jobs: u32,
-    /// [`Graph::invoke`]: each operator dispatched with `execute`.
+    /// [`Graph::invoke`] job by job ([`Graph::set_replay`] off): each operator dispatched with
+    /// `execute`.
     pub invoke: u64,
-    /// [`Graph::invoke_planned`]: the jobs submitted from the graph's [`GraphPlan`].
+    /// [`Graph::invoke`] replaying the graph's job plan (the default from the second invoke).
     pub planned: u64,
     /// The input's write and the output's read alone, which both include.
     pub io: u64,
 }
 
 impl GraphCost {
-    /// Hundredths of an instruction per job of `invoke` (`planned == false`) or
-    /// `invoke_planned`, without the input's write and the output's read.
+    /// Hundredths of an instruction per job of an invoke job by job (`planned == false`) or
+    /// from the job plan, without the input's write and the output's read.
     pub fn per_job(&self, planned: bool) -> u64 {
         let total = if planned { self.planned } else { self.invoke };
         total.saturating_sub(self.io) / u64::from(self.jobs.max(1))
@@ -396,8 +398,8 @@ impl GraphCost {
 
 /// Times whole invokes of `model` on `input` over a null NPU whose staging memory is `host`
 /// (which must hold the largest constant: the null NPU reads no flash, so weights are
-/// uploaded), with `invoke` and with `invoke_planned`. Both write the input and read the
-/// output through staging (the same in both); the difference is the jobs' dispatch.
+/// uploaded), job by job and replaying the job plan. Both write the input and read the output
+/// through staging (the same in both); the difference is the jobs' dispatch.
 pub fn measure_graph(
     t: &Ticks,
     cal: &Calibration,
@@ -409,27 +411,26 @@ pub fn measure_graph(
     let channel: RefCellChannel<GraphServer<'_>, 96> = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
     let mut graph: Graph<'_, _, 16, 64> = Graph::prepare(client, model)?;
-    let mut plan: GraphPlan<'_, _, 16, 64> = graph.plan()?;
     let mut out = [0u8; 12];
-    graph.invoke(&[input], &mut [&mut out])?;
-    graph.invoke_planned(&mut plan, &[input], &mut [&mut out])?;
     // `Ticks::time` takes the stack's errors: a graph error is kept aside and reported as is.
     let mut failed: Option<GraphError> = None;
     let mut timed = |planned: bool| {
+        graph.set_replay(planned);
+        // Untimed: the first invoke job by job, or the one that builds the plan.
+        if let Err(e) = graph.invoke(&[input], &mut [&mut out]) {
+            failed = Some(e);
+        }
         let run = &mut || {
-            let result = if planned {
-                graph.invoke_planned(&mut plan, &[input], &mut [&mut out])
-            } else {
-                graph.invoke(&[input], &mut [&mut out])
-            };
+            let result = graph.invoke(&[input], &mut [&mut out]);
             result.map_err(|e| *failed.insert(e)).map_err(|e| match e {
                 GraphError::Compute { error, .. } => error,
                 _ => Error::ForeignHandle,
             })
         };
-        t.time(INVOKES, run)
+        let ticks = t.time(INVOKES, run);
+        (ticks, graph.job_plan())
     };
-    let (invoke, planned) = (timed(false), timed(true));
+    let ((invoke, _), (planned, plan)) = (timed(false), timed(true));
     if let Some(e) = failed {
         return Err(e.into());
     }
@@ -441,25 +442,25 @@ pub fn measure_graph(
         client.write(&x, input)?;
         client.read(&y, &mut out)
     })?;
-    let jobs = plan.jobs() as u32;
+    let plan = plan.ok_or(CostError::NotPlanned)?;
+    let jobs = plan.jobs as u32;
     let cost = GraphCost {
         jobs,
         invoke: cal.centi_per_call(invoke, INVOKES),
         planned: cal.centi_per_call(planned, INVOKES),
         io: cal.centi_per_call(io, INVOKES),
     };
-    let tensors = plan.tensors();
     defmt::info!(
-        "dispatch: kws_dscnn over the null NPU, {=u32} jobs over {=usize} tensors per invoke ({=usize} shared, the rest constants and the plan's own): invoke {} instructions, invoke_planned {}, of which the input write and output read {}; per job without them: invoke {}, invoke_planned {}; GraphPlan<16, 64> {=usize} bytes",
+        "dispatch: kws_dscnn over the null NPU, {=u32} jobs over {=usize} tensors per invoke ({=usize} shared, the rest constants and the plan's own): invoke job by job {} instructions, from the job plan {}, of which the input write and output read {}; per job without them: job by job {}, from the job plan {}; Graph<16, 64> with its job plan {=usize} bytes",
         jobs,
-        tensors,
-        plan.shared_tensors(),
+        plan.tensors,
+        plan.shared_tensors,
         Centi(cost.invoke),
         Centi(cost.planned),
         Centi(cost.io),
         Centi(cost.per_job(false)),
         Centi(cost.per_job(true)),
-        GraphPlan::<'_, RefCellChannel<GraphServer<'_>, 96>, 16, 64>::state_bytes()
+        Graph::<'_, RefCellChannel<GraphServer<'_>, 96>, 16, 64>::state_bytes()
     );
     Ok(cost)
 }
