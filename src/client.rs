@@ -12,6 +12,7 @@
 //!
 //! ```
 //! use npu_compute::prelude::*;
+//! use npu_compute::ops::AddF32;
 //! use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 //!
 //! // The NPU's memories must start on its alignment (16 bytes): `AlignedMemory` does that.
@@ -25,7 +26,7 @@
 //! let a = client.create_f32(&[1.0, 2.0, 3.0, 4.0]).unwrap();
 //! let b = client.create_f32(&[10.0, 20.0, 30.0, 40.0]).unwrap();
 //! let sum = client.empty(16).unwrap();
-//! client.execute(Op::AddF32 { len: 4 }, &[&a, &b], &sum).unwrap();
+//! client.execute(Op::AddF32(AddF32 { len: 4 }), &[&a, &b], &sum).unwrap();
 //! let mut out = [0.0f32; 4];
 //! client.read_f32(&sum, &mut out).unwrap();
 //! assert_eq!(out, [11.0, 22.0, 33.0, 44.0]);
@@ -33,9 +34,10 @@
 
 use crate::channel::ComputeChannel;
 use crate::error::Error;
-use crate::hal::{Capabilities, Op, MAX_JOB_INPUTS};
+use crate::hal::{Capabilities, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryStats, PassStats};
+use crate::ops::Op;
 use crate::server::{ComputeServer, JobPlanState, PassServer, Residency, ServerStats, TuneStats};
 
 /// The firmware's entry point to the compute stack.
@@ -172,21 +174,22 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// reserved. See [`ComputeServer::place`].
     ///
     /// ```
-    /// # use npu_compute::prelude::*;
-    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
-    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
-    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
-    /// # let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
-    /// # let client = ComputeClient::new(&channel);
+    /// use npu_compute::prelude::*;
+    /// use npu_compute::ops::ReluF32;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// let client = ComputeClient::new(&channel);
     /// let pool = client.empty(64).unwrap();
     /// let a = client.place(&pool, 0, 16).unwrap();
     /// client.write(&a, &[7; 16]).unwrap();
     /// let b = client.place(&pool, 16, 16).unwrap();
-    /// client.execute(Op::ReluF32 { len: 4 }, &[&a], &b).unwrap();
+    /// client.execute(Op::ReluF32(ReluF32 { len: 4 }), &[&a], &b).unwrap();
     /// drop(a);
     /// // `a`'s bytes are dead: the next tensor may lie over them.
     /// let c = client.place(&pool, 0, 16).unwrap();
-    /// client.execute(Op::ReluF32 { len: 4 }, &[&b], &c).unwrap();
+    /// client.execute(Op::ReluF32(ReluF32 { len: 4 }), &[&b], &c).unwrap();
     /// let mut out = [0u8; 16];
     /// client.read(&c, &mut out).unwrap();
     /// assert_eq!(out, [7; 16]);
@@ -214,13 +217,14 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// them. See [`Residency`].
     ///
     /// ```
-    /// # use npu_compute::prelude::*;
-    /// # use npu_compute::server::Residency;
-    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
-    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
-    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
-    /// # let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
-    /// # let client = ComputeClient::new(&channel);
+    /// use npu_compute::prelude::*;
+    /// use npu_compute::ops::ReluF32;
+    /// use npu_compute::server::Residency;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// let client = ComputeClient::new(&channel);
     /// let x = client.pinned(16).unwrap();
     /// client.host_mut(&x, |b| {
     ///     for (chunk, v) in b.chunks_exact_mut(4).zip([-1.0f32, 2.0, -3.0, 4.0]) {
@@ -230,7 +234,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// assert_eq!(client.residency(&x).unwrap(), Residency::Host);
     /// let y = client.pinned(16).unwrap();
     /// // Uploads x straight from its block, then runs.
-    /// client.execute(Op::ReluF32 { len: 4 }, &[&x], &y).unwrap();
+    /// client.execute(Op::ReluF32(ReluF32 { len: 4 }), &[&x], &y).unwrap();
     /// assert_eq!(client.residency(&y).unwrap(), Residency::Device);
     /// let third = client.host_ref(&y, |b| b[8..12].to_vec()).unwrap();
     /// assert_eq!(third, 0.0f32.to_le_bytes());
@@ -399,6 +403,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     ///
     /// ```
     /// use npu_compute::prelude::*;
+    /// use npu_compute::ops::AddF32;
     /// use npu_compute::client::JobPlan;
     /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
     ///
@@ -410,7 +415,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     ///
     /// let x = client.create_f32(&[1.0, 2.0]).unwrap();
     /// let (y, z) = (client.empty(8).unwrap(), client.empty(8).unwrap());
-    /// let add = Op::AddF32 { len: 2 };
+    /// let add = Op::AddF32(AddF32 { len: 2 });
     /// let mut plan: JobPlan<_, 8, 8> = client.job_plan();
     /// plan.push(&add, &[&x, &x], &y).unwrap(); // y = 2x
     /// plan.push(&add, &[&y, &x], &z).unwrap(); // z = 3x
@@ -503,10 +508,10 @@ where
     /// chunk/slice manager has nothing to learn from them:
     ///
     /// ```compile_fail
-    /// # use npu_compute::prelude::*;
-    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
-    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
-    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// use npu_compute::prelude::*;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
     /// let server: NpuServer<_> = NpuServer::new(npu, MemoryConfig::default()).unwrap();
     /// let channel: RefCellChannel<_> = RefCellChannel::new(server);
     /// let client = ComputeClient::new(&channel);
@@ -514,11 +519,14 @@ where
     /// ```
     ///
     /// ```
-    /// # use npu_compute::prelude::*;
-    /// # use npu_compute::memory::{ChunkSliceMemory, GuidedMemory};
-    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
-    /// # let mut device = AlignedMemory::<4096>::new(); let mut host = AlignedMemory::<4096>::new();
-    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// use npu_compute::prelude::*;
+    /// use npu_compute::memory::{ChunkSliceMemory, GuidedMemory};
+    /// use npu_compute::ops::ReluF32;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    ///
+    /// let mut device = AlignedMemory::<4096>::new();
+    /// let mut host = AlignedMemory::<4096>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
     /// let memory: GuidedMemory = GuidedMemory::new(ChunkSliceMemory::new(4096, 16, MemoryConfig::default()).unwrap());
     /// let server: NpuServer<_, _> = NpuServer::with_memory(npu, memory).unwrap();
     /// let channel: RefCellChannel<_> = RefCellChannel::new(server);
@@ -527,7 +535,7 @@ where
     ///     let out = client.pass(4, || {
     ///         let a = client.create_f32(&[1.0, -2.0, 3.0, -4.0])?;
     ///         let b = client.empty(16)?;
-    ///         client.execute(Op::ReluF32 { len: 4 }, &[&a], &b)?;
+    ///         client.execute(Op::ReluF32(ReluF32 { len: 4 }), &[&a], &b)?;
     ///         let mut out = [0.0f32; 4];
     ///         client.read_f32(&b, &mut out)?;
     ///         Ok(out)

@@ -3,7 +3,8 @@
 //! Every error says what was wrong and, where a limit was hit, which limit and how far: requested
 //! against available bytes, the name of the capacity knob (a const generic) that ran out.
 
-use crate::hal::{HalError, OpKind, SetupError, MAX_JOB_INPUTS};
+use crate::hal::{HalError, SetupError, MAX_JOB_INPUTS};
+use crate::ops::OpKind;
 use crate::storage::StorageError;
 use crate::tune::{CacheError, TableError};
 use npu_kernels::KernelError;

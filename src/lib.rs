@@ -41,18 +41,18 @@
 pub mod channel;
 pub mod client;
 mod error;
-pub mod fallback;
 pub mod graph;
 pub mod hal;
 pub mod handle;
 pub mod memory;
 pub mod model;
+pub mod ops;
 pub mod server;
 pub mod storage;
 pub mod tune;
 
 pub use error::{Capacity, Error, JobPlanError};
-/// The `npu-kernels` crate: the parameter types of the operators ([`hal::Op`]) come from it
+/// The `npu-kernels` crate: the parameter types of the operators ([`ops::Op`]) come from it
 /// (`npu_compute::kernels::int8::AddParams`), so a program needs no dependency of its own on it.
 pub use npu_kernels as kernels;
 
@@ -61,7 +61,8 @@ pub mod prelude {
     pub use crate::channel::{ComputeChannel, CriticalSectionChannel, RefCellChannel};
     pub use crate::client::{ComputeClient, Tensor};
     pub use crate::error::Error;
-    pub use crate::hal::{Npu, Op};
+    pub use crate::hal::Npu;
     pub use crate::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
+    pub use crate::ops::Op;
     pub use crate::server::{ComputeServer, NpuServer};
 }

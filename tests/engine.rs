@@ -19,9 +19,10 @@
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan, Tensor};
 use npu_compute::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, Variant,
 };
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
+use npu_compute::ops::{Conv2dI8, FullyConnectedI8, MulI8, Op, ReluI8};
 use npu_compute::server::{NpuServer, ServerStats};
 use npu_compute::tune::{Candidate, TuneConfig, TuneMode};
 use npu_kernels::int8::{
@@ -190,10 +191,10 @@ const HOST_CYCLES: u64 = 30;
 
 /// One step of the chain (see [`workloads::chain_params`]).
 fn chain_op() -> Op {
-    Op::MulI8 {
+    Op::MulI8(MulI8 {
         len: LEN,
         params: workloads::chain_params().unwrap(),
-    }
+    })
 }
 
 fn chain_reference(x0: &[i8], steps: usize) -> Vec<i8> {
@@ -469,14 +470,14 @@ fn fc_op() -> Op {
         Activation::None,
     )
     .unwrap();
-    Op::FullyConnectedI8 {
+    Op::FullyConnectedI8(FullyConnectedI8 {
         shape: FC_SHAPE,
         params,
-    }
+    })
 }
 
 fn fc_reference(x: &[i8], w: &[i8]) -> Vec<i8> {
-    let Op::FullyConnectedI8 { params, shape } = fc_op() else {
+    let Op::FullyConnectedI8(FullyConnectedI8 { params, shape }) = fc_op() else {
         unreachable!()
     };
     let mut out = vec![0i8; OUT_FEATURES as usize];
@@ -489,14 +490,14 @@ fn relu_op() -> Op {
         scale: 0.05,
         zero_point: -7,
     };
-    Op::ReluI8 {
+    Op::ReluI8(ReluI8 {
         len: X_BYTES,
         params: ReluParams::new(q, q).unwrap(),
-    }
+    })
 }
 
 fn relu_reference(x: &[i8]) -> Vec<i8> {
-    let Op::ReluI8 { params, .. } = relu_op() else {
+    let Op::ReluI8(ReluI8 { params, .. }) = relu_op() else {
         unreachable!()
     };
     let mut out = vec![0i8; x.len()];
@@ -846,13 +847,13 @@ fn a_plan_skips_the_records_of_its_own_tensors_and_constants_yet_stays_fence_saf
     // dropped, and new tensors take `x`'s and the weights' memory at once: their uploads must
     // wait for the last FC, which the plan wrote into their records at its release.
     let small_relu = {
-        let Op::ReluI8 { params, .. } = relu_op() else {
+        let Op::ReluI8(ReluI8 { params, .. }) = relu_op() else {
             unreachable!()
         };
-        Op::ReluI8 {
+        Op::ReluI8(ReluI8 {
             len: OUT_FEATURES,
             params,
-        }
+        })
     };
     for drop_how in [Drop::Now, Drop::InsideCallback] {
         let (config, memory_config) = reuse_config();
@@ -1026,7 +1027,7 @@ fn conv_op(side: u32) -> Op {
     };
     let q = |scale, zero_point| Quant { scale, zero_point };
     let params = Conv2dParams::new(shape, q(0.05, -3), q(0.1, 2), Activation::Relu).unwrap();
-    Op::Conv2dI8 { shape, params }
+    Op::Conv2dI8(Conv2dI8 { shape, params })
 }
 
 #[test]

@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError};
-use npu_compute::hal::{DType, OpKind, OpSet};
+use npu_compute::ops::{DType, OpKind, OpSet};
+
 use npu_compute::model::BuiltinOp;
 use npu_compute::Error;
 use npu_sim::runner::{self, leak_aligned, SimGraph};

@@ -4,8 +4,9 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::{Npu, Op};
+use npu_compute::hal::Npu;
 use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, PassStats};
+use npu_compute::ops::{AddF32, FullyConnectedF32, Op, ReluF32};
 use npu_compute::server::{NpuServer, PassServer};
 use npu_compute::Error;
 use npu_kernels::FcShape;
@@ -48,7 +49,7 @@ fn chain<C: ComputeChannel>(
     let mut x = client.create_f32(&vec![value; n])?;
     for _ in 0..depth {
         let y = client.empty(4 * n as u32)?;
-        client.execute(Op::AddF32 { len: n as u32 }, &[&x, &x], &y)?;
+        client.execute(Op::AddF32(AddF32 { len: n as u32 }), &[&x, &x], &y)?;
         x = y;
     }
     let mut out = vec![0.0; n];
@@ -134,13 +135,13 @@ fn the_second_pass_of_a_key_places_every_reservation_that_does_not_escape() {
             .pass(9, || {
                 let a = client.create_f32(&[-1.0, 2.0, -3.0, 4.0])?;
                 let b = client.empty(16)?;
-                client.execute(Op::ReluF32 { len: 4 }, &[&a], &b)?;
+                client.execute(Op::ReluF32(ReluF32 { len: 4 }), &[&a], &b)?;
                 drop(a);
                 // Escapes: returned to the caller.
                 let keep = client.empty(16)?;
-                client.execute(Op::AddF32 { len: 4 }, &[&b, &b], &keep)?;
+                client.execute(Op::AddF32(AddF32 { len: 4 }), &[&b, &b], &keep)?;
                 let c = client.empty(16)?;
-                client.execute(Op::AddF32 { len: 4 }, &[&b, &keep], &c)?;
+                client.execute(Op::AddF32(AddF32 { len: 4 }), &[&b, &keep], &c)?;
                 let mut out = [0.0f32; 4];
                 client.read_f32(&c, &mut out)?;
                 Ok((out, keep))
@@ -173,10 +174,10 @@ fn a_changed_workload_falls_back_and_stays_correct() {
         client.pass(1, || {
             let a = client.create_f32(&[1.0; 64])?;
             let b = client.empty(256)?;
-            client.execute(Op::ReluF32 { len: 64 }, &[&a], &b)?;
+            client.execute(Op::ReluF32(ReluF32 { len: 64 }), &[&a], &b)?;
             drop(a);
             let c = client.empty(256)?;
-            client.execute(Op::AddF32 { len: 64 }, &[&b, &b], &c)?;
+            client.execute(Op::AddF32(AddF32 { len: 64 }), &[&b, &b], &c)?;
             drop(b);
             let mut out = [0.0f32; 64];
             client.read_f32(&c, &mut out)?;
@@ -188,11 +189,11 @@ fn a_changed_workload_falls_back_and_stays_correct() {
         client.pass(1, || {
             let a = client.create_f32(&[1.0; 64])?;
             let b = client.empty(256)?;
-            client.execute(Op::ReluF32 { len: 64 }, &[&a], &b)?;
+            client.execute(Op::ReluF32(ReluF32 { len: 64 }), &[&a], &b)?;
             let c = client.empty(256)?;
-            client.execute(Op::AddF32 { len: 64 }, &[&b, &b], &c)?;
+            client.execute(Op::AddF32(AddF32 { len: 64 }), &[&b, &b], &c)?;
             let d = client.empty(256)?;
-            client.execute(Op::AddF32 { len: 64 }, &[&a, &c], &d)?;
+            client.execute(Op::AddF32(AddF32 { len: 64 }), &[&a, &c], &d)?;
             let mut out = [0.0f32; 64];
             client.read_f32(&d, &mut out)?;
             Ok(out)
@@ -326,7 +327,11 @@ fn a_placement_over_a_tensor_still_read_waits_for_the_reader() {
             .pass(1, || {
                 let x = client.create_f32(&[1.0; 512])?;
                 let y = client.empty(32)?;
-                client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)?;
+                client.execute(
+                    Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+                    &[&x, &w],
+                    &y,
+                )?;
                 drop(x);
                 let z = client.create_f32(&[100.0; 512])?;
                 let (mut y_out, mut z_out) = ([0.0f32; 8], [0.0f32; 512]);
@@ -370,7 +375,11 @@ fn the_next_pass_waits_for_jobs_of_the_previous_one_on_the_same_bytes() {
             .pass(1, || {
                 let x = client.create_f32(&[(round + 1) as f32; 512])?;
                 let y = client.empty(32)?;
-                client.execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)?;
+                client.execute(
+                    Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+                    &[&x, &w],
+                    &y,
+                )?;
                 Ok(y)
             })
             .unwrap();

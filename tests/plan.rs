@@ -5,7 +5,8 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan};
-use npu_compute::hal::{DType, Op, OpKind, OpSet};
+use npu_compute::ops::{AddI8, DType, Op, OpKind, OpSet, ReluI8};
+
 use npu_compute::memory::MemoryConfig;
 use npu_compute::server::NpuServer;
 use npu_compute::tune::{TuneConfig, TuneMode};
@@ -37,18 +38,18 @@ fn q(scale: f32, zero_point: i32) -> Quant {
 
 fn add() -> Op {
     let p = AddParams::new(q(0.05, 1), q(0.04, -2), q(0.08, 3), Activation::None).unwrap();
-    Op::AddI8 {
+    Op::AddI8(AddI8 {
         len: LEN,
         params: p,
-    }
+    })
 }
 
 fn relu() -> Op {
     let p = ReluParams::new(q(0.08, 3), q(0.08, 3)).unwrap();
-    Op::ReluI8 {
+    Op::ReluI8(ReluI8 {
         len: LEN,
         params: p,
-    }
+    })
 }
 
 fn bytes(seed: u32) -> Vec<u8> {

@@ -3,8 +3,9 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::{Npu, Op};
+use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
+use npu_compute::ops::{Op, ReluF32};
 use npu_compute::server::{NpuServer, Residency, ServerStats};
 use npu_compute::Error;
 use npu_sim::{AlignedMemory, SimConfig, SimNpu};
@@ -34,7 +35,7 @@ fn moved(before: ServerStats, after: ServerStats) -> (u32, u32, u32, u64) {
     )
 }
 
-const RELU: Op = Op::ReluF32 { len: 4 };
+const RELU: Op = Op::ReluF32(ReluF32 { len: 4 });
 
 #[test]
 fn a_pinned_input_is_uploaded_once_and_only_when_a_job_needs_it() {

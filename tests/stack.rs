@@ -3,8 +3,12 @@
 
 use npu_compute::channel::{ComputeChannel, CriticalSectionChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::{DType, Npu, Op, OpKind, OpSet};
+use npu_compute::hal::Npu;
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
+use npu_compute::ops::{
+    AddF32, AddI8, DType, FullyConnectedF32, FullyConnectedI8, MulF32, MulI8, Op, OpKind, OpSet,
+    ReluF32,
+};
 use npu_compute::server::NpuServer;
 use npu_compute::{Capacity, Error};
 use npu_kernels::int8::{self, Activation, Quant};
@@ -39,13 +43,13 @@ fn f32_ops_end_to_end() {
     let prod = client.empty(16).unwrap();
     let relu = client.empty(16).unwrap();
     client
-        .execute(Op::AddF32 { len: 4 }, &[&a, &b], &sum)
+        .execute(Op::AddF32(AddF32 { len: 4 }), &[&a, &b], &sum)
         .unwrap();
     client
-        .execute(Op::MulF32 { len: 4 }, &[&sum, &b], &prod)
+        .execute(Op::MulF32(MulF32 { len: 4 }), &[&sum, &b], &prod)
         .unwrap();
     client
-        .execute(Op::ReluF32 { len: 4 }, &[&prod], &relu)
+        .execute(Op::ReluF32(ReluF32 { len: 4 }), &[&prod], &relu)
         .unwrap();
     // FC: 2x4 input (a; b) times 3x4 weights plus bias.
     let x = client
@@ -62,7 +66,11 @@ fn f32_ops_end_to_end() {
         out_features: 3,
     };
     client
-        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w, &bias], &y)
+        .execute(
+            Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+            &[&x, &w, &bias],
+            &y,
+        )
         .unwrap();
 
     let mut out = [0.0f32; 4];
@@ -104,20 +112,20 @@ fn int8_ops_match_the_kernels() {
     let t_mul = client.empty(64).unwrap();
     client
         .execute(
-            Op::AddI8 {
+            Op::AddI8(AddI8 {
                 len: 64,
                 params: add,
-            },
+            }),
             &[&ta, &tb],
             &t_add,
         )
         .unwrap();
     client
         .execute(
-            Op::MulI8 {
+            Op::MulI8(MulI8 {
                 len: 64,
                 params: mul,
-            },
+            }),
             &[&ta, &tb],
             &t_mul,
         )
@@ -147,7 +155,11 @@ fn execute_returns_before_the_job_ends_and_try_read_waits_for_virtual_time() {
     };
     let t0 = now(&channel);
     client
-        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)
+        .execute(
+            Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+            &[&x, &w],
+            &y,
+        )
         .unwrap();
     assert_eq!(now(&channel), t0, "execute did not wait");
 
@@ -191,10 +203,14 @@ fn read_waits_only_for_the_producer() {
     let small = client.empty(16).unwrap();
     client.sync().unwrap();
     client
-        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &big)
+        .execute(
+            Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+            &[&x, &w],
+            &big,
+        )
         .unwrap(); // unit 0, long
     client
-        .execute(Op::AddF32 { len: 4 }, &[&a, &a], &small)
+        .execute(Op::AddF32(AddF32 { len: 4 }), &[&a, &a], &small)
         .unwrap(); // unit 1, short
     let mut out = [0.0f32; 4];
     client.read_f32(&small, &mut out).unwrap();
@@ -234,7 +250,11 @@ fn released_memory_is_reused_at_once_but_not_overwritten_under_a_reader() {
     // A long FC reads x; x is dropped at once and its chunk handed to a new tensor whose upload
     // would corrupt the FC's input if it did not wait for the FC.
     client
-        .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)
+        .execute(
+            Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+            &[&x, &w],
+            &y,
+        )
         .unwrap();
     let reused_before = client.memory_stats().unwrap().exact_reuses;
     drop(x);
@@ -286,7 +306,7 @@ fn unsupported_ops_run_on_the_cpu() {
     let ty = client.empty(8).unwrap();
     client
         .execute(
-            Op::FullyConnectedI8 { shape, params },
+            Op::FullyConnectedI8(FullyConnectedI8 { shape, params }),
             &[&tx, &tw, &tb],
             &ty,
         )
@@ -305,7 +325,7 @@ fn errors_are_typed() {
     let a = client.create_f32(&[1.0; 4]).unwrap();
     let out = client.empty(12).unwrap();
     assert_eq!(
-        client.execute(Op::AddF32 { len: 4 }, &[&a, &a], &out),
+        client.execute(Op::AddF32(AddF32 { len: 4 }), &[&a, &a], &out),
         Err(Error::BadOperands {
             op: OpKind::Add,
             operand: npu_compute::hal::MAX_JOB_INPUTS as u8,
@@ -314,7 +334,7 @@ fn errors_are_typed() {
         })
     );
     assert_eq!(
-        client.execute(Op::AddF32 { len: 4 }, &[&a], &out),
+        client.execute(Op::AddF32(AddF32 { len: 4 }), &[&a], &out),
         Err(Error::BadOperands {
             op: OpKind::Add,
             operand: 1,
@@ -323,7 +343,7 @@ fn errors_are_typed() {
         })
     );
     assert_eq!(
-        client.execute(Op::ReluF32 { len: 4 }, &[&a], &a),
+        client.execute(Op::ReluF32(ReluF32 { len: 4 }), &[&a], &a),
         Err(Error::OutputAliasesInput { op: OpKind::Relu })
     );
     let mut small = [0u8; 8];
@@ -440,7 +460,7 @@ fn critical_section_channel_runs_the_stack_and_serves_the_interrupt() {
     let a = client.create_f32(&[3.0; 8]).unwrap();
     let out = client.empty(32).unwrap();
     client
-        .execute(Op::MulF32 { len: 8 }, &[&a, &a], &out)
+        .execute(Op::MulF32(MulF32 { len: 8 }), &[&a, &a], &out)
         .unwrap();
     // Let virtual time pass the job's end; the "interrupt" retires it without a poll.
     channel.with(|s| s.npu_mut().advance(10_000)).unwrap();
@@ -472,7 +492,11 @@ fn the_simulated_run_is_deterministic() {
             out_features: 16,
         };
         client
-            .execute(Op::FullyConnectedF32 { shape }, &[&x, &w], &y)
+            .execute(
+                Op::FullyConnectedF32(FullyConnectedF32 { shape }),
+                &[&x, &w],
+                &y,
+            )
             .unwrap();
         let mut out = [0.0f32; 16];
         client.read_f32(&y, &mut out).unwrap();

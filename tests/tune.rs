@@ -8,8 +8,9 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
-use npu_compute::hal::{Npu, Op, Variant};
+use npu_compute::hal::{Npu, Variant};
 use npu_compute::memory::MemoryConfig;
+use npu_compute::ops::{AddI8, Conv2dI8, Op};
 use npu_compute::server::{ComputeServer, NpuServer, TuneStats};
 use npu_compute::tune::{candidates, Candidate, TableError, TuneConfig, TuneMode};
 use npu_compute::Error;
@@ -56,7 +57,7 @@ fn conv(input: Nhwc, k: u32, kh: u32, kw: u32, stride: u32) -> Op {
         },
     };
     let params = Conv2dParams::new(shape, q(0.05, -3), q(0.1, 2), Activation::Relu).unwrap();
-    Op::Conv2dI8 { shape, params }
+    Op::Conv2dI8(Conv2dI8 { shape, params })
 }
 
 /// kws_dscnn's first convolution (10 x 4, stride 2, on 49 x 10 x 1): im2col beats the
@@ -296,10 +297,10 @@ fn a_key_is_claimed_before_it_is_measured_and_never_tuned_twice() {
 /// `Auto` and the CPU.
 fn add(len: u32) -> Op {
     let q = q(0.05, 0);
-    Op::AddI8 {
+    Op::AddI8(AddI8 {
         len,
         params: npu_kernels::int8::AddParams::new(q, q, q, Activation::None).unwrap(),
-    }
+    })
 }
 
 #[test]
@@ -390,7 +391,7 @@ fn cpu_work_costs_the_simulator_time_as_its_model_says() {
     let model = SimConfig::default().cpu.unwrap();
     // The NPU lacks the ADD: the server runs it on the CPU and reports it.
     let fallback = |cpu| SimConfig {
-        ops: npu_compute::hal::OpSet::all().without(op.kind(), op.dtype()),
+        ops: npu_compute::ops::OpSet::all().without(op.kind(), op.dtype()),
         cpu,
         ..SimConfig::default()
     };

@@ -4,7 +4,8 @@
 //! treated as one here (and rejected by [`SimNpu::new`](crate::SimNpu::new)), and every sum
 //! or product saturates at `u64::MAX` instead of overflowing.
 
-use npu_compute::hal::{Cycles, DType, JobKind, Op, OpKind, OpSet};
+use npu_compute::hal::{Cycles, JobKind};
+use npu_compute::ops::{DType, Op, OpKind, OpSet};
 
 use crate::cost::U55Config;
 use crate::cpu::CpuModel;
@@ -152,14 +153,12 @@ impl SimConfig {
             DType::F32 => F32_SLOWDOWN,
             DType::I8 => 1,
         };
+        // Elementwise ops run in the output stage, by elements (their `macs`); the rest in
+        // the MAC array.
         let quarter = match op.kind() {
             OpKind::Add => ADD_QUARTER_CYCLES_PER_ELEMENT,
             OpKind::Mul => MUL_QUARTER_CYCLES_PER_ELEMENT,
             OpKind::Relu => RELU_QUARTER_CYCLES_PER_ELEMENT,
-            OpKind::FullyConnected => {
-                let macs = fc_macs(op).saturating_mul(rate);
-                return macs.div_ceil(u64::from(self.macs_per_cycle.max(1)));
-            }
             _ => {
                 return op
                     .macs()
@@ -167,7 +166,7 @@ impl SimConfig {
                     .div_ceil(u64::from(self.macs_per_cycle.max(1)))
             }
         };
-        elements(op)
+        op.macs()
             .saturating_mul(quarter)
             .saturating_mul(rate)
             .div_ceil(4)
@@ -211,27 +210,5 @@ impl Default for SimConfig {
     /// [`SimConfig::ETHOS_U55_128`].
     fn default() -> Self {
         Self::ETHOS_U55_128
-    }
-}
-
-/// Multiply-accumulates of a fully connected op without the `u64` overflow of `Op::macs`
-/// on unvalidated shapes (saturates instead).
-fn fc_macs(op: &Op) -> u64 {
-    match *op {
-        Op::FullyConnectedF32 { shape } | Op::FullyConnectedI8 { shape, .. } => {
-            u64::from(shape.batches)
-                .saturating_mul(u64::from(shape.in_features))
-                .saturating_mul(u64::from(shape.out_features))
-        }
-        _ => 0,
-    }
-}
-
-/// Elements of an elementwise op (0 for fully connected, which is costed by MACs).
-fn elements(op: &Op) -> u64 {
-    match *op {
-        Op::AddF32 { len } | Op::MulF32 { len } | Op::ReluF32 { len } => u64::from(len),
-        Op::AddI8 { len, .. } | Op::MulI8 { len, .. } | Op::ReluI8 { len, .. } => u64::from(len),
-        _ => 0,
     }
 }

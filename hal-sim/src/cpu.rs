@@ -37,96 +37,7 @@
 //! take two cycles), so the model favours the CPU, never the NPU. The CPU is assumed to run
 //! on the NPU's clock, as on Corstone-300 and -310.
 
-use npu_compute::hal::Op;
-
-/// A fallback kernel of `npu-kernels`: what a CPU cost is looked up by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[repr(u8)]
-pub enum CpuKernel {
-    /// Int8 convolution.
-    Conv,
-    /// Int8 depthwise convolution.
-    Depthwise,
-    /// Int8 fully connected (per-tensor or per-channel).
-    FullyConnected,
-    /// Int8 batch matmul.
-    BatchMatmul,
-    /// Int8 average pooling.
-    AveragePool,
-    /// Int8 max pooling.
-    MaxPool,
-    /// Int8 mean.
-    Mean,
-    /// Int8 add, same shapes or broadcast.
-    Add,
-    /// Int8 sub (broadcast).
-    Sub,
-    /// Int8 mul, same shapes or broadcast.
-    Mul,
-    /// Int8 ReLU family.
-    Relu,
-    /// Int8 reciprocal square root.
-    Rsqrt,
-    /// Int8 to int8 requantisation.
-    Requantize,
-    /// F32 to int8 quantisation.
-    Quantize,
-    /// Int8 to f32 dequantisation.
-    Dequantize,
-    /// Int8 softmax.
-    Softmax,
-    /// Int8 transpose.
-    Transpose,
-    /// Int8 concatenation.
-    Concatenation,
-    /// Reshape: a copy.
-    Reshape,
-    /// F32 add.
-    AddF32,
-    /// F32 mul.
-    MulF32,
-    /// F32 ReLU.
-    ReluF32,
-    /// F32 fully connected.
-    FullyConnectedF32,
-}
-
-impl CpuKernel {
-    /// How many kernels there are (the length of [`CpuModel::rates`]).
-    pub const COUNT: usize = 23;
-
-    /// The kernel the server's fallback runs for `op`.
-    pub const fn of(op: &Op) -> CpuKernel {
-        match op {
-            Op::Conv2dI8 { .. } => CpuKernel::Conv,
-            Op::DepthwiseConv2dI8 { .. } => CpuKernel::Depthwise,
-            Op::FullyConnectedI8 { .. } | Op::FullyConnectedPerChannelI8 { .. } => {
-                CpuKernel::FullyConnected
-            }
-            Op::BatchMatmulI8 { .. } => CpuKernel::BatchMatmul,
-            Op::AveragePool2dI8 { .. } => CpuKernel::AveragePool,
-            Op::MaxPool2dI8 { .. } => CpuKernel::MaxPool,
-            Op::MeanI8 { .. } => CpuKernel::Mean,
-            Op::AddI8 { .. } | Op::AddBroadcastI8 { .. } => CpuKernel::Add,
-            Op::SubI8 { .. } => CpuKernel::Sub,
-            Op::MulI8 { .. } | Op::MulBroadcastI8 { .. } => CpuKernel::Mul,
-            Op::ReluI8 { .. } => CpuKernel::Relu,
-            Op::RsqrtI8 { .. } => CpuKernel::Rsqrt,
-            Op::RequantizeI8 { .. } => CpuKernel::Requantize,
-            Op::QuantizeF32 { .. } => CpuKernel::Quantize,
-            Op::DequantizeI8 { .. } => CpuKernel::Dequantize,
-            Op::SoftmaxI8 { .. } => CpuKernel::Softmax,
-            Op::TransposeI8 { .. } => CpuKernel::Transpose,
-            Op::ConcatenationI8 { .. } => CpuKernel::Concatenation,
-            Op::Reshape { .. } => CpuKernel::Reshape,
-            Op::AddF32 { .. } => CpuKernel::AddF32,
-            Op::MulF32 { .. } => CpuKernel::MulF32,
-            Op::ReluF32 { .. } => CpuKernel::ReluF32,
-            Op::FullyConnectedF32 { .. } => CpuKernel::FullyConnectedF32,
-        }
-    }
-}
+use npu_compute::ops::{CpuKernel, Op};
 
 /// What one kernel costs: `call` in cycles, the rest in sixteenths of a cycle per unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +47,7 @@ pub struct Rates {
     pub call: u32,
     /// Per unit of [`Op::macs`].
     pub work: u32,
-    /// Per filter position a convolution visits ([`taps`]; 0 for other kernels).
+    /// Per filter position a convolution visits ([`Op::taps`]; 0 for other kernels).
     pub taps: u32,
     /// Per output element.
     pub outputs: u32,
@@ -227,11 +138,11 @@ impl CpuModel {
 
     /// Cycles of `op` on the CPU (saturating, never panics on unvalidated shapes).
     pub fn cycles(&self, op: &Op) -> u64 {
-        let r = self.rates(CpuKernel::of(op));
+        let r = self.rates(op.cpu_kernel());
         let part = |units: u64, rate: u32| units.saturating_mul(u64::from(rate));
         let sixteenths = part(op.macs(), r.work)
-            .saturating_add(part(taps(op), r.taps))
-            .saturating_add(part(output_elements(op), r.outputs));
+            .saturating_add(part(op.taps(), r.taps))
+            .saturating_add(part(op.output_elements(), r.outputs));
         u64::from(r.call).saturating_add(sixteenths.div_ceil(16))
     }
 }
@@ -243,40 +154,17 @@ impl Default for CpuModel {
     }
 }
 
-/// Output elements of `op`; 0 when the sizes overflow.
-pub fn output_elements(op: &Op) -> u64 {
-    match *op {
-        // The two conversions' dtype is their input's; the output is the other one.
-        Op::QuantizeF32 { len, .. } | Op::DequantizeI8 { len, .. } => u64::from(len),
-        _ => op.operands().map_or(0, |o| {
-            u64::from(o.output) / u64::from(op.dtype().size().max(1))
-        }),
-    }
-}
-
-/// Filter positions a convolution visits: `outputs × kh × kw`; 0 for other ops.
-pub fn taps(op: &Op) -> u64 {
-    match op {
-        Op::Conv2dI8 { shape, .. } => {
-            let w = shape.window;
-            output_elements(op)
-                .saturating_mul(u64::from(w.filter_height))
-                .saturating_mul(u64::from(w.filter_width))
-        }
-        _ => 0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use npu_compute::ops::Reshape;
 
     #[test]
     fn cost_grows_with_work_and_saturates() {
         let m = CpuModel::default();
         let r = m.rates(CpuKernel::Reshape);
-        let small = m.cycles(&Op::Reshape { len: 16 });
-        let large = m.cycles(&Op::Reshape { len: 1600 });
+        let small = m.cycles(&Op::Reshape(Reshape { len: 16 }));
+        let large = m.cycles(&Op::Reshape(Reshape { len: 1600 }));
         assert_eq!(
             small,
             u64::from(r.call) + (16 * u64::from(r.work)).div_ceil(16)
@@ -287,7 +175,7 @@ mod tests {
         );
         let mut max = m;
         max.rates[CpuKernel::Reshape as usize] = Rates::new(u32::MAX, u32::MAX, 0, 0);
-        assert!(max.cycles(&Op::Reshape { len: u32::MAX }) > u64::from(u32::MAX));
+        assert!(max.cycles(&Op::Reshape(Reshape { len: u32::MAX })) > u64::from(u32::MAX));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Running a compute job's effect: slicing its regions out of device memory and running the op
-//! with the `npu-kernels` reference kernels (through the compute stack's shared dispatcher).
+//! with the `npu-kernels` reference kernels (through the operator interpreter, [`npu_compute::ops`]).
 //!
 //! # Variants
 //!
@@ -9,8 +9,8 @@
 //! - [`Variant::Auto`] and [`Variant::Block`] run the reference kernel. A block changes only
 //!   the order in which independent output elements are computed (each is its own dot product,
 //!   and the int32 accumulation wraps, so it is associative), which no memory can observe.
-//! - [`Variant::Im2col`] runs the im2col kernel
-//!   ([`npu_kernels::int8::conv2d_im2col`]): it writes the gathered patch matrix into the job's
+//! - [`Variant::Im2col`] runs the operator's im2col form ([`Op::run_im2col`]; for a
+//!   convolution [`npu_kernels::int8::conv2d_im2col`]): it writes the gathered patch matrix into the job's
 //!   scratch region, then multiplies it by the filter. The scratch is left holding the matrix,
 //!   as on hardware, so a scratch that aliased live data would corrupt it visibly.
 //!
@@ -33,13 +33,11 @@
 //!
 //! A failed job writes nothing.
 
-use npu_compute::hal::{Op, Region, Space, Variant, MAX_JOB_INPUTS};
+use npu_compute::hal::{Region, Space, Variant, MAX_JOB_INPUTS};
+use npu_compute::ops::{split_operands, Op, OpError};
 
 use crate::memory::range;
-use npu_kernels::int8::{conv2d_im2col, im2col_len, ChannelMultiplier};
 use npu_kernels::KernelError;
-
-use npu_compute::fallback::{run_op, run_op_in_place, split_operands, OpError};
 
 /// The kernel rejected a buffer length.
 pub const CODE_KERNEL_LENGTH_MISMATCH: u32 = 1;
@@ -69,7 +67,7 @@ pub const fn kernel_error_code(error: KernelError) -> u32 {
 /// Runs `op` as `variant` over device memory and mapped flash: reads `inputs`, writes
 /// `output` (always device memory) and, for [`Variant::Im2col`], `scratch` (see
 /// [Variants](self#variants)). The reference path has the same op dispatch as the server's
-/// CPU fallback ([`npu_compute::fallback::run_op`]). On error, `output` may be partially
+/// CPU fallback ([`Op::run`]). On error, `output` may be partially
 /// written only if the kernel itself wrote before failing (the kernels check lengths and
 /// parameters first).
 pub(crate) fn run_compute(
@@ -91,7 +89,7 @@ pub(crate) fn run_compute(
     }
 }
 
-/// The reference kernels, through the shared dispatcher.
+/// The reference kernels, through the operator interpreter.
 fn run_reference(
     op: &Op,
     device: &mut [u8],
@@ -136,20 +134,27 @@ fn run_reference(
             .map_err(|_| CODE_BAD_REGION)?;
     }
     let result = if ins.iter().any(Option::is_none) {
-        run_op_in_place(op, &ins, out)
+        op.run_in_place(&ins, out)
     } else {
         let ins: heapless::Vec<&[u8], MAX_JOB_INPUTS> = ins.iter().flatten().copied().collect();
-        run_op(op, &ins, out)
+        op.run(&ins, out)
     };
-    result.map_err(|e| match e {
-        OpError::Kernel(e) => kernel_error_code(e),
-        OpError::Misaligned { .. } | OpError::InputCount { .. } | OpError::NotInPlace => {
-            CODE_BAD_REGION
-        }
-    })
+    result.map_err(op_error_code)
 }
 
-/// A convolution as gather + matrix product ([`conv2d_im2col`]), with the patch matrix in the
+/// The failure code of an interpreter error: the kernel's, or a region that could not be
+/// viewed (which `submit`'s validation rules out).
+fn op_error_code(e: OpError) -> u32 {
+    match e {
+        OpError::Kernel(e) => kernel_error_code(e),
+        OpError::Misaligned { .. }
+        | OpError::InputCount { .. }
+        | OpError::NotInPlace
+        | OpError::NotIm2col => CODE_BAD_REGION,
+    }
+}
+
+/// An operator as gather + matrix product ([`Op::run_im2col`]), with the patch matrix in the
 /// `scratch` region of device memory.
 ///
 /// Device memory is split around the scratch first: `submit` checked that the scratch overlaps
@@ -164,10 +169,10 @@ fn run_im2col(
     output: &Region,
     scratch: &Region,
 ) -> Result<(), u32> {
-    let Op::Conv2dI8 { params, .. } = op else {
-        // `submit` offers Im2col for convolutions only.
+    if op.im2col().is_none() {
+        // `submit` offers Im2col only to operators that have it.
         return Err(CODE_BAD_REGION);
-    };
+    }
     let bounds = |r: &Region| {
         let start = r.offset as usize;
         Some((start, start.checked_add(r.len as usize)?))
@@ -230,23 +235,6 @@ fn run_im2col(
             .map_err(|_| CODE_BAD_REGION)?;
     }
 
-    // Operands as for CONV_2D: input, filter, multipliers, optional bias (see `Op`).
-    let [input, filter, multipliers, rest @ ..] = ins.as_slice() else {
-        return Err(CODE_BAD_REGION);
-    };
-    let input: &[i8] = bytemuck::try_cast_slice(input).map_err(|_| CODE_BAD_REGION)?;
-    let filter: &[i8] = bytemuck::try_cast_slice(filter).map_err(|_| CODE_BAD_REGION)?;
-    let multipliers: &[ChannelMultiplier] =
-        bytemuck::try_cast_slice(multipliers).map_err(|_| CODE_BAD_REGION)?;
-    let bias = match rest.first() {
-        Some(b) => Some(bytemuck::try_cast_slice::<u8, i32>(b).map_err(|_| CODE_BAD_REGION)?),
-        None => None,
-    };
-    let out: &mut [i8] = bytemuck::try_cast_slice_mut(out).map_err(|_| CODE_BAD_REGION)?;
-    // The kernel wants the matrix's exact length; a longer scratch keeps its tail untouched.
-    let matrix_len = im2col_len(params).ok_or(CODE_KERNEL_SHAPE_OVERFLOW)?;
-    let matrix: &mut [i8] =
-        bytemuck::try_cast_slice_mut(scratch_bytes.get_mut(..matrix_len).ok_or(CODE_BAD_REGION)?)
-            .map_err(|_| CODE_BAD_REGION)?;
-    conv2d_im2col(params, multipliers, input, filter, bias, matrix, out).map_err(kernel_error_code)
+    op.run_im2col(&ins, scratch_bytes, out)
+        .map_err(op_error_code)
 }

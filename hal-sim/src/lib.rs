@@ -125,7 +125,7 @@
 //! }
 //! assert_eq!(npu.now(), 32 + 2); // dma_overhead + 16 bytes / 8 bytes per cycle
 //! assert_eq!(&npu.device_memory()[..4], &[1, 2, 3, 4]);
-//! # Ok::<(), npu_sim::SimError>(())
+//! Ok::<(), npu_sim::SimError>(())
 //! ```
 //!
 //! # Features
@@ -161,7 +161,7 @@ pub use config::{
     SimConfig, ADD_QUARTER_CYCLES_PER_ELEMENT, F32_SLOWDOWN, MAX_EXECUTION_UNITS, MAX_QUEUES,
     MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
-pub use cpu::{CpuKernel, CpuModel, Rates};
+pub use cpu::{CpuModel, Rates};
 pub use error::SimError;
 pub use exec::{
     kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
@@ -174,9 +174,10 @@ pub use stats::{queue_index, SimStats};
 pub use trace::{TraceEntry, TraceKind};
 
 use npu_compute::hal::{
-    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
+    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, Variant,
     MAX_FLASH_SEGMENTS, MAX_JOB_DEPS, MAX_JOB_INPUTS,
 };
+use npu_compute::ops::Op;
 
 use failures::FailedRing;
 use trace::TraceRing;
@@ -686,7 +687,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         let Some(cfg) = self.config.layers.as_ref() else {
             return false;
         };
-        variant.applies_to(op.kind())
+        variant.applies_to(op)
             && self.config.ops.runs(op)
             && variant.scratch_bytes(op).is_some()
             && layer::describe(op, variant, inputs).is_some_and(|d| cost::supports_variant(&d, cfg))

@@ -5,7 +5,8 @@
 //! smoltcp): pass a slice to [`SimNpu::with_trace`](crate::SimNpu::with_trace); when it is
 //! full the oldest entry is overwritten. An empty slice (the default) records nothing.
 
-use npu_compute::hal::{Cycles, DType, Fence, OpKind, Queue, Space};
+use npu_compute::hal::{Cycles, Fence, Queue, Space};
+use npu_compute::ops::{DType, OpKind};
 
 /// What a traced job did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -19,8 +19,9 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
-use npu_compute::hal::{Npu, Op, OpKind};
+use npu_compute::hal::Npu;
 use npu_compute::memory::{ChunkSliceMemory, GuidedMemory, MemoryConfig, MemoryStats, PassStats};
+use npu_compute::ops::{AddI8, FullyConnectedI8, Op, OpKind, ReluI8};
 use npu_compute::server::NpuServer;
 use npu_compute::Error;
 use npu_kernels::int8::{
@@ -160,7 +161,7 @@ pub fn pseudo_random_i8(seed: u32, len: usize) -> Vec<i8> {
 pub fn operand_bytes(op: &Op, seed: u32) -> Option<Vec<Vec<u8>>> {
     let per_channel = matches!(
         op,
-        Op::Conv2dI8 { .. } | Op::DepthwiseConv2dI8 { .. } | Op::FullyConnectedPerChannelI8 { .. }
+        Op::Conv2dI8(_) | Op::DepthwiseConv2dI8(_) | Op::FullyConnectedPerChannelI8(_)
     );
     let mut operands = Vec::new();
     for (i, &len) in op.operands()?.inputs.iter().enumerate() {
@@ -276,10 +277,10 @@ impl<'c, C: ComputeChannel> ConvNet<'c, C> {
                 out_features: cout as u32,
             };
             client.execute(
-                Op::FullyConnectedI8 {
+                Op::FullyConnectedI8(FullyConnectedI8 {
                     shape,
                     params: fc_params(Activation::Relu, shape.in_features)?,
-                },
+                }),
                 &[&scratch, w, b],
                 &out,
             )?;
@@ -294,10 +295,10 @@ impl<'c, C: ComputeChannel> ConvNet<'c, C> {
         };
         let (w, b) = &self.dense;
         client.execute(
-            Op::FullyConnectedI8 {
+            Op::FullyConnectedI8(FullyConnectedI8 {
                 shape,
                 params: fc_params(Activation::None, shape.in_features)?,
-            },
+            }),
             &[&features, w, b],
             &logits,
         )?;
@@ -354,10 +355,10 @@ impl<'c, C: ComputeChannel> Transformer<'c, C> {
     ) -> Result<Tensor<'c, C>, Error> {
         let out = client.empty(shape.batches * shape.out_features)?;
         client.execute(
-            Op::FullyConnectedI8 {
+            Op::FullyConnectedI8(FullyConnectedI8 {
                 shape,
                 params: fc_params(act, shape.in_features)?,
-            },
+            }),
             &[input, weights],
             &out,
         )?;
@@ -373,10 +374,10 @@ impl<'c, C: ComputeChannel> Transformer<'c, C> {
             .unwrap_or_else(|_| unreachable!("valid scales"));
         let out = client.empty(a.bytes())?;
         client.execute(
-            Op::AddI8 {
+            Op::AddI8(AddI8 {
                 len: a.bytes(),
                 params,
-            },
+            }),
             &[a, b],
             &out,
         )?;
@@ -428,10 +429,10 @@ impl<'c, C: ComputeChannel> Transformer<'c, C> {
             drop((q, k));
             let probs = client.empty(len * len)?;
             client.execute(
-                Op::ReluI8 {
+                Op::ReluI8(ReluI8 {
                     len: len * len,
                     params: relu,
-                },
+                }),
                 &[&scores],
                 &probs,
             )?;

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use npu_compute::hal::{Fence, Npu, Queue, Region};
+use npu_compute::ops::ReluF32;
 use npu_sim::SimConfig;
 
 #[test]
@@ -72,7 +73,7 @@ fn on_interrupt_retires_finished_jobs_only() {
 #[test]
 fn wait_for_event_jumps_to_the_earliest_end() {
     let mut npu = sim(two_units());
-    let relu = npu_compute::hal::Op::ReluF32 { len: 64 };
+    let relu = npu_compute::ops::Op::ReluF32(ReluF32 { len: 64 });
     // Unit 0: a long compute job; DMA: a short transfer.
     let long = npu
         .submit(&compute(

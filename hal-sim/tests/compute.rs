@@ -3,7 +3,10 @@
 mod common;
 
 use common::*;
-use npu_compute::hal::{Fence, HalError, Npu, Op, Queue, Region};
+use npu_compute::hal::{Fence, HalError, Npu, Queue, Region};
+use npu_compute::ops::{
+    AddF32, AddI8, FullyConnectedF32, FullyConnectedI8, MulF32, MulI8, Op, ReluF32, ReluI8,
+};
 use npu_kernels::int8::{Activation, AddParams, FcParams, MulParams, Quant, ReluParams};
 use npu_kernels::FcShape;
 use npu_sim::{
@@ -40,7 +43,7 @@ fn f32_add_through_transfers_matches_the_kernel() {
             &[],
         ))
         .unwrap();
-    let add = Op::AddF32 { len: n as u32 };
+    let add = Op::AddF32(AddF32 { len: n as u32 });
     let c = npu
         .submit(&compute(
             add,
@@ -107,7 +110,7 @@ fn f32_fully_connected_matches_the_kernel() {
             &[],
         ))
         .unwrap();
-    let fc = Op::FullyConnectedF32 { shape };
+    let fc = Op::FullyConnectedF32(FullyConnectedF32 { shape });
     let inputs = [
         Region::device(0, 120),
         Region::device(128, 200),
@@ -169,7 +172,7 @@ fn f32_mul_and_relu_match_the_kernels() {
     npu.device_memory_mut()[..64].copy_from_slice(&f32_bytes(&x));
     let sq = npu
         .submit(&compute(
-            Op::MulF32 { len: 16 },
+            Op::MulF32(MulF32 { len: 16 }),
             &[Region::device(0, 64), Region::device(0, 64)],
             Region::device(64, 64),
             Queue::Unit(0),
@@ -178,7 +181,7 @@ fn f32_mul_and_relu_match_the_kernels() {
         .unwrap();
     let r = npu
         .submit(&compute(
-            Op::ReluF32 { len: 16 },
+            Op::ReluF32(ReluF32 { len: 16 }),
             &[Region::device(0, 64)],
             Region::device(128, 64),
             Queue::Unit(0),
@@ -253,7 +256,7 @@ fn int8_ops_agree_with_the_kernels() {
 
     let p = AddParams::new(q(0.5, -3), q(0.25, 7), q(0.75, 1), act).expect("AddParams::new");
     check_int8(
-        Op::AddI8 { len: 40, params: p },
+        Op::AddI8(AddI8 { len: 40, params: p }),
         &[a.clone(), b.clone()],
         40,
         |i, o| npu_kernels::int8::add(&p, i[0], i[1], o),
@@ -261,7 +264,7 @@ fn int8_ops_agree_with_the_kernels() {
 
     let p = MulParams::new(q(0.5, -3), q(0.25, 7), q(2.0, 1), act).expect("MulParams::new");
     check_int8(
-        Op::MulI8 { len: 40, params: p },
+        Op::MulI8(MulI8 { len: 40, params: p }),
         &[a.clone(), b.clone()],
         40,
         |i, o| npu_kernels::int8::mul(&p, i[0], i[1], o),
@@ -269,7 +272,7 @@ fn int8_ops_agree_with_the_kernels() {
 
     let p = ReluParams::new(q(0.5, -3), q(0.5, -128)).expect("ReluParams::new");
     check_int8(
-        Op::ReluI8 { len: 40, params: p },
+        Op::ReluI8(ReluI8 { len: 40, params: p }),
         std::slice::from_ref(&a),
         40,
         |i, o| npu_kernels::int8::relu(&p, i[0], o),
@@ -288,7 +291,7 @@ fn int8_ops_agree_with_the_kernels() {
         .map(|b| b as i8)
         .collect();
     let weights: Vec<i8> = b[..].iter().chain(&b[..20]).copied().collect();
-    let op = Op::FullyConnectedI8 { shape, params: p };
+    let op = Op::FullyConnectedI8(FullyConnectedI8 { shape, params: p });
     check_int8(op, &[a.clone(), weights.clone(), bias_bytes], 6, |i, o| {
         npu_kernels::int8::fully_connected(&p, shape, i[0], i[1], Some(&bias), o)
     });
@@ -336,7 +339,7 @@ fn injected_fault_fails_the_next_compute_job_without_writing() {
         .unwrap();
     let c = npu
         .submit(&compute(
-            Op::ReluF32 { len: 16 },
+            Op::ReluF32(ReluF32 { len: 16 }),
             &[Region::device(0, 64)],
             Region::device(64, 64),
             Queue::Unit(0),
@@ -345,7 +348,7 @@ fn injected_fault_fails_the_next_compute_job_without_writing() {
         .unwrap();
     let next = npu
         .submit(&compute(
-            Op::ReluF32 { len: 16 },
+            Op::ReluF32(ReluF32 { len: 16 }),
             &[Region::device(0, 64)],
             Region::device(128, 64),
             Queue::Unit(0),
@@ -400,7 +403,7 @@ fn failure_propagates_to_dependents() {
     npu.fail_next_compute_job(CODE_USER_BASE);
     let c = npu
         .submit(&compute(
-            Op::ReluF32 { len: 16 },
+            Op::ReluF32(ReluF32 { len: 16 }),
             &[Region::device(0, 64)],
             Region::device(64, 64),
             Queue::Unit(0),
@@ -467,7 +470,7 @@ fn failure_record_keeps_the_most_recent_failures() {
         npu.fail_next_compute_job(CODE_USER_BASE + i);
         let f = npu
             .submit(&compute(
-                Op::ReluF32 { len: 4 },
+                Op::ReluF32(ReluF32 { len: 4 }),
                 &[Region::device(0, 16)],
                 Region::device(16, 16),
                 Queue::Unit(0),
@@ -507,7 +510,7 @@ fn compute_results_are_invisible_until_retired() {
     npu.device_memory_mut()[64..128].fill(0x77);
     let f = npu
         .submit(&compute(
-            Op::ReluF32 { len: 16 },
+            Op::ReluF32(ReluF32 { len: 16 }),
             &[Region::device(0, 64)],
             Region::device(64, 64),
             Queue::Unit(0),

@@ -9,9 +9,9 @@ use npu_compute::hal::conformance::{
     self, Answer, Check, Failure, Options, Outcome, Problem, Report, Skip,
 };
 use npu_compute::hal::{
-    Capabilities, Cycles, DType, Fence, HalError, Job, JobKind, Npu, OpKind, OpSet, Queue, Region,
-    Space,
+    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space,
 };
+use npu_compute::ops::{DType, OpKind, OpSet};
 use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 
 /// Runs the suite with `options`, prints the report, and checks that the driver was left idle.

@@ -3,7 +3,10 @@
 mod common;
 
 use common::*;
-use npu_compute::hal::{DType, Fence, Npu, Op, OpKind, Queue, Region, Space};
+use npu_compute::hal::{Fence, Npu, Queue, Region, Space};
+use npu_compute::ops::{
+    AddF32, DType, FullyConnectedF32, FullyConnectedI8, MulF32, Op, OpKind, ReluF32,
+};
 use npu_kernels::FcShape;
 use npu_sim::{SimConfig, SimStats, TraceEntry, TraceKind};
 
@@ -20,7 +23,7 @@ fn jobs_on_one_queue_serialize() {
             &[],
         ))
         .unwrap();
-    let relu = Op::ReluF32 { len: 4 };
+    let relu = Op::ReluF32(ReluF32 { len: 4 });
     let c = npu
         .submit(&compute(
             relu,
@@ -59,7 +62,7 @@ fn jobs_on_one_queue_serialize() {
 #[test]
 fn dependencies_across_queues_delay_the_start() {
     let mut npu = traced(two_units(), 16);
-    let relu = Op::ReluF32 { len: 4 };
+    let relu = Op::ReluF32(ReluF32 { len: 4 });
     let t = npu
         .submit(&transfer(Region::host(0, 16), Region::device(0, 16), &[]))
         .unwrap();
@@ -115,13 +118,13 @@ fn dependencies_across_queues_delay_the_start() {
 #[test]
 fn dependency_on_a_later_ending_job_of_another_queue_wins_over_queue_order() {
     let mut npu = traced(two_units(), 16);
-    let fc = Op::FullyConnectedF32 {
+    let fc = Op::FullyConnectedF32(FullyConnectedF32 {
         shape: FcShape {
             batches: 4,
             in_features: 64,
             out_features: 64,
         },
-    };
+    });
     let long = npu
         .submit(&compute(
             fc,
@@ -131,7 +134,7 @@ fn dependency_on_a_later_ending_job_of_another_queue_wins_over_queue_order() {
             &[],
         ))
         .unwrap();
-    let relu = Op::ReluF32 { len: 4 };
+    let relu = Op::ReluF32(ReluF32 { len: 4 });
     let short = npu
         .submit(&compute(
             relu,
@@ -165,31 +168,34 @@ fn cycle_costs_follow_the_documented_formulas() {
     assert_eq!(c.transfer_cost(16), 34);
     assert_eq!(c.transfer_cost(100), 45);
     // f32 add, 64 elements: compute = ceil(64 * 6 * 4 / 4) = 384, memory = 768 / 8 = 96.
-    assert_eq!(c.compute_cycles(&Op::AddF32 { len: 64 }), 384);
-    assert_eq!(c.compute_cost(&Op::AddF32 { len: 64 }, 768), 64 + 384);
+    assert_eq!(c.compute_cycles(&Op::AddF32(AddF32 { len: 64 })), 384);
+    assert_eq!(
+        c.compute_cost(&Op::AddF32(AddF32 { len: 64 }), 768),
+        64 + 384
+    );
     // f32 mul: 0.75 * 4 = 3 cycles per element; relu: 0.5 * 4 = 2.
-    assert_eq!(c.compute_cycles(&Op::MulF32 { len: 64 }), 192);
-    assert_eq!(c.compute_cycles(&Op::ReluF32 { len: 64 }), 128);
-    assert_eq!(c.compute_cycles(&Op::ReluF32 { len: 1 }), 2);
+    assert_eq!(c.compute_cycles(&Op::MulF32(MulF32 { len: 64 })), 192);
+    assert_eq!(c.compute_cycles(&Op::ReluF32(ReluF32 { len: 64 })), 128);
+    assert_eq!(c.compute_cycles(&Op::ReluF32(ReluF32 { len: 1 })), 2);
     // FC f32 2x16 -> 8: 256 MACs * 4 / 128 = 8 cycles; memory-bound:
     // (128 + 512 + 32 + 64) bytes / 8 = 92 with bias, 88 without.
-    let fc = Op::FullyConnectedF32 {
+    let fc = Op::FullyConnectedF32(FullyConnectedF32 {
         shape: FcShape {
             batches: 2,
             in_features: 16,
             out_features: 8,
         },
-    };
+    });
     assert_eq!(c.compute_cycles(&fc), 8);
     assert_eq!(c.compute_cost(&fc, 736), 64 + 92);
     // FC f32 64x64 -> 64: 262144 MACs * 4 / 128 = 8192 > memory 49152 / 8 = 6144.
-    let big = Op::FullyConnectedF32 {
+    let big = Op::FullyConnectedF32(FullyConnectedF32 {
         shape: FcShape {
             batches: 64,
             in_features: 64,
             out_features: 64,
         },
-    };
+    });
     assert_eq!(c.compute_cost(&big, 49152), 64 + 8192);
     // Twice the MACs per cycle makes it memory-bound.
     let wide = SimConfig {
@@ -204,19 +210,19 @@ fn cycle_costs_follow_the_documented_formulas() {
         ..c
     };
     assert_eq!(free.transfer_cost(0), 1);
-    assert_eq!(free.compute_cost(&Op::AddF32 { len: 0 }, 0), 1);
+    assert_eq!(free.compute_cost(&Op::AddF32(AddF32 { len: 0 }), 0), 1);
 }
 
 #[test]
 fn scheduled_costs_match_the_formulas() {
     let mut npu = sim(SimConfig::default());
-    let fc = Op::FullyConnectedF32 {
+    let fc = Op::FullyConnectedF32(FullyConnectedF32 {
         shape: FcShape {
             batches: 2,
             in_features: 16,
             out_features: 8,
         },
-    };
+    });
     let with_bias = npu
         .submit(&compute(
             fc,
@@ -241,7 +247,7 @@ fn scheduled_costs_match_the_formulas() {
         .unwrap();
     let add = npu
         .submit(&compute(
-            Op::AddF32 { len: 64 },
+            Op::AddF32(AddF32 { len: 64 }),
             &[Region::device(1024, 256), Region::device(1280, 256)],
             Region::device(1536, 256),
             Queue::Unit(0),
@@ -275,10 +281,13 @@ fn int8_runs_four_times_faster_than_f32() {
         in_features: 64,
         out_features: 64,
     };
-    let i8_fc = Op::FullyConnectedI8 { shape, params };
+    let i8_fc = Op::FullyConnectedI8(FullyConnectedI8 { shape, params });
     // 262144 MACs / 128 per cycle.
     assert_eq!(c.compute_cycles(&i8_fc), 2048);
-    assert_eq!(c.compute_cycles(&Op::FullyConnectedF32 { shape }), 4 * 2048);
+    assert_eq!(
+        c.compute_cycles(&Op::FullyConnectedF32(FullyConnectedF32 { shape })),
+        4 * 2048
+    );
 }
 
 #[test]
@@ -329,7 +338,7 @@ fn trace_ring_wraps_and_keeps_the_newest_entries() {
 #[test]
 fn trace_records_in_retire_order() {
     let mut npu = traced(two_units(), 8);
-    let relu = Op::ReluF32 { len: 64 };
+    let relu = Op::ReluF32(ReluF32 { len: 64 });
     let slow = npu
         .submit(&compute(
             relu,
@@ -412,7 +421,7 @@ fn scenario() -> (Vec<TraceEntry>, SimStats, Vec<u8>, Vec<u8>, u64) {
         let unit = Queue::Unit((round % 2) as u8);
         let r = npu
             .submit(&compute(
-                Op::ReluF32 { len: 64 },
+                Op::ReluF32(ReluF32 { len: 64 }),
                 &[Region::device(base, 256)],
                 Region::device(base + 256, 256),
                 unit,
@@ -421,7 +430,7 @@ fn scenario() -> (Vec<TraceEntry>, SimStats, Vec<u8>, Vec<u8>, u64) {
             .unwrap();
         let m = npu
             .submit(&compute(
-                Op::MulF32 { len: 64 },
+                Op::MulF32(MulF32 { len: 64 }),
                 &[Region::device(base, 256), Region::device(base + 256, 256)],
                 Region::device(base + 512, 256),
                 unit,

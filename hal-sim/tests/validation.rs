@@ -4,16 +4,16 @@ mod common;
 
 use common::*;
 use npu_compute::hal::{
-    DType, Fence, HalError, Job, JobKind, Npu, Op, OpKind, OpSet, Queue, Region, Space, Variant,
-    MAX_JOB_INPUTS,
+    Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, Variant, MAX_JOB_INPUTS,
 };
+use npu_compute::ops::{AddF32, DType, FullyConnectedF32, MulF32, Op, OpKind, OpSet, ReluF32};
 use npu_kernels::FcShape;
 use npu_sim::{AlignedMemory, SimConfig, SimError, SimNpu, MAX_EXECUTION_UNITS};
 
 const OUT: u8 = MAX_JOB_INPUTS as u8;
 
 fn add(len: u32) -> Op {
-    Op::AddF32 { len }
+    Op::AddF32(AddF32 { len })
 }
 
 fn unit0(op: Op, inputs: &[Region], output: Region) -> Job<'static> {
@@ -88,7 +88,7 @@ fn unsupported_ops_and_compute_on_the_dma_queue() {
 
     let mut npu = sim(SimConfig::default());
     let mut job = unit0(
-        Op::MulF32 { len: 4 },
+        Op::MulF32(MulF32 { len: 4 }),
         &[Region::device(0, 16), Region::device(16, 16)],
         Region::device(32, 16),
     );
@@ -292,7 +292,7 @@ fn bad_length() {
     );
     refused(
         &mut npu,
-        &unit0(Op::ReluF32 { len: 4 }, &[a, b], o),
+        &unit0(Op::ReluF32(ReluF32 { len: 4 }), &[a, b], o),
         HalError::BadLength {
             operand: 1,
             expected: 0,
@@ -318,13 +318,13 @@ fn bad_length() {
         },
     );
     // Fully connected: bias is 4 bytes per output feature.
-    let fc = Op::FullyConnectedF32 {
+    let fc = Op::FullyConnectedF32(FullyConnectedF32 {
         shape: FcShape {
             batches: 1,
             in_features: 4,
             out_features: 2,
         },
-    };
+    });
     let (x, w, bias, y) = (
         Region::device(0, 16),
         Region::device(16, 32),
@@ -362,13 +362,13 @@ fn bad_length() {
         },
     );
     // A shape whose sizes overflow u32.
-    let huge = Op::FullyConnectedF32 {
+    let huge = Op::FullyConnectedF32(FullyConnectedF32 {
         shape: FcShape {
             batches: 1 << 20,
             in_features: 1 << 20,
             out_features: 1,
         },
-    };
+    });
     refused(
         &mut npu,
         &unit0(huge, &[x, w], y),
@@ -402,7 +402,7 @@ fn overlap() {
     );
     // Inputs may alias each other (x * x).
     assert!(npu
-        .submit(&unit0(Op::MulF32 { len: 4 }, &[a, a], b))
+        .submit(&unit0(Op::MulF32(MulF32 { len: 4 }), &[a, a], b))
         .is_ok());
     // Same offsets in different spaces do not overlap.
     assert!(npu

@@ -6,8 +6,10 @@
 //! (`kws_dscnn`/`mlperf_kws`, `mlperf_vww`, `mlperf_ic`), plus a few shapes chosen for the
 //! im2col gather's edge cases (padding, dilation, batches, no bias).
 
-use npu_compute::hal::{
-    HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant, MAX_JOB_INPUTS,
+use npu_compute::hal::{HalError, Job, JobKind, Npu, Queue, Region, Variant, MAX_JOB_INPUTS};
+use npu_compute::ops::{
+    AveragePool2dI8, Conv2dI8, DepthwiseConv2dI8, FullyConnectedPerChannelI8, MaxPool2dI8, Op,
+    OpKind,
 };
 use npu_kernels::int8::{
     im2col, Activation, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape,
@@ -72,7 +74,7 @@ fn conv(input: Nhwc, out_channels: u32, filter_depth: u32, w: Window2d) -> Op {
         window: w,
     };
     let params = Conv2dParams::new(shape, q(0.05, -3), q(0.1, 2), Activation::None).unwrap();
-    Op::Conv2dI8 { shape, params }
+    Op::Conv2dI8(Conv2dI8 { shape, params })
 }
 
 fn depthwise(input: Nhwc, w: Window2d) -> Op {
@@ -82,7 +84,7 @@ fn depthwise(input: Nhwc, w: Window2d) -> Op {
         window: w,
     };
     let params = DepthwiseParams::new(shape, q(0.05, 4), q(0.1, -1), Activation::Relu).unwrap();
-    Op::DepthwiseConv2dI8 { shape, params }
+    Op::DepthwiseConv2dI8(DepthwiseConv2dI8 { shape, params })
 }
 
 fn pool(input: Nhwc, k: (u32, u32), stride: u32, padding: Padding, max: bool) -> Op {
@@ -96,9 +98,9 @@ fn pool(input: Nhwc, k: (u32, u32), stride: u32, padding: Padding, max: bool) ->
     };
     let params = PoolParams::new(shape, q(0.1, 3), q(0.1, 3), Activation::None).unwrap();
     if max {
-        Op::MaxPool2dI8 { shape, params }
+        Op::MaxPool2dI8(MaxPool2dI8 { shape, params })
     } else {
-        Op::AveragePool2dI8 { shape, params }
+        Op::AveragePool2dI8(AveragePool2dI8 { shape, params })
     }
 }
 
@@ -109,7 +111,7 @@ fn fc(in_features: u32, out_features: u32) -> Op {
         out_features,
     };
     let params = FcPerChannelParams::new(q(0.05, -7), q(0.2, 0), Activation::None).unwrap();
-    Op::FullyConnectedPerChannelI8 { shape, params }
+    Op::FullyConnectedPerChannelI8(FullyConnectedPerChannelI8 { shape, params })
 }
 
 /// kws_dscnn's first convolution: 10 x 4, stride 2, on the 49 x 10 x 1 audio features.
@@ -337,7 +339,7 @@ fn every_supported_variant_matches_auto_bytes_and_the_cost_model() {
                 Variant::Im2col => {
                     im2col_differs |= got.cycles != auto.cycles;
                     // The scratch holds the gathered patch matrix, as the kernel builds it.
-                    let Op::Conv2dI8 { params, .. } = op else {
+                    let Op::Conv2dI8(Conv2dI8 { params, .. }) = op else {
                         panic!("im2col on {name}")
                     };
                     let input: Vec<i8> = bytemuck::cast_slice(&operand_bytes(&op)[0]).to_vec();
@@ -574,7 +576,7 @@ fn tuning_fingerprint_follows_the_cost_configuration() {
     // The CPU model decides whether the CPU is timed and what it costs.
     assert!(differs(SimConfig { cpu: None, ..d }));
     let mut cpu = npu_sim::CpuModel::default();
-    cpu.rates[npu_sim::CpuKernel::Softmax as usize].call += 1;
+    cpu.rates[npu_compute::ops::CpuKernel::Softmax as usize].call += 1;
     assert!(differs(SimConfig {
         cpu: Some(cpu),
         ..d

@@ -10,11 +10,11 @@ use core::cell::RefCell;
 /// counters, at least the server's handle capacity (checked at compile time).
 ///
 /// ```
-/// # use npu_compute::channel::{ComputeChannel, RefCellChannel};
-/// # fn demo<S: npu_compute::server::ComputeServer>(server: S) {
+/// use npu_compute::channel::{ComputeChannel, RefCellChannel};
+/// fn demo<S: npu_compute::server::ComputeServer>(server: S) {
 /// let channel: RefCellChannel<S> = RefCellChannel::new(server);
 /// let stats = channel.with(|s| s.memory_stats()).unwrap();
-/// # }
+/// }
 /// ```
 pub struct RefCellChannel<S, const N: usize = 64> {
     server: RefCell<S>,

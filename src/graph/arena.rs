@@ -6,8 +6,9 @@
 use super::tile::{self, Tile};
 use super::{not_one_op, ArenaReport, Graph, GraphError, Optimise, Step, StepOperand, MAX_TILES};
 use crate::channel::ComputeChannel;
-use crate::hal::{Op, MAX_JOB_INPUTS};
+use crate::hal::MAX_JOB_INPUTS;
 use crate::memory::{ArenaPlanError, Lifetime};
+use crate::ops::Op;
 
 /// A model's activation buffers: lifetimes and, per tensor, the buffer holding it and the
 /// tensor's offset in that buffer.
@@ -186,24 +187,19 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// contiguous block of the output): each input with its block's byte offset and length.
     fn concat_blocks(&self, si: usize) -> Option<heapless::Vec<(u16, u32, u32), MAX_JOB_INPUTS>> {
         let step = self.steps.get(si)?;
-        let Some(Op::ConcatenationI8 { params }) = step.op else {
-            return None;
-        };
-        if params.outer() != 1 {
-            return None;
-        }
+        let lens = step.op.as_ref()?.contiguous_inputs()?;
         let mut blocks = heapless::Vec::new();
         let mut at = 0_u32;
-        for (k, operand) in step.operands.iter().enumerate() {
+        for (operand, &len) in step.operands.iter().zip(&lens) {
             let StepOperand::Tensor(t) = *operand else {
                 return None;
             };
-            let len = u32::try_from(params.input_len(k)).ok()?;
             blocks.push((t, at, len)).ok()?;
             at = at.checked_add(len)?;
         }
         Some(blocks)
     }
+
     /// Op `k` of a chain starting at step `a`.
     pub(super) fn chain_op(&self, a: usize, k: usize) -> Option<&Op> {
         self.steps.get(a + k).and_then(|s| s.op.as_ref())

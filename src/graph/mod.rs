@@ -64,7 +64,6 @@
 
 mod arena;
 mod error;
-mod lower;
 mod planned;
 mod run;
 mod tile;
@@ -78,9 +77,10 @@ use planned::Path;
 use crate::channel::ComputeChannel;
 use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
-use crate::hal::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
+use crate::hal::MAX_JOB_INPUTS;
 use crate::model::{BuiltinOp, Model, SubGraph};
-use lower::{Lowered, Operand};
+use crate::ops::{LowerCtx, LowerError, Lowered, Operand};
+use crate::ops::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES};
 use npu_kernels::int8::ChannelMultiplier;
 use tile::Tile;
 
@@ -231,6 +231,31 @@ impl ArenaReport {
     }
 }
 
+/// A lowering's refusal as the graph reports it, naming the operator.
+fn lowering_failed(info: &crate::model::OperatorInfo<'_>, error: LowerError) -> GraphError {
+    let (op_index, op) = (info.index, info.builtin);
+    match error {
+        LowerError::Unsupported(what) => GraphError::Unsupported { op_index, op, what },
+        LowerError::Kernel(error) => GraphError::Kernel {
+            op_index,
+            op,
+            error,
+        },
+        LowerError::ShapeMismatch {
+            tensor,
+            expected,
+            actual,
+        } => GraphError::ShapeMismatch {
+            op_index,
+            op,
+            tensor,
+            expected,
+            actual,
+        },
+        LowerError::Model(e) => GraphError::Model(e),
+    }
+}
+
 /// A compute-stack error not tied to one operator (the pool, the inputs and outputs).
 pub(super) fn not_one_op(error: Error) -> GraphError {
     GraphError::Compute {
@@ -316,7 +341,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         for info in sub.operators() {
             let info = info?;
-            let lowered = lower::lower(&sub, &info)?;
+            let lowered = crate::ops::lower(&LowerCtx::new(&sub, &info))
+                .map_err(|e| lowering_failed(&info, e))?;
             graph.add_step(&sub, &info, lowered)?;
         }
         for &o in &graph.outputs {
@@ -512,17 +538,17 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// next invoke's jobs wait, on the NPU, for the ones they overwrite.
     ///
     /// ```
-    /// # use npu_compute::graph::Graph;
-    /// # use npu_compute::prelude::*;
-    /// # use npu_sim::{AlignedMemory, SimConfig, SimNpu};
-    /// # static MODEL: &[u8] = npu_compute::include_aligned!("../../examples/models/convnet/model.tflite");
-    /// # let input = include_bytes!("../../examples/models/convnet/input_0.bin");
-    /// # let expected = include_bytes!("../../examples/models/convnet/expected_tflm_0.bin");
-    /// # let mut device = AlignedMemory::<65536>::new();
-    /// # let mut host = AlignedMemory::<16384>::new();
-    /// # let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
-    /// # let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
-    /// # let client = ComputeClient::new(&channel);
+    /// use npu_compute::graph::Graph;
+    /// use npu_compute::prelude::*;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    /// static MODEL: &[u8] = npu_compute::include_aligned!("../../examples/models/convnet/model.tflite");
+    /// let input = include_bytes!("../../examples/models/convnet/input_0.bin");
+    /// let expected = include_bytes!("../../examples/models/convnet/expected_tflm_0.bin");
+    /// let mut device = AlignedMemory::<65536>::new();
+    /// let mut host = AlignedMemory::<16384>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// let client = ComputeClient::new(&channel);
     /// let mut graph: Graph<_> = Graph::prepare(client, MODEL).unwrap();
     /// let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
     /// for frame in 0..4 {

@@ -19,7 +19,7 @@ use super::{not_one_op, Graph, GraphError, IoBuffers, Step, StepOperand, MAX_IO}
 use crate::channel::ComputeChannel;
 use crate::client::{JobPlan, Tensor};
 use crate::error::{Error, JobPlanError};
-use crate::hal::Op;
+use crate::ops::Op;
 
 /// How a graph's invokes run.
 // The plan is held inline, with no heap to box it in; a graph is in the other states only
@@ -197,7 +197,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             return Err(GraphError::Compute {
                 op_index: Some(u32::from(step.op_index)),
                 error: Error::JobPlan(JobPlanError::OnCpu {
-                    op: step.op.map_or(crate::hal::OpKind::Reshape, |op| op.kind()),
+                    op: step.op.map_or(crate::ops::OpKind::Reshape, |op| op.kind()),
                 }),
             });
         }

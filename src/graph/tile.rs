@@ -25,7 +25,7 @@
 
 use core::ops::Range;
 
-use crate::hal::Op;
+use crate::ops::Op;
 use npu_kernels::int8::Nhwc;
 
 /// Most steps in one tiled chain.
@@ -48,14 +48,7 @@ pub struct Tile {
 
 /// The input and output shapes of a row-local operator, or `None` for any other.
 pub(crate) fn shapes(op: &Op) -> Option<(Nhwc, Nhwc)> {
-    match op {
-        Op::Conv2dI8 { shape, params } => Some((shape.input, params.output_shape())),
-        Op::DepthwiseConv2dI8 { shape, params } => Some((shape.input, params.output_shape())),
-        Op::AveragePool2dI8 { shape, params } | Op::MaxPool2dI8 { shape, params } => {
-            Some((shape.input, params.output_shape()))
-        }
-        _ => None,
-    }
+    op.rows()
 }
 
 /// Bytes of one row of an int8 NHWC tensor.
@@ -77,21 +70,7 @@ pub(crate) fn is_row_local(op: &Op, alignment: u32) -> bool {
 /// band's rows. The band op's shape describes the band's input (its window keeps the layer's
 /// filter size and strides; the band's own padding is in the params).
 pub(crate) fn band_op(op: &Op, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
-    macro_rules! cut {
-        ($variant:ident, $shape:expr, $params:expr) => {{
-            let (params, rows) = $params.row_band(out_rows).ok()?;
-            let mut shape = $shape;
-            shape.input = params.input_shape();
-            Some((Op::$variant { shape, params }, rows))
-        }};
-    }
-    match *op {
-        Op::Conv2dI8 { shape, params } => cut!(Conv2dI8, shape, params),
-        Op::DepthwiseConv2dI8 { shape, params } => cut!(DepthwiseConv2dI8, shape, params),
-        Op::AveragePool2dI8 { shape, params } => cut!(AveragePool2dI8, shape, params),
-        Op::MaxPool2dI8 { shape, params } => cut!(MaxPool2dI8, shape, params),
-        _ => None,
-    }
+    op.band(out_rows)
 }
 
 /// The output rows of each stripe of a chain whose last output has `height` rows.

@@ -85,8 +85,10 @@
 
 use core::fmt;
 
+use crate::ops::{Op, ReluF32, Reshape};
+
 use super::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Space, Variant,
+    Capabilities, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, Variant,
     MAX_EXECUTION_UNITS, MAX_FLASH_SEGMENTS, MAX_JOB_DEPS,
 };
 
@@ -951,8 +953,8 @@ impl UnitOp {
 /// function.
 fn build_op(which: UnitOp, bytes: u32) -> Op {
     match which {
-        UnitOp::Reshape => Op::Reshape { len: bytes },
-        UnitOp::ReluF32 => Op::ReluF32 { len: bytes / 4 },
+        UnitOp::Reshape => Op::Reshape(Reshape { len: bytes }),
+        UnitOp::ReluF32 => Op::ReluF32(ReluF32 { len: bytes / 4 }),
     }
 }
 

@@ -4,8 +4,9 @@
 //! Both print a sentence naming the region, operator, fence or parameter at fault and, where a
 //! limit was hit, the limit: a log line a board integrator can act on.
 
-use super::{DType, OpKind, Variant};
+use super::Variant;
 use super::{Fence, Region, Space, MAX_JOB_INPUTS};
+use crate::ops::{DType, OpKind};
 
 /// Why the HAL refused or failed a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

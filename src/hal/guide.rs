@@ -166,8 +166,8 @@
 //! From a host test, with the simulator standing in for your driver:
 //!
 //! ```
-//! # #[cfg(feature = "conformance")]
-//! # {
+//! #[cfg(feature = "conformance")]
+//! {
 //! use npu_compute::hal::conformance::{self, Check, Options, Outcome};
 //! use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 //!
@@ -183,7 +183,7 @@
 //! assert_eq!(report.outcome(Check::QueueFull), Outcome::Passed);
 //! // The driver is idle again: hand it to the server.
 //! assert_eq!(driver.in_flight(), 0);
-//! # }
+//! }
 //! ```
 //!
 //! From firmware, after boot and before the server takes the driver (see

@@ -54,19 +54,18 @@
 pub mod conformance;
 mod error;
 pub mod guide;
-mod op;
 mod variant;
 
+use crate::ops::{Op, OpSet};
 pub use error::{HalError, SetupError};
-pub use op::{DType, Op, OpKind, OpSet, Operands, CHANNEL_MULTIPLIER_BYTES};
 pub use variant::Variant;
 
 /// Time in cycles of the HAL's clock (CPU cycles on hardware, virtual cycles in the simulator).
 pub type Cycles = u64;
 
-/// Most inputs a compute job reads (a CONCATENATION of seven tensors, a convolution's input,
-/// filter, multipliers and bias).
-pub const MAX_JOB_INPUTS: usize = 8;
+/// Most inputs a compute job reads: one region per input of its operator
+/// ([`ops::MAX_INPUTS`](crate::ops::MAX_INPUTS)).
+pub const MAX_JOB_INPUTS: usize = crate::ops::MAX_INPUTS;
 /// Most flash segments a HAL maps at once ([`Npu::map_flash`]): one per prepared model.
 pub const MAX_FLASH_SEGMENTS: usize = 4;
 /// Most execution units a HAL may declare.

@@ -13,7 +13,7 @@
 //! Every variant computes the same bytes. A driver declares which it runs with
 //! [`Npu::supports_variant`](super::Npu::supports_variant); the default is `Auto` only.
 
-use super::op::{Op, OpKind};
+use crate::ops::Op;
 
 /// How the NPU runs a compute job's operator.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,36 +49,23 @@ impl core::fmt::Display for Variant {
 
 impl Variant {
     /// Bytes of scratch device memory the variant needs for `op`: the im2col matrix
-    /// (`batches · out_h · out_w` rows of `filter_h · filter_w · in_channels` bytes) for
-    /// [`Variant::Im2col`] on a convolution, else 0. `None` if the size overflows `u32`.
+    /// ([`Op::im2col`]) for [`Variant::Im2col`] on an operator that has one, else 0. `None` if
+    /// the size overflows `u32`.
     pub fn scratch_bytes(self, op: &Op) -> Option<u32> {
-        match (self, op) {
-            (Variant::Im2col, Op::Conv2dI8 { shape, params }) => {
-                let out = params.output_shape();
-                let rows = u64::from(out.batches) * u64::from(out.height) * u64::from(out.width);
-                let row = u64::from(shape.window.filter_height)
-                    * u64::from(shape.window.filter_width)
-                    * u64::from(shape.filter_depth);
-                u32::try_from(rows.checked_mul(row)?).ok()
-            }
+        match (self, op.im2col()) {
+            (Variant::Im2col, Some(im2col)) => im2col.bytes,
             _ => Some(0),
         }
     }
 
-    /// Whether the variant can apply to an operator of kind `kind` at all (a driver may
-    /// support less).
-    pub fn applies_to(self, kind: OpKind) -> bool {
+    /// Whether the variant can apply to `op` at all (a driver may support less): output blocks
+    /// to operators an NPU walks in blocks ([`Op::block_extent`]), im2col to those that run as
+    /// a gather and a matrix product ([`Op::im2col`]).
+    pub fn applies_to(self, op: &Op) -> bool {
         match self {
             Variant::Auto => true,
-            Variant::Block { .. } => matches!(
-                kind,
-                OpKind::Conv2d
-                    | OpKind::DepthwiseConv2d
-                    | OpKind::AveragePool2d
-                    | OpKind::MaxPool2d
-                    | OpKind::FullyConnected
-            ),
-            Variant::Im2col => kind == OpKind::Conv2d,
+            Variant::Block { .. } => op.block_extent().is_some(),
+            Variant::Im2col => op.im2col().is_some(),
         }
     }
 }
@@ -86,7 +73,9 @@ impl Variant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::{AddI8, FullyConnectedF32};
     use npu_kernels::int8::{Activation, AddParams, Quant};
+    use npu_kernels::FcShape;
 
     #[test]
     fn only_im2col_needs_scratch_and_only_where_it_applies() {
@@ -94,15 +83,22 @@ mod tests {
             scale: 0.5,
             zero_point: 0,
         };
-        let add = Op::AddI8 {
+        let add = Op::from(AddI8 {
             len: 4,
             params: AddParams::new(q, q, q, Activation::None).unwrap(),
-        };
+        });
+        let fc = Op::from(FullyConnectedF32 {
+            shape: FcShape {
+                batches: 2,
+                in_features: 4,
+                out_features: 3,
+            },
+        });
         assert_eq!(Variant::Im2col.scratch_bytes(&add), Some(0));
         assert_eq!(Variant::Auto.scratch_bytes(&add), Some(0));
-        assert!(Variant::Auto.applies_to(OpKind::Add));
-        assert!(!Variant::Im2col.applies_to(OpKind::DepthwiseConv2d));
-        assert!(Variant::Block { h: 8, w: 8 }.applies_to(OpKind::FullyConnected));
-        assert!(!Variant::Block { h: 8, w: 8 }.applies_to(OpKind::Softmax));
+        assert!(Variant::Auto.applies_to(&add));
+        assert!(!Variant::Block { h: 8, w: 8 }.applies_to(&add));
+        assert!(!Variant::Im2col.applies_to(&fc));
+        assert!(Variant::Block { h: 8, w: 8 }.applies_to(&fc));
     }
 }

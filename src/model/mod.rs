@@ -46,7 +46,7 @@
 //! [`ModelError::Unsupported`].
 //!
 //! ```no_run
-//! # fn demo(bytes: &'static [u8]) -> Result<(), npu_compute::model::ModelError> {
+//! fn demo(bytes: &'static [u8]) -> Result<(), npu_compute::model::ModelError> {
 //! use npu_compute::model::{BuiltinOp, Model};
 //! let model = Model::parse(bytes)?;
 //! let graph = model.subgraph();
@@ -57,7 +57,7 @@
 //!         let _weights: Option<&'static [u8]> = filter.data;
 //!     }
 //! }
-//! # Ok(()) }
+//! Ok(()) }
 //! ```
 
 mod error;

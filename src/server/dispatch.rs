@@ -14,10 +14,11 @@ use super::tensors::{Binding, TensorEntry};
 use super::NpuServer;
 use crate::error::Error;
 use crate::hal::{
-    Fence, HalError, Job, JobKind, Npu, Op, Queue, Region, Variant, MAX_JOB_INPUTS, MAX_QUEUES,
+    Fence, HalError, Job, JobKind, Npu, Queue, Region, Variant, MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::HandleId;
 use crate::memory::{MemoryBinding, MemoryManagement};
+use crate::ops::Op;
 use crate::tune::{Candidate, TuneMode};
 
 /// What a job needs of one operand's entry.

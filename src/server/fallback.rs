@@ -8,9 +8,9 @@ use super::dispatch::Operand;
 use super::tensors::Binding;
 use super::NpuServer;
 use crate::error::Error;
-use crate::fallback::{run_op, split_operands, OpError};
-use crate::hal::{Fence, HalError, Npu, Op, Region, MAX_JOB_INPUTS};
+use crate::hal::{Fence, HalError, Npu, Region, MAX_JOB_INPUTS};
 use crate::memory::MemoryManagement;
+use crate::ops::{split_operands, Op, OpError};
 use crate::storage::Block;
 
 impl<
@@ -62,17 +62,18 @@ impl<
             (out_block.offset as usize, output.bytes as usize),
             &ranges,
         ) {
-            Some((out, ins)) => run_op(op, &ins, out).map_err(|e| match e {
+            Some((out, ins)) => op.run(&ins, out).map_err(|e| match e {
                 OpError::Kernel(error) => Error::Kernel {
                     op: op.kind(),
                     error,
                 },
-                OpError::Misaligned { .. } | OpError::InputCount { .. } | OpError::NotInPlace => {
-                    Error::Hal(HalError::Misaligned {
-                        region: out_region,
-                        alignment: self.caps.alignment,
-                    })
-                }
+                OpError::Misaligned { .. }
+                | OpError::InputCount { .. }
+                | OpError::NotInPlace
+                | OpError::NotIm2col => Error::Hal(HalError::Misaligned {
+                    region: out_region,
+                    alignment: self.caps.alignment,
+                }),
             }),
             None => Err(HalError::OutOfBounds {
                 region: out_region,

@@ -5,11 +5,11 @@ use super::tensors::Binding;
 use super::NpuServer;
 use crate::error::{Capacity, Error, JobPlanError};
 use crate::hal::{
-    Fence, HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant, MAX_JOB_INPUTS,
-    MAX_QUEUES,
+    Fence, HalError, Job, JobKind, Npu, Queue, Region, Variant, MAX_JOB_INPUTS, MAX_QUEUES,
 };
 use crate::handle::HandleId;
 use crate::memory::{queues_in, MemoryManagement};
+use crate::ops::{Op, OpKind};
 use crate::tune::{Candidate, Lookup, TuneMode};
 
 use super::deps::DepSet;

@@ -62,11 +62,12 @@ use tuning::Tuning;
 
 use crate::error::Error;
 use crate::hal::{
-    Capabilities, Fence, HalError, Job, Npu, Op, SetupError, MAX_EXECUTION_UNITS,
-    MAX_FLASH_SEGMENTS, MAX_QUEUES,
+    Capabilities, Fence, HalError, Job, Npu, SetupError, MAX_EXECUTION_UNITS, MAX_FLASH_SEGMENTS,
+    MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
 use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
+use crate::ops::Op;
 use crate::tune::DEFAULT_TUNE_ENTRIES;
 
 /// What a client (and a channel) asks of a server. Handles are plain ids here; the client

@@ -45,9 +45,10 @@
 
 use super::NpuServer;
 use crate::error::Error;
-use crate::hal::{Cycles, HalError, Npu, Op, Variant, MAX_JOB_INPUTS};
+use crate::hal::{Cycles, HalError, Npu, Variant, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::MemoryManagement;
+use crate::ops::Op;
 use crate::tune::crc_update;
 use crate::tune::{
     candidates, set_id, Candidate, Choice, Lookup, TuneCache, TuneConfig, TuneKey, TuneMode,

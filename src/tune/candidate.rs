@@ -1,6 +1,7 @@
 //! Candidates: the ways of running one operator that a tuner times against each other.
 
-use crate::hal::{Op, Variant};
+use crate::hal::Variant;
+use crate::ops::Op;
 
 /// Most candidates [`candidates`] lists: `Auto`, five blocks, `Im2col` and `Cpu`.
 pub const MAX_CANDIDATES: usize = 8;
@@ -89,13 +90,13 @@ pub fn candidates(
     // the function panic-free without an unreachable branch.
     let _ = list.push(Candidate::Npu(Variant::Auto));
     if blocks {
-        if let Some((out_h, out_w)) = block_extent(op) {
+        if let Some((out_h, out_w)) = op.block_extent() {
             // Clipped shapes already offered; a later block with the same one is a repeat.
             let mut seen = heapless::Vec::<(u32, u32), { BLOCKS.len() }>::new();
             for (h, w) in BLOCKS {
                 let v = Variant::Block { h, w };
                 let clipped = (u32::from(h).min(out_h), u32::from(w).min(out_w));
-                if !v.applies_to(op.kind()) || seen.contains(&clipped) || !supports(v) {
+                if !v.applies_to(op) || seen.contains(&clipped) || !supports(v) {
                     continue;
                 }
                 let _ = seen.push(clipped);
@@ -103,11 +104,7 @@ pub fn candidates(
             }
         }
     }
-    if im2col
-        && Variant::Im2col.applies_to(op.kind())
-        && im2col_helps(op)
-        && supports(Variant::Im2col)
-    {
+    if im2col && op.im2col().is_some_and(|i| i.helps) && supports(Variant::Im2col) {
         let _ = list.push(Candidate::Npu(Variant::Im2col));
     }
     if cpu {
@@ -116,47 +113,10 @@ pub fn candidates(
     list
 }
 
-/// The output extent (height, width) a forced block is clipped to, or `None` for operators
-/// without blocks.
-///
-/// A fully connected layer has no image: the driver folds its `batches` rows into some H × W
-/// with H · W = batches (Vela makes it about square). Both are at most `batches`, so clipping
-/// to `batches × batches` never merges two blocks the fold would tell apart; a redundant block
-/// costs one measurement, a wrongly merged one a missed winner. With one row every block clips
-/// to 1 × 1 and only the first is kept.
-fn block_extent(op: &Op) -> Option<(u32, u32)> {
-    let out = match op {
-        Op::Conv2dI8 { params, .. } => params.output_shape(),
-        Op::DepthwiseConv2dI8 { params, .. } => params.output_shape(),
-        Op::AveragePool2dI8 { params, .. } | Op::MaxPool2dI8 { params, .. } => {
-            params.output_shape()
-        }
-        Op::FullyConnectedF32 { shape }
-        | Op::FullyConnectedI8 { shape, .. }
-        | Op::FullyConnectedPerChannelI8 { shape, .. } => {
-            return Some((shape.batches, shape.batches));
-        }
-        _ => return None,
-    };
-    Some((out.height, out.width))
-}
-
-/// Whether im2col can beat the direct convolution: the op is an ungrouped convolution whose
-/// window has more than one tap or a stride above 1. Otherwise each output pixel already reads
-/// one input row, which is the matrix product without the gather.
-fn im2col_helps(op: &Op) -> bool {
-    let Op::Conv2dI8 { shape, .. } = op else {
-        return false;
-    };
-    let w = shape.window;
-    let taps = u64::from(w.filter_height) * u64::from(w.filter_width);
-    let window = taps > 1 || w.stride_height > 1 || w.stride_width > 1;
-    window && shape.filter_depth == shape.input.channels
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::ops::{Conv2dI8, DepthwiseConv2dI8, FullyConnectedI8, MaxPool2dI8, ReluI8};
     use npu_kernels::int8::{
         Activation, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, Nhwc,
         Padding, PoolParams, PoolShape, Quant, ReluParams, Window2d,
@@ -199,7 +159,7 @@ pub(crate) mod tests {
             window,
         };
         let params = Conv2dParams::new(shape, Q, Q, Activation::None).unwrap();
-        Op::Conv2dI8 { shape, params }
+        Op::Conv2dI8(Conv2dI8 { shape, params })
     }
 
     pub(crate) fn depthwise((h, w, c): (u32, u32, u32), mult: u32, window: Window2d) -> Op {
@@ -214,7 +174,7 @@ pub(crate) mod tests {
             window,
         };
         let params = DepthwiseParams::new(shape, Q, Q, Activation::None).unwrap();
-        Op::DepthwiseConv2dI8 { shape, params }
+        Op::DepthwiseConv2dI8(DepthwiseConv2dI8 { shape, params })
     }
 
     pub(crate) fn max_pool((h, w, c): (u32, u32, u32), k: u32, s: u32) -> Op {
@@ -232,25 +192,25 @@ pub(crate) mod tests {
             padding: Padding::Valid,
         };
         let params = PoolParams::new(shape, Q, Q, Activation::None).unwrap();
-        Op::MaxPool2dI8 { shape, params }
+        Op::MaxPool2dI8(MaxPool2dI8 { shape, params })
     }
 
     pub(crate) fn fc(batches: u32, in_features: u32, out_features: u32) -> Op {
-        Op::FullyConnectedI8 {
+        Op::FullyConnectedI8(FullyConnectedI8 {
             shape: FcShape {
                 batches,
                 in_features,
                 out_features,
             },
             params: FcParams::new(Q, 0.5, Q, Activation::None).unwrap(),
-        }
+        })
     }
 
     pub(crate) fn relu(len: u32) -> Op {
-        Op::ReluI8 {
+        Op::ReluI8(ReluI8 {
             len,
             params: ReluParams::new(Q, Q).unwrap(),
-        }
+        })
     }
 
     fn all(op: &Op) -> heapless::Vec<Candidate, MAX_CANDIDATES> {

@@ -1,7 +1,6 @@
 //! Tuning keys: which operators share one tuned choice.
 
-use crate::hal::{DType, Op, OpKind};
-use npu_kernels::int8::{Padding, Window2d};
+use crate::ops::{DType, KeyShape, Op, OpKind};
 
 /// Bytes of a [`TuneKey`].
 pub const KEY_BYTES: usize = 16;
@@ -31,21 +30,6 @@ fn exact(x: u32) -> u8 {
     u8::try_from(x).unwrap_or(u8::MAX)
 }
 
-/// Key bytes 3..=10 of a convolution: the padding flag, the exact window, and `last` (the
-/// groups of a convolution, the depth multiplier of a depthwise one).
-fn window(w: Window2d, last: u32) -> [u32; 8] {
-    [
-        u32::from(w.padding == Padding::Same),
-        w.filter_height,
-        w.filter_width,
-        w.stride_height,
-        w.stride_width,
-        w.dilation_height,
-        w.dilation_width,
-        last,
-    ]
-}
-
 fn size(x: u64) -> u8 {
     bucket(u32::try_from(x).unwrap_or(u32::MAX))
 }
@@ -65,69 +49,7 @@ impl TuneKey {
         };
         k[2] = set_id;
         // Bytes 3..=10: flags and the exact window; 11..=15 the size buckets.
-        let (window, sizes): ([u32; 8], [u64; 5]) = match *op {
-            Op::Conv2dI8 { shape, params } => {
-                let i = shape.input;
-                let groups = i.channels.checked_div(shape.filter_depth).unwrap_or(0);
-                (
-                    window(shape.window, groups),
-                    nhwc(i, params.output_shape().channels),
-                )
-            }
-            Op::DepthwiseConv2dI8 { shape, params } => (
-                window(shape.window, shape.depth_multiplier),
-                nhwc(shape.input, params.output_shape().channels),
-            ),
-            Op::AveragePool2dI8 { shape, .. } | Op::MaxPool2dI8 { shape, .. } => (
-                [
-                    u32::from(shape.padding == Padding::Same),
-                    shape.filter_height,
-                    shape.filter_width,
-                    shape.stride_height,
-                    shape.stride_width,
-                    // A pool window is dense.
-                    1,
-                    1,
-                    0,
-                ],
-                nhwc(shape.input, shape.input.channels),
-            ),
-            Op::FullyConnectedF32 { shape }
-            | Op::FullyConnectedI8 { shape, .. }
-            | Op::FullyConnectedPerChannelI8 { shape, .. } => (
-                [0; 8],
-                [
-                    u64::from(shape.batches),
-                    0,
-                    0,
-                    u64::from(shape.in_features),
-                    u64::from(shape.out_features),
-                ],
-            ),
-            Op::BatchMatmulI8 { params } => {
-                let out = params.output_shape();
-                let dims = out.as_slice();
-                let (lhs, _, _) = params.lens();
-                let mut rev = dims.iter().rev().map(|&d| u64::from(d));
-                let n = rev.next().unwrap_or(0);
-                let m = rev.next().unwrap_or(0);
-                let b = rev.fold(1u64, u64::saturating_mul);
-                // lhs = B · M · K elements.
-                let depth = (lhs as u64).checked_div(b.saturating_mul(m)).unwrap_or(0);
-                ([0; 8], [b, m, depth, n, 0])
-            }
-            Op::SoftmaxI8 { len, depth, .. } => (
-                [0; 8],
-                [
-                    u64::from(len.checked_div(depth).unwrap_or(0)),
-                    u64::from(depth),
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-            _ => ([0; 8], [op.macs(), 0, 0, 0, 0]),
-        };
+        let KeyShape { window, sizes } = op.key_shape();
         for (b, &x) in k[3..SIZES].iter_mut().zip(&window) {
             *b = exact(x);
         }
@@ -143,19 +65,10 @@ impl TuneKey {
     }
 }
 
-fn nhwc(i: npu_kernels::int8::Nhwc, out_channels: u32) -> [u64; 5] {
-    [
-        u64::from(i.batches),
-        u64::from(i.height),
-        u64::from(i.width),
-        u64::from(i.channels),
-        u64::from(out_channels),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::{AveragePool2dI8, FullyConnectedF32, MaxPool2dI8};
     use crate::tune::candidate::tests::{conv, depthwise, fc, max_pool, relu, window};
     use npu_kernels::int8::Padding::{Same, Valid};
     use npu_kernels::FcShape;
@@ -244,17 +157,17 @@ mod tests {
             out_features: 10,
         };
         assert_ne!(
-            TuneKey::of(&Op::FullyConnectedF32 { shape }, 0),
+            TuneKey::of(&Op::FullyConnectedF32(FullyConnectedF32 { shape }), 0),
             TuneKey::of(&fc(1, 64, 10), 0),
             "dtype"
         );
         // Same sizes and window, other family.
-        let Op::MaxPool2dI8 { shape, params } = max_pool((32, 32, 16), 3, 1) else {
+        let Op::MaxPool2dI8(MaxPool2dI8 { shape, params }) = max_pool((32, 32, 16), 3, 1) else {
             unreachable!()
         };
         assert_ne!(
-            TuneKey::of(&Op::MaxPool2dI8 { shape, params }, 0),
-            TuneKey::of(&Op::AveragePool2dI8 { shape, params }, 0),
+            TuneKey::of(&Op::MaxPool2dI8(MaxPool2dI8 { shape, params }), 0),
+            TuneKey::of(&Op::AveragePool2dI8(AveragePool2dI8 { shape, params }), 0),
             "op (pool)"
         );
     }

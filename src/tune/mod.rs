@@ -74,7 +74,7 @@
 //!
 //! | byte | field |
 //! |---|---|
-//! | 0 | operator family: its index in [`OpKind::ALL`](crate::hal::OpKind::ALL) |
+//! | 0 | operator family: its index in [`OpKind::ALL`](crate::ops::OpKind::ALL) |
 //! | 1 | element type: 0 f32, 1 int8 |
 //! | 2 | candidate-set id ([`set_id`]): which candidate families were timed |
 //! | 3 | flags: bit 0 padding SAME |
@@ -84,7 +84,7 @@
 //! Sizes per operator: convolution, depthwise convolution and pools `N, H, W, Cin, Cout` (the
 //! input's dimensions and the output's channels); fully connected `batches, 0, 0, in, out`;
 //! batch matmul `B, M, K, N` (batch, rows, depth, columns); softmax `rows, depth`; every other
-//! operator its element count ([`Op::macs`](crate::hal::Op::macs), which is the output's elements for them, the
+//! operator its element count ([`Op::macs`](crate::ops::Op::macs), which is the output's elements for them, the
 //! input's for MEAN).
 //!
 //! This is Burn's autotune "anchor" (sizes rounded up to a power of two) without floats. The
@@ -211,7 +211,7 @@ pub struct TuneConfig {
     /// Most cycles one key's measuring may take, or no limit. Default `None`.
     pub max_cycles: Option<u64>,
     /// Time the CPU fallback kernels too, for ops of at most this much work
-    /// ([`Op::macs`](crate::hal::Op::macs)(crate::hal::Op::macs)), where the HAL's clock counts CPU work
+    /// ([`Op::macs`](crate::ops::Op::macs)), where the HAL's clock counts CPU work
     /// ([`Npu::clock_counts_cpu`](crate::hal::Npu::clock_counts_cpu)); `None`: never.
     /// Default `Some(`[`CPU_MAX_WORK`]`)`.
     ///

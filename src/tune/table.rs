@@ -562,7 +562,8 @@ impl Writer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hal::{OpSet, Variant};
+    use crate::hal::Variant;
+    use crate::ops::OpSet;
     use crate::tune::cache::Lookup;
 
     const FP: u64 = 0x0123_4567_89AB_CDEF;

@@ -3,7 +3,7 @@
 //! # Why
 //!
 //! When the NPU does not run an operator, the server runs it on the CPU with the fallback
-//! kernels ([`npu_compute::fallback::run_op`]), and a simulator that predicts a model's latency
+//! kernels ([`Op::run`]), and a simulator that predicts a model's latency
 //! needs a CPU cost model for those operators: instructions as a function of the operator's
 //! work ([`Op::macs`]: multiply-accumulates, or output elements for elementwise and
 //! data-movement operators). This module measures that cost on a real Cortex-M4 instruction
@@ -27,7 +27,7 @@
 //!   realistic fixed-point multiplier (0.5 · 2⁻⁷), biases with small int32 values, and f32
 //!   operands with the same pseudo-random int8 values over 16 (multiples of 1/16 in ±8, so
 //!   that QUANTIZE rounds and, at the ends, clamps);
-//! - ONE call of [`run_op`] is timed with [`Ticks::time`], and converted to instructions with
+//! - ONE call of [`Op::run`] is timed with [`Ticks::time`], and converted to instructions with
 //!   the calibration. The kernels have no data caches to warm under QEMU and count the same
 //!   instructions on every call, so one call is the cost; it is exact to one tick (40
 //!   instructions) either way.
@@ -37,16 +37,22 @@
 //! each after a pseudo-random delay so that it starts at a random phase of a tick; the ticks
 //! summed over the samples average to the cost, finer than one tick (about 20 instructions
 //! with this crate's release profile). That average is subtracted from every figure; the call
-//! of `run_op` itself (operand count check, views of the buffers, the dispatch on the op)
+//! of `Op::run` itself (operand count check, views of the buffers, the dispatch on the op)
 //! stays in it, as it is part of running an operator on the CPU.
 //!
 //! Every operator's line logs its shape (a short description for the synthetic ones), work,
 //! output elements, input bytes and net instructions, and [`measure`] returns the same figures
 //! as [`KernelCost`]s.
 
-use npu_compute::fallback::{run_op, OpError};
 use npu_compute::graph::LoweredOperator;
-use npu_compute::hal::{DType, Op, OpKind, CHANNEL_MULTIPLIER_BYTES, MAX_JOB_INPUTS};
+use npu_compute::hal::MAX_JOB_INPUTS;
+use npu_compute::ops::{
+    AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8, Conv2dI8,
+    DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
+    FullyConnectedPerChannelI8, MaxPool2dI8, MeanI8, MulBroadcastI8, MulF32, MulI8, Op, OpError,
+    OpKind, QuantizeF32, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8, SubI8,
+    TransposeI8, CHANNEL_MULTIPLIER_BYTES,
+};
 use npu_kernels::int8::{
     Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
     Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MeanParams,
@@ -55,7 +61,6 @@ use npu_kernels::int8::{
 };
 use npu_kernels::{FcShape, KernelError};
 
-use npu_sim::cpu::output_elements;
 use npu_sim::CpuModel;
 
 use crate::dispatch_cost::{Calibration, CostError, Ticks};
@@ -108,11 +113,11 @@ pub struct KernelCost {
     pub kind: OpKind,
     /// Work units: [`Op::macs`].
     pub work: u64,
-    /// Output elements ([`output_elements`], what the CPU model charges per output).
+    /// Output elements ([`Op::output_elements`], what the CPU model charges per output).
     pub outputs: u64,
     /// Bytes of all inputs (the optional bias included).
     pub input_bytes: u64,
-    /// Instructions of one [`run_op`] call, the fixed cost of a timed call subtracted.
+    /// Instructions of one [`Op::run`] call, the fixed cost of a timed call subtracted.
     pub instructions: u64,
     /// Cycles the simulator's CPU model charges for it ([`CpuModel::cycles`]).
     pub predicted: u64,
@@ -131,7 +136,7 @@ pub enum CpuCostError {
         index: usize,
         /// The operator family.
         kind: OpKind,
-        /// What `run_op` returned.
+        /// What `Op::run` returned.
         error: OpError,
     },
     /// Operator `index`'s operand sizes overflow.
@@ -318,160 +323,160 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
     let ops: [Synthetic; SYNTHETIC_OPS] = [
         entry(
             "1024 elements",
-            Op::AddI8 {
+            Op::AddI8(AddI8 {
                 len: 1024,
                 params: add,
-            },
+            }),
         ),
         entry(
             "1x8x8x16 + [16]",
-            Op::AddBroadcastI8 {
+            Op::AddBroadcastI8(AddBroadcastI8 {
                 shape: per_channel()?,
                 params: add,
-            },
+            }),
         ),
         entry(
             "1x8x8x16 - [16]",
-            Op::SubI8 {
+            Op::SubI8(SubI8 {
                 shape: per_channel()?,
                 params: SubParams::new(input, other, output, act)?,
-            },
+            }),
         ),
         entry(
             "16x16x16, 2x2 s2 valid",
-            Op::MaxPool2dI8 {
+            Op::MaxPool2dI8(MaxPool2dI8 {
                 shape: max_pool,
                 params: PoolParams::new(max_pool, input, input, act)?,
-            },
+            }),
         ),
         entry(
             "16x16x16, 3x3 s1 same",
-            Op::AveragePool2dI8 {
+            Op::AveragePool2dI8(AveragePool2dI8 {
                 shape: avg_pool,
                 params: PoolParams::new(avg_pool, input, input, act)?,
-            },
+            }),
         ),
         entry(
             "16x16x8 -> 16, 3x3 s1 same",
-            Op::Conv2dI8 {
+            Op::Conv2dI8(Conv2dI8 {
                 shape: conv3,
                 params: Conv2dParams::new(conv3, input, output, act)?,
-            },
+            }),
         ),
         entry(
             "8x8x32 -> 32, 1x1",
-            Op::Conv2dI8 {
+            Op::Conv2dI8(Conv2dI8 {
                 shape: conv1,
                 params: Conv2dParams::new(conv1, input, output, act)?,
-            },
+            }),
         ),
         entry(
             "16x16x16, 3x3 s1 same",
-            Op::DepthwiseConv2dI8 {
+            Op::DepthwiseConv2dI8(DepthwiseConv2dI8 {
                 shape: depthwise,
                 params: DepthwiseParams::new(depthwise, input, output, act)?,
-            },
+            }),
         ),
         entry(
             "256 -> 32",
-            Op::FullyConnectedI8 {
+            Op::FullyConnectedI8(FullyConnectedI8 {
                 shape: fc,
                 params: FcParams::new(input, 0.004, output, act)?,
-            },
+            }),
         ),
         entry(
             "256 -> 32 per-channel",
-            Op::FullyConnectedPerChannelI8 {
+            Op::FullyConnectedPerChannelI8(FullyConnectedPerChannelI8 {
                 shape: fc,
                 params: FcPerChannelParams::new(input, output, act)?,
-            },
+            }),
         ),
         entry(
             "1024 elements",
-            Op::ReluI8 {
+            Op::ReluI8(ReluI8 {
                 len: 1024,
                 params: ReluParams::new(input, output)?,
-            },
+            }),
         ),
         entry(
             "1024 elements",
-            Op::MulI8 {
+            Op::MulI8(MulI8 {
                 len: 1024,
                 params: mul,
-            },
+            }),
         ),
         entry(
             "1x8x8x16 * [16]",
-            Op::MulBroadcastI8 {
+            Op::MulBroadcastI8(MulBroadcastI8 {
                 shape: per_channel()?,
                 params: mul,
-            },
+            }),
         ),
         entry(
             "int8 -> int8, 1024 elements",
-            Op::RequantizeI8 {
+            Op::RequantizeI8(RequantizeI8 {
                 len: 1024,
                 params: RequantizeParams::new(input, output)?,
-            },
+            }),
         ),
         entry(
             "f32 -> int8, 1024 elements",
-            Op::QuantizeF32 {
+            Op::QuantizeF32(QuantizeF32 {
                 len: 1024,
                 quant: output,
-            },
+            }),
         ),
         entry(
             "int8 -> f32, 1024 elements",
-            Op::DequantizeI8 {
+            Op::DequantizeI8(DequantizeI8 {
                 len: 1024,
                 quant: input,
-            },
+            }),
         ),
         entry(
             "1024 elements",
-            Op::RsqrtI8 {
+            Op::RsqrtI8(RsqrtI8 {
                 len: 1024,
                 params: RsqrtParams::new(rsqrt_in, rsqrt_out)?,
-            },
+            }),
         ),
         entry(
             "1 row of 16",
-            Op::SoftmaxI8 {
+            Op::SoftmaxI8(SoftmaxI8 {
                 len: 16,
                 depth: 16,
                 params: softmax,
-            },
+            }),
         ),
         entry(
             "1 row of 1000",
-            Op::SoftmaxI8 {
+            Op::SoftmaxI8(SoftmaxI8 {
                 len: 1000,
                 depth: 1000,
                 params: softmax,
-            },
+            }),
         ),
         entry(
             "1x8x8x32 over H, W",
-            Op::MeanI8 {
+            Op::MeanI8(MeanI8 {
                 params: MeanParams::new(image(8, 8, 32), input, output)?,
-            },
+            }),
         ),
         entry(
             "1x16x16x8, perm 0,3,1,2",
-            Op::TransposeI8 {
+            Op::TransposeI8(TransposeI8 {
                 params: TransposeParams::new(&[1, 16, 16, 8], &[0, 3, 1, 2])?,
-            },
+            }),
         ),
         entry(
             "2 x 1x8x8x16 on channels",
-            Op::ConcatenationI8 {
+            Op::ConcatenationI8(ConcatenationI8 {
                 params: ConcatParams::new(&[&[1, 8, 8, 16], &[1, 8, 8, 16]], 3)?,
-            },
+            }),
         ),
         entry(
             "1x16x32 by 1x32x16",
-            Op::BatchMatmulI8 {
+            Op::BatchMatmulI8(BatchMatmulI8 {
                 params: BatchMatmulParams::new(
                     &[1, 16, 32],
                     &[1, 32, 16],
@@ -481,34 +486,37 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
                     other,
                     output,
                 )?,
-            },
+            }),
         ),
         entry(
             "32x32x8, 3x3 s2 valid",
-            Op::MaxPool2dI8 {
+            Op::MaxPool2dI8(MaxPool2dI8 {
                 shape: max_pool_s2,
                 params: PoolParams::new(max_pool_s2, input, input, act)?,
-            },
+            }),
         ),
         entry(
             "32x32x8, 3x3 s2 valid",
-            Op::AveragePool2dI8 {
+            Op::AveragePool2dI8(AveragePool2dI8 {
                 shape: avg_pool_s2,
                 params: PoolParams::new(avg_pool_s2, input, input, act)?,
-            },
+            }),
         ),
         entry(
             "1024 -> 10",
-            Op::FullyConnectedI8 {
+            Op::FullyConnectedI8(FullyConnectedI8 {
                 shape: fc_wide,
                 params: FcParams::new(input, 0.004, output, act)?,
-            },
+            }),
         ),
-        entry("1024 elements", Op::Reshape { len: 1024 }),
-        entry("1024 elements", Op::AddF32 { len: 1024 }),
-        entry("1024 elements", Op::MulF32 { len: 1024 }),
-        entry("1024 elements", Op::ReluF32 { len: 1024 }),
-        entry("128 -> 32", Op::FullyConnectedF32 { shape: fc_f32 }),
+        entry("1024 elements", Op::Reshape(Reshape { len: 1024 })),
+        entry("1024 elements", Op::AddF32(AddF32 { len: 1024 })),
+        entry("1024 elements", Op::MulF32(MulF32 { len: 1024 })),
+        entry("1024 elements", Op::ReluF32(ReluF32 { len: 1024 })),
+        entry(
+            "128 -> 32",
+            Op::FullyConnectedF32(FullyConnectedF32 { shape: fc_f32 }),
+        ),
     ];
     let mut list = heapless::Vec::new();
     for op in ops {
@@ -533,21 +541,15 @@ enum Role {
 /// The role of input `i` of `op` (operand order as documented on [`Op`]).
 fn role(op: &Op, i: usize) -> Role {
     match (op, i) {
-        (Op::FullyConnectedF32 { .. }, _) => Role::Float,
-        (Op::FullyConnectedI8 { .. }, 2) => Role::Bias,
-        (
-            Op::Conv2dI8 { .. }
-            | Op::DepthwiseConv2dI8 { .. }
-            | Op::FullyConnectedPerChannelI8 { .. },
-            2,
-        ) => Role::Multipliers,
-        (
-            Op::Conv2dI8 { .. }
-            | Op::DepthwiseConv2dI8 { .. }
-            | Op::FullyConnectedPerChannelI8 { .. },
-            3,
-        ) => Role::Bias,
-        (Op::QuantizeF32 { .. }, _) => Role::Float,
+        (Op::FullyConnectedF32(_), _) => Role::Float,
+        (Op::FullyConnectedI8(_), 2) => Role::Bias,
+        (Op::Conv2dI8(_) | Op::DepthwiseConv2dI8(_) | Op::FullyConnectedPerChannelI8(_), 2) => {
+            Role::Multipliers
+        }
+        (Op::Conv2dI8(_) | Op::DepthwiseConv2dI8(_) | Op::FullyConnectedPerChannelI8(_), 3) => {
+            Role::Bias
+        }
+        (Op::QuantizeF32(_), _) => Role::Float,
         _ if op.dtype() == DType::F32 => Role::Float,
         _ => Role::Data,
     }
@@ -597,7 +599,7 @@ fn carve<'a>(rest: &mut &'a mut [u8], len: usize) -> Option<&'a mut [u8]> {
     head.get_mut(..len)
 }
 
-/// Times one `run_op` of `op` (from `source`, described as `what`) over operands carved from
+/// Times one `Op::run` of `op` (from `source`, described as `what`) over operands carved from
 /// `scratch`; returns its figures with `overhead` (hundredths of an instruction) subtracted,
 /// and the ticks it took.
 fn measure_op(
@@ -643,7 +645,7 @@ fn measure_op(
 
     let mut result = Ok(());
     let ticks = t.time(1, &mut || {
-        result = run_op(op, inputs, output);
+        result = op.run(inputs, output);
         Ok(())
     })?;
     result.map_err(|error| CpuCostError::Op {
@@ -658,7 +660,7 @@ fn measure_op(
         what,
         kind: op.kind(),
         work: op.macs(),
-        outputs: output_elements(op),
+        outputs: op.output_elements(),
         input_bytes,
         instructions: (net + 50) / 100,
         predicted: model.cycles(op),
@@ -681,7 +683,7 @@ fn measure_op(
     Ok((cost, ticks))
 }
 
-/// Measures one `run_op` call of every operator of `model` and of [`synthetic_ops`], with
+/// Measures one `Op::run` call of every operator of `model` and of [`synthetic_ops`], with
 /// operands carved from `scratch` (16-byte aligned; it must hold the largest operator's
 /// operands, each padded to 16 bytes). Logs one line per operator and a summary, and returns
 /// the figures in measurement order (the model's operators first).

@@ -45,8 +45,9 @@ use cortex_m::peripheral::SYST;
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::graph::{Graph, GraphError};
-use npu_compute::hal::{HalError, Job, JobKind, Npu, Op, OpKind, Queue, Region, Variant};
+use npu_compute::hal::{HalError, Job, JobKind, Npu, Queue, Region, Variant};
 use npu_compute::memory::{Access, ChunkSliceMemory, MemoryConfig};
+use npu_compute::ops::{AddI8, Op, OpKind};
 use npu_compute::server::{ComputeServer, NpuServer};
 use npu_compute::Error;
 use npu_kernels::int8::{Activation, AddParams, Quant};
@@ -231,7 +232,7 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
         op: OpKind::Add,
         error,
     })?;
-    let op = Op::AddI8 { len: 16, params };
+    let op = Op::AddI8(AddI8 { len: 16, params });
     let a = client.create(&[1u8; 16])?;
     let b = client.create(&[2u8; 16])?;
     let out = client.empty(16)?;

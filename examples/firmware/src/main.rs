@@ -50,8 +50,9 @@ use defmt_semihosting as _;
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError};
-use npu_compute::hal::{Npu, Op};
+use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
+use npu_compute::ops::{AddF32, FullyConnectedF32, Op};
 use npu_compute::server::NpuServer;
 use npu_compute::tune::{TuneConfig, TuneMode};
 use npu_compute::Error;
@@ -301,8 +302,12 @@ fn run() -> Result<(), Failure> {
         let tb = client.create_f32(&b)?;
         let tsum = client.empty(VEC_BYTES)?;
         let tfc = client.empty(FC_BYTES)?;
-        client.execute(Op::AddF32 { len: LEN as u32 }, &[&ta, &tb], &tsum)?;
-        client.execute(Op::FullyConnectedF32 { shape: FC }, &[&ta, &tb], &tfc)?;
+        client.execute(Op::AddF32(AddF32 { len: LEN as u32 }), &[&ta, &tb], &tsum)?;
+        client.execute(
+            Op::FullyConnectedF32(FullyConnectedF32 { shape: FC }),
+            &[&ta, &tb],
+            &tfc,
+        )?;
         let mut sum = [0.0; LEN];
         let mut fc = [0.0; FC_OUT];
         client.read_f32(&tsum, &mut sum)?;

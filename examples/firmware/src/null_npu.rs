@@ -21,9 +21,9 @@
 //! getting jobs to it is.
 
 use npu_compute::hal::{
-    Capabilities, Cycles, DType, Fence, HalError, Job, JobKind, Npu, OpKind, OpSet, Queue,
-    MAX_QUEUES,
+    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Queue, MAX_QUEUES,
 };
+use npu_compute::ops::{DType, OpKind, OpSet};
 
 /// Jobs in flight at once (the ring's size; a power of two so the index wraps with a mask).
 pub const IN_FLIGHT: usize = 32;

@@ -210,51 +210,9 @@ mod traffic;
 /// [`SimNpu::tuning_fingerprint`](crate::SimNpu).
 pub const COST_MODEL_VERSION: u32 = 1;
 
-/// A TFLite operator kind, as the cycle model distinguishes them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum LayerKind {
-    /// `CONV_2D`: `kernel`, `stride`, `dilation`, `weight_bytes` (`OHWI` filter).
-    Conv2d,
-    /// `DEPTHWISE_CONV_2D`: `kernel`, `stride`, `dilation`, `weight_bytes`.
-    DepthwiseConv2d,
-    /// `FULLY_CONNECTED`: input features are `ifm[3]`, every other input dimension is a batch
-    /// row; `weight_bytes`.
-    FullyConnected,
-    /// `AVERAGE_POOL_2D`: `kernel` is the window, `stride`.
-    AveragePool,
-    /// `MAX_POOL_2D`: `kernel` is the window, `stride`.
-    MaxPool,
-    /// `ADD` (`ifm2` the second operand, broadcast as in TFLite).
-    Add,
-    /// `SUB`.
-    Sub,
-    /// `MUL`.
-    Mul,
-    /// `SOFTMAX` over the innermost dimension (28 NPU passes).
-    Softmax,
-    /// `MEAN` over the dimensions in `axes` (a depthwise sum and a rescale).
-    Mean,
-    /// `RSQRT` (a lookup table).
-    Rsqrt,
-    /// `LOGISTIC` (a lookup table).
-    Logistic,
-    /// `TANH` (a lookup table).
-    Tanh,
-    /// A standalone `RELU`, `RELU6` or `RELU_N1_TO_1` (one pass through the output stage).
-    Relu,
-    /// `TRANSPOSE`: one read and one write of the tensor.
-    Transpose,
-    /// `CONCATENATION`: free (producers write into the concatenated tensor).
-    Concatenation,
-    /// `RESHAPE`, `SQUEEZE`, `EXPAND_DIMS`: free.
-    Reshape,
-    /// `BATCH_MATMUL`: `ifm` is the left operand `[1, B, M, K]`, `ifm2` the right operand
-    /// `[1, B, K, N]`, `ofm` `[1, B, M, N]`.
-    BatchMatmul,
-    /// `QUANTIZE` / `REQUANTIZE` between int8 scales (one pass through the output stage).
-    Quantize,
-}
+/// A TFLite operator's class in the cycle model: [`npu_compute::ops::LayerKind`], which each
+/// operator's description gives ([`Op::layer`](npu_compute::ops::Op::layer)).
+pub use npu_compute::ops::LayerKind;
 
 /// One operator, as the cycle model sees it: everything here can be read from the operator's
 /// tensor shapes, its options and the memory its constant operands live in.

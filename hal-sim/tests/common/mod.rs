@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use npu_compute::hal::{Fence, Job, JobKind, Npu, Op, Queue, Region, Variant};
+use npu_compute::hal::{Fence, Job, JobKind, Npu, Queue, Region, Variant};
+use npu_compute::ops::Op;
 use npu_sim::{AlignedMemory, SimConfig, SimNpu, TraceEntry};
 
 /// Bytes of each test memory.

@@ -360,7 +360,7 @@ impl Conv2dParams {
     /// // The top stripe is padded above, as the whole image is.
     /// let (band, rows) = p.row_band(0..2)?;
     /// assert_eq!((rows, band.padding()), (0..3, (1, 1)));
-    /// # Ok::<(), npu_kernels::KernelError>(())
+    /// Ok::<(), npu_kernels::KernelError>(())
     /// ```
     pub fn row_band(
         &self,
@@ -691,7 +691,7 @@ impl DepthwiseParams {
     /// assert_eq!(band.input_shape().height, 5);
     /// assert_eq!(band.output_shape().height, 2);
     /// assert_eq!(band.lens(), (5 * 4 * 3, 3 * 3 * 3, 2 * 2 * 3));
-    /// # Ok::<(), npu_kernels::KernelError>(())
+    /// Ok::<(), npu_kernels::KernelError>(())
     /// ```
     pub fn row_band(
         &self,

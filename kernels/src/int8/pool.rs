@@ -189,7 +189,7 @@ impl PoolParams {
     /// let (band, rows) = p.row_band(2..3)?;
     /// assert_eq!(rows, 4..6);
     /// assert_eq!(band.lens(), (2 * 6, 3));
-    /// # Ok::<(), npu_kernels::KernelError>(())
+    /// Ok::<(), npu_kernels::KernelError>(())
     /// ```
     pub fn row_band(
         &self,

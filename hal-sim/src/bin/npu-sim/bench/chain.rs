@@ -19,8 +19,9 @@
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::{JobKind, Npu, Op, Region, Variant};
+use npu_compute::hal::{JobKind, Npu, Region, Variant};
 use npu_compute::memory::MemoryConfig;
+use npu_compute::ops::{MulI8, Op};
 use npu_compute::server::NpuServer;
 use npu_sim::workloads;
 use npu_sim::{SimConfig, SimNpu, TraceEntry, TraceKind};
@@ -68,7 +69,7 @@ fn chain_run(
         RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).map_err(err)?);
     let client = ComputeClient::new(&channel);
     let params = workloads::chain_params().map_err(|e| e.to_string())?;
-    let op = Op::MulI8 { len: LEN, params };
+    let op = Op::MulI8(MulI8 { len: LEN, params });
     let x0 = workloads::pseudo_random_i8(1, LEN as usize);
     let want = workloads::chain_reference(&x0, jobs).map_err(|e| e.to_string())?;
 

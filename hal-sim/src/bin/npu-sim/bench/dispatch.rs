@@ -14,8 +14,8 @@
 //! quantization, or the stack failed (a bug, not a user error).
 
 use npu_compute::client::ComputeClient;
-use npu_compute::hal::Op;
 use npu_compute::memory::MemoryConfig;
+use npu_compute::ops::{AddI8, Op};
 use npu_kernels::int8::{Activation, AddParams, Quant};
 use npu_sim::workloads::{self, WorkloadError};
 use npu_sim::SimConfig;
@@ -40,13 +40,13 @@ pub fn run(batches: usize, per_batch: usize) -> Result<(), WorkloadError> {
     };
     let params =
         AddParams::new(q, q, q, Activation::None).map_err(|error| npu_compute::Error::Kernel {
-            op: npu_compute::hal::OpKind::Add,
+            op: npu_compute::ops::OpKind::Add,
             error,
         })?;
     let a = client.create(&[1u8; 16])?;
     let b = client.create(&[2u8; 16])?;
     let out = client.empty(16)?;
-    let op = Op::AddI8 { len: 16, params };
+    let op = Op::AddI8(AddI8 { len: 16, params });
     let mut samples = Vec::with_capacity(batches);
     for _ in 0..batches.max(1) {
         let start = Instant::now();

@@ -1,0 +1,263 @@
+//! FULLY_CONNECTED: every input row times the weight matrix, in f32, in int8 with one output
+//! multiplier (per-tensor weights), and in int8 with one multiplier per output feature
+//! (per-channel weights).
+//!
+//! Operands `[input, weights]` or `[input, weights, bias]` (bias f32 for f32, little-endian
+//! i32 for int8); the per-channel form `[input, weights, multipliers]` or
+//! `[input, weights, multipliers, bias]`, multipliers
+//! [`CHANNEL_MULTIPLIER_BYTES`](super::CHANNEL_MULTIPLIER_BYTES) per output feature.
+
+use npu_kernels::f32 as kf;
+use npu_kernels::int8::{self as ki, FcParams, FcPerChannelParams};
+use npu_kernels::FcShape;
+
+use super::interp::{bias, i8s, input, view, view_mut};
+use super::lower::{
+    self, compute, filter_scale_count, multipliers, operands, push_bias, quant, unsupported,
+    LowerCtx,
+};
+use super::{CpuKernel, KeyShape, Layer, LayerKind, OpError, Operands, Operator};
+use crate::model::{BuiltinOptions, WeightsFormat};
+
+/// f32 fully connected.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FullyConnectedF32 {
+    /// Shape.
+    pub shape: FcShape,
+}
+
+/// int8 fully connected with one output multiplier, TFLM arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FullyConnectedI8 {
+    /// Shape.
+    pub shape: FcShape,
+    /// Requantization parameters.
+    pub params: FcParams,
+}
+
+/// int8 fully connected with one multiplier per output feature.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FullyConnectedPerChannelI8 {
+    /// Shape.
+    pub shape: FcShape,
+    /// Offsets and activation range.
+    pub params: FcPerChannelParams,
+}
+
+/// Element counts of the input, weights and output.
+fn elements(s: FcShape) -> Option<(u32, u32, u32)> {
+    Some((
+        s.batches.checked_mul(s.in_features)?,
+        s.out_features.checked_mul(s.in_features)?,
+        s.batches.checked_mul(s.out_features)?,
+    ))
+}
+
+/// Operands of the per-tensor forms, elements of `size` bytes; the bias is four bytes per
+/// output feature either way.
+fn per_tensor(s: FcShape, size: u32) -> Option<Operands> {
+    let (input, weights, out) = elements(s)?;
+    let bias = s.out_features.checked_mul(4)?;
+    Operands::new(
+        &[input.checked_mul(size)?, weights.checked_mul(size)?, bias],
+        1,
+        out.checked_mul(size)?,
+    )
+}
+
+fn macs(s: FcShape) -> u64 {
+    u64::from(s.batches)
+        .saturating_mul(u64::from(s.in_features))
+        .saturating_mul(u64::from(s.out_features))
+}
+
+/// The layer, its weights operand 1.
+fn layer(s: FcShape) -> Option<Layer> {
+    Some(Layer {
+        weights: Some(1),
+        ..Layer::new(
+            LayerKind::FullyConnected,
+            [1, 1, s.batches, s.in_features],
+            [1, 1, s.batches, s.out_features],
+        )
+    })
+}
+
+fn key_shape(s: FcShape) -> KeyShape {
+    KeyShape {
+        window: [0; 8],
+        sizes: [
+            u64::from(s.batches),
+            0,
+            0,
+            u64::from(s.in_features),
+            u64::from(s.out_features),
+        ],
+    }
+}
+
+/// A fully connected layer has no image: the driver folds its `batches` rows into some H × W
+/// with H · W = batches (Vela makes it about square). Both are at most `batches`, so clipping
+/// to `batches × batches` never merges two blocks the fold would tell apart.
+fn block_extent(s: FcShape) -> Option<(u32, u32)> {
+    Some((s.batches, s.batches))
+}
+
+impl Operator for FullyConnectedF32 {
+    fn operands(&self) -> Option<Operands> {
+        per_tensor(self.shape, 4)
+    }
+    fn macs(&self) -> u64 {
+        macs(self.shape)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let bias = inputs.get(2).map(|b| view::<f32>(b, 2)).transpose()?;
+        let (x, w) = (view(input(inputs, 0), 0)?, view(input(inputs, 1), 1)?);
+        Ok(kf::fully_connected(
+            self.shape,
+            x,
+            w,
+            bias,
+            view_mut(output)?,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::FullyConnectedF32
+    }
+    fn key_shape(&self) -> KeyShape {
+        key_shape(self.shape)
+    }
+    fn block_extent(&self) -> Option<(u32, u32)> {
+        block_extent(self.shape)
+    }
+}
+
+impl Operator for FullyConnectedI8 {
+    fn operands(&self) -> Option<Operands> {
+        per_tensor(self.shape, 1)
+    }
+    fn macs(&self) -> u64 {
+        macs(self.shape)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let (x, w) = (i8s(inputs, 0)?, i8s(inputs, 1)?);
+        let out = view_mut(output)?;
+        Ok(ki::fully_connected(
+            &self.params,
+            self.shape,
+            x,
+            w,
+            bias(inputs, 2)?,
+            out,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::FullyConnected
+    }
+    fn layer(&self) -> Option<Layer> {
+        layer(self.shape)
+    }
+    fn key_shape(&self) -> KeyShape {
+        key_shape(self.shape)
+    }
+    fn block_extent(&self) -> Option<(u32, u32)> {
+        block_extent(self.shape)
+    }
+}
+
+impl Operator for FullyConnectedPerChannelI8 {
+    fn operands(&self) -> Option<Operands> {
+        let (input, weights, out) = elements(self.shape)?;
+        let channels = self.shape.out_features;
+        let m = channels.checked_mul(super::CHANNEL_MULTIPLIER_BYTES)?;
+        Operands::new(&[input, weights, m, channels.checked_mul(4)?], 1, out)
+    }
+    fn macs(&self) -> u64 {
+        macs(self.shape)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let m = view(input(inputs, 2), 2)?;
+        let (x, w) = (i8s(inputs, 0)?, i8s(inputs, 1)?);
+        let out = view_mut(output)?;
+        Ok(ki::fully_connected_per_channel(
+            &self.params,
+            self.shape,
+            m,
+            x,
+            w,
+            bias(inputs, 3)?,
+            out,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::FullyConnected
+    }
+    fn layer(&self) -> Option<Layer> {
+        layer(self.shape)
+    }
+    fn key_shape(&self) -> KeyShape {
+        key_shape(self.shape)
+    }
+    fn block_extent(&self) -> Option<(u32, u32)> {
+        block_extent(self.shape)
+    }
+}
+
+/// FULLY_CONNECTED (int8): per-tensor weights keep TFLM's per-tensor path (it computes the
+/// multiplier from the scale product in float), per-channel ones take multipliers.
+pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
+    let BuiltinOptions::FullyConnected(o) = ctx.options() else {
+        return Err(unsupported("operator"));
+    };
+    if o.weights_format != WeightsFormat::Default {
+        return Err(unsupported("shuffled weights format"));
+    }
+    let (x, w, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
+    let (xq, yq) = (quant(&x)?, quant(&y)?);
+    let [out_features, in_features] = *w.shape.dims() else {
+        return Err(unsupported("weights rank other than 2"));
+    };
+    filter_scale_count(&w, 0, out_features)?;
+    if in_features == 0 || x.shape.num_elements() % in_features != 0 {
+        return Err(unsupported(
+            "input size not a multiple of the weights' depth",
+        ));
+    }
+    let shape = FcShape {
+        batches: x.shape.num_elements() / in_features,
+        in_features,
+        out_features,
+    };
+    lower::check_elements(&y, shape.batches as usize * out_features as usize)?;
+    let act = lower::activation(o.activation)?;
+    let per_tensor_scale = w
+        .quantization
+        .as_ref()
+        .filter(|q| q.len() == 1)
+        .and_then(|q| q.scale(0));
+    let x_op = lower::Operand::Tensor(x.index);
+    let w_op = lower::Operand::Tensor(w.index);
+    let (op, mut list): (super::Op, _) = match per_tensor_scale {
+        Some(w_scale) => (
+            FullyConnectedI8 {
+                shape,
+                params: FcParams::new(xq, w_scale, yq, act)?,
+            }
+            .into(),
+            operands(&[x_op, w_op]),
+        ),
+        None => (
+            FullyConnectedPerChannelI8 {
+                shape,
+                params: FcPerChannelParams::new(xq, yq, act)?,
+            }
+            .into(),
+            operands(&[x_op, w_op, multipliers(xq, &w, yq, out_features)]),
+        ),
+    };
+    push_bias(&mut list, ctx, out_features)?;
+    Ok(compute(op, list))
+}

@@ -1,0 +1,172 @@
+//! The operator interpreter's plumbing over byte buffers: typed views of raw operand bytes,
+//! in-place execution through a stack copy, and splitting one memory into an output and its
+//! inputs. The CPU fallback and the simulator both compute through it, so both compute with
+//! the same arithmetic.
+//!
+//! Buffers are raw bytes as they lie in memory (little-endian f32 / i32, int8). Viewing them as
+//! typed slices needs their natural alignment; HALs guarantee it by aligning every region.
+
+use super::{Op, OpError, MAX_INPUTS};
+
+/// Input `operand`'s bytes as elements of `T`.
+pub(super) fn view<T: bytemuck::AnyBitPattern>(
+    bytes: &[u8],
+    operand: usize,
+) -> Result<&[T], OpError> {
+    bytemuck::try_cast_slice(bytes).map_err(|_| OpError::Misaligned {
+        operand: operand as u8,
+    })
+}
+
+/// The output's bytes as elements of `T`.
+pub(super) fn view_mut<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
+    bytes: &mut [u8],
+) -> Result<&mut [T], OpError> {
+    bytemuck::try_cast_slice_mut(bytes).map_err(|_| OpError::Misaligned {
+        operand: MAX_INPUTS as u8,
+    })
+}
+
+/// Input `i` of `inputs` (empty when absent: the kernel then refuses its length).
+pub(super) fn input<'a>(inputs: &[&'a [u8]], i: usize) -> &'a [u8] {
+    inputs.get(i).copied().unwrap_or(&[])
+}
+
+/// Input `i` as int8.
+pub(super) fn i8s<'a>(inputs: &[&'a [u8]], i: usize) -> Result<&'a [i8], OpError> {
+    view(input(inputs, i), i)
+}
+
+/// The optional int32 bias at input `i`.
+pub(super) fn bias<'a>(inputs: &[&'a [u8]], i: usize) -> Result<Option<&'a [i32]>, OpError> {
+    inputs.get(i).map(|b| view::<i32>(b, i)).transpose()
+}
+
+/// Elements computed per pass by [`run_in_place`]: the size of its stack copy.
+const IN_PLACE_CHUNK: usize = 64;
+
+/// See [`Op::run_in_place`].
+pub(super) fn run_in_place(
+    op: &Op,
+    inputs: &[Option<&[u8]>],
+    inout: &mut [u8],
+) -> Result<(), OpError> {
+    if !op.runs_in_place() {
+        return Err(OpError::NotInPlace);
+    }
+    let mut copy = [0u8; IN_PLACE_CHUNK];
+    let mut start = 0;
+    while start < inout.len() {
+        let end = (start + IN_PLACE_CHUNK).min(inout.len());
+        let n = end - start;
+        copy[..n].copy_from_slice(&inout[start..end]);
+        let chunk_op = op
+            .description()
+            .prefix(n as u32)
+            .ok_or(OpError::NotInPlace)?;
+        let mut views: heapless::Vec<&[u8], MAX_INPUTS> = heapless::Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let view = match input {
+                Some(bytes) => bytes
+                    .get(start..end)
+                    .ok_or(OpError::Misaligned { operand: i as u8 })?,
+                None => &copy[..n],
+            };
+            views
+                .push(view)
+                .map_err(|_| OpError::InputCount { given: i as u8 })?;
+        }
+        chunk_op.run(&views, &mut inout[start..end])?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// Splits one memory into a mutable output range and shared input ranges, which must not
+/// overlap the output (inputs may overlap each other). Ranges are `(offset, len)`. `None` if a
+/// range is out of bounds or overlaps the output.
+pub fn split_operands<'m>(
+    memory: &'m mut [u8],
+    output: (usize, usize),
+    inputs: &[(usize, usize)],
+) -> Option<(&'m mut [u8], heapless::Vec<&'m [u8], MAX_INPUTS>)> {
+    let (out_start, out_len) = output;
+    let out_end = out_start.checked_add(out_len)?;
+    if out_end > memory.len() {
+        return None;
+    }
+    let (before, rest) = memory.split_at_mut(out_start);
+    let (out, after) = rest.split_at_mut(out_len);
+    let (before, after): (&'m [u8], &'m [u8]) = (before, after);
+    let mut views = heapless::Vec::new();
+    for &(start, len) in inputs {
+        let end = start.checked_add(len)?;
+        let view = if end <= out_start {
+            before.get(start..end)?
+        } else if start >= out_end {
+            after.get(start - out_end..end - out_end)?
+        } else if len == 0 {
+            &[][..]
+        } else {
+            return None;
+        };
+        views.push(view).ok()?;
+    }
+    Some((out, views))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{AddF32, AddI8, ReluF32};
+
+    #[test]
+    fn split_rejects_overlap_and_out_of_bounds() {
+        let mut m = [0u8; 64];
+        assert!(split_operands(&mut m, (16, 16), &[(0, 16), (32, 16)]).is_some());
+        assert!(split_operands(&mut m, (16, 16), &[(8, 16)]).is_none());
+        assert!(split_operands(&mut m, (16, 16), &[(48, 32)]).is_none());
+        assert!(split_operands(&mut m, (60, 16), &[]).is_none());
+        // Empty inputs are fine anywhere, even inside the output's range.
+        let empty = split_operands(&mut m, (16, 16), &[(20, 0), (0, 0)]).map(|(_, ins)| ins.len());
+        assert_eq!(empty, Some(2));
+        let (out, ins) = split_operands(&mut m, (32, 4), &[(0, 4), (0, 4), (40, 4)]).unwrap();
+        out[0] = 1;
+        assert_eq!(ins.len(), 3);
+    }
+
+    #[test]
+    fn in_place_equals_separate_buffers() {
+        use npu_kernels::int8::{Activation, AddParams, Quant};
+        let q = |scale, zero_point| Quant { scale, zero_point };
+        let params = AddParams::new(q(0.05, -3), q(0.07, 5), q(0.1, 2), Activation::None).unwrap();
+        let op = Op::from(AddI8 { len: 150, params });
+        let a: [u8; 150] = core::array::from_fn(|i| (i * 7) as u8);
+        let b: [u8; 150] = core::array::from_fn(|i| (i * 13 + 1) as u8);
+        let mut separate = [0u8; 150];
+        op.run(&[&a, &b], &mut separate).unwrap();
+        let mut inout = a;
+        op.run_in_place(&[None, Some(&b)], &mut inout).unwrap();
+        assert_eq!(inout, separate);
+        // Both inputs the output (x + x).
+        let mut twice = [0u8; 150];
+        op.run(&[&a, &a], &mut twice).unwrap();
+        let mut inout = a;
+        op.run_in_place(&[None, None], &mut inout).unwrap();
+        assert_eq!(inout, twice);
+        let relu = Op::from(ReluF32 { len: 4 });
+        assert_eq!(
+            relu.run_in_place(&[None], &mut [0; 16]),
+            Err(OpError::NotInPlace)
+        );
+    }
+
+    #[test]
+    fn input_count_is_checked() {
+        let mut out = [0u8; 4];
+        assert_eq!(
+            Op::from(AddF32 { len: 1 }).run(&[&[0; 4]], &mut out),
+            Err(OpError::InputCount { given: 1 })
+        );
+    }
+}

@@ -1,0 +1,877 @@
+//! The operator set: every operator the stack runs, each described once.
+//!
+//! # Design
+//!
+//! An operator touches every layer: a model's `.tflite` operator is lowered to it, the server
+//! checks its operands and dispatches it, the HAL carries it in a job, a driver or the
+//! simulator runs it, the CPU fallback computes it, the tuner keys it, the cycle and CPU cost
+//! models price it, tiling cuts it into row bands. So that adding one is adding one thing,
+//! everything those layers need to know of an operator lives in one file of this module, as a
+//! description type implementing [`Operator`]:
+//!
+//! - its parameters (the type itself, which is what [`Op`] carries for it);
+//! - its operands and their byte sizes ([`Operator::operands`]) and its work
+//!   ([`Operator::macs`]);
+//! - how it computes over byte buffers ([`Operator::run`], on the `npu-kernels` kernel), which
+//!   the CPU fallback and the simulator both use;
+//! - how it is priced: its class in the Ethos-U cycle model ([`Operator::layer`], a
+//!   [`LayerKind`] with the geometry the model needs) and in the CPU model
+//!   ([`Operator::cpu_kernel`]);
+//! - what the tuner and tiling may do with it (output blocks, im2col, row bands);
+//! - and, beside the type, how a `.tflite` operator becomes it (a `lower` function taking the
+//!   operator and its tensors through [`LowerCtx`]).
+//!
+//! This module knows operators and nothing of the runtime: it imports the kernels and the
+//! `.tflite` reader's types, and the HAL, the server, the graph and the simulator import it.
+//!
+//! # Adding an operator
+//!
+//! A new operator touches three files outside tests:
+//!
+//! 1. its kernel in `npu-kernels` (bit-exact with TensorFlow Lite Micro's reference kernel);
+//! 2. its description here, `src/ops/<family>.rs`: the type, `impl Operator`, and `lower`;
+//! 3. the registry in this file (`src/ops/mod.rs`): one line in `operators!` for the [`Op`]
+//!    variant (its family in [`OpKind`], its element type), and one in `lowerings!` for each
+//!    TFLite builtin it lowers from.
+//!
+//! (A kernel in a new file of `npu-kernels` also needs its `mod` line there.) Nothing else
+//! changes: the server, the HAL, the graph, the tuner and the simulator work from the
+//! description. A new operator family also takes a line in [`OpKind`], in this file.
+
+mod batch_matmul;
+mod binary;
+mod concat;
+mod conv;
+mod depthwise;
+mod fully_connected;
+mod interp;
+mod lower;
+mod mean;
+mod pool;
+mod quantize;
+mod relu;
+mod reshape;
+mod rsqrt;
+mod softmax;
+mod transpose;
+
+pub use batch_matmul::BatchMatmulI8;
+pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
+pub use concat::ConcatenationI8;
+pub use conv::Conv2dI8;
+pub use depthwise::DepthwiseConv2dI8;
+pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
+pub use interp::split_operands;
+pub use lower::{LowerCtx, LowerError, Lowered, Operand};
+pub use mean::MeanI8;
+pub use pool::{AveragePool2dI8, MaxPool2dI8};
+pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
+pub use relu::{ReluF32, ReluI8};
+pub use reshape::Reshape;
+pub use rsqrt::RsqrtI8;
+pub use softmax::SoftmaxI8;
+pub use transpose::TransposeI8;
+
+use core::ops::Range;
+
+use crate::model::BuiltinOp;
+use npu_kernels::int8::Nhwc;
+use npu_kernels::KernelError;
+
+/// Most inputs an operator takes (a CONCATENATION of seven tensors, a convolution's input,
+/// filter, multipliers and bias): a job carries one region per input.
+pub const MAX_INPUTS: usize = 8;
+
+/// Bytes of one per-channel requantization multiplier as it lies in memory: the
+/// little-endian `i32` multiplier, then the `i32` shift
+/// ([`ChannelMultiplier`](npu_kernels::int8::ChannelMultiplier)).
+pub const CHANNEL_MULTIPLIER_BYTES: u32 = 8;
+
+/// Element types an operator computes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DType {
+    /// IEEE 754 single precision, little-endian.
+    F32,
+    /// Signed 8-bit, affine quantized.
+    I8,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub const fn size(self) -> u32 {
+        match self {
+            DType::F32 => 4,
+            DType::I8 => 1,
+        }
+    }
+}
+
+impl core::fmt::Display for DType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "f32",
+            DType::I8 => "int8",
+        })
+    }
+}
+
+/// Declares the operator families: [`OpKind`] and its published order.
+macro_rules! op_kinds {
+    ($($(#[$doc:meta])* $kind:ident,)*) => {
+        /// Operator families, for capability queries, tuning keys and error messages.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub enum OpKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl OpKind {
+            /// Every operator family, in bit order of [`OpSet`]. The order is published (a
+            /// tuning table stores a family's position): new families go at the end.
+            pub const ALL: [OpKind; [$(OpKind::$kind),*].len()] = [$(OpKind::$kind),*];
+        }
+    };
+}
+
+op_kinds! {
+    /// Elementwise addition.
+    Add,
+    /// Elementwise multiplication.
+    Mul,
+    /// Rectified linear unit.
+    Relu,
+    /// Fully connected layer / matrix multiplication.
+    FullyConnected,
+    /// 2-D convolution.
+    Conv2d,
+    /// Depthwise 2-D convolution.
+    DepthwiseConv2d,
+    /// Average pooling.
+    AveragePool2d,
+    /// Max pooling.
+    MaxPool2d,
+    /// Softmax along the innermost axis.
+    Softmax,
+    /// Mean over axes.
+    Mean,
+    /// A copy under a new shape (TFLite RESHAPE).
+    Reshape,
+    /// Batched matrix multiplication.
+    BatchMatmul,
+    /// Axis permutation.
+    Transpose,
+    /// Joining tensors along an axis.
+    Concatenation,
+    /// Elementwise subtraction.
+    Sub,
+    /// Elementwise reciprocal square root.
+    Rsqrt,
+    /// Quantization (float to int8) or requantization (int8 to int8).
+    Quantize,
+    /// Dequantization (int8 to float).
+    Dequantize,
+}
+
+impl core::fmt::Display for OpKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Declares [`Op`], one variant per description type, and the methods that hand each question
+/// to the variant's description.
+macro_rules! operators {
+    ($($(#[$doc:meta])* $variant:ident = $kind:ident, $dtype:ident;)*) => {
+        /// A compute operation: one of the described operators, with its shape and every
+        /// parameter its kernel needs, precomputed once when a model is prepared
+        /// (multipliers, offsets, resolved padding), so a job is self-contained and a driver
+        /// never looks anything up. Data that grows with the layer (weights, bias,
+        /// per-channel multipliers) travels as operand regions instead.
+        ///
+        /// Operand order is fixed per operator and documented on each description;
+        /// [`Op::operands`] gives the byte size each operand must have, which the server
+        /// checks before a job is submitted.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub enum Op {
+            $($(#[$doc])* $variant($variant),)*
+        }
+
+        $(
+            impl From<$variant> for Op {
+                fn from(op: $variant) -> Op {
+                    Op::$variant(op)
+                }
+            }
+        )*
+
+        impl Op {
+            /// The operator family.
+            pub const fn kind(&self) -> OpKind {
+                match self {
+                    $(Op::$variant(_) => OpKind::$kind,)*
+                }
+            }
+
+            /// The element type.
+            pub const fn dtype(&self) -> DType {
+                match self {
+                    $(Op::$variant(_) => DType::$dtype,)*
+                }
+            }
+
+            /// Its (family, dtype) bit in an [`OpSet`].
+            const fn set_bit(&self) -> u64 {
+                match self {
+                    $(Op::$variant(_) => OpSet::bit(OpKind::$kind, DType::$dtype),)*
+                }
+            }
+
+            /// The description of the operator.
+            fn description(&self) -> &dyn Operator {
+                match self {
+                    $(Op::$variant(o) => o,)*
+                }
+            }
+
+            /// Bytes each operand must have. `None` if a size overflows `u32`.
+            // Inlined always: every job's operand check calls it, and outlined it costs a
+            // call and a return of the list per job (measured on a Cortex-M4).
+            #[inline(always)]
+            pub fn operands(&self) -> Option<Operands> {
+                match self {
+                    $(Op::$variant(o) => o.operands(),)*
+                }
+            }
+        }
+    };
+}
+
+operators! {
+    /// `out = a + b` on f32 elements.
+    AddF32 = Add, F32;
+    /// `out = a * b` on f32 elements.
+    MulF32 = Mul, F32;
+    /// `out = max(0, x)` on f32 elements.
+    ReluF32 = Relu, F32;
+    /// f32 fully connected.
+    FullyConnectedF32 = FullyConnected, F32;
+    /// int8 `out = a + b`, same shapes.
+    AddI8 = Add, I8;
+    /// int8 `out = a * b`, same shapes.
+    MulI8 = Mul, I8;
+    /// int8 ReLU family.
+    ReluI8 = Relu, I8;
+    /// int8 fully connected with one output multiplier.
+    FullyConnectedI8 = FullyConnected, I8;
+    /// int8 fully connected with one multiplier per output feature.
+    FullyConnectedPerChannelI8 = FullyConnected, I8;
+    /// int8 CONV_2D.
+    Conv2dI8 = Conv2d, I8;
+    /// int8 DEPTHWISE_CONV_2D.
+    DepthwiseConv2dI8 = DepthwiseConv2d, I8;
+    /// int8 AVERAGE_POOL_2D.
+    AveragePool2dI8 = AveragePool2d, I8;
+    /// int8 MAX_POOL_2D.
+    MaxPool2dI8 = MaxPool2d, I8;
+    /// int8 SOFTMAX.
+    SoftmaxI8 = Softmax, I8;
+    /// int8 MEAN.
+    MeanI8 = Mean, I8;
+    /// int8 ADD with broadcasting.
+    AddBroadcastI8 = Add, I8;
+    /// int8 SUB with broadcasting.
+    SubI8 = Sub, I8;
+    /// int8 MUL with broadcasting.
+    MulBroadcastI8 = Mul, I8;
+    /// int8 RSQRT.
+    RsqrtI8 = Rsqrt, I8;
+    /// int8 to int8 QUANTIZE.
+    RequantizeI8 = Quantize, I8;
+    /// f32 to int8 QUANTIZE.
+    QuantizeF32 = Quantize, F32;
+    /// int8 to f32 DEQUANTIZE.
+    DequantizeI8 = Dequantize, I8;
+    /// int8 BATCH_MATMUL.
+    BatchMatmulI8 = BatchMatmul, I8;
+    /// int8 TRANSPOSE.
+    TransposeI8 = Transpose, I8;
+    /// int8 CONCATENATION.
+    ConcatenationI8 = Concatenation, I8;
+    /// A byte copy (RESHAPE when the output cannot share the input's memory).
+    Reshape = Reshape, I8;
+}
+
+/// Declares how each TFLite builtin is lowered, and the list of them.
+macro_rules! lowerings {
+    ($($builtin:ident => $lower:path: $ops:literal,)*) => {
+        /// Lowers operator `ctx` of a model (see [`Lowered`]). Errors: [`LowerError`] naming
+        /// what is unsupported or inconsistent.
+        pub fn lower(ctx: &LowerCtx<'_, '_>) -> Result<Lowered, LowerError> {
+            match ctx.builtin() {
+                $(BuiltinOp::$builtin => $lower(ctx),)*
+                _ => Err(LowerError::Unsupported("operator")),
+            }
+        }
+
+        /// Every TFLite builtin the stack lowers, with the operators it may become: what the
+        /// README's table of supported operators is generated from.
+        pub const LOWERINGS: &[(BuiltinOp, &str)] = &[$((BuiltinOp::$builtin, $ops),)*];
+    };
+}
+
+lowerings! {
+    Add => binary::lower: "AddI8, AddBroadcastI8",
+    AveragePool2d => pool::lower: "AveragePool2dI8",
+    BatchMatmul => batch_matmul::lower: "BatchMatmulI8",
+    Concatenation => concat::lower: "ConcatenationI8",
+    Conv2d => conv::lower: "Conv2dI8",
+    DepthwiseConv2d => depthwise::lower: "DepthwiseConv2dI8",
+    Dequantize => quantize::lower_dequantize: "DequantizeI8",
+    FullyConnected => fully_connected::lower: "FullyConnectedI8, FullyConnectedPerChannelI8",
+    MaxPool2d => pool::lower: "MaxPool2dI8",
+    Mean => mean::lower: "MeanI8",
+    Mul => binary::lower: "MulI8, MulBroadcastI8",
+    Quantize => quantize::lower: "RequantizeI8, QuantizeF32",
+    Reshape => reshape::lower: "none: its output shares its input's memory",
+    Rsqrt => rsqrt::lower: "RsqrtI8",
+    Softmax => softmax::lower: "SoftmaxI8",
+    Sub => binary::lower: "SubI8",
+    Transpose => transpose::lower: "TransposeI8",
+}
+
+/// Byte sizes of an op's operands, as [`Op::operands`] reports them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Operands {
+    /// Bytes of each input, in operand order.
+    pub inputs: heapless::Vec<u32, MAX_INPUTS>,
+    /// How many trailing inputs may be left out (an optional bias).
+    pub optional: u8,
+    /// Bytes of the output.
+    pub output: u32,
+}
+
+impl Operands {
+    /// The sizes of `inputs` (the last `optional` of them may be left out) and `output`.
+    /// `None` for more than [`MAX_INPUTS`] inputs.
+    pub fn new(inputs: &[u32], optional: u8, output: u32) -> Option<Self> {
+        Some(Operands {
+            inputs: heapless::Vec::from_slice(inputs).ok()?,
+            optional,
+            output,
+        })
+    }
+
+    /// Whether `n` inputs is a valid count.
+    pub fn accepts(&self, n: usize) -> bool {
+        n <= self.inputs.len() && n + usize::from(self.optional) >= self.inputs.len()
+    }
+}
+
+/// A cycle model's class of an operator: what a TFLite operator is to an NPU compiler (the
+/// Ethos-U cost model of `npu-sim` lowers each class to its NPU passes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LayerKind {
+    /// `CONV_2D`: `kernel`, `stride`, `dilation`, weights (`OHWI` filter).
+    Conv2d,
+    /// `DEPTHWISE_CONV_2D`: `kernel`, `stride`, `dilation`, weights.
+    DepthwiseConv2d,
+    /// `FULLY_CONNECTED`: input features are `ifm[3]`, every other input dimension is a batch
+    /// row; weights.
+    FullyConnected,
+    /// `AVERAGE_POOL_2D`: `kernel` is the window, `stride`.
+    AveragePool,
+    /// `MAX_POOL_2D`: `kernel` is the window, `stride`.
+    MaxPool,
+    /// `ADD` (`ifm2` the second operand, broadcast as in TFLite).
+    Add,
+    /// `SUB`.
+    Sub,
+    /// `MUL`.
+    Mul,
+    /// `SOFTMAX` over the innermost dimension.
+    Softmax,
+    /// `MEAN` over the dimensions in `axes`.
+    Mean,
+    /// `RSQRT` (a lookup table).
+    Rsqrt,
+    /// `LOGISTIC` (a lookup table).
+    Logistic,
+    /// `TANH` (a lookup table).
+    Tanh,
+    /// A standalone `RELU`, `RELU6` or `RELU_N1_TO_1` (one pass through the output stage).
+    Relu,
+    /// `TRANSPOSE`: one read and one write of the tensor.
+    Transpose,
+    /// `CONCATENATION`: free (producers write into the concatenated tensor).
+    Concatenation,
+    /// `RESHAPE`, `SQUEEZE`, `EXPAND_DIMS`: free.
+    Reshape,
+    /// `BATCH_MATMUL`: `ifm` is the left operand `[1, B, M, K]`, `ifm2` the right operand
+    /// `[1, B, K, N]`, `ofm` `[1, B, M, N]`.
+    BatchMatmul,
+    /// `QUANTIZE` / `REQUANTIZE` between int8 scales (one pass through the output stage).
+    Quantize,
+}
+
+/// An operator as a cycle model sees it: its class and the geometry of its feature maps
+/// (NHWC with 4 dimensions; lower ranks padded at the front), as [`Operator::layer`] gives it.
+/// Where its constant operands live (flash or SRAM) is the job's, not the operator's: the
+/// layer names the operands that hold its weights and its second input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Layer {
+    /// The class.
+    pub kind: LayerKind,
+    /// The (first) input feature map.
+    pub ifm: [u32; 4],
+    /// The second input of binary operators, broadcast against `ifm`.
+    pub ifm2: Option<[u32; 4]>,
+    /// The output feature map.
+    pub ofm: [u32; 4],
+    /// Window height and width; `(1, 1)` for operators without one.
+    pub kernel: (u32, u32),
+    /// Strides; `(1, 1)` for operators without them.
+    pub stride: (u32, u32),
+    /// Dilations; `(1, 1)` for operators without them.
+    pub dilation: (u32, u32),
+    /// For [`LayerKind::Mean`]: bit `i` set when NHWC dimension `i` is reduced.
+    pub axes: u8,
+    /// The input operand holding the weights, if any.
+    pub weights: Option<u8>,
+    /// The input operand that is `ifm2`, if any.
+    pub ifm2_operand: Option<u8>,
+}
+
+impl Layer {
+    /// A layer of class `kind` from `ifm` to `ofm`, with no window, weights or second input.
+    pub const fn new(kind: LayerKind, ifm: [u32; 4], ofm: [u32; 4]) -> Self {
+        Layer {
+            kind,
+            ifm,
+            ifm2: None,
+            ofm,
+            kernel: (1, 1),
+            stride: (1, 1),
+            dilation: (1, 1),
+            axes: 0,
+            weights: None,
+            ifm2_operand: None,
+        }
+    }
+}
+
+/// A CPU cost model's class of an operator: the `npu-kernels` kernel the fallback runs for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum CpuKernel {
+    /// Int8 convolution.
+    Conv,
+    /// Int8 depthwise convolution.
+    Depthwise,
+    /// Int8 fully connected (per-tensor or per-channel).
+    FullyConnected,
+    /// Int8 batch matmul.
+    BatchMatmul,
+    /// Int8 average pooling.
+    AveragePool,
+    /// Int8 max pooling.
+    MaxPool,
+    /// Int8 mean.
+    Mean,
+    /// Int8 add, same shapes or broadcast.
+    Add,
+    /// Int8 sub (broadcast).
+    Sub,
+    /// Int8 mul, same shapes or broadcast.
+    Mul,
+    /// Int8 ReLU family.
+    Relu,
+    /// Int8 reciprocal square root.
+    Rsqrt,
+    /// Int8 to int8 requantisation.
+    Requantize,
+    /// F32 to int8 quantisation.
+    Quantize,
+    /// Int8 to f32 dequantisation.
+    Dequantize,
+    /// Int8 softmax.
+    Softmax,
+    /// Int8 transpose.
+    Transpose,
+    /// Int8 concatenation.
+    Concatenation,
+    /// Reshape: a copy.
+    Reshape,
+    /// F32 add.
+    AddF32,
+    /// F32 mul.
+    MulF32,
+    /// F32 ReLU.
+    ReluF32,
+    /// F32 fully connected.
+    FullyConnectedF32,
+}
+
+impl CpuKernel {
+    /// How many kernels there are.
+    pub const COUNT: usize = 23;
+}
+
+/// Bytes 3..=15 of an operator's tuning key: the parameters that decide which kernel variants
+/// can run, exact, and five sizes, which the key rounds to powers of two (see
+/// [`TuneKey`](crate::tune::TuneKey)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyShape {
+    /// Padding SAME (1) or not, filter height and width, stride height and width, dilation
+    /// height and width, and groups (convolution) or depth multiplier (depthwise); 0 where the
+    /// operator has none.
+    pub window: [u32; 8],
+    /// Five sizes, per operator.
+    pub sizes: [u64; 5],
+}
+
+/// What an operator that can run as a gather of each output pixel's window into a matrix and
+/// one matrix product (im2col) needs for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Im2col {
+    /// Bytes of the matrix (`None` if they overflow `u32`).
+    pub bytes: Option<u32>,
+    /// Whether it can beat the direct kernel: a window of more than one tap, or a stride
+    /// above 1 (else each output pixel already reads one input row).
+    pub helps: bool,
+}
+
+/// Why an op could not run over the given buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum OpError {
+    /// The kernel refused the operands.
+    Kernel(KernelError),
+    /// A buffer is not aligned for its element type, or its length is not a whole number of
+    /// elements.
+    Misaligned {
+        /// Operand index (inputs first, then the output as [`MAX_INPUTS`]).
+        operand: u8,
+    },
+    /// The op needs a different number of inputs.
+    InputCount {
+        /// Inputs given.
+        given: u8,
+    },
+    /// The op cannot write over its input ([`Op::runs_in_place`] is false).
+    NotInPlace,
+    /// The op does not run as im2col ([`Op::im2col`] is `None`).
+    NotIm2col,
+}
+
+impl core::fmt::Display for OpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            OpError::Kernel(e) => e.fmt(f),
+            OpError::Misaligned { operand } if usize::from(operand) == MAX_INPUTS => f.write_str(
+                "the output buffer is not aligned for its element type, or not a whole \
+                     number of elements",
+            ),
+            OpError::Misaligned { operand } => write!(
+                f,
+                "input buffer {operand} is not aligned for its element type, or not a whole \
+                 number of elements"
+            ),
+            OpError::InputCount { given } => {
+                write!(f, "{given} inputs given, not a number the op takes")
+            }
+            OpError::NotInPlace => f.write_str("the op cannot write over its input"),
+            OpError::NotIm2col => f.write_str("the op does not run as im2col"),
+        }
+    }
+}
+
+impl core::error::Error for OpError {}
+
+impl From<KernelError> for OpError {
+    fn from(e: KernelError) -> Self {
+        OpError::Kernel(e)
+    }
+}
+
+/// What every layer needs to know of one operator: implemented by each description type (see
+/// the [module docs](self)). Only the first four are required; the defaults describe an
+/// operator the tuner, tiling and the cycle model have nothing special for.
+pub trait Operator {
+    /// Bytes each operand must have, inputs in operand order, or `None` if a size overflows
+    /// `u32`.
+    fn operands(&self) -> Option<Operands>;
+    /// Multiply-accumulates (for elementwise and data-movement ops: output elements; for
+    /// depthwise convolutions and pools: window taps), the unit of cost models.
+    fn macs(&self) -> u64;
+    /// Computes the op from `inputs` (operand order) into `output`, raw bytes as they lie in
+    /// memory (little-endian, aligned for their element type), with the `npu-kernels`
+    /// kernel. The input count is checked before.
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError>;
+    /// The fallback kernel the CPU cost model prices it by.
+    fn cpu_kernel(&self) -> CpuKernel;
+
+    /// The op as a cycle model's layer, or `None` for one it prices by elements or MACs alone
+    /// (f32 ops and plain int8 elementwise ones).
+    fn layer(&self) -> Option<Layer> {
+        None
+    }
+    /// Filter positions the CPU kernel visits (`outputs × kh × kw` for a convolution, whose
+    /// padding tests dominate a shallow one); 0 for others.
+    fn taps(&self) -> u64 {
+        0
+    }
+    /// Output elements, for an op whose output's element type is not its dtype (the
+    /// quantizations); `None` for the others, whose count follows from the output's bytes.
+    fn output_elements(&self) -> Option<u64> {
+        None
+    }
+    /// The exact parameters and the sizes of its tuning key (by default: its work, no window).
+    fn key_shape(&self) -> KeyShape {
+        KeyShape {
+            window: [0; 8],
+            sizes: [self.macs(), 0, 0, 0, 0],
+        }
+    }
+    /// The output extent (height, width) a forced output block is clipped to, for operators
+    /// an NPU walks in blocks; `None` for others.
+    fn block_extent(&self) -> Option<(u32, u32)> {
+        None
+    }
+    /// What running it as im2col needs, for operators that can; `None` for others.
+    fn im2col(&self) -> Option<Im2col> {
+        None
+    }
+    /// Computes the op as im2col: the gathered matrix into `matrix` (at least
+    /// [`Im2col::bytes`] long), then the product into `output`.
+    fn run_im2col(
+        &self,
+        inputs: &[&[u8]],
+        matrix: &mut [u8],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        let _ = (inputs, matrix, output);
+        Err(OpError::NotIm2col)
+    }
+    /// Whether the op may write its output over one of its inputs (the same region): each
+    /// output element depends only on the input elements at the same index, so a streaming
+    /// engine reads them before it writes.
+    fn runs_in_place(&self) -> bool {
+        false
+    }
+    /// The same op over the first `len` elements, for an op that runs in place (computed in
+    /// chunks through a stack copy).
+    fn prefix(&self, len: u32) -> Option<Op> {
+        let _ = len;
+        None
+    }
+    /// For an operator whose output rows each depend on a band of input rows (a convolution
+    /// or a pool: tiling cuts it into stripes), its input and output shapes.
+    fn rows(&self) -> Option<(Nhwc, Nhwc)> {
+        None
+    }
+    /// The operator computing output rows `out_rows` from a band of its input, and that
+    /// band's rows; `None` for operators without rows.
+    fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
+        let _ = out_rows;
+        None
+    }
+    /// For an operator that lays its inputs end to end as its output (a concatenation along
+    /// its outermost axis), each input's byte length: a planner can then have the inputs'
+    /// producers write straight into their blocks.
+    fn contiguous_inputs(&self) -> Option<heapless::Vec<u32, MAX_INPUTS>> {
+        None
+    }
+}
+
+/// The questions every layer asks of an operator, answered by its description.
+impl Op {
+    /// Multiply-accumulates, the unit of cost models (see [`Operator::macs`]).
+    pub fn macs(&self) -> u64 {
+        self.description().macs()
+    }
+
+    /// Computes the op from `inputs` into `output` over byte buffers (see [`Operator::run`]).
+    /// Errors: [`OpError::InputCount`] for a number of inputs the op does not take,
+    /// [`OpError::Misaligned`] for a buffer its elements cannot be viewed in, the kernel's
+    /// refusals.
+    pub fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let accepted = self
+            .operands()
+            .is_some_and(|operands| operands.accepts(inputs.len()));
+        if !accepted {
+            return Err(OpError::InputCount {
+                given: inputs.len() as u8,
+            });
+        }
+        self.description().run(inputs, output)
+    }
+
+    /// Computes the op into `inout`, which also holds the inputs given as `None` (the others
+    /// are separate buffers), for an op that [runs in place](Self::runs_in_place). Each chunk
+    /// of `inout` is copied to the stack first, so the kernel sees disjoint input and output
+    /// slices and the result is the one [`run`](Self::run) gives on separate buffers.
+    pub fn run_in_place(&self, inputs: &[Option<&[u8]>], inout: &mut [u8]) -> Result<(), OpError> {
+        interp::run_in_place(self, inputs, inout)
+    }
+
+    /// Computes the op as im2col (see [`Operator::run_im2col`]).
+    pub fn run_im2col(
+        &self,
+        inputs: &[&[u8]],
+        matrix: &mut [u8],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        self.description().run_im2col(inputs, matrix, output)
+    }
+
+    /// Whether the op may write its output over one of its inputs (see
+    /// [`Operator::runs_in_place`]).
+    pub fn runs_in_place(&self) -> bool {
+        self.description().runs_in_place()
+    }
+
+    /// The op as a cycle model's layer (see [`Operator::layer`]).
+    pub fn layer(&self) -> Option<Layer> {
+        self.description().layer()
+    }
+
+    /// The fallback kernel the CPU cost model prices it by.
+    pub fn cpu_kernel(&self) -> CpuKernel {
+        self.description().cpu_kernel()
+    }
+
+    /// Filter positions the CPU kernel visits (see [`Operator::taps`]).
+    pub fn taps(&self) -> u64 {
+        self.description().taps()
+    }
+
+    /// Output elements, 0 when the sizes overflow.
+    pub fn output_elements(&self) -> u64 {
+        self.description()
+            .output_elements()
+            .unwrap_or_else(|| output_elements_of(self.operands(), self.dtype()))
+    }
+
+    /// The parameters and sizes of its tuning key (see [`Operator::key_shape`]).
+    pub fn key_shape(&self) -> KeyShape {
+        self.description().key_shape()
+    }
+
+    /// The extent a forced output block is clipped to (see [`Operator::block_extent`]).
+    pub fn block_extent(&self) -> Option<(u32, u32)> {
+        self.description().block_extent()
+    }
+
+    /// What running it as im2col needs (see [`Operator::im2col`]).
+    pub fn im2col(&self) -> Option<Im2col> {
+        self.description().im2col()
+    }
+
+    /// Input and output shapes of a row-local op (see [`Operator::rows`]).
+    pub fn rows(&self) -> Option<(Nhwc, Nhwc)> {
+        self.description().rows()
+    }
+
+    /// The band of it computing `out_rows` (see [`Operator::band`]).
+    pub fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
+        self.description().band(out_rows)
+    }
+
+    /// Each input's bytes, for an op that lays them end to end (see
+    /// [`Operator::contiguous_inputs`]).
+    pub fn contiguous_inputs(&self) -> Option<heapless::Vec<u32, MAX_INPUTS>> {
+        self.description().contiguous_inputs()
+    }
+}
+
+/// A set of (operator family, dtype) pairs, as a bitset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct OpSet(pub u64);
+
+impl OpSet {
+    /// No operator.
+    pub const EMPTY: OpSet = OpSet(0);
+
+    const fn bit(op: OpKind, dtype: DType) -> u64 {
+        let d = match dtype {
+            DType::F32 => 0,
+            DType::I8 => 1,
+        };
+        1 << (op as u32 * 2 + d)
+    }
+
+    /// Every operator family, in every dtype.
+    pub const fn all() -> OpSet {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < OpKind::ALL.len() {
+            bits |= Self::bit(OpKind::ALL[i], DType::F32) | Self::bit(OpKind::ALL[i], DType::I8);
+            i += 1;
+        }
+        OpSet(bits)
+    }
+
+    /// This set plus one pair.
+    pub const fn with(self, op: OpKind, dtype: DType) -> OpSet {
+        OpSet(self.0 | Self::bit(op, dtype))
+    }
+
+    /// This set less one pair.
+    pub const fn without(self, op: OpKind, dtype: DType) -> OpSet {
+        OpSet(self.0 & !Self::bit(op, dtype))
+    }
+
+    /// Whether the pair is in the set.
+    pub const fn contains(self, op: OpKind, dtype: DType) -> bool {
+        self.0 & Self::bit(op, dtype) != 0
+    }
+
+    /// Whether `op`'s (family, dtype) pair is in the set: what a dispatch asks of every job.
+    #[inline]
+    pub fn runs(self, op: &Op) -> bool {
+        // One match from variant to bit rather than `contains(op.kind(), op.dtype())`, whose
+        // two matches cost a dozen instructions more per job on a Cortex-M4.
+        self.0 & op.set_bit() != 0
+    }
+}
+
+/// Bytes of `elements`, if they fit a `u32`.
+fn bytes(elements: usize) -> Option<u32> {
+    u32::try_from(elements).ok()
+}
+
+/// `dims` (outermost first, at most 4 used) right-aligned into NHWC, extents beyond four
+/// folded into the outermost one: how the cycle model sees a tensor of another rank.
+fn padded(dims: &[u32]) -> [u32; 4] {
+    let mut out = [1; 4];
+    let take = dims.len().min(4);
+    let folded: u32 = dims[..dims.len() - take]
+        .iter()
+        .fold(1u32, |a, &d| a.saturating_mul(d));
+    for (o, &d) in out[4 - take..].iter_mut().zip(&dims[dims.len() - take..]) {
+        *o = d;
+    }
+    out[4 - take] = out[4 - take].saturating_mul(folded);
+    out
+}
+
+/// An NHWC shape as the cycle model's array.
+fn nhwc(n: Nhwc) -> [u32; 4] {
+    [n.batches, n.height, n.width, n.channels]
+}
+
+/// `len` elements as rows of `depth`, for the cycle model.
+fn rows_of(len: u32, depth: u32) -> [u32; 4] {
+    [1, 1, len / depth.max(1), depth]
+}
+
+/// Output elements from the operand sizes (the default of [`Operator::output_elements`]).
+fn output_elements_of(operands: Option<Operands>, dtype: DType) -> u64 {
+    operands.map_or(0, |o| u64::from(o.output) / u64::from(dtype.size().max(1)))
+}
