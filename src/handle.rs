@@ -64,6 +64,8 @@ pub(crate) struct HandleTable<T, const N: usize> {
     slots: [Slot<T>; N],
     server: u16,
     live: u16,
+    /// Most slots ever in use at once: what `N` must be for the run so far.
+    peak: u16,
 }
 
 impl<T: Copy, const N: usize> HandleTable<T, N> {
@@ -77,12 +79,18 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
             }; N],
             server,
             live: 0,
+            peak: 0,
         }
     }
 
     /// Slots in use.
     pub fn live(&self) -> usize {
         self.live as usize
+    }
+
+    /// Most slots ever in use at once.
+    pub fn peak(&self) -> usize {
+        self.peak as usize
     }
 
     /// Put `value` in a free slot with one reference.
@@ -99,6 +107,7 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
         slot.value = Some(value);
         slot.refs = 1;
         self.live += 1;
+        self.peak = self.peak.max(self.live);
         Ok(HandleId {
             index: index as u16,
             server: self.server,

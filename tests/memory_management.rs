@@ -290,3 +290,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_placement_reuses_the_slot_of_a_released_placement_it_covers() {
+    // Four slots: the pool and three placements fill them.
+    let mut m = mm::<4>(1024, SliceStrategy::Never, DeallocStrategy::Never);
+    let pool = m.reserve(256).unwrap();
+    let placed: Vec<_> = (0..3).map(|k| m.place(pool, k * 64, 64).unwrap()).collect();
+    assert_eq!(m.stats().chunk_slots_peak, 4);
+    for p in placed {
+        m.release(p).unwrap();
+    }
+    // Every slot is held, by the pool or a released placement: placing over the first one
+    // dissolves it and takes its slot (a graph's next invoke places the same offsets).
+    let again = m.place(pool, 0, 64).unwrap();
+    assert_eq!(
+        m.block(again).unwrap().offset,
+        m.block(pool).unwrap().offset
+    );
+    assert_eq!(m.stats().chunk_slots_peak, 4, "no slot beyond the four");
+    // A placement over free space no released placement covers needs a fifth slot.
+    assert_eq!(
+        m.place(pool, 192, 64),
+        Err(Error::CapacityExceeded {
+            capacity: Capacity::Chunks,
+            limit: 4
+        })
+    );
+}

@@ -273,3 +273,42 @@ fn constants_are_read_only_wherever_their_bytes_live() {
     drop(in_flash);
     client.unmap_flash(segment).unwrap();
 }
+
+#[test]
+fn the_server_reports_the_capacities_a_run_needed() {
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let none = client.stats().unwrap();
+    assert_eq!(
+        (
+            none.handles_peak,
+            none.staging_blocks_peak,
+            none.staging_bytes_peak,
+            none.staging_largest_bytes
+        ),
+        (0, 0, 0, 0)
+    );
+    {
+        // Three tensors at once, each created through its own staging block.
+        let a = client.create(&[1; 40]).unwrap();
+        let b = client.create(&[2; 40]).unwrap();
+        let c = client.empty(16).unwrap();
+        client.sync().unwrap();
+        drop((a, b, c));
+    }
+    let one = client.empty(16).unwrap();
+    let pinned = client.pinned(100).unwrap();
+    let stats = client.stats().unwrap();
+    assert_eq!(stats.handles_peak, 3, "two live now, three at the peak");
+    // The two creates' blocks (48 bytes each at alignment 16) were pending together until
+    // `sync`; the pinned block then took the freed space from offset 0 and reached byte 112.
+    assert_eq!(stats.staging_blocks_peak, 2, "{stats:?}");
+    assert_eq!(stats.staging_bytes_peak, 112, "{stats:?}");
+    assert_eq!(
+        stats.staging_largest_bytes, 112,
+        "the pinned block, 100 bytes rounded up"
+    );
+    drop((one, pinned));
+    // Peaks stay when tensors go.
+    assert_eq!(client.stats().unwrap().handles_peak, 3);
+}

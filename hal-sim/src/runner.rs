@@ -379,6 +379,85 @@ pub fn plan(
     Ok(graph.arena())
 }
 
+/// The fixed capacities and the host staging memory a model needs, measured by running it.
+///
+/// Each figure is the most the run used at once, so a firmware build with at least these
+/// capacities runs the model (with more, nothing changes). The run is the one firmware
+/// makes: prepare, a first invoke job by job, a second from the graph's job plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacities {
+    /// Operators the graph lowers: `Graph`'s `OPS`.
+    pub ops: usize,
+    /// Tensors of the model, or of its job plan if more (the plan also holds the graph's
+    /// per-channel multipliers): `Graph`'s `TENSORS`.
+    pub tensors: usize,
+    /// Most tensor handles alive at once: `NpuServer`'s `HANDLES` (and the channel's `N`).
+    pub handles: u32,
+    /// Most chunk slots in use at once (the graph's pool, each constant in the arena, each
+    /// activation placed in the pool): `ChunkSliceMemory`'s `CHUNKS`.
+    pub chunks: u32,
+    /// Most host staging blocks at once: `NpuServer`'s `STAGING`.
+    pub staging_blocks: u32,
+    /// Host staging memory that served the run without waiting for a transfer: the `host`
+    /// memory to give the driver.
+    pub host_staging_bytes: u32,
+    /// The largest single staging block: the least host memory that runs the model, with
+    /// transfers waiting for earlier ones to free their blocks.
+    pub host_staging_min_bytes: u32,
+    /// Layer shapes with a choice of kernel variant: the entries a tuning table holds, and
+    /// `NpuServer`'s `TUNE` for a server that tunes or imports one.
+    pub tune_entries: u32,
+    /// Jobs of the graph's job plan (0 when the graph runs job by job; see
+    /// `Graph::job_plan`).
+    pub plan_jobs: usize,
+}
+
+/// Measures the [`Capacities`] `model` needs on `config`'s NPU, planned for `optimise`: it
+/// runs the model twice on zero inputs (capacities do not depend on the values) and tunes it
+/// once on a second stack, for the tuning entries.
+pub fn capacities(
+    model: &'static [u8],
+    config: SimConfig,
+    optimise: Optimise,
+) -> Result<Capacities, RunError> {
+    let opts = RunOptions {
+        config,
+        optimise,
+        ..RunOptions::default()
+    };
+    let mut device = workloads::aligned_memory(opts.arena_bytes);
+    let mut host = workloads::aligned_memory(opts.host_bytes);
+    let channel = tuned_channel(&mut device, &mut host, &opts)?;
+    let client = ComputeClient::new(&channel);
+    let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    let mut graph: SimGraph = Graph::prepare_with(client, model, optimise)?;
+    let inputs: Vec<Vec<u8>> = graph.input_sizes().map(|n| vec![0; n as usize]).collect();
+    let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
+    invoke(&mut graph, &inputs, &mut outputs)?;
+    invoke(&mut graph, &inputs, &mut outputs)?;
+    let server = client.stats().map_err(stack)?;
+    let memory = client.memory_stats().map_err(stack)?;
+    let (_, tuning) = tune(model, &inputs, &opts)?;
+    Ok(Capacities {
+        ops: graph.operators().count(),
+        tensors: usize::from(
+            Model::parse(model)
+                .map_err(RunError::Model)?
+                .subgraph()
+                .tensor_count(),
+        )
+        .max(graph.job_plan().map_or(0, |p| p.tensors)),
+        handles: server.handles_peak,
+        chunks: memory.chunk_slots_peak,
+        staging_blocks: server.staging_blocks_peak,
+        host_staging_bytes: server.staging_bytes_peak,
+        host_staging_min_bytes: server.staging_largest_bytes,
+        tune_entries: tuning.tuning_runs,
+        plan_jobs: graph.job_plan().map_or(0, |p| p.jobs),
+    })
+}
+
 /// A human-readable description of a model: tensors with shapes and quantization, and each
 /// operator with where it runs on `config`'s NPU.
 pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<String, RunError> {

@@ -117,7 +117,8 @@ fn inspect_lists_tensors_and_where_operators_run() {
 }
 
 /// `plan` prints the exact arena: `run --arena` with it succeeds, one alignment unit less
-/// fails with an error naming the bytes; in both optimisation modes.
+/// fails with an error naming the bytes; in both optimisation modes. Likewise the least host
+/// staging memory (`run --host`), and it prints every capacity.
 #[test]
 fn plan_gives_the_exact_arena() {
     let m = models().join("convnet");
@@ -140,7 +141,25 @@ fn plan_gives_the_exact_arena() {
             arena,
             activations + json["constant_bytes"].as_u64().unwrap()
         );
-        let run = |arena: u64| {
+        let host = json["host_staging_min_bytes"].as_u64().unwrap();
+        assert!(host <= json["host_staging_bytes"].as_u64().unwrap());
+        for field in [
+            "ops",
+            "tensors",
+            "handles",
+            "chunks",
+            "staging_blocks",
+            "tune_entries",
+        ] {
+            assert!(json[field].as_u64().unwrap() > 0, "{field}: {json}");
+        }
+        // Striped chains run job by job: no job plan.
+        assert_eq!(
+            json["plan_jobs"].as_u64().unwrap() > 0,
+            json["tiled_chains"].as_u64().unwrap() == 0,
+            "{json}"
+        );
+        let run_with = |arena: u64, host: u64| {
             npu_sim(&[
                 "run",
                 model.to_str().unwrap(),
@@ -148,10 +167,20 @@ fn plan_gives_the_exact_arena() {
                 input.to_str().unwrap(),
                 "--arena",
                 &arena.to_string(),
+                "--host",
+                &host.to_string(),
                 "--optimise",
                 optimise,
             ])
         };
+        let run = |arena: u64| run_with(arena, host);
+        let tight = run_with(arena + alignment, host - alignment);
+        assert!(!tight.status.success());
+        let err = String::from_utf8_lossy(&tight.stderr);
+        assert!(
+            err.contains(&format!("requested {host} bytes")),
+            "{optimise}: {err}"
+        );
         let fits = run(arena);
         assert!(
             fits.status.success(),

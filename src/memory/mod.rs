@@ -129,6 +129,10 @@ pub struct MemoryStats {
     pub largest_free: u32,
     /// Chunks live now.
     pub chunks: u32,
+    /// Most chunk slots ever in use at once (chunks, and tensors placed inside pools): the
+    /// `CHUNKS` capacity this run needed. Counted since the manager was made
+    /// ([`reset_peak`](MemoryManagement::reset_peak) leaves it).
+    pub chunk_slots_peak: u32,
     /// Tensors placed at planned offsets inside pools so far.
     pub placements: u32,
 }
@@ -568,6 +572,12 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         }
     }
 
+    /// Records that slot `index` was taken. Slots are taken lowest first, so when `index`
+    /// was chosen every slot below it was in use: `index + 1` slots at once.
+    fn note_slot(&mut self, index: usize) {
+        self.stats.chunk_slots_peak = self.stats.chunk_slots_peak.max(index as u32 + 1);
+    }
+
     fn free_slot(&self) -> Result<usize, Error> {
         self.chunks
             .iter()
@@ -607,6 +617,7 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
             generation: 0,
             access: Access::default(),
         });
+        self.note_slot(index);
         self.stats.allocations += 1;
         self.stats.reserved += block.len;
         self.stats.reserved_peak = self.stats.reserved_peak.max(self.stats.reserved);
@@ -682,8 +693,20 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             offset: p.block.offset + offset,
             len,
         };
-        let index = self.free_slot()?;
+        // Released placements under the new one go first: their slots are free to reuse, so
+        // a graph that places the same offsets at every invoke never needs more slots than it
+        // has live tensors.
         let mut access = self.dissolve_placements(pool.chunk, Some(block));
+        let index = match self.free_slot() {
+            Ok(index) => index,
+            Err(e) => {
+                // Keep the dissolved placements' jobs on the pool, for whoever places there.
+                if let Some(c) = self.chunks[pool.chunk as usize].as_mut() {
+                    c.access.merge(&access);
+                }
+                return Err(e);
+            }
+        };
         // The pool may be a reused chunk whose old contents jobs still read or write.
         access.merge(&p.access);
         self.next_generation = self.next_generation.wrapping_add(1);
@@ -695,6 +718,7 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             generation,
             access,
         });
+        self.note_slot(index);
         self.stats.placements += 1;
         Ok(MemoryBinding {
             chunk: index as u16,

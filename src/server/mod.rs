@@ -254,6 +254,18 @@ pub struct ServerStats {
     pub waits: u32,
     /// Runs of a [`JobPlan`](crate::client::JobPlan) (its jobs are counted in `compute_jobs`).
     pub plan_runs: u32,
+    /// Most tensors alive at once: the `HANDLES` capacity this run needed.
+    pub handles_peak: u32,
+    /// Most host staging blocks (pinned ones included) allocated or awaiting their transfer at
+    /// once: the `STAGING` capacity this run needed.
+    pub staging_blocks_peak: u32,
+    /// The highest byte of host memory a staging block reached: host memory of this size
+    /// served every transfer of this run without waiting for another to finish.
+    pub staging_bytes_peak: u32,
+    /// The largest host staging block of this run: with less host memory than
+    /// `staging_bytes_peak` but at least this (and room for the pinned tensors), transfers
+    /// wait for earlier ones to free their blocks instead.
+    pub staging_largest_bytes: u32,
 }
 
 /// The compute server over one NPU.
@@ -580,7 +592,14 @@ impl<
     }
 
     fn stats(&self) -> ServerStats {
-        self.stats
+        let (staging_blocks_peak, staging_bytes_peak, staging_largest_bytes) = self.staging.peaks();
+        ServerStats {
+            handles_peak: self.handles.peak() as u32,
+            staging_blocks_peak,
+            staging_bytes_peak,
+            staging_largest_bytes,
+            ..self.stats
+        }
     }
 
     fn memory_stats(&self) -> MemoryStats {

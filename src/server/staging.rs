@@ -14,6 +14,13 @@ use crate::storage::{ArenaStorage, Block, StorageError};
 pub struct Staging<const STAGING: usize> {
     blocks: ArenaStorage<STAGING>,
     pending: heapless::Vec<(Fence, Block), STAGING>,
+    /// Most blocks ever allocated or pending at once.
+    peak_blocks: u32,
+    /// The highest end of a block ever allocated: host memory of this size served every
+    /// allocation so far at the same offsets.
+    high_water: u32,
+    /// The largest block ever allocated.
+    largest: u32,
 }
 
 impl<const STAGING: usize> Staging<STAGING> {
@@ -22,12 +29,15 @@ impl<const STAGING: usize> Staging<STAGING> {
         Ok(Staging {
             blocks: ArenaStorage::new(size, alignment)?,
             pending: heapless::Vec::new(),
+            peak_blocks: 0,
+            high_water: 0,
+            largest: 0,
         })
     }
 
     /// A block of at least `bytes`, or why not (after the caller has reaped what it could).
     pub fn alloc(&mut self, bytes: u32) -> Result<Block, Error> {
-        self.blocks.alloc(bytes).map_err(|e| match e {
+        let block = self.blocks.alloc(bytes).map_err(|e| match e {
             StorageError::TooManyBlocks { limit } => Error::CapacityExceeded {
                 capacity: Capacity::StagingBlocks,
                 limit,
@@ -36,7 +46,18 @@ impl<const STAGING: usize> Staging<STAGING> {
                 requested: bytes,
                 largest_free: self.blocks.largest_free(),
             },
-        })
+        })?;
+        self.peak_blocks = self.peak_blocks.max(self.blocks.blocks() as u32);
+        self.high_water = self.high_water.max(block.end());
+        self.largest = self.largest.max(block.len);
+        Ok(block)
+    }
+
+    /// Most blocks allocated or awaiting their fence at once, the highest byte any block
+    /// reached (the host memory that served the run so far without waiting for a transfer to
+    /// free a block), and the largest block.
+    pub fn peaks(&self) -> (u32, u32, u32) {
+        (self.peak_blocks, self.high_water, self.largest)
     }
 
     /// Free a block now (no transfer uses it).

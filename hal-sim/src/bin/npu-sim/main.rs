@@ -8,8 +8,9 @@
 //! - `npu-sim demo` ([`demo`]): runs the stack's main job on the simulated NPU (the static
 //!   conv net and the transformer through client, channel, server and simulator) and prints
 //!   results, virtual cycles and memory statistics.
-//! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--stats
-//!   F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE | --autotune]`
+//! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--host BYTES]
+//!   [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
+//!   --autotune]`
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
 //! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES]` ([`tune`]):
 //!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
@@ -17,7 +18,8 @@
 //!   operator runs.
 //! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory]` ([`plan`]): the exact
 //!   arena bytes the model needs (the size to give the firmware's arena section), from the
-//!   arena plan made at prepare.
+//!   arena plan made at prepare, and the host staging bytes and fixed capacities it needs,
+//!   measured by running it.
 //! - `npu-sim bench memory` ([`bench::memory`]): the peak-memory table of the Burn-Compute
 //!   study, and the guided rows.
 //! - `npu-sim bench models DIR` ([`bench::models`]): every model of a reference-model
@@ -91,6 +93,9 @@ enum Command {
         /// Bytes of NPU arena (device memory).
         #[arg(long, default_value_t = 1 << 20)]
         arena: usize,
+        /// Bytes of host staging memory (DMA-capable host memory the driver is given).
+        #[arg(long, default_value_t = 256 << 10)]
+        host: usize,
         /// Write the run's figures as JSON to this file.
         #[arg(long)]
         stats: Option<PathBuf>,
@@ -129,8 +134,9 @@ enum Command {
         /// The model.
         model: PathBuf,
     },
-    /// Print the exact arena bytes a model needs: an arena of that size runs it, one
-    /// alignment unit less does not.
+    /// Print the exact arena bytes a model needs (an arena of that size runs it, one
+    /// alignment unit less does not), and the host staging bytes and fixed capacities it
+    /// needs.
     Plan {
         /// The model.
         model: PathBuf,
@@ -242,6 +248,7 @@ fn main() -> ExitCode {
             input,
             output,
             arena,
+            host,
             stats,
             repeat,
             optimise,
@@ -251,7 +258,7 @@ fn main() -> ExitCode {
             &model,
             &input,
             &output,
-            arena,
+            (arena, host),
             stats.as_deref(),
             repeat,
             optimise.into(),

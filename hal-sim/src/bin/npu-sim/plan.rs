@@ -1,17 +1,24 @@
 //! `npu-sim plan MODEL [--json] [--optimise cycles|memory]`: the exact arena bytes a model
-//! needs.
+//! needs, the host staging memory and every fixed capacity.
 //!
 //! Prepares the model's arena plan (as the runtime does at prepare, with the simulator's
-//! default configuration) without running it. The arena size printed is exact: an arena of
+//! default configuration). The arena size printed is exact: an arena of
 //! that size runs the model, one alignment unit less does not, so it is the size to give
 //! the firmware's arena section. `--optimise memory` plans the smallest arena (chains of
 //! layers run in stripes, recomputing some multiply-accumulates), `cycles` (the default)
 //! the fewest cycles (whole tensors).
 //!
+//! The host staging bytes and the capacities are measured ([`runner::capacities`]): the
+//! model runs twice on zero inputs, as firmware runs it (job by job, then from its job plan),
+//! and is tuned once for the tuning entries. Each is the most the run used at once.
+//!
 //! Output (stdout): text (arena bytes split into activations and constants, the alignment,
-//! the whole-tensor lower bound of the activations, and the striped chains if any), or with
-//! `--json` one object with the fields `arena_bytes`, `activation_bytes`, `constant_bytes`,
-//! `activation_lower_bound_bytes`, `tiled_chains`, `recomputed_macs` and `alignment`.
+//! the whole-tensor lower bound of the activations, the striped chains if any, the host
+//! staging bytes, and each capacity with the type parameter it sizes), or with `--json` one
+//! object with the fields `arena_bytes`, `activation_bytes`, `constant_bytes`,
+//! `activation_lower_bound_bytes`, `tiled_chains`, `recomputed_macs`, `alignment`,
+//! `host_staging_bytes`, `host_staging_min_bytes`, `ops`, `tensors`, `handles`, `chunks`, `staging_blocks`,
+//! `tune_entries` and `plan_jobs`.
 //!
 //! Failure modes: the model file cannot be read; the model is malformed or uses an
 //! operator or shape the graph cannot plan (the message is the planner's reason).
@@ -27,16 +34,26 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
     let model = read_model(path)?;
     let config = SimConfig::default();
     let plan = runner::plan(model, config, optimise).map_err(|e| e.to_string())?;
+    let caps = runner::capacities(model, config, optimise).map_err(|e| e.to_string())?;
     if json {
         println!(
-            "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"alignment\": {}\n}}",
+            "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"alignment\": {},\n  \"host_staging_bytes\": {},\n  \"host_staging_min_bytes\": {},\n  \"ops\": {},\n  \"tensors\": {},\n  \"handles\": {},\n  \"chunks\": {},\n  \"staging_blocks\": {},\n  \"tune_entries\": {},\n  \"plan_jobs\": {}\n}}",
             plan.arena_bytes(),
             plan.activation_bytes,
             plan.constant_bytes,
             plan.lower_bound_bytes,
             plan.tiled_chains,
             plan.recomputed_macs,
-            config.alignment
+            config.alignment,
+            caps.host_staging_bytes,
+            caps.host_staging_min_bytes,
+            caps.ops,
+            caps.tensors,
+            caps.handles,
+            caps.chunks,
+            caps.staging_blocks,
+            caps.tune_entries,
+            caps.plan_jobs
         );
     } else {
         println!(
@@ -56,6 +73,52 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
                 plan.tiled_chains, plan.recomputed_macs
             );
         }
+        println!(
+            "host staging: {} bytes run it without waiting; {} bytes (its largest transfer) run \
+             it with transfers waiting for earlier ones",
+            caps.host_staging_bytes, caps.host_staging_min_bytes
+        );
+        println!("capacities (the most this model used at once; defaults in brackets):");
+        let rows = [
+            ("Graph OPS", "operators", caps.ops.to_string(), "64"),
+            ("Graph TENSORS", "tensors", caps.tensors.to_string(), "128"),
+            (
+                "NpuServer HANDLES (and the channel's N)",
+                "live tensors",
+                caps.handles.to_string(),
+                "64",
+            ),
+            (
+                "ChunkSliceMemory CHUNKS",
+                "arena chunks",
+                caps.chunks.to_string(),
+                "64",
+            ),
+            (
+                "NpuServer STAGING",
+                "staging blocks",
+                caps.staging_blocks.to_string(),
+                "16",
+            ),
+            (
+                "NpuServer TUNE",
+                "tuned layer shapes",
+                caps.tune_entries.to_string(),
+                "64",
+            ),
+        ];
+        for (param, what, needed, default) in rows {
+            println!("  {param:<40} {needed:>5} {what} [{default}]");
+        }
+        println!(
+            "job plan: {} jobs per invoke{}",
+            caps.plan_jobs,
+            if caps.plan_jobs == 0 {
+                " (the graph runs job by job)"
+            } else {
+                ""
+            }
+        );
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! `npu-sim run MODEL --input IN.bin... [--output OUT.bin...] [--arena BYTES] [--stats F.json]
-//! [--repeat N] [--optimise cycles|memory] [--tune-table TABLE | --autotune]`: runs a
-//! TensorFlow Lite model on the simulated NPU.
+//! `npu-sim run MODEL --input IN.bin... [--output OUT.bin...] [--arena BYTES] [--host BYTES]
+//! [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
+//! --autotune]`: runs a TensorFlow Lite model on the simulated NPU.
 //!
-//! Prepares the model in an arena of `--arena` bytes and invokes it on the raw input bytes;
+//! Prepares the model in an arena of `--arena` bytes, with `--host` bytes of host staging
+//! memory, and invokes it on the raw input bytes;
 //! host time is the median of `--repeat` timed invocations. Kernel variants: by default the
 //! graph's own choice; with `--tune-table` each layer runs as the table (from `npu-sim
 //! tune`) says, measuring nothing; with `--autotune` every layer shape is tuned in an
@@ -17,7 +18,8 @@
 //!
 //! Failure modes: a model, input or table file cannot be read, or an output or stats file
 //! cannot be written (the message names the file); an input has a size other than the
-//! model's input tensor; the model is malformed or needs more than `--arena` bytes; the
+//! model's input tensor; the model is malformed or needs more than `--arena` bytes, or a
+//! transfer larger than `--host` bytes; the
 //! tuning table is refused (made for another model or corrupt); or the number of
 //! `--output` files differs from the model's outputs (checked after the run, before
 //! anything is written).
@@ -34,7 +36,7 @@ pub fn run(
     model: &Path,
     inputs: &[PathBuf],
     outputs: &[PathBuf],
-    arena: usize,
+    (arena, host): (usize, usize),
     stats: Option<&Path>,
     repeat: usize,
     optimise: Optimise,
@@ -50,6 +52,7 @@ pub fn run(
     };
     let opts = RunOptions {
         arena_bytes: arena,
+        host_bytes: host,
         repeats: repeat,
         optimise,
         tune_mode: match (table, autotune) {
