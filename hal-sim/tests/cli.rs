@@ -1,5 +1,6 @@
 //! The `npu-sim` command line: `run` writes TFLM's bytes and the stats JSON, `inspect`
-//! describes a model, and errors go to stderr with a non-zero exit status.
+//! describes a model, errors go to stderr with a non-zero exit status, and a reader closing
+//! stdout early ends a command quietly.
 #![cfg(feature = "std")]
 
 use std::path::PathBuf;
@@ -323,4 +324,28 @@ fn bench_tune_meets_its_targets_on_the_product_models() {
     for model in ["convnet", "inception", "kws_dscnn", "tiny_transformer"] {
         assert!(stdout.contains(&format!("| {model} |")), "{stdout}");
     }
+}
+
+/// A reader that closes stdout early (`npu-sim bench memory | head -1`) ends the command
+/// quietly with status 0, not with a broken-pipe panic.
+#[test]
+fn stdout_closed_early_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_npu-sim"))
+        .args(["bench", "memory"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("Peak arena bytes"), "{first}");
+    // The reader is dropped here: the command's next writes meet a closed pipe.
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?}: {stderr}", o.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

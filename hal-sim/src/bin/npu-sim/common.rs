@@ -67,7 +67,7 @@ pub fn model_names(dir: &Path) -> Result<Vec<String>, String> {
 
 /// Prints the memory manager's statistics as one indented line.
 pub fn print_memory(s: &MemoryStats) {
-    println!(
+    outln!(
         "  memory: in use {} B (peak {} B), reserved {} B (peak {} B), {} chunks, {} allocations / {} deallocations, largest free block {} B",
         s.in_use, s.in_use_peak, s.reserved, s.reserved_peak, s.chunks, s.allocations, s.deallocations, s.largest_free
     );

@@ -35,7 +35,7 @@ pub fn run() -> Result<(), WorkloadError> {
     )?;
     let client = ComputeClient::new(&channel);
     let cycles = || channel.with(|s| s.npu().now());
-    println!(
+    outln!(
         "npu-compute demo on npu-sim (Ethos-U55-128-like: 128 MACs/cycle, 8 B/cycle SRAM and DMA)"
     );
 
@@ -49,25 +49,25 @@ pub fn run() -> Result<(), WorkloadError> {
         .enumerate()
         .max_by_key(|&(_, s)| *s)
         .map_or(0, |(i, _)| i);
-    println!("conv net (3x conv3x3 via im2col + FC on the NPU, dense 10):");
-    println!("  scores {scores:?} -> class {class}");
-    println!("  {} NPU cycles for one inference", t1 - t0);
+    outln!("conv net (3x conv3x3 via im2col + FC on the NPU, dense 10):");
+    outln!("  scores {scores:?} -> class {class}");
+    outln!("  {} NPU cycles for one inference", t1 - t0);
 
     let tr = Transformer::new(&client)?;
-    println!("transformer encoder (d=32, 2 heads, ff=64), sequence length per inference:");
+    outln!("transformer encoder (d=32, 2 heads, ff=64), sequence length per inference:");
     for &len in &SEQ_LENGTHS[..4] {
         let x = workloads::pseudo_random_i8(len as u32, len * D_MODEL);
         let t0 = cycles()?;
         let y = tr.infer(&client, &x)?;
         let t1 = cycles()?;
-        println!(
+        outln!(
             "  len {len:2}: output[0..8] {:?}, {} NPU cycles",
             &y[..8],
             t1 - t0
         );
     }
     let stats = client.stats()?;
-    println!(
+    outln!(
         "  server: {} NPU jobs, {} CPU-fallback ops, {} uploads ({} B), {} downloads ({} B)",
         stats.compute_jobs,
         stats.cpu_ops,
@@ -77,6 +77,6 @@ pub fn run() -> Result<(), WorkloadError> {
         stats.download_bytes
     );
     print_memory(&client.memory_stats()?);
-    println!("  virtual time {} cycles", cycles()?);
+    outln!("  virtual time {} cycles", cycles()?);
     Ok(())
 }

@@ -21,5 +21,5 @@ use std::path::Path;
 pub fn run(path: &Path) -> Result<(), String> {
     read_model(path)
         .and_then(|m| runner::inspect(m, SimConfig::default()).map_err(|e| e.to_string()))
-        .map(|text| print!("{text}"))
+        .map(|text| out!("{text}"))
 }

@@ -46,15 +46,33 @@
 //! - 2: the command line is wrong (unknown command, missing argument or subcommand, a value
 //!   that does not parse, `--tune-table` with `--autotune`): clap prints the error and the
 //!   usage on stderr and exits before anything runs.
-//! - 101: a panic, Rust's default status, with the panic message on stderr. The one a user
-//!   can meet is stdout closing early (e.g. `npu-sim bench memory | head -1`): Rust ignores
-//!   SIGPIPE, so the write fails with a broken pipe and `println!` panics. Any other panic
-//!   is a bug.
+//! - Stdout closing early (`npu-sim bench memory | head -1`) ends the command quietly with
+//!   status 0 ([`output`]). A panic (status 101) is a bug.
+
+/// `println!` to stdout, through [`output::write`].
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::output::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` to stdout, through [`output::write`].
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write(format_args!($($arg)*))
+    };
+}
 
 mod bench;
 mod common;
 mod demo;
 mod inspect;
+mod output;
 mod plan;
 mod run;
 mod tune;

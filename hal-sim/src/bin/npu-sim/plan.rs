@@ -36,7 +36,7 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
     let plan = runner::plan(model, config, optimise).map_err(|e| e.to_string())?;
     let caps = runner::capacities(model, config, optimise).map_err(|e| e.to_string())?;
     if json {
-        println!(
+        outln!(
             "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"alignment\": {},\n  \"host_staging_bytes\": {},\n  \"host_staging_min_bytes\": {},\n  \"ops\": {},\n  \"tensors\": {},\n  \"handles\": {},\n  \"chunks\": {},\n  \"staging_blocks\": {},\n  \"tune_entries\": {},\n  \"plan_jobs\": {}\n}}",
             plan.arena_bytes(),
             plan.activation_bytes,
@@ -56,29 +56,30 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
             caps.plan_jobs
         );
     } else {
-        println!(
+        outln!(
             "arena: {} bytes ({} of activations, {} of constants), alignment {}",
             plan.arena_bytes(),
             plan.activation_bytes,
             plan.constant_bytes,
             config.alignment
         );
-        println!(
+        outln!(
             "whole-tensor lower bound of the activations: {} bytes",
             plan.lower_bound_bytes
         );
         if plan.tiled_chains > 0 {
-            println!(
+            outln!(
                 "{} chains of layers run in stripes, recomputing {} multiply-accumulates per invoke",
                 plan.tiled_chains, plan.recomputed_macs
             );
         }
-        println!(
+        outln!(
             "host staging: {} bytes run it without waiting; {} bytes (its largest transfer) run \
              it with transfers waiting for earlier ones",
-            caps.host_staging_bytes, caps.host_staging_min_bytes
+            caps.host_staging_bytes,
+            caps.host_staging_min_bytes
         );
-        println!("capacities (the most this model used at once; defaults in brackets):");
+        outln!("capacities (the most this model used at once; defaults in brackets):");
         let rows = [
             ("Graph OPS", "operators", caps.ops.to_string(), "64"),
             ("Graph TENSORS", "tensors", caps.tensors.to_string(), "128"),
@@ -90,7 +91,7 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
             ),
             (
                 "ChunkSliceMemory CHUNKS",
-                "arena chunks",
+                "chunk slots (chunks and placed tensors)",
                 caps.chunks.to_string(),
                 "64",
             ),
@@ -108,9 +109,9 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
             ),
         ];
         for (param, what, needed, default) in rows {
-            println!("  {param:<40} {needed:>5} {what} [{default}]");
+            outln!("  {param:<40} {needed:>5} {what} [{default}]");
         }
-        println!(
+        outln!(
             "job plan: {} jobs per invoke{}",
             caps.plan_jobs,
             if caps.plan_jobs == 0 {

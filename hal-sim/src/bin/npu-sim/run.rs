@@ -83,13 +83,13 @@ pub fn run(
         .enumerate()
         .max_by_key(|&(i, &b)| (b as i8, std::cmp::Reverse(i)))
         .map_or(0, |(i, _)| i);
-    println!(
+    outln!(
         "{}: predicted class {class} (output bytes {:?})",
         model.display(),
         first.iter().map(|&b| b as i8).collect::<Vec<_>>()
     );
     if tune_table.is_some() || autotune {
-        println!(
+        outln!(
             "  tuning: {} layer shapes measured ({} measurements), {} tuned choices used, {} fallbacks",
             report.tuning.tuning_runs,
             report.tuning.measurements,
@@ -97,7 +97,7 @@ pub fn run(
             report.tuning.fallbacks
         );
     }
-    println!(
+    outln!(
         "  {} NPU cycles, {} jobs ({} transfers, {} on the CPU fallback), arena peak {} B ({} B held by constants), runtime state {} B, weights {}",
         report.npu_cycles,
         report.jobs,

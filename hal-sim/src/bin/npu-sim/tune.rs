@@ -33,7 +33,7 @@ pub fn run(model: &Path, export: &Path, inputs: &[PathBuf], arena: usize) -> Res
     };
     let (table, stats) = runner::tune(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
     std::fs::write(export, &table).map_err(|e| format!("{}: {e}", export.display()))?;
-    println!(
+    outln!(
         "{}: {} layer shapes tuned, {} measurements, {} tuning cycles; table {} B written to {}",
         model.display(),
         stats.tuning_runs,

@@ -136,12 +136,12 @@ fn chain_run(
 
 /// `npu-sim bench chain`: the chain on one execution unit and alternating between two.
 pub fn run(jobs: usize, host_cycles: u64, repeat: usize) -> Result<(), String> {
-    println!(
+    outln!(
         "chain: {jobs} dependent MulI8 x16 jobs (each reads the previous output; ping-pong) through ComputeClient -> RefCellChannel -> NpuServer -> SimNpu (32-job table), no read until the last; CPU {host_cycles} cycles per execute"
     );
-    println!();
-    println!("| units | jobs | sum of job costs (cycles) | first start → last end (cycles) | idle gap (cycles) | CPU waits to submit / in all | upload + chain + download (cycles) | host ns/job (median of {repeat}) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    outln!();
+    outln!("| units | jobs | sum of job costs (cycles) | first start → last end (cycles) | idle gap (cycles) | CPU waits to submit / in all | upload + chain + download (cycles) | host ns/job (median of {repeat}) |");
+    outln!("|---|---|---|---|---|---|---|---|");
     for units in [1u8, 2] {
         let config = SimConfig {
             execution_units: units,
@@ -160,9 +160,14 @@ pub fn run(jobs: usize, host_cycles: u64, repeat: usize) -> Result<(), String> {
         samples.sort_by(f64::total_cmp);
         let median = samples[samples.len() / 2];
         let Some(f) = first else { continue };
-        println!(
+        outln!(
             "| {units} | {jobs} | {} | {} | {} | {} / {} | {} | {median:.0} |",
-            f.cost_sum, f.span, f.gaps, f.submit_waits, f.waits, f.end
+            f.cost_sum,
+            f.span,
+            f.gaps,
+            f.submit_waits,
+            f.waits,
+            f.end
         );
     }
     Ok(())

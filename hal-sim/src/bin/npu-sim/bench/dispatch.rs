@@ -80,9 +80,9 @@ pub fn run(batches: usize, per_batch: usize) -> Result<(), WorkloadError> {
     };
     let (median, lo, hi) = spread(samples);
     let (p_median, p_lo, p_hi) = spread(planned);
-    println!("dispatch: AddI8 x16 through ComputeClient -> RefCellChannel -> NpuServer -> SimNpu");
-    println!("  {batches} batches of {per_batch} executes: median {median:.0} ns/execute (p10 {lo:.0}, p90 {hi:.0})");
-    println!("  {batches} batches of {runs} runs of a 32-job plan: median {p_median:.0} ns/job (p10 {p_lo:.0}, p90 {p_hi:.0}); planned / execute {:.2}", p_median / median);
-    println!("  includes the simulator retiring jobs (kernel run) when its 32-entry queue is full");
+    outln!("dispatch: AddI8 x16 through ComputeClient -> RefCellChannel -> NpuServer -> SimNpu");
+    outln!("  {batches} batches of {per_batch} executes: median {median:.0} ns/execute (p10 {lo:.0}, p90 {hi:.0})");
+    outln!("  {batches} batches of {runs} runs of a 32-job plan: median {p_median:.0} ns/job (p10 {p_lo:.0}, p90 {p_hi:.0}); planned / execute {:.2}", p_median / median);
+    outln!("  includes the simulator retiring jobs (kernel run) when its 32-entry queue is full");
     Ok(())
 }

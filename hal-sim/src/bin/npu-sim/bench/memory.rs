@@ -21,12 +21,10 @@ use npu_sim::workloads::{self, Workload, WorkloadError, SEQ_LENGTHS};
 
 /// `npu-sim bench memory`.
 pub fn run(inferences: usize) -> Result<(), WorkloadError> {
-    println!(
-        "Peak arena bytes, Burn-Compute chunk/slice strategy, {inferences} inferences per run"
-    );
-    println!();
-    println!("| workload | dealloc period | slice ratio | peak reserved (B) | worst-moment live (B) | reserved / live |");
-    println!("|---|---|---|---|---|---|");
+    outln!("Peak arena bytes, Burn-Compute chunk/slice strategy, {inferences} inferences per run");
+    outln!();
+    outln!("| workload | dealloc period | slice ratio | peak reserved (B) | worst-moment live (B) | reserved / live |");
+    outln!("|---|---|---|---|---|---|");
     for (workload, name) in [
         (Workload::ConvNet, "static conv net"),
         (Workload::Transformer, "transformer, varying seq"),
@@ -43,7 +41,7 @@ pub fn run(inferences: usize) -> Result<(), WorkloadError> {
                     dealloc,
                 };
                 let (s, _) = workloads::run(workload, config, inferences)?;
-                println!(
+                outln!(
                     "| {name} | {label} | {ratio} | {} | {} | {:.2} |",
                     s.reserved_peak,
                     s.in_use_peak,
@@ -59,20 +57,20 @@ pub fn run(inferences: usize) -> Result<(), WorkloadError> {
 /// shape.
 fn guided(inferences: usize) -> Result<(), WorkloadError> {
     let cycles = (inferences / SEQ_LENGTHS.len()).saturating_sub(1).max(1);
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Measured then guided (GuidedMemory over the chunk/slice manager, slice ratio 0.8, dealloc period 128), transformer, varying seq: one cycle of {} lengths measured, peaks reset, then {cycles} cycles",
         SEQ_LENGTHS.len()
     );
-    println!();
-    println!("| workload | phase | peak reserved (B) | worst-moment live (B) | reserved / live |");
-    println!("|---|---|---|---|---|");
+    outln!();
+    outln!("| workload | phase | peak reserved (B) | worst-moment live (B) | reserved / live |");
+    outln!("|---|---|---|---|---|");
     let g = workloads::run_guided(MemoryConfig::default(), cycles)?;
     for (phase, s) in [
         ("first run of each shape (measured)", g.first_cycle),
         ("after the first run of each shape (guided)", g.guided),
     ] {
-        println!(
+        outln!(
             "| transformer, varying seq | {phase} | {} | {} | {:.2} |",
             s.reserved_peak,
             s.in_use_peak,
@@ -80,8 +78,8 @@ fn guided(inferences: usize) -> Result<(), WorkloadError> {
         );
     }
     let p = g.passes;
-    println!();
-    println!(
+    outln!();
+    outln!(
         "passes: {} measured, {} guided ({} diverged, {} unguided); reservations: {} placed, {} fallback, {} escaping; {} plans stored, {} evicted; {} allocations / {} deallocations",
         p.measured_passes,
         p.guided_passes,

@@ -121,7 +121,7 @@ pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
             num("tflm_total_bytes") - num("tflm_head_bytes"),
         );
     }
-    println!("{time_table}\n{arena_table}\n{transfer_table}");
+    outln!("{time_table}\n{arena_table}\n{transfer_table}");
     if failures > 0 {
         return Err(format!("{failures} outputs differ from TFLM's"));
     }

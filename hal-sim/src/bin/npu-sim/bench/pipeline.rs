@@ -45,18 +45,18 @@ pub fn run(
     } else {
         cpu_cycles.to_vec()
     };
-    println!(
+    outln!(
         "{}: {frames} frames, one inference = {inference} compute cycles ({} execution units)",
         model_path.display(),
         config.execution_units
     );
-    println!("| preprocessing cycles / frame | × inference | mode | steady cycles / frame | NPU busy (steady) | total cycles | steady transfers per frame (up, down) | staging copy B per frame | CPU waits |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    outln!("| preprocessing cycles / frame | × inference | mode | steady cycles / frame | NPU busy (steady) | total cycles | steady transfers per frame (up, down) | staging copy B per frame | CPU waits |");
+    outln!("|---|---|---|---|---|---|---|---|---|");
     for cpu in costs {
         for pipelined in [false, true] {
             let r = run(cpu, pipelined)?;
             let steady = (frames - 2) as f64;
-            println!(
+            outln!(
                 "| {cpu} | {:.2} | {} | {} | {:.1}% | {} | {:.0}, {:.0} | {:.0} | {} |",
                 cpu as f64 / inference as f64,
                 if pipelined {

@@ -119,7 +119,7 @@ pub fn run(dir: &Path) -> Result<(), String> {
             ));
         }
     }
-    println!("{table}");
+    outln!("{table}");
     if failures.is_empty() {
         Ok(())
     } else {
