@@ -6,20 +6,23 @@
 //!
 //! ## Design
 //!
-//! The layers follow Burn-Compute's split, rebuilt for a machine without a heap:
+//! The layers follow Burn-Compute's split (client, channel, server, memory management,
+//! storage), rebuilt for a machine without a heap, with a model runtime on top and the NPU
+//! below a HAL trait. Each module imports only from the modules listed after it:
 //!
 //! ```text
-//! ComputeClient ── Tensor handles (RAII, no Arc)                 client.rs
-//!    │
-//! ComputeChannel ── RefCellChannel | CriticalSectionChannel      channel/
-//!    │
-//! ComputeServer ── NpuServer<H: Npu, M: MemoryManagement>        server/
-//!    ├─ MemoryManagement ── chunks + slices (Burn's strategy)    memory/
-//!    │     └─ ArenaStorage ── aligned blocks of one fixed arena  storage/
-//!    ├─ HandleTable ── reference counts + generations            handle.rs
-//!    └─ CPU fallback ── npu-kernels over host staging            fallback.rs
-//!    │
-//! Npu (HAL trait) ── submit / poll / fences / interrupt          hal/
+//! graph      a .tflite model prepared once and invoked many times
+//! client     what a program calls: tensors (RAII handles), execute, read, job plans
+//! channel    lends the server to one caller at a time
+//! server     NpuServer: tensors, transfers, residency, dispatch, job plans, tuning, release
+//! memory     chunks and slices, access records, guided passes, arena plans
+//! handle     reference-counted, generation-checked tensor ids
+//! (error)    Error and Capacity, at the crate root
+//! tune       tuning keys, cache and tables
+//! hal        the Npu trait, jobs, regions, fences, variants; driver guide; conformance
+//! ops        every operator described once, with its computation over bytes
+//! model      the zero-copy .tflite reader
+//! storage    aligned blocks of one fixed arena
 //! ```
 //!
 //! - **No heap.** Every table has a fixed capacity, given as a const generic with a documented
@@ -29,10 +32,19 @@
 //!   DMA jobs through host staging memory.
 //! - **Non-blocking.** Jobs carry their dependencies as fences; `execute` returns once a job is
 //!   submitted, and the CPU waits only in `read`, `sync`, or when a fixed resource is full.
+//! - **One way to run a model.** [`Graph::invoke`](graph::Graph::invoke) (blocking) and
+//!   [`Graph::submit`](graph::Graph::submit) (pipelined) run it job by job the first time and
+//!   replay a job plan after; how layers are tuned is set when the server is built.
 //! - **Testable without hardware.** `npu-sim` implements the HAL with a deterministic virtual
 //!   clock, so cycle counts and memory figures are the same on every machine.
 //!
-//! Start with [`client::ComputeClient`]; a board integrator starts with [`hal::Npu`].
+//! Start with [`graph::Graph`] to run a model, [`client::ComputeClient`] to run jobs by hand;
+//! a board integrator starts with [`hal::Npu`] and [`hal::guide`]. [`prelude`] gathers the
+//! names most programs need; it is the one second path to them.
+//!
+//! A program links one implementation of `critical-section` (on a single-core Cortex-M,
+//! `cortex-m`'s `critical-section-single-core` feature; on the host, `npu-sim`'s `std`
+//! feature); the README lists them, with the capacities and how to size them.
 
 #![no_std]
 #![warn(missing_docs)]
@@ -56,11 +68,13 @@ pub use error::{Capacity, Error, JobPlanError};
 /// (`npu_compute::kernels::int8::AddParams`), so a program needs no dependency of its own on it.
 pub use npu_kernels as kernels;
 
-/// The names most firmware needs.
+/// The names most programs need: `use npu_compute::prelude::*;`. Each is also at its own
+/// path (the module that defines it).
 pub mod prelude {
     pub use crate::channel::{ComputeChannel, CriticalSectionChannel, RefCellChannel};
     pub use crate::client::{ComputeClient, Tensor};
     pub use crate::error::Error;
+    pub use crate::graph::{Graph, GraphError};
     pub use crate::hal::Npu;
     pub use crate::memory::{DeallocStrategy, MemoryConfig, MemoryStats, SliceStrategy};
     pub use crate::ops::Op;

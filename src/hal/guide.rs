@@ -187,17 +187,24 @@
 //! ```
 //!
 //! From firmware, after boot and before the server takes the driver (see
-//! `examples/firmware/src/conformance.rs`, which runs it against the null NPU under QEMU):
+//! `examples/firmware/src/conformance.rs`, which runs it against the null NPU under QEMU and
+//! logs each outcome with `defmt`):
 //!
-//! ```ignore
-//! let report = conformance::run(&mut driver, &Options::new());
-//! for (check, outcome) in report.iter() {
-//!     defmt::info!("{=str}: {}", check.name(), defmt::Display2Format(outcome));
+//! ```
+//! #[cfg(feature = "conformance")]
+//! {
+//! use npu_compute::hal::conformance::{self, Failure, Options};
+//! use npu_compute::hal::Npu;
+//!
+//! /// Checks `driver` against the HAL contract: the first rule it breaks, if any.
+//! fn check_driver<N: Npu>(driver: &mut N) -> Result<(), Failure> {
+//!     let report = conformance::run(driver, &Options::new());
+//!     match report.first_failure() {
+//!         Some(failure) => Err(*failure),
+//!         None => Ok(()),
+//!     }
 //! }
-//! if let Some(failure) = report.first_failure() {
-//!     defmt::error!("driver breaks the HAL contract: {}", defmt::Display2Format(failure));
 //! }
-//! let server: NpuServer<_> = NpuServer::new(driver, MemoryConfig::default())?;
 //! ```
 //!
 //! Not everything can be checked from outside: a job that starts early but happens to finish

@@ -46,6 +46,13 @@
 
 use npu_compute::graph::LoweredOperator;
 use npu_compute::hal::MAX_JOB_INPUTS;
+use npu_compute::kernels::int8::{
+    Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
+    Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MeanParams,
+    MulParams, Nhwc, Padding, PoolParams, PoolShape, Quant, ReluParams, RequantizeParams,
+    RsqrtParams, SoftmaxParams, SubParams, TransposeParams, Window2d,
+};
+use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
     AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8, Conv2dI8,
     DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
@@ -53,13 +60,6 @@ use npu_compute::ops::{
     OpKind, QuantizeF32, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8, SubI8,
     TransposeI8, CHANNEL_MULTIPLIER_BYTES,
 };
-use npu_kernels::int8::{
-    Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
-    Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MeanParams,
-    MulParams, Nhwc, Padding, PoolParams, PoolShape, Quant, ReluParams, RequantizeParams,
-    RsqrtParams, SoftmaxParams, SubParams, TransposeParams, Window2d,
-};
-use npu_kernels::{FcShape, KernelError};
 
 use npu_sim::CpuModel;
 

@@ -46,11 +46,11 @@ use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::{HalError, Job, JobKind, Npu, Queue, Region, Variant};
+use npu_compute::kernels::int8::{Activation, AddParams, Quant};
 use npu_compute::memory::{Access, ChunkSliceMemory, MemoryConfig};
 use npu_compute::ops::{AddI8, Op, OpKind};
 use npu_compute::server::{ComputeServer, NpuServer};
 use npu_compute::Error;
-use npu_kernels::int8::{Activation, AddParams, Quant};
 
 use crate::null_npu::NullNpu;
 

@@ -16,6 +16,8 @@
 //!   from flash) and run on one input: the output must equal TensorFlow Lite Micro's bytes;
 //! - the same model run from a tuning table made on the host (`kws_tuning.bin`): the same
 //!   bytes, fewer NPU cycles, and no measurement on the device;
+//! - the README's "Using it in firmware" code ([`readme`], the README quotes the file whole)
+//!   run on a third stack: TFLM's bytes again;
 //! - the CPU cost of dispatching one job through client → channel → server → driver, counted
 //!   in instructions over a driver that runs no kernels ([`null_npu`], [`dispatch_cost`]; the
 //!   runner passes `-icount shift=0` so that SysTick counts instructions);
@@ -37,6 +39,7 @@ mod conformance;
 mod cpu_cost;
 mod dispatch_cost;
 mod null_npu;
+mod readme;
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -51,12 +54,12 @@ use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::Npu;
+use npu_compute::kernels::FcShape;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::ops::{AddF32, FullyConnectedF32, Op};
 use npu_compute::server::NpuServer;
 use npu_compute::tune::{TuneConfig, TuneMode};
 use npu_compute::Error;
-use npu_kernels::FcShape;
 use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 
 // ---------------------------------------------------------------------------------------------
@@ -394,6 +397,16 @@ fn run() -> Result<(), Failure> {
     }
     if tuning.measurements != 0 || tuning.tuning_runs != 0 || tuned_cycles >= untuned {
         defmt::error!("kws tuned: measured on the device, or no faster");
+        wrong += 1;
+    }
+    drop(kws);
+    drop(channel);
+
+    // The README's firmware code, on a third stack over the same memories.
+    let readme_scores = readme::classify(&mut *device, &mut *host, KWS_INPUT)?;
+    defmt::info!("README's classify: scores {=[u8]:?}", readme_scores);
+    if &readme_scores != KWS_EXPECTED {
+        defmt::error!("README's classify differs from TFLM");
         wrong += 1;
     }
 
