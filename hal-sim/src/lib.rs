@@ -140,6 +140,7 @@
 #[cfg(all(test, not(feature = "std")))]
 extern crate std;
 
+mod codes;
 mod config;
 pub mod cost;
 pub mod cpu;
