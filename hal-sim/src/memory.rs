@@ -4,7 +4,7 @@ use core::ops::Range;
 
 use npu_compute::hal::{HalError, Region, Space};
 
-use crate::exec::CODE_BAD_REGION;
+use crate::codes::CODE_BAD_REGION;
 
 /// A 16-byte aligned byte array to back the simulator's device arena or host memory.
 ///

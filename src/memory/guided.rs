@@ -1,20 +1,21 @@
 //! [`GuidedMemory`]: measured then guided planned offsets for eager workloads that repeat;
 //! the design is on the type.
 
-use super::arena_plan::{plan_arena, Lifetime};
+mod plans;
+
 use crate::error::Error;
 use crate::hal::Fence;
 use crate::memory::{Access, ChunkSliceMemory, MemoryBinding, MemoryManagement, MemoryStats};
 use crate::storage::Block;
+use plans::{Expect, Plan, Tracked, ESCAPES, NO_TRACKED};
 
 /// Pools that placed tensors kept past their pass may hold back at once.
 pub const HELD_POOLS: usize = 4;
 
 /// Local search rounds of the planner by default (see [`plan_arena`]).
+///
+/// [`plan_arena`]: crate::memory::plan_arena
 pub const DEFAULT_EFFORT: u32 = 200;
-
-/// "Never released in the pass": the tensor escapes.
-const ESCAPES: u16 = u16::MAX;
 
 /// Counters of the passes of a [`MemoryManagement`] (all zero for a manager without passes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,61 +48,6 @@ pub struct PassStats {
     /// Pools held back now by placed tensors kept past their pass.
     pub held_pools: u32,
 }
-
-/// One reservation of a plan.
-#[derive(Clone, Copy, Debug)]
-struct Planned {
-    bytes: u32,
-    /// Offset in the pool (meaningless when the reservation escapes).
-    offset: u32,
-    /// Step of the reservation.
-    first: u16,
-    /// Step of the release, or [`ESCAPES`].
-    last: u16,
-}
-
-const NO_PLANNED: Planned = Planned {
-    bytes: 0,
-    offset: 0,
-    first: 0,
-    last: ESCAPES,
-};
-
-/// The plan of one key.
-#[derive(Debug)]
-struct Plan<const EVENTS: usize> {
-    key: u32,
-    /// Pool bytes (0: nothing to place).
-    pool: u32,
-    /// Reservations of the pass.
-    count: u16,
-    /// Steps of the pass (reservations and releases).
-    steps: u16,
-    /// Tick of the last pass that used or stored it (least recently used goes first).
-    used: u32,
-    /// The last guided pass differed: measure again.
-    stale: bool,
-    slots: [Planned; EVENTS],
-}
-
-/// One reservation of the current pass.
-#[derive(Clone, Copy, Debug)]
-struct Tracked {
-    /// The binding while the tensor is held.
-    binding: Option<MemoryBinding>,
-    bytes: u32,
-    first: u16,
-    last: u16,
-    placed: bool,
-}
-
-const NO_TRACKED: Tracked = Tracked {
-    binding: None,
-    bytes: 0,
-    first: 0,
-    last: ESCAPES,
-    placed: false,
-};
 
 /// A pool reserved from the inner manager.
 #[derive(Clone, Copy, Debug)]
@@ -143,13 +89,6 @@ struct Pass {
     step: u16,
     /// More reservations or steps than the tracker holds.
     overflow: bool,
-}
-
-/// What the plan says of the next reservation.
-enum Expect {
-    Place(u32),
-    Escape,
-    Diverge,
 }
 
 /// A memory manager that measures the first run of each shape of an eager workload and places
@@ -228,6 +167,8 @@ enum Expect {
 ///   [`ChunkSliceMemory`] with 64 chunks; placements take chunk slots too).
 /// - `PLANS`: shapes (keys) whose plans are kept (default 4).
 /// - `EVENTS`: reservations per pass the tracker records (default 64).
+///
+/// [`plan_arena`]: crate::memory::plan_arena
 #[derive(Debug)]
 pub struct GuidedMemory<
     M: MemoryManagement = ChunkSliceMemory<64>,
@@ -269,6 +210,8 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> GuidedMemory<
     }
 
     /// Sets the planner's local search rounds (see [`plan_arena`]); 0 keeps its greedy orders only.
+    ///
+    /// [`plan_arena`]: crate::memory::plan_arena
     pub fn with_effort(mut self, effort: u32) -> Self {
         self.effort = effort;
         self
@@ -418,32 +361,6 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> GuidedMemory<
         self.in_use_peak = self.in_use_peak.max(self.in_use());
     }
 
-    /// What the plan of `slot` says of reservation `k` of `bytes` at `step`.
-    fn expect(&self, slot: usize, k: usize, bytes: u32, step: u16) -> Expect {
-        let Some(p) = self.plans.get(slot).and_then(Option::as_ref) else {
-            return Expect::Diverge;
-        };
-        match p.slots.get(k) {
-            Some(s) if k < usize::from(p.count) && s.bytes == bytes && s.first == step => {
-                if s.last == ESCAPES {
-                    Expect::Escape
-                } else {
-                    Expect::Place(s.offset)
-                }
-            }
-            _ => Expect::Diverge,
-        }
-    }
-
-    /// Whether the plan of `slot` has reservation `k` released at `step`.
-    fn release_planned(&self, slot: usize, k: usize, step: u16) -> bool {
-        self.plans
-            .get(slot)
-            .and_then(Option::as_ref)
-            .and_then(|p| p.slots.get(k))
-            .is_some_and(|s| s.last == step)
-    }
-
     fn set_diverged(&mut self) {
         if let Some(Pass {
             mode: Mode::Guided { diverged, .. },
@@ -452,72 +369,6 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> GuidedMemory<
         {
             *diverged = true;
         }
-    }
-
-    /// Plans the measured pass and stores the plan.
-    fn store_plan(&mut self, pass: Pass) {
-        let count = usize::from(pass.count);
-        let mut lifetimes: heapless::Vec<Lifetime, EVENTS> = heapless::Vec::new();
-        let mut index: heapless::Vec<u16, EVENTS> = heapless::Vec::new();
-        for (k, t) in self.tracked[..count].iter().enumerate() {
-            if t.binding.is_none() {
-                // Both hold at most `count <= EVENTS` entries.
-                let _ = lifetimes.push(Lifetime {
-                    bytes: t.bytes,
-                    first: t.first,
-                    last: t.last,
-                });
-                let _ = index.push(k as u16);
-            }
-        }
-        let Ok(planned) = plan_arena::<EVENTS>(&lifetimes, self.inner.alignment(), self.effort)
-        else {
-            self.stats.overflowed_passes += 1;
-            return;
-        };
-        let slot = match self
-            .plans
-            .iter()
-            .position(|p| p.as_ref().is_some_and(|p| p.key == pass.key))
-            .or_else(|| self.plans.iter().position(Option::is_none))
-        {
-            Some(slot) => slot,
-            None => {
-                let lru = self
-                    .plans
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, p)| p.as_ref().map_or(0, |p| p.used))
-                    .map(|(i, _)| i);
-                let Some(lru) = lru else { return };
-                self.stats.plan_evictions += 1;
-                lru
-            }
-        };
-        let mut entry = Plan {
-            key: pass.key,
-            pool: planned.size(),
-            count: pass.count,
-            steps: pass.step,
-            used: self.tick,
-            stale: false,
-            slots: [NO_PLANNED; EVENTS],
-        };
-        for (s, t) in entry.slots.iter_mut().zip(&self.tracked[..count]) {
-            *s = Planned {
-                bytes: t.bytes,
-                offset: 0,
-                first: t.first,
-                last: ESCAPES,
-            };
-        }
-        for (j, &k) in index.iter().enumerate() {
-            let k = usize::from(k);
-            entry.slots[k].offset = planned.offset(j).unwrap_or(0);
-            entry.slots[k].last = self.tracked[k].last;
-        }
-        self.plans[slot] = Some(entry);
-        self.stats.plans_stored += 1;
     }
 
     /// Returns a pool to the inner manager, or holds it back while placements are held.
@@ -743,181 +594,4 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> MemoryManagem
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
-
-    type Guided<const P: usize, const E: usize> = GuidedMemory<ChunkSliceMemory<32>, P, E>;
-
-    fn guided<const P: usize, const E: usize>() -> Guided<P, E> {
-        let config = MemoryConfig {
-            slice: SliceStrategy::Ratio(0.8),
-            dealloc: DeallocStrategy::Never,
-        };
-        GuidedMemory::new(ChunkSliceMemory::new(1 << 16, 16, config).unwrap())
-    }
-
-    /// A little chain: x → a → b, c, as an inference would, with sizes scaled by `n`.
-    fn run<const P: usize, const E: usize>(m: &mut Guided<P, E>, key: u32, n: u32) -> [Block; 4] {
-        m.begin_pass(key).unwrap();
-        let x = m.reserve(64 * n).unwrap();
-        let a = m.reserve(128 * n).unwrap();
-        let bx = m.block(x).unwrap();
-        let ba = m.block(a).unwrap();
-        m.release(x).unwrap();
-        let b = m.reserve(64 * n).unwrap();
-        let bb = m.block(b).unwrap();
-        m.release(a).unwrap();
-        let c = m.reserve(96 * n).unwrap();
-        let bc = m.block(c).unwrap();
-        m.release(b).unwrap();
-        m.release(c).unwrap();
-        m.end_pass().unwrap();
-        [bx, ba, bb, bc]
-    }
-
-    #[test]
-    fn measured_then_guided_places_at_the_bound() {
-        let mut m = guided::<4, 8>();
-        run(&mut m, 1, 1);
-        assert_eq!(
-            m.stats().reserved,
-            0,
-            "measured chunks went back to the arena"
-        );
-        m.reset_peak();
-        let blocks = run(&mut m, 1, 1);
-        let s = m.pass_stats();
-        assert_eq!((s.measured_passes, s.guided_passes), (1, 1));
-        assert_eq!(s.placed_reservations, 4);
-        assert_eq!((s.fallback_reservations, s.diverged_passes), (0, 0));
-        // Live at once at most: x + a (192) or a + b (192) or b + c (160): the pool is 192.
-        let stats = m.stats();
-        assert_eq!(stats.reserved_peak, 192);
-        assert_eq!(stats.in_use_peak, 192);
-        assert_eq!((stats.in_use, stats.reserved), (0, 0));
-        // a and b live together do not share bytes.
-        let [_, a, b, _] = blocks;
-        assert!(a.end() <= b.offset || b.end() <= a.offset);
-    }
-
-    #[test]
-    fn a_changed_workload_falls_back_and_is_measured_again() {
-        let mut m = guided::<4, 8>();
-        run(&mut m, 1, 1);
-        run(&mut m, 1, 2); // same key, other sizes
-        let s = m.pass_stats();
-        assert_eq!((s.diverged_passes, s.placed_reservations), (1, 0));
-        assert_eq!(s.fallback_reservations, 4);
-        run(&mut m, 1, 2);
-        assert_eq!(m.pass_stats().measured_passes, 2, "measured again");
-        run(&mut m, 1, 2);
-        assert_eq!(m.pass_stats().placed_reservations, 4);
-    }
-
-    #[test]
-    fn a_tensor_released_late_stops_placement() {
-        let mut m = guided::<4, 8>();
-        run(&mut m, 1, 1);
-        m.begin_pass(1).unwrap();
-        let x = m.reserve(64).unwrap();
-        let a = m.reserve(128).unwrap();
-        // x is kept: b must not be placed over it.
-        let b = m.reserve(64).unwrap();
-        let (bx, bb) = (m.block(x).unwrap(), m.block(b).unwrap());
-        assert!(bx.end() <= bb.offset || bb.end() <= bx.offset);
-        assert_eq!(m.pass_stats().placed_reservations, 2);
-        for t in [x, a, b] {
-            m.release(t).unwrap();
-        }
-        m.end_pass().unwrap();
-        assert_eq!(m.pass_stats().diverged_passes, 1);
-        assert_eq!(m.stats().in_use, 0);
-    }
-
-    #[test]
-    fn escaping_tensors_are_not_planned_and_kept_placements_hold_the_pool() {
-        let mut m = guided::<4, 8>();
-        for _ in 0..2 {
-            m.begin_pass(3).unwrap();
-            let t = m.reserve(32).unwrap();
-            let keep = m.reserve(48).unwrap();
-            m.release(t).unwrap();
-            m.end_pass().unwrap();
-            m.release(keep).unwrap();
-        }
-        let s = m.pass_stats();
-        assert_eq!((s.placed_reservations, s.escaping_reservations), (1, 1));
-        // A placed tensor kept past the pass holds its pool back until released.
-        m.begin_pass(3).unwrap();
-        let t = m.reserve(32).unwrap();
-        let keep = m.reserve(48).unwrap();
-        m.end_pass().unwrap();
-        assert_eq!(m.pass_stats().held_pools, 1);
-        assert_eq!(m.stats().in_use, 80);
-        m.release(t).unwrap();
-        m.release(keep).unwrap();
-        assert_eq!(m.pass_stats().held_pools, 0);
-        assert_eq!(m.stats().in_use, 0);
-        m.release_free();
-        assert_eq!(m.stats().reserved, 0);
-    }
-
-    #[test]
-    fn plans_are_evicted_least_recently_used_first() {
-        let mut m = guided::<2, 8>();
-        run(&mut m, 1, 1);
-        run(&mut m, 2, 1);
-        run(&mut m, 1, 1); // guided: 1 is now more recent than 2
-        run(&mut m, 3, 1); // evicts 2
-        let mut keys: heapless::Vec<u32, 2> = m.plans().map(|(k, _)| k).collect();
-        keys.sort_unstable();
-        assert_eq!(&keys[..], &[1, 3]);
-        assert_eq!(m.pass_stats().plan_evictions, 1);
-        run(&mut m, 2, 1);
-        assert_eq!(m.pass_stats().measured_passes, 4);
-    }
-
-    #[test]
-    fn too_many_reservations_are_not_planned_nor_an_error() {
-        let mut m = guided::<2, 3>();
-        for _ in 0..2 {
-            run(&mut m, 1, 1);
-        }
-        let s = m.pass_stats();
-        assert_eq!(
-            (s.overflowed_passes, s.measured_passes, s.guided_passes),
-            (2, 2, 0)
-        );
-        assert_eq!(m.stats().in_use, 0);
-    }
-
-    #[test]
-    fn passes_do_not_nest() {
-        let mut m = guided::<2, 8>();
-        assert_eq!(m.end_pass(), Err(Error::NoPassOpen));
-        m.begin_pass(5).unwrap();
-        assert_eq!(m.begin_pass(6), Err(Error::PassAlreadyOpen { key: 5 }));
-        m.end_pass().unwrap();
-    }
-
-    #[test]
-    fn a_pool_that_does_not_fit_leaves_the_pass_unguided() {
-        let config = MemoryConfig::default();
-        let inner = ChunkSliceMemory::<8>::new(512, 16, config).unwrap();
-        let mut m: GuidedMemory<_, 2, 8> = GuidedMemory::new(inner);
-        m.begin_pass(1).unwrap();
-        let a = m.reserve(256).unwrap();
-        m.release(a).unwrap();
-        m.end_pass().unwrap();
-        let hog = m.reserve(384).unwrap();
-        m.begin_pass(1).unwrap();
-        assert_eq!(m.pass_stats().unguided_passes, 1);
-        assert!(matches!(
-            m.reserve(256),
-            Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
-        ));
-        m.end_pass().unwrap();
-        m.release(hog).unwrap();
-    }
-}
+mod tests;

@@ -43,8 +43,10 @@ mod binary;
 mod concat;
 mod conv;
 mod depthwise;
+mod error;
 mod fully_connected;
 mod interp;
+mod layer;
 mod lower;
 mod mean;
 mod pool;
@@ -52,6 +54,7 @@ mod quantize;
 mod relu;
 mod reshape;
 mod rsqrt;
+mod set;
 mod softmax;
 mod transpose;
 
@@ -60,8 +63,10 @@ pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, S
 pub use concat::ConcatenationI8;
 pub use conv::Conv2dI8;
 pub use depthwise::DepthwiseConv2dI8;
+pub use error::OpError;
 pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
 pub use interp::split_operands;
+pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::MeanI8;
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
@@ -69,6 +74,7 @@ pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
 pub use relu::{ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
+pub use set::OpSet;
 pub use softmax::SoftmaxI8;
 pub use transpose::TransposeI8;
 
@@ -76,7 +82,6 @@ use core::ops::Range;
 
 use crate::model::BuiltinOp;
 use npu_kernels::int8::Nhwc;
-use npu_kernels::KernelError;
 
 /// Most inputs an operator takes (a CONCATENATION of seven tensors, a convolution's input,
 /// filter, multipliers and bias): a job carries one region per input.
@@ -369,158 +374,6 @@ impl Operands {
     }
 }
 
-/// A cycle model's class of an operator: what a TFLite operator is to an NPU compiler (the
-/// Ethos-U cost model of `npu-sim` lowers each class to its NPU passes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum LayerKind {
-    /// `CONV_2D`: `kernel`, `stride`, `dilation`, weights (`OHWI` filter).
-    Conv2d,
-    /// `DEPTHWISE_CONV_2D`: `kernel`, `stride`, `dilation`, weights.
-    DepthwiseConv2d,
-    /// `FULLY_CONNECTED`: input features are `ifm[3]`, every other input dimension is a batch
-    /// row; weights.
-    FullyConnected,
-    /// `AVERAGE_POOL_2D`: `kernel` is the window, `stride`.
-    AveragePool,
-    /// `MAX_POOL_2D`: `kernel` is the window, `stride`.
-    MaxPool,
-    /// `ADD` (`ifm2` the second operand, broadcast as in TFLite).
-    Add,
-    /// `SUB`.
-    Sub,
-    /// `MUL`.
-    Mul,
-    /// `SOFTMAX` over the innermost dimension.
-    Softmax,
-    /// `MEAN` over the dimensions in `axes`.
-    Mean,
-    /// `RSQRT` (a lookup table).
-    Rsqrt,
-    /// `LOGISTIC` (a lookup table).
-    Logistic,
-    /// `TANH` (a lookup table).
-    Tanh,
-    /// A standalone `RELU`, `RELU6` or `RELU_N1_TO_1` (one pass through the output stage).
-    Relu,
-    /// `TRANSPOSE`: one read and one write of the tensor.
-    Transpose,
-    /// `CONCATENATION`: free (producers write into the concatenated tensor).
-    Concatenation,
-    /// `RESHAPE`, `SQUEEZE`, `EXPAND_DIMS`: free.
-    Reshape,
-    /// `BATCH_MATMUL`: `ifm` is the left operand `[1, B, M, K]`, `ifm2` the right operand
-    /// `[1, B, K, N]`, `ofm` `[1, B, M, N]`.
-    BatchMatmul,
-    /// `QUANTIZE` / `REQUANTIZE` between int8 scales (one pass through the output stage).
-    Quantize,
-}
-
-/// An operator as a cycle model sees it: its class and the geometry of its feature maps
-/// (NHWC with 4 dimensions; lower ranks padded at the front), as [`Operator::layer`] gives it.
-/// Where its constant operands live (flash or SRAM) is the job's, not the operator's: the
-/// layer names the operands that hold its weights and its second input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Layer {
-    /// The class.
-    pub kind: LayerKind,
-    /// The (first) input feature map.
-    pub ifm: [u32; 4],
-    /// The second input of binary operators, broadcast against `ifm`.
-    pub ifm2: Option<[u32; 4]>,
-    /// The output feature map.
-    pub ofm: [u32; 4],
-    /// Window height and width; `(1, 1)` for operators without one.
-    pub kernel: (u32, u32),
-    /// Strides; `(1, 1)` for operators without them.
-    pub stride: (u32, u32),
-    /// Dilations; `(1, 1)` for operators without them.
-    pub dilation: (u32, u32),
-    /// For [`LayerKind::Mean`]: bit `i` set when NHWC dimension `i` is reduced.
-    pub axes: u8,
-    /// The input operand holding the weights, if any.
-    pub weights: Option<u8>,
-    /// The input operand that is `ifm2`, if any.
-    pub ifm2_operand: Option<u8>,
-}
-
-impl Layer {
-    /// A layer of class `kind` from `ifm` to `ofm`, with no window, weights or second input.
-    pub const fn new(kind: LayerKind, ifm: [u32; 4], ofm: [u32; 4]) -> Self {
-        Layer {
-            kind,
-            ifm,
-            ifm2: None,
-            ofm,
-            kernel: (1, 1),
-            stride: (1, 1),
-            dilation: (1, 1),
-            axes: 0,
-            weights: None,
-            ifm2_operand: None,
-        }
-    }
-}
-
-/// A CPU cost model's class of an operator: the `npu-kernels` kernel the fallback runs for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[repr(u8)]
-pub enum CpuKernel {
-    /// Int8 convolution.
-    Conv,
-    /// Int8 depthwise convolution.
-    Depthwise,
-    /// Int8 fully connected (per-tensor or per-channel).
-    FullyConnected,
-    /// Int8 batch matmul.
-    BatchMatmul,
-    /// Int8 average pooling.
-    AveragePool,
-    /// Int8 max pooling.
-    MaxPool,
-    /// Int8 mean.
-    Mean,
-    /// Int8 add, same shapes or broadcast.
-    Add,
-    /// Int8 sub (broadcast).
-    Sub,
-    /// Int8 mul, same shapes or broadcast.
-    Mul,
-    /// Int8 ReLU family.
-    Relu,
-    /// Int8 reciprocal square root.
-    Rsqrt,
-    /// Int8 to int8 requantisation.
-    Requantize,
-    /// F32 to int8 quantisation.
-    Quantize,
-    /// Int8 to f32 dequantisation.
-    Dequantize,
-    /// Int8 softmax.
-    Softmax,
-    /// Int8 transpose.
-    Transpose,
-    /// Int8 concatenation.
-    Concatenation,
-    /// Reshape: a copy.
-    Reshape,
-    /// F32 add.
-    AddF32,
-    /// F32 mul.
-    MulF32,
-    /// F32 ReLU.
-    ReluF32,
-    /// F32 fully connected.
-    FullyConnectedF32,
-}
-
-impl CpuKernel {
-    /// How many kernels there are.
-    pub const COUNT: usize = 23;
-}
-
 /// Bytes 3..=15 of an operator's tuning key: the parameters that decide which kernel variants
 /// can run, exact, and five sizes, which the key rounds to powers of two (see
 /// [`TuneKey`](crate::tune::TuneKey)).
@@ -543,59 +396,6 @@ pub struct Im2col {
     /// Whether it can beat the direct kernel: a window of more than one tap, or a stride
     /// above 1 (else each output pixel already reads one input row).
     pub helps: bool,
-}
-
-/// Why an op could not run over the given buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum OpError {
-    /// The kernel refused the operands.
-    Kernel(KernelError),
-    /// A buffer is not aligned for its element type, or its length is not a whole number of
-    /// elements.
-    Misaligned {
-        /// Operand index (inputs first, then the output as [`MAX_INPUTS`]).
-        operand: u8,
-    },
-    /// The op needs a different number of inputs.
-    InputCount {
-        /// Inputs given.
-        given: u8,
-    },
-    /// The op cannot write over its input ([`Op::runs_in_place`] is false).
-    NotInPlace,
-    /// The op does not run as im2col ([`Op::im2col`] is `None`).
-    NotIm2col,
-}
-
-impl core::fmt::Display for OpError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match *self {
-            OpError::Kernel(e) => e.fmt(f),
-            OpError::Misaligned { operand } if usize::from(operand) == MAX_INPUTS => f.write_str(
-                "the output buffer is not aligned for its element type, or not a whole \
-                     number of elements",
-            ),
-            OpError::Misaligned { operand } => write!(
-                f,
-                "input buffer {operand} is not aligned for its element type, or not a whole \
-                 number of elements"
-            ),
-            OpError::InputCount { given } => {
-                write!(f, "{given} inputs given, not a number the op takes")
-            }
-            OpError::NotInPlace => f.write_str("the op cannot write over its input"),
-            OpError::NotIm2col => f.write_str("the op does not run as im2col"),
-        }
-    }
-}
-
-impl core::error::Error for OpError {}
-
-impl From<KernelError> for OpError {
-    fn from(e: KernelError) -> Self {
-        OpError::Kernel(e)
-    }
 }
 
 /// What every layer needs to know of one operator: implemented by each description type (see
@@ -786,58 +586,6 @@ impl Op {
     /// [`Operator::contiguous_inputs`]).
     pub fn contiguous_inputs(&self) -> Option<heapless::Vec<u32, MAX_INPUTS>> {
         self.description().contiguous_inputs()
-    }
-}
-
-/// A set of (operator family, dtype) pairs, as a bitset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct OpSet(pub u64);
-
-impl OpSet {
-    /// No operator.
-    pub const EMPTY: OpSet = OpSet(0);
-
-    const fn bit(op: OpKind, dtype: DType) -> u64 {
-        let d = match dtype {
-            DType::F32 => 0,
-            DType::I8 => 1,
-        };
-        1 << (op as u32 * 2 + d)
-    }
-
-    /// Every operator family, in every dtype.
-    pub const fn all() -> OpSet {
-        let mut bits = 0;
-        let mut i = 0;
-        while i < OpKind::ALL.len() {
-            bits |= Self::bit(OpKind::ALL[i], DType::F32) | Self::bit(OpKind::ALL[i], DType::I8);
-            i += 1;
-        }
-        OpSet(bits)
-    }
-
-    /// This set plus one pair.
-    pub const fn with(self, op: OpKind, dtype: DType) -> OpSet {
-        OpSet(self.0 | Self::bit(op, dtype))
-    }
-
-    /// This set less one pair.
-    pub const fn without(self, op: OpKind, dtype: DType) -> OpSet {
-        OpSet(self.0 & !Self::bit(op, dtype))
-    }
-
-    /// Whether the pair is in the set.
-    pub const fn contains(self, op: OpKind, dtype: DType) -> bool {
-        self.0 & Self::bit(op, dtype) != 0
-    }
-
-    /// Whether `op`'s (family, dtype) pair is in the set: what a dispatch asks of every job.
-    #[inline]
-    pub fn runs(self, op: &Op) -> bool {
-        // One match from variant to bit rather than `contains(op.kind(), op.dtype())`, whose
-        // two matches cost a dozen instructions more per job on a Cortex-M4.
-        self.0 & op.set_bit() != 0
     }
 }
 

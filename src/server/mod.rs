@@ -11,7 +11,8 @@
 //! | `tensors` | making tensors and their handles: in device memory, placed in a pool, constant (bound in flash the NPU reads, or uploaded once), pinned; mapping flash |
 //! | `release` | dropping references; memory goes back fence-safe when the last one goes |
 //! | `transfers` | host↔device and device↔device DMA jobs: `write`, `read`, `copy` |
-//! | `residency` | where a tensor's newest bytes are, and the pinned host blocks that move them without a staging copy ([`Residency`]) |
+//! | `residency` | where a tensor's newest bytes are ([`Residency`]), and the record of a pinned host block |
+//! | `pinned` | pinned host blocks: moving their bytes without a staging copy, and the CPU's access to them |
 //! | `dispatch` (and `deps`) | checking a job's operands, choosing its unit, submitting it with the fences it waits for |
 //! | `fallback` | running an op the NPU lacks on the CPU kernels over host staging |
 //! | `job_plan` | jobs checked once and submitted many times ([`JobPlanState`]) |
@@ -41,6 +42,7 @@ mod dispatch;
 mod fallback;
 mod job_plan;
 mod passes;
+mod pinned;
 mod release;
 mod residency;
 mod staging;

@@ -1,4 +1,5 @@
-//! Tests of the int8 kernels.
+//! Tests of the int8 kernels. (Over 700 lines on purpose: a test-only file whose tests all share
+//! the independent [`model`] and the helpers below.)
 //!
 //! Three kinds of expectations, none of them produced by the code under test:
 //! - exhaustive checks for scales whose rescaling is exact (powers of two), against plain

@@ -1,0 +1,218 @@
+//! The HAL: [`SimNpu`]'s implementation of [`Npu`], scheduling each accepted job at once (see
+//! [Scheduling](crate#scheduling)) and retiring finished jobs when polled or interrupted.
+
+use npu_compute::hal::{
+    Capabilities, Cycles, Fence, HalError, Job, Npu, Queue, Region, Variant, MAX_FLASH_SEGMENTS,
+    MAX_JOB_INPUTS,
+};
+use npu_compute::ops::Op;
+
+use crate::fingerprint::fingerprint;
+use crate::in_flight::{InFlight, Work};
+use crate::{queue_index, SimNpu};
+
+#[cfg(doc)]
+use crate::{cost, CpuModel, SimConfig, SimStats, FAILED_RECORD_CAPACITY};
+
+impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
+    /// Derived from the configuration and the memories; `max_in_flight = JOBS`.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            device_memory_bytes: u32::try_from(self.device.len()).unwrap_or(u32::MAX),
+            host_memory_bytes: u32::try_from(self.host.len()).unwrap_or(u32::MAX),
+            alignment: self.config.alignment,
+            execution_units: self.config.execution_units,
+            max_in_flight: u16::try_from(JOBS).unwrap_or(u16::MAX),
+            ops: self.config.ops,
+            reads_flash: self.config.reads_flash,
+            flash_alignment: self.config.flash_alignment,
+        }
+    }
+
+    /// Validates the job (see the crate docs for the order of checks), schedules it and
+    /// returns its fence (fences count up from `Fence(0)`). Never moves the clock. If the
+    /// in-flight table is full it first retires finished jobs, then refuses with
+    /// [`HalError::QueueFull`] if none had finished. A transfer may run on any queue (an
+    /// execution unit's command stream can copy too); a compute job on [`Queue::Dma`] is
+    /// [`HalError::Unsupported`].
+    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError> {
+        self.validate(job)?;
+        let capacity = u16::try_from(JOBS).unwrap_or(u16::MAX);
+        if self.in_flight.is_full() {
+            self.retire_ready();
+            if self.in_flight.is_full() {
+                return Err(HalError::QueueFull { capacity });
+            }
+        }
+        // 2^64 fences cannot be issued in practice; refuse rather than reuse one.
+        let Some(next) = self.next_fence.checked_add(1) else {
+            return Err(HalError::QueueFull { capacity });
+        };
+        let Some(q) = queue_index(job.queue) else {
+            // Unreachable: units are validated against `execution_units <= MAX_EXECUTION_UNITS`.
+            let unit = if let Queue::Unit(u) = job.queue { u } else { 0 };
+            return Err(HalError::NoSuchUnit {
+                unit,
+                units: self.config.execution_units,
+            });
+        };
+        let fence = Fence(self.next_fence);
+
+        let mut start = self.now.max(self.free_at[q]);
+        let mut deps = heapless::Vec::new();
+        let mut dep_failed = false;
+        for dep in &job.deps {
+            if let Some(d) = self.in_flight.iter().find(|j| j.fence == *dep) {
+                start = start.max(d.end);
+                dep_failed |= d.dep_failed;
+                let _ = deps.push(*dep); // at most MAX_JOB_DEPS
+            } else if self.failed.code_of(*dep).is_some() {
+                dep_failed = true;
+            }
+        }
+        let end = start.saturating_add(self.job_cycles(&job.kind));
+
+        let entry = InFlight {
+            fence,
+            queue: job.queue,
+            work: Work::of(&job.kind),
+            start,
+            end,
+            deps,
+            dep_failed,
+        };
+        if self.in_flight.push(entry).is_err() {
+            return Err(HalError::QueueFull { capacity });
+        }
+        self.next_fence = next;
+        self.free_at[q] = end;
+        self.stats.jobs_submitted += 1;
+        let in_flight = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
+        self.stats.peak_in_flight = self.stats.peak_in_flight.max(in_flight);
+        Ok(fence)
+    }
+
+    /// `UnknownFence` for a fence never issued; otherwise retires finished jobs, then answers
+    /// `WouldBlock` while the job is in flight, `JobFailed` if it failed (while its record
+    /// lasts, see [`FAILED_RECORD_CAPACITY`]), `Ok` otherwise. Never moves the clock.
+    fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
+        if fence.0 >= self.next_fence {
+            return Err(nb::Error::Other(HalError::UnknownFence(fence)));
+        }
+        self.retire_ready();
+        if self.in_flight.iter().any(|j| j.fence == fence) {
+            return Err(nb::Error::WouldBlock);
+        }
+        match self.failed.code_of(fence) {
+            Some(code) => Err(nb::Error::Other(HalError::JobFailed { fence, code })),
+            None => Ok(()),
+        }
+    }
+
+    /// Jumps the clock to the earliest in-flight end if that is later than now; otherwise
+    /// (nothing in flight, or a job already ended) returns at once. Retires nothing.
+    fn wait_for_event(&mut self) {
+        if let Some(next) = self.next_event() {
+            self.now = self.now.max(next);
+        }
+    }
+
+    /// Retires finished jobs, which clears [`irq_pending`](SimNpu::irq_pending).
+    fn on_interrupt(&mut self) {
+        self.retire_ready();
+    }
+
+    fn now(&self) -> Cycles {
+        self.now
+    }
+
+    /// Maps `bytes` into the first free segment. Refuses with [`HalError::FlashUnreadable`]
+    /// when the configuration says the NPU cannot read flash, [`HalError::Misaligned`] when
+    /// `bytes` does not start on the configured alignment (region offsets are checked against
+    /// it), and [`HalError::FlashSegmentsFull`].
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
+        if !self.config.reads_flash {
+            return Err(HalError::FlashUnreadable);
+        }
+        let segment =
+            self.flash
+                .iter()
+                .position(Option::is_none)
+                .ok_or(HalError::FlashSegmentsFull {
+                    capacity: MAX_FLASH_SEGMENTS as u8,
+                })? as u8;
+        if (bytes.as_ptr() as usize) % (self.config.alignment as usize) != 0 {
+            return Err(HalError::Misaligned {
+                region: Region::flash(segment, 0, u32::try_from(bytes.len()).unwrap_or(u32::MAX)),
+                alignment: self.config.alignment,
+            });
+        }
+        if u32::try_from(bytes.len()).is_err() {
+            return Err(HalError::OutOfBounds {
+                region: Region::flash(segment, 0, u32::MAX),
+                space_bytes: u32::MAX,
+            });
+        }
+        self.flash[usize::from(segment)] = Some(bytes);
+        Ok(segment)
+    }
+
+    /// Forgets the segment (no effect if it is not mapped).
+    fn unmap_flash(&mut self, segment: u8) {
+        if let Some(slot) = self.flash.get_mut(usize::from(segment)) {
+            *slot = None;
+        }
+    }
+
+    fn host_memory(&mut self) -> &mut [u8] {
+        self.host
+    }
+
+    /// [`Variant::Auto`] always. A block or im2col when the layer cost model is configured
+    /// ([`SimConfig::layers`]), the variant [applies to](Variant::applies_to) the op's kind
+    /// and the cost model says it fits ([`cost::supports_variant`]); `submit` then accepts the
+    /// job (given an im2col's scratch). The answer depends on the op alone: whether the weights
+    /// sit in flash or device memory changes a variant's cost, never whether it fits.
+    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
+        if variant == Variant::Auto {
+            return true;
+        }
+        // The cost model reads the filter's size from the job's regions; an op's own operand
+        // sizes are what a valid job's regions have.
+        let Some(operands) = op.operands() else {
+            return false;
+        };
+        let inputs: heapless::Vec<Region, MAX_JOB_INPUTS> = operands
+            .inputs
+            .iter()
+            .map(|&len| Region::device(0, len))
+            .collect();
+        self.runs_variant(op, variant, &inputs)
+    }
+
+    /// FNV-1a-64 over [`cost::COST_MODEL_VERSION`] and every field of [`SimConfig`] that
+    /// changes a job's cycles but is not in [`Capabilities`] (the caller's fingerprint covers
+    /// those): the rates and overheads of the simple model, the layer model's configuration
+    /// (a tag, then every [`U55Config`](cost::U55Config) field) and the CPU model's (a tag,
+    /// then every [`CpuModel`] field).
+    fn tuning_fingerprint(&self) -> u64 {
+        fingerprint(&self.config)
+    }
+
+    /// Advances the clock by the op's [`CpuModel::cycles`] when [`SimConfig::cpu`] is set:
+    /// the CPU was busy computing, and jobs in flight went on meanwhile. Counted in
+    /// [`SimStats::cpu_ops`] and [`SimStats::cpu_cycles`].
+    fn host_compute(&mut self, op: &Op) {
+        if let Some(model) = self.config.cpu {
+            let cycles = model.cycles(op);
+            self.advance(cycles);
+            self.stats.cpu_ops += 1;
+            self.stats.cpu_cycles = self.stats.cpu_cycles.saturating_add(cycles);
+        }
+    }
+
+    /// `true` when [`SimConfig::cpu`] is set.
+    fn clock_counts_cpu(&self) -> bool {
+        self.config.cpu.is_some()
+    }
+}

@@ -1,0 +1,101 @@
+//! Retiring a job: applying its effect to memory (a transfer's copy, an operator's output) once
+//! its end has passed, and recording how it ended in the stats, the failed-fence record and the
+//! trace. See [Effects at retire](crate#effects-at-retire).
+
+use npu_compute::hal::JobKind;
+
+use crate::in_flight::InFlight;
+use crate::{exec, memory, queue_index, SimNpu, TraceEntry, TraceKind, CODE_DEPENDENCY_FAILED};
+
+impl<const JOBS: usize> SimNpu<'_, JOBS> {
+    /// Index of the in-flight job to retire next: smallest `(end, fence)` with `end <= now`.
+    pub(crate) fn next_ready(&self) -> Option<usize> {
+        self.in_flight
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| j.end <= self.now)
+            .min_by_key(|(_, j)| (j.end, j.fence))
+            .map(|(i, _)| i)
+    }
+
+    /// Applies a job's effect and records its outcome.
+    pub(crate) fn retire(&mut self, job: InFlight) {
+        let job_kind = job.work.kind();
+        let outcome = if job.dep_failed {
+            Err(CODE_DEPENDENCY_FAILED)
+        } else {
+            match &job_kind {
+                JobKind::Transfer { src, dst } => {
+                    memory::transfer(self.device, self.host, &self.flash, src, dst)
+                }
+                JobKind::Compute {
+                    op,
+                    variant,
+                    inputs,
+                    output,
+                    scratch,
+                } => match self.inject.take() {
+                    Some(code) => Err(code),
+                    None => exec::run_compute(
+                        op,
+                        *variant,
+                        self.device,
+                        &self.flash,
+                        inputs,
+                        output,
+                        scratch.as_ref(),
+                    ),
+                },
+            }
+        };
+
+        if let Some(busy) = queue_index(job.queue).and_then(|i| self.stats.busy_cycles.get_mut(i)) {
+            *busy = busy.saturating_add(job.end - job.start);
+        }
+        match outcome {
+            Ok(()) => {
+                self.stats.jobs_completed += 1;
+                match &job_kind {
+                    JobKind::Transfer { src, .. } => {
+                        self.stats.transfers += 1;
+                        self.stats.transfer_bytes += u64::from(src.len);
+                    }
+                    JobKind::Compute { op, .. } => {
+                        self.stats.macs = self.stats.macs.saturating_add(op.macs());
+                    }
+                }
+            }
+            Err(code) => {
+                self.stats.jobs_failed += 1;
+                if self.failed.record(job.fence, code) {
+                    self.stats.failures_forgotten += 1;
+                }
+                for other in self.in_flight.iter_mut() {
+                    if other.deps.contains(&job.fence) {
+                        other.dep_failed = true;
+                    }
+                }
+            }
+        }
+
+        let kind = match &job_kind {
+            JobKind::Transfer { src, dst } => TraceKind::Transfer {
+                from: src.space,
+                to: dst.space,
+                bytes: src.len,
+            },
+            JobKind::Compute { op, .. } => TraceKind::Compute {
+                op: op.kind(),
+                dtype: op.dtype(),
+            },
+        };
+        self.trace.record(TraceEntry {
+            fence: job.fence,
+            queue: job.queue,
+            kind,
+            start: job.start,
+            end: job.end,
+            failure: outcome.err(),
+        });
+    }
+}

@@ -1,0 +1,274 @@
+//! int8 DEPTHWISE_CONV_2D: its shape, its resolved parameters and the kernel (the arithmetic
+//! is [`conv`](super)'s, shared with CONV_2D).
+
+use super::{check_channel_operands, ChannelMultiplier, ConvQuant, PixelTaps};
+use crate::int8::window::{elems, image_len, row_band, Axis, Nhwc, Window2d};
+use crate::int8::{Activation, Quant};
+use crate::{check_len, KernelError};
+
+#[cfg(doc)]
+use super::Conv2dParams;
+
+/// Shape of a DEPTHWISE_CONV_2D: input, depth multiplier and window. Output channel
+/// `ic · depth_multiplier + m` filters input channel `ic`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DepthwiseShape {
+    /// Input tensor dimensions (NHWC).
+    pub input: Nhwc,
+    /// Output channels per input channel (M), at least 1.
+    pub depth_multiplier: u32,
+    /// Filter size, strides, dilations and padding.
+    pub window: Window2d,
+}
+
+/// Precomputed parameters of int8 DEPTHWISE_CONV_2D (TFLM's `OpDataConv` for depthwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DepthwiseParams {
+    rows: Axis,
+    cols: Axis,
+    batches: usize,
+    in_channels: usize,
+    depth_multiplier: usize,
+    out_channels: usize,
+    input_len: usize,
+    filter_len: usize,
+    output_len: usize,
+    quant: ConvQuant,
+}
+
+impl DepthwiseParams {
+    /// Resolves the geometry and quantization like [`Conv2dParams::new`].
+    ///
+    /// Errors: [`KernelError::Unsupported`] for zero filter sizes, strides, dilations, input
+    /// channels or depth multiplier; [`KernelError::ShapeOverflow`];
+    /// [`KernelError::InvalidQuantization`].
+    pub fn new(
+        shape: DepthwiseShape,
+        input: Quant,
+        output: Quant,
+        act: Activation,
+    ) -> Result<Self, KernelError> {
+        let w = shape.window;
+        let rows = Axis::new(
+            w.padding,
+            shape.input.height,
+            w.filter_height,
+            w.stride_height,
+            w.dilation_height,
+        )?;
+        let cols = Axis::new(
+            w.padding,
+            shape.input.width,
+            w.filter_width,
+            w.stride_width,
+            w.dilation_width,
+        )?;
+        if shape.depth_multiplier == 0 {
+            return Err(KernelError::Unsupported {
+                what: "depth multiplier 0",
+            });
+        }
+        if shape.input.channels == 0 {
+            return Err(KernelError::Unsupported {
+                what: "input channels 0",
+            });
+        }
+        let out_channels = shape
+            .input
+            .channels
+            .checked_mul(shape.depth_multiplier)
+            .ok_or(KernelError::ShapeOverflow)?;
+        let input_len = shape.input.len()?;
+        let filter_len = elems(&[w.filter_height, w.filter_width, out_channels])?;
+        let out_dim = |v: usize| u32::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+        let output_len = elems(&[
+            shape.input.batches,
+            out_dim(rows.out_size)?,
+            out_dim(cols.out_size)?,
+            out_channels,
+        ])?;
+        let us = |v: u32| usize::try_from(v).map_err(|_| KernelError::ShapeOverflow);
+        Ok(Self {
+            rows,
+            cols,
+            batches: us(shape.input.batches)?,
+            in_channels: us(shape.input.channels)?,
+            depth_multiplier: us(shape.depth_multiplier)?,
+            out_channels: us(out_channels)?,
+            input_len,
+            filter_len,
+            output_len,
+            quant: ConvQuant::new(input, output, act)?,
+        })
+    }
+
+    /// Output tensor dimensions.
+    #[must_use]
+    pub fn output_shape(&self) -> Nhwc {
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.out_size as u32,
+            width: self.cols.out_size as u32,
+            channels: self.out_channels as u32,
+        }
+    }
+
+    /// Leading `(height, width)` padding (TFLM's `padding_values`).
+    #[must_use]
+    pub fn padding(&self) -> (usize, usize) {
+        (self.rows.pad, self.cols.pad)
+    }
+
+    /// Inclusive `(min, max)` the outputs are clamped to.
+    #[must_use]
+    pub const fn activation_range(&self) -> (i32, i32) {
+        (self.quant.activation_min, self.quant.activation_max)
+    }
+
+    /// Element counts `(input, filter, output)` the buffers must have.
+    #[must_use]
+    pub const fn lens(&self) -> (usize, usize, usize) {
+        (self.input_len, self.filter_len, self.output_len)
+    }
+
+    /// Input tensor dimensions (for [`row_band`](Self::row_band) parameters, the band's).
+    #[must_use]
+    pub fn input_shape(&self) -> Nhwc {
+        // Every dimension was checked to fit a u32 in `new` (a band's are no larger).
+        Nhwc {
+            batches: self.batches as u32,
+            height: self.rows.in_size as u32,
+            width: self.cols.in_size as u32,
+            channels: self.in_channels as u32,
+        }
+    }
+
+    /// Parameters that compute output rows `out_rows` from the band of input rows they read,
+    /// and that band (`input_rows`), for running a layer in horizontal stripes: as
+    /// [`Conv2dParams::row_band`], for [`depthwise_conv2d`].
+    ///
+    /// Errors: [`KernelError::Unsupported`] when the batch size is not 1, or `out_rows` is
+    /// empty or reaches past the output's last row.
+    ///
+    /// ```
+    /// use npu_kernels::int8::{Activation, DepthwiseParams, DepthwiseShape, Nhwc, Padding, Quant, Window2d};
+    ///
+    /// // 3x3 VALID depthwise convolution with stride 2 of a 9x4x3 image: 4 output rows.
+    /// let shape = DepthwiseShape {
+    ///     input: Nhwc { batches: 1, height: 9, width: 4, channels: 3 },
+    ///     depth_multiplier: 1,
+    ///     window: Window2d {
+    ///         filter_height: 3, filter_width: 3, stride_height: 2, stride_width: 1,
+    ///         dilation_height: 1, dilation_width: 1, padding: Padding::Valid,
+    ///     },
+    /// };
+    /// let q = Quant { scale: 0.1, zero_point: 0 };
+    /// let p = DepthwiseParams::new(shape, q, q, Activation::None)?;
+    /// // Output rows 1..3 read input rows 2..7 (row 2 · 2 + 2 is the last).
+    /// let (band, rows) = p.row_band(1..3)?;
+    /// assert_eq!(rows, 2..7);
+    /// assert_eq!(band.input_shape().height, 5);
+    /// assert_eq!(band.output_shape().height, 2);
+    /// assert_eq!(band.lens(), (5 * 4 * 3, 3 * 3 * 3, 2 * 2 * 3));
+    /// Ok::<(), npu_kernels::KernelError>(())
+    /// ```
+    pub fn row_band(
+        &self,
+        out_rows: core::ops::Range<u32>,
+    ) -> Result<(Self, core::ops::Range<u32>), KernelError> {
+        let (rows, input_rows) = row_band(&self.rows, self.batches, out_rows)?;
+        let band = Self {
+            rows,
+            input_len: image_len(rows.in_size, self.cols.in_size, self.in_channels)?,
+            output_len: image_len(rows.out_size, self.cols.out_size, self.out_channels)?,
+            ..*self
+        };
+        Ok((band, input_rows))
+    }
+}
+
+/// Output channels accumulated together by the depth-multiplier-1 depthwise path.
+const DW_BLOCK: usize = 32;
+
+/// int8 DEPTHWISE_CONV_2D with per-channel quantization (TFLM's
+/// `reference_integer_ops::DepthwiseConvPerChannel`).
+///
+/// Layouts: `input` NHWC, `filter` `[1][KH][KW][in_channels · depth_multiplier]`, `bias` and
+/// `multipliers` `[out_channels]`, `output` NHWC with [`DepthwiseParams::output_shape`].
+/// Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn depthwise_conv2d(
+    p: &DepthwiseParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    check_len("input", p.input_len, input.len())?;
+    check_len("filter", p.filter_len, filter.len())?;
+    check_len("output", p.output_len, output.len())?;
+    check_channel_operands(p.out_channels, multipliers, bias)?;
+    if p.output_len == 0 {
+        return Ok(());
+    }
+    let (rows, cols) = (p.rows, p.cols);
+    let (ic, oc, mult) = (p.in_channels, p.out_channels, p.depth_multiplier);
+    let in_row_len = cols.in_size * ic;
+    let out_image_len = rows.out_size * cols.out_size * oc;
+    let offset = p.quant.input_offset;
+
+    for (in_image, out_image) in input
+        .chunks_exact(rows.in_size * in_row_len)
+        .zip(output.chunks_exact_mut(out_image_len))
+    {
+        for (oy, out_row) in out_image.chunks_exact_mut(cols.out_size * oc).enumerate() {
+            let ky = rows.taps(oy);
+            for (ox, out_px) in out_row.chunks_exact_mut(oc).enumerate() {
+                let taps = PixelTaps {
+                    in_image,
+                    in_row_len,
+                    in_px_len: ic,
+                    filter,
+                    filter_row_len: cols.filter * oc,
+                    filter_px_len: oc,
+                    rows: (ky, rows.dilation),
+                    cols: (cols.taps(ox), cols.dilation),
+                };
+                if mult == 1 {
+                    // Channel blocks: contiguous input and filter channels, vectorizable.
+                    let mut c0 = 0;
+                    while c0 < oc {
+                        let n = DW_BLOCK.min(oc - c0);
+                        let mut acc = [0_i32; DW_BLOCK];
+                        taps.each(|x, w| {
+                            for ((a, &x), &w) in
+                                acc[..n].iter_mut().zip(&x[c0..c0 + n]).zip(&w[c0..c0 + n])
+                            {
+                                *a = a.wrapping_add(i32::from(w) * (i32::from(x) + offset));
+                            }
+                        });
+                        for (k, (o, a)) in out_px[c0..c0 + n].iter_mut().zip(&acc).enumerate() {
+                            let c = c0 + k;
+                            let b = bias.map_or(0, |b| b[c]);
+                            *o = p.quant.finish(a.wrapping_add(b), multipliers[c]);
+                        }
+                        c0 += n;
+                    }
+                } else {
+                    for (c, (o, &m)) in out_px.iter_mut().zip(multipliers).enumerate() {
+                        let in_c = c / mult;
+                        let mut acc = 0_i32;
+                        taps.each(|x, w| {
+                            acc = acc.wrapping_add(i32::from(w[c]) * (i32::from(x[in_c]) + offset));
+                        });
+                        let b = bias.map_or(0, |b| b[c]);
+                        *o = p.quant.finish(acc.wrapping_add(b), m);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

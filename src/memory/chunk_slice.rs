@@ -1,0 +1,424 @@
+//! [`ChunkSliceMemory`]: Burn-Compute's chunk/slice strategy over the arena (see the
+//! [module documentation](super) for the algorithm).
+
+use super::{Access, DeallocStrategy, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
+use crate::error::{Capacity, Error};
+use crate::hal::Fence;
+use crate::storage::{ArenaStorage, Block};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkState {
+    /// No tensor holds it.
+    Free,
+    /// A tensor holds the whole chunk.
+    Whole { bytes: u32 },
+    /// A tensor holds (or, when `held` is false, held until the next reserve) the first
+    /// `bytes` of the chunk.
+    Slice { bytes: u32, held: bool },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    block: Block,
+    /// For a placed tensor, the pool chunk it lies in: its block is a range of the pool's, not
+    /// an arena block of its own.
+    parent: Option<u16>,
+    state: ChunkState,
+    /// Bumped at every binding so a stale [`MemoryBinding`] is detected.
+    generation: u32,
+    access: Access,
+}
+
+impl Chunk {
+    /// Whether `b` names this chunk as it is bound now.
+    fn is_bound_to(&self, b: MemoryBinding) -> bool {
+        self.generation == b.generation && self.state != ChunkState::Free
+    }
+
+    /// The range its tensor holds: the start of the chunk, the requested length.
+    fn bound_block(&self) -> Block {
+        let len = match self.state {
+            ChunkState::Whole { bytes } | ChunkState::Slice { bytes, .. } => bytes,
+            ChunkState::Free => 0,
+        };
+        Block {
+            offset: self.block.offset,
+            len,
+        }
+    }
+}
+
+/// Burn-Compute's chunk/slice memory manager over a fixed arena, with at most `CHUNKS` chunks.
+#[derive(Debug)]
+pub struct ChunkSliceMemory<const CHUNKS: usize = 64> {
+    arena: ArenaStorage<CHUNKS>,
+    chunks: [Option<Chunk>; CHUNKS],
+    config: MemoryConfig,
+    reserves_since_dealloc: u32,
+    next_generation: u32,
+    stats: MemoryStats,
+}
+
+impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
+    /// A manager over an arena of `size` bytes aligned to `alignment`.
+    pub fn new(size: u32, alignment: u32, config: MemoryConfig) -> Result<Self, Error> {
+        let arena = ArenaStorage::new(size, alignment)?;
+        let largest_free = arena.size();
+        Ok(ChunkSliceMemory {
+            arena,
+            chunks: [None; CHUNKS],
+            config,
+            reserves_since_dealloc: 0,
+            next_generation: 0,
+            stats: MemoryStats {
+                largest_free,
+                ..MemoryStats::default()
+            },
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> MemoryConfig {
+        self.config
+    }
+
+    /// The arena bookkeeping (read only).
+    pub fn arena(&self) -> &ArenaStorage<CHUNKS> {
+        &self.arena
+    }
+
+    fn bind(&mut self, index: usize, state: ChunkState, requested: u32) -> MemoryBinding {
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        if let Some(c) = self.chunks[index].as_mut() {
+            c.state = state;
+            c.generation = generation;
+        }
+        self.stats.in_use += requested;
+        self.stats.in_use_peak = self.stats.in_use_peak.max(self.stats.in_use);
+        MemoryBinding {
+            chunk: index as u16,
+            generation,
+        }
+    }
+
+    fn chunk(&self, b: MemoryBinding) -> Result<&Chunk, Error> {
+        match self.chunks.get(b.chunk as usize) {
+            Some(Some(c)) if c.is_bound_to(b) => Ok(c),
+            _ => Err(Error::StaleHandle { index: b.chunk }),
+        }
+    }
+
+    /// [`chunk`](Self::chunk), mutably. Every job submission calls it for each operand, so it
+    /// is one match, not a chain of adapters.
+    fn chunk_mut(&mut self, b: MemoryBinding) -> Result<&mut Chunk, Error> {
+        match self.chunks.get_mut(b.chunk as usize) {
+            Some(Some(c)) if c.is_bound_to(b) => Ok(c),
+            _ => Err(Error::StaleHandle { index: b.chunk }),
+        }
+    }
+
+    /// Step 1: a free slice frees its chunk.
+    fn cleanup_slices(&mut self) {
+        for c in self.chunks.iter_mut().flatten() {
+            if let ChunkState::Slice { held: false, .. } = c.state {
+                c.state = ChunkState::Free;
+            }
+        }
+    }
+
+    /// Steps 2 and 3: the exact free chunk, else the smallest free chunk that takes a slice.
+    fn find_free_chunk(&self, len: u32) -> Option<usize> {
+        let mut best: Option<(usize, u32)> = None;
+        for (i, c) in self.chunks.iter().enumerate() {
+            let Some(c) = c else { continue };
+            if c.state != ChunkState::Free || c.parent.is_some() {
+                continue;
+            }
+            if c.block.len == len {
+                return Some(i);
+            }
+            if self.config.slice.can_use_chunk(c.block.len, len)
+                && best.is_none_or(|(_, size)| c.block.len < size)
+            {
+                best = Some((i, c.block.len));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// Return every free chunk whose jobs have completed to the arena.
+    ///
+    /// A chunk whose slice was released is free only from the next reserve on, so this does
+    /// not return it; [`MemoryManagement::release_free`] does.
+    pub fn cleanup_chunks(&mut self) {
+        for slot in self.chunks.iter_mut() {
+            if let Some(c) = slot {
+                if c.state == ChunkState::Free && c.parent.is_none() && c.access.is_idle() {
+                    // The block came from this arena, so dealloc cannot fail.
+                    if self.arena.dealloc(c.block).is_ok() {
+                        self.stats.deallocations += 1;
+                        self.stats.reserved -= c.block.len;
+                        *slot = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records that slot `index` was taken. Slots are taken lowest first, so when `index`
+    /// was chosen every slot below it was in use: `index + 1` slots at once.
+    fn note_slot(&mut self, index: usize) {
+        self.stats.chunk_slots_peak = self.stats.chunk_slots_peak.max(index as u32 + 1);
+    }
+
+    fn free_slot(&self) -> Result<usize, Error> {
+        self.chunks
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::CapacityExceeded {
+                capacity: Capacity::Chunks,
+                limit: CHUNKS as u32,
+            })
+    }
+
+    /// Removes the released placements of `pool` that overlap `range` (all of them for
+    /// `None`), returning the jobs recorded against them: whoever reuses the range must
+    /// wait for those. Placements still held are merged but kept.
+    fn dissolve_placements(&mut self, pool: u16, range: Option<Block>) -> Access {
+        let mut merged = Access::default();
+        for slot in self.chunks.iter_mut() {
+            let Some(c) = slot else { continue };
+            let overlaps =
+                range.is_none_or(|r| c.block.offset < r.end() && r.offset < c.block.end());
+            if c.parent == Some(pool) && overlaps {
+                merged.merge(&c.access);
+                if c.state == ChunkState::Free {
+                    *slot = None;
+                }
+            }
+        }
+        merged
+    }
+
+    fn create_chunk(&mut self, len: u32) -> Result<usize, Error> {
+        let index = self.free_slot()?;
+        let block = self.arena.alloc(len)?;
+        self.chunks[index] = Some(Chunk {
+            block,
+            parent: None,
+            state: ChunkState::Free,
+            generation: 0,
+            access: Access::default(),
+        });
+        self.note_slot(index);
+        self.stats.allocations += 1;
+        self.stats.reserved += block.len;
+        self.stats.reserved_peak = self.stats.reserved_peak.max(self.stats.reserved);
+        Ok(index)
+    }
+
+    fn tick_dealloc(&mut self) {
+        if let DeallocStrategy::PeriodTick { period } = self.config.dealloc {
+            self.reserves_since_dealloc += 1;
+            if self.reserves_since_dealloc >= period {
+                self.reserves_since_dealloc = 0;
+                self.cleanup_chunks();
+            }
+        }
+    }
+}
+
+impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
+    fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        let len = self.arena.rounded(bytes).ok_or(Error::OutOfMemory {
+            requested: bytes,
+            free: self.arena.free_bytes(),
+            largest_free: self.arena.largest_free(),
+        })?;
+        self.cleanup_slices();
+        let binding = match self.find_free_chunk(len) {
+            Some(i) if self.chunks[i].is_some_and(|c| c.block.len == len) => {
+                self.stats.exact_reuses += 1;
+                self.bind(i, ChunkState::Whole { bytes }, bytes)
+            }
+            Some(i) => {
+                self.stats.slice_reuses += 1;
+                self.bind(i, ChunkState::Slice { bytes, held: true }, bytes)
+            }
+            None => {
+                let index = match self.create_chunk(len) {
+                    Ok(i) => i,
+                    Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. }) => {
+                        self.cleanup_chunks();
+                        self.create_chunk(len)?
+                    }
+                    Err(e) => return Err(e),
+                };
+                self.bind(index, ChunkState::Whole { bytes }, bytes)
+            }
+        };
+        self.tick_dealloc();
+        Ok(binding)
+    }
+
+    fn place(
+        &mut self,
+        pool: MemoryBinding,
+        offset: u32,
+        bytes: u32,
+    ) -> Result<MemoryBinding, Error> {
+        let p = *self.chunk(pool)?;
+        let pool_bytes = self.block(pool)?.len;
+        let bad = Error::BadPlacement {
+            offset,
+            bytes,
+            pool_bytes,
+        };
+        if p.parent.is_some() || offset % self.arena.alignment() != 0 {
+            return Err(bad);
+        }
+        let len = self.arena.rounded(bytes).ok_or(bad)?;
+        let pool_len = self.arena.rounded(pool_bytes).ok_or(bad)?;
+        if offset.checked_add(len).is_none_or(|end| end > pool_len) {
+            return Err(bad);
+        }
+        let block = Block {
+            offset: p.block.offset + offset,
+            len,
+        };
+        // Released placements under the new one go first: their slots are free to reuse, so
+        // a graph that places the same offsets at every invoke never needs more slots than it
+        // has live tensors.
+        let mut access = self.dissolve_placements(pool.chunk, Some(block));
+        let index = match self.free_slot() {
+            Ok(index) => index,
+            Err(e) => {
+                // Keep the dissolved placements' jobs on the pool, for whoever places there.
+                if let Some(c) = self.chunks[pool.chunk as usize].as_mut() {
+                    c.access.merge(&access);
+                }
+                return Err(e);
+            }
+        };
+        // The pool may be a reused chunk whose old contents jobs still read or write.
+        access.merge(&p.access);
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        self.chunks[index] = Some(Chunk {
+            block,
+            parent: Some(pool.chunk),
+            state: ChunkState::Whole { bytes },
+            generation,
+            access,
+        });
+        self.note_slot(index);
+        self.stats.placements += 1;
+        Ok(MemoryBinding {
+            chunk: index as u16,
+            generation,
+        })
+    }
+
+    fn release(&mut self, binding: MemoryBinding) -> Result<(), Error> {
+        let c = *self.chunk(binding)?;
+        if c.parent.is_some() {
+            if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
+                c.state = ChunkState::Free;
+            }
+            return Ok(());
+        }
+        let held = self
+            .chunks
+            .iter()
+            .flatten()
+            .filter(|p| p.parent == Some(binding.chunk) && p.state != ChunkState::Free)
+            .count();
+        if held > 0 {
+            return Err(Error::PoolInUse {
+                placed: held as u32,
+            });
+        }
+        // The pool's memory goes back to chunk/slice reuse: its next user waits for every
+        // job its placements recorded.
+        let access = self.dissolve_placements(binding.chunk, None);
+        if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
+            c.access.merge(&access);
+        }
+        let state = c.state;
+        let (next, bytes) = match state {
+            ChunkState::Whole { bytes } => (ChunkState::Free, bytes),
+            ChunkState::Slice { bytes, held: true } => {
+                (ChunkState::Slice { bytes, held: false }, bytes)
+            }
+            _ => {
+                return Err(Error::StaleHandle {
+                    index: binding.chunk,
+                })
+            }
+        };
+        if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
+            c.state = next;
+        }
+        self.stats.in_use -= bytes;
+        Ok(())
+    }
+
+    fn block(&self, binding: MemoryBinding) -> Result<Block, Error> {
+        Ok(self.chunk(binding)?.bound_block())
+    }
+
+    fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
+        let c = self.chunk_mut(binding)?;
+        Ok((c.bound_block(), &mut c.access))
+    }
+
+    fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {
+        Ok(&mut self.chunk_mut(binding)?.access)
+    }
+
+    fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {
+        let mut done = |q, f| done(q, f);
+        for slot in self.chunks.iter_mut() {
+            let Some(c) = slot else { continue };
+            c.access.retire(&mut done);
+            // A released placement has nothing left to hand on once its jobs are over.
+            if c.parent.is_some() && c.state == ChunkState::Free && c.access.is_idle() {
+                *slot = None;
+            }
+        }
+    }
+
+    fn has_busy_free_chunks(&self) -> bool {
+        self.chunks.iter().flatten().any(|c| {
+            c.parent.is_none()
+                && matches!(
+                    c.state,
+                    ChunkState::Free | ChunkState::Slice { held: false, .. }
+                )
+                && !c.access.is_idle()
+        })
+    }
+
+    fn stats(&self) -> MemoryStats {
+        MemoryStats {
+            largest_free: self.arena.largest_free(),
+            chunks: self.arena.blocks() as u32,
+            ..self.stats
+        }
+    }
+
+    fn alignment(&self) -> u32 {
+        self.arena.alignment()
+    }
+
+    fn release_free(&mut self) {
+        self.cleanup_slices();
+        self.cleanup_chunks();
+    }
+
+    fn reset_peak(&mut self) {
+        self.stats.in_use_peak = self.stats.in_use;
+        self.stats.reserved_peak = self.stats.reserved;
+    }
+}

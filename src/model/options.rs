@@ -1,0 +1,461 @@
+//! The builtin options tables this reader decodes, and the `builtin_options` union that holds
+//! them: checked to be the table the operator takes, then decoded field by field (slots and
+//! defaults are the schema's).
+
+use super::error::ModelError;
+use super::flatbuffer::Table;
+use super::ops::BuiltinOp;
+use super::schema::{activation, data_type, padding, Activation, DataType, Padding, WeightsFormat};
+use super::MAX_RANK;
+
+type Result<T> = core::result::Result<T, ModelError>;
+
+/// `Conv2DOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Conv2dOptions {
+    /// Padding (default `Same`).
+    pub padding: Padding,
+    /// Horizontal stride (default 0).
+    pub stride_w: i32,
+    /// Vertical stride (default 0).
+    pub stride_h: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// Horizontal dilation (default 1).
+    pub dilation_w_factor: i32,
+    /// Vertical dilation (default 1).
+    pub dilation_h_factor: i32,
+    /// Bias/accumulator type for quantized kernels (default `Float32`, meaning "not set").
+    pub quantized_bias_type: DataType,
+}
+
+/// `DepthwiseConv2DOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DepthwiseConv2dOptions {
+    /// Padding (default `Same`).
+    pub padding: Padding,
+    /// Horizontal stride (default 0).
+    pub stride_w: i32,
+    /// Vertical stride (default 0).
+    pub stride_h: i32,
+    /// Output channels per input channel (default 0; redundant with the filter's shape).
+    pub depth_multiplier: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// Horizontal dilation (default 1).
+    pub dilation_w_factor: i32,
+    /// Vertical dilation (default 1).
+    pub dilation_h_factor: i32,
+}
+
+/// `Pool2DOptions` (average, max and L2 pooling).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Pool2dOptions {
+    /// Padding (default `Same`).
+    pub padding: Padding,
+    /// Horizontal stride (default 0).
+    pub stride_w: i32,
+    /// Vertical stride (default 0).
+    pub stride_h: i32,
+    /// Window width (default 0).
+    pub filter_width: i32,
+    /// Window height (default 0).
+    pub filter_height: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+}
+
+/// `FullyConnectedOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FullyConnectedOptions {
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// Weights layout (default `Default`).
+    pub weights_format: WeightsFormat,
+    /// Keep the input's rank in the output (default false).
+    pub keep_num_dims: bool,
+    /// Hybrid kernels: quantize inputs asymmetrically (default false).
+    pub asymmetric_quantize_inputs: bool,
+    /// Bias/accumulator type for quantized kernels (default `Float32`, meaning "not set").
+    pub quantized_bias_type: DataType,
+}
+
+/// `SoftmaxOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SoftmaxOptions {
+    /// Input multiplier (default 0.0).
+    pub beta: f32,
+}
+
+/// `ConcatenationOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ConcatenationOptions {
+    /// Axis (may be negative: counts from the end; default 0).
+    pub axis: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+}
+
+/// `AddOptions` and `SubOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AddSubOptions {
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// int16 kernels: power-of-two scales (default true).
+    pub pot_scale_int16: bool,
+}
+
+/// `MulOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MulOptions {
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+}
+
+/// `ReshapeOptions`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReshapeOptions {
+    /// The target shape (`-1` for one inferred dimension), or `None` when absent (the shape
+    /// then comes from the operator's second input).
+    pub new_shape: Option<heapless::Vec<i32, MAX_RANK>>,
+}
+
+/// `ReducerOptions` (`MEAN`, `SUM`, `REDUCE_MAX`, ...).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReducerOptions {
+    /// Keep reduced dimensions with size 1 (default false).
+    pub keep_dims: bool,
+}
+
+/// `BatchMatMulOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BatchMatMulOptions {
+    /// Transpose (adjoint) the left operand (default false).
+    pub adj_x: bool,
+    /// Transpose (adjoint) the right operand (default false).
+    pub adj_y: bool,
+    /// Hybrid kernels: quantize inputs asymmetrically (default false).
+    pub asymmetric_quantize_inputs: bool,
+}
+
+/// An operator's decoded `builtin_options` union.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum BuiltinOptions {
+    /// No options table (`builtin_options_type` is `NONE`). For operators that take options,
+    /// TFLite then uses the defaults; see [`BuiltinOptions::or_default_for`].
+    None,
+    /// `Conv2DOptions` (`CONV_2D`).
+    Conv2d(Conv2dOptions),
+    /// `DepthwiseConv2DOptions` (`DEPTHWISE_CONV_2D`).
+    DepthwiseConv2d(DepthwiseConv2dOptions),
+    /// `Pool2DOptions` (`AVERAGE_POOL_2D`, `MAX_POOL_2D`, `L2_POOL_2D`).
+    Pool2d(Pool2dOptions),
+    /// `FullyConnectedOptions` (`FULLY_CONNECTED`).
+    FullyConnected(FullyConnectedOptions),
+    /// `SoftmaxOptions` (`SOFTMAX`).
+    Softmax(SoftmaxOptions),
+    /// `ConcatenationOptions` (`CONCATENATION`).
+    Concatenation(ConcatenationOptions),
+    /// `AddOptions` (`ADD`).
+    Add(AddSubOptions),
+    /// `SubOptions` (`SUB`).
+    Sub(AddSubOptions),
+    /// `MulOptions` (`MUL`).
+    Mul(MulOptions),
+    /// `ReshapeOptions` (`RESHAPE`).
+    Reshape(ReshapeOptions),
+    /// `ReducerOptions` (`MEAN`, `SUM`, `REDUCE_PROD`, `REDUCE_MAX`, `REDUCE_MIN`, `REDUCE_ANY`,
+    /// `REDUCE_ALL`).
+    Reducer(ReducerOptions),
+    /// `BatchMatMulOptions` (`BATCH_MATMUL`).
+    BatchMatMul(BatchMatMulOptions),
+    /// `TransposeOptions` (`TRANSPOSE`; the table has no fields).
+    Transpose,
+    /// Another options table this reader does not decode (its table is still validated).
+    Other {
+        /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
+        options_type: u8,
+    },
+}
+
+/// The highest `BuiltinOptions` union tag in the schema (`RightShiftOptions`).
+pub const MAX_OPTIONS_TYPE: u8 = 126;
+
+/// `BuiltinOptions` union tags of the tables decoded here.
+mod tag {
+    pub(super) const CONV_2D: u8 = 1;
+    pub(super) const DEPTHWISE_CONV_2D: u8 = 2;
+    pub(super) const POOL_2D: u8 = 5;
+    pub(super) const FULLY_CONNECTED: u8 = 8;
+    pub(super) const SOFTMAX: u8 = 9;
+    pub(super) const CONCATENATION: u8 = 10;
+    pub(super) const ADD: u8 = 11;
+    pub(super) const RESHAPE: u8 = 17;
+    pub(super) const MUL: u8 = 21;
+    pub(super) const TRANSPOSE: u8 = 26;
+    pub(super) const REDUCER: u8 = 27;
+    pub(super) const SUB: u8 = 28;
+    pub(super) const BATCH_MATMUL: u8 = 101;
+
+    pub(super) const DECODED: [u8; 13] = [
+        CONV_2D,
+        DEPTHWISE_CONV_2D,
+        POOL_2D,
+        FULLY_CONNECTED,
+        SOFTMAX,
+        CONCATENATION,
+        ADD,
+        RESHAPE,
+        MUL,
+        TRANSPOSE,
+        REDUCER,
+        SUB,
+        BATCH_MATMUL,
+    ];
+}
+
+/// The options tag an operator this reader decodes must carry (or `None` for other operators).
+fn expected_tag(op: BuiltinOp) -> Option<u8> {
+    use BuiltinOp::*;
+    Some(match op {
+        Conv2d => tag::CONV_2D,
+        DepthwiseConv2d => tag::DEPTHWISE_CONV_2D,
+        AveragePool2d | MaxPool2d | L2Pool2d => tag::POOL_2D,
+        FullyConnected => tag::FULLY_CONNECTED,
+        Softmax => tag::SOFTMAX,
+        Concatenation => tag::CONCATENATION,
+        Add => tag::ADD,
+        Reshape => tag::RESHAPE,
+        Mul => tag::MUL,
+        Transpose => tag::TRANSPOSE,
+        Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
+        Sub => tag::SUB,
+        BatchMatmul => tag::BATCH_MATMUL,
+        _ => return None,
+    })
+}
+
+impl BuiltinOptions {
+    /// Decodes and validates an operator's options: the union tag must be one the schema
+    /// defines, must be the table `op` takes (for the operators decoded here; other operators
+    /// may not carry one of the decoded tables), and the table must be well formed.
+    pub(crate) fn decode(
+        op: BuiltinOp,
+        operator: u32,
+        options_type: u8,
+        table: Option<Table<'_>>,
+    ) -> Result<Self> {
+        if options_type > MAX_OPTIONS_TYPE {
+            return Err(ModelError::BadEnum {
+                what: "Operator.builtin_options_type",
+                value: i64::from(options_type),
+            });
+        }
+        if options_type == 0 {
+            return Ok(Self::None);
+        }
+        let mismatch = ModelError::OptionsMismatch {
+            operator,
+            builtin: op.code(),
+            options_type,
+        };
+        match expected_tag(op) {
+            Some(expected) if expected != options_type => return Err(mismatch),
+            None if tag::DECODED.contains(&options_type) => return Err(mismatch),
+            _ => {}
+        }
+        let t = table.ok_or(ModelError::MissingField {
+            table: "Operator",
+            field: "builtin_options",
+        })?;
+        Ok(match options_type {
+            tag::CONV_2D => Self::Conv2d(Conv2dOptions {
+                padding: padding(&t, 0, "Conv2DOptions.padding")?,
+                stride_w: t.scalar(1, "Conv2DOptions.stride_w", 0)?,
+                stride_h: t.scalar(2, "Conv2DOptions.stride_h", 0)?,
+                activation: activation(&t, 3, "Conv2DOptions.fused_activation_function")?,
+                dilation_w_factor: t.scalar(4, "Conv2DOptions.dilation_w_factor", 1)?,
+                dilation_h_factor: t.scalar(5, "Conv2DOptions.dilation_h_factor", 1)?,
+                quantized_bias_type: data_type(&t, 6, "Conv2DOptions.quantized_bias_type")?,
+            }),
+            tag::DEPTHWISE_CONV_2D => Self::DepthwiseConv2d(DepthwiseConv2dOptions {
+                padding: padding(&t, 0, "DepthwiseConv2DOptions.padding")?,
+                stride_w: t.scalar(1, "DepthwiseConv2DOptions.stride_w", 0)?,
+                stride_h: t.scalar(2, "DepthwiseConv2DOptions.stride_h", 0)?,
+                depth_multiplier: t.scalar(3, "DepthwiseConv2DOptions.depth_multiplier", 0)?,
+                activation: activation(&t, 4, "DepthwiseConv2DOptions.fused_activation_function")?,
+                dilation_w_factor: t.scalar(5, "DepthwiseConv2DOptions.dilation_w_factor", 1)?,
+                dilation_h_factor: t.scalar(6, "DepthwiseConv2DOptions.dilation_h_factor", 1)?,
+            }),
+            tag::POOL_2D => Self::Pool2d(Pool2dOptions {
+                padding: padding(&t, 0, "Pool2DOptions.padding")?,
+                stride_w: t.scalar(1, "Pool2DOptions.stride_w", 0)?,
+                stride_h: t.scalar(2, "Pool2DOptions.stride_h", 0)?,
+                filter_width: t.scalar(3, "Pool2DOptions.filter_width", 0)?,
+                filter_height: t.scalar(4, "Pool2DOptions.filter_height", 0)?,
+                activation: activation(&t, 5, "Pool2DOptions.fused_activation_function")?,
+            }),
+            tag::FULLY_CONNECTED => Self::FullyConnected(FullyConnectedOptions {
+                activation: activation(&t, 0, "FullyConnectedOptions.fused_activation_function")?,
+                weights_format: match t.scalar::<i8>(
+                    1,
+                    "FullyConnectedOptions.weights_format",
+                    0,
+                )? {
+                    0 => WeightsFormat::Default,
+                    1 => WeightsFormat::Shuffled4x16Int8,
+                    v => {
+                        return Err(ModelError::BadEnum {
+                            what: "FullyConnectedOptions.weights_format",
+                            value: i64::from(v),
+                        })
+                    }
+                },
+                keep_num_dims: t.boolean(2, "FullyConnectedOptions.keep_num_dims", false)?,
+                asymmetric_quantize_inputs: t.boolean(
+                    3,
+                    "FullyConnectedOptions.asymmetric_quantize_inputs",
+                    false,
+                )?,
+                quantized_bias_type: data_type(&t, 4, "FullyConnectedOptions.quantized_bias_type")?,
+            }),
+            tag::SOFTMAX => Self::Softmax(SoftmaxOptions {
+                beta: t.scalar(0, "SoftmaxOptions.beta", 0.0)?,
+            }),
+            tag::CONCATENATION => Self::Concatenation(ConcatenationOptions {
+                axis: t.scalar(0, "ConcatenationOptions.axis", 0)?,
+                activation: activation(&t, 1, "ConcatenationOptions.fused_activation_function")?,
+            }),
+            tag::ADD => Self::Add(AddSubOptions {
+                activation: activation(&t, 0, "AddOptions.fused_activation_function")?,
+                pot_scale_int16: t.boolean(1, "AddOptions.pot_scale_int16", true)?,
+            }),
+            tag::SUB => Self::Sub(AddSubOptions {
+                activation: activation(&t, 0, "SubOptions.fused_activation_function")?,
+                pot_scale_int16: t.boolean(1, "SubOptions.pot_scale_int16", true)?,
+            }),
+            tag::MUL => Self::Mul(MulOptions {
+                activation: activation(&t, 0, "MulOptions.fused_activation_function")?,
+            }),
+            tag::RESHAPE => {
+                let new_shape = match t.vector::<i32>(0, "ReshapeOptions.new_shape")? {
+                    None => None,
+                    Some(v) => {
+                        let mut dims = heapless::Vec::new();
+                        if v.len() > MAX_RANK as u32 {
+                            return Err(ModelError::CapacityExceeded {
+                                what: "ReshapeOptions.new_shape",
+                                capacity: "MAX_RANK",
+                                limit: MAX_RANK as u32,
+                                actual: v.len(),
+                            });
+                        }
+                        for d in v.iter() {
+                            // Capacity checked above.
+                            let _ = dims.push(d);
+                        }
+                        Some(dims)
+                    }
+                };
+                Self::Reshape(ReshapeOptions { new_shape })
+            }
+            tag::REDUCER => Self::Reducer(ReducerOptions {
+                keep_dims: t.boolean(0, "ReducerOptions.keep_dims", false)?,
+            }),
+            tag::BATCH_MATMUL => Self::BatchMatMul(BatchMatMulOptions {
+                adj_x: t.boolean(0, "BatchMatMulOptions.adj_x", false)?,
+                adj_y: t.boolean(1, "BatchMatMulOptions.adj_y", false)?,
+                asymmetric_quantize_inputs: t.boolean(
+                    2,
+                    "BatchMatMulOptions.asymmetric_quantize_inputs",
+                    false,
+                )?,
+            }),
+            tag::TRANSPOSE => Self::Transpose,
+            other => Self::Other {
+                options_type: other,
+            },
+        })
+    }
+
+    /// These options, or — when the file has none ([`BuiltinOptions::None`]) — the schema's
+    /// defaults for the table `op` takes, as TFLite uses them. Operators without a decoded
+    /// options table keep `None`.
+    pub fn or_default_for(self, op: BuiltinOp) -> Self {
+        if self != Self::None {
+            return self;
+        }
+        let padding = Padding::Same;
+        let activation = Activation::None;
+        match expected_tag(op) {
+            Some(tag::CONV_2D) => Self::Conv2d(Conv2dOptions {
+                padding,
+                stride_w: 0,
+                stride_h: 0,
+                activation,
+                dilation_w_factor: 1,
+                dilation_h_factor: 1,
+                quantized_bias_type: DataType::Float32,
+            }),
+            Some(tag::DEPTHWISE_CONV_2D) => Self::DepthwiseConv2d(DepthwiseConv2dOptions {
+                padding,
+                stride_w: 0,
+                stride_h: 0,
+                depth_multiplier: 0,
+                activation,
+                dilation_w_factor: 1,
+                dilation_h_factor: 1,
+            }),
+            Some(tag::POOL_2D) => Self::Pool2d(Pool2dOptions {
+                padding,
+                stride_w: 0,
+                stride_h: 0,
+                filter_width: 0,
+                filter_height: 0,
+                activation,
+            }),
+            Some(tag::FULLY_CONNECTED) => Self::FullyConnected(FullyConnectedOptions {
+                activation,
+                weights_format: WeightsFormat::Default,
+                keep_num_dims: false,
+                asymmetric_quantize_inputs: false,
+                quantized_bias_type: DataType::Float32,
+            }),
+            Some(tag::SOFTMAX) => Self::Softmax(SoftmaxOptions { beta: 0.0 }),
+            Some(tag::CONCATENATION) => Self::Concatenation(ConcatenationOptions {
+                axis: 0,
+                activation,
+            }),
+            Some(tag::ADD) => Self::Add(AddSubOptions {
+                activation,
+                pot_scale_int16: true,
+            }),
+            Some(tag::SUB) => Self::Sub(AddSubOptions {
+                activation,
+                pot_scale_int16: true,
+            }),
+            Some(tag::MUL) => Self::Mul(MulOptions { activation }),
+            Some(tag::RESHAPE) => Self::Reshape(ReshapeOptions { new_shape: None }),
+            Some(tag::REDUCER) => Self::Reducer(ReducerOptions { keep_dims: false }),
+            Some(tag::BATCH_MATMUL) => Self::BatchMatMul(BatchMatMulOptions {
+                adj_x: false,
+                adj_y: false,
+                asymmetric_quantize_inputs: false,
+            }),
+            Some(tag::TRANSPOSE) => Self::Transpose,
+            _ => Self::None,
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! How the cost models see an operator: its class and feature-map geometry in the Ethos-U
+//! cycle model ([`Layer`]), and the kernel the CPU model prices it by ([`CpuKernel`]).
+
+#[cfg(doc)]
+use super::Operator;
+
+/// A cycle model's class of an operator: what a TFLite operator is to an NPU compiler (the
+/// Ethos-U cost model of `npu-sim` lowers each class to its NPU passes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LayerKind {
+    /// `CONV_2D`: `kernel`, `stride`, `dilation`, weights (`OHWI` filter).
+    Conv2d,
+    /// `DEPTHWISE_CONV_2D`: `kernel`, `stride`, `dilation`, weights.
+    DepthwiseConv2d,
+    /// `FULLY_CONNECTED`: input features are `ifm[3]`, every other input dimension is a batch
+    /// row; weights.
+    FullyConnected,
+    /// `AVERAGE_POOL_2D`: `kernel` is the window, `stride`.
+    AveragePool,
+    /// `MAX_POOL_2D`: `kernel` is the window, `stride`.
+    MaxPool,
+    /// `ADD` (`ifm2` the second operand, broadcast as in TFLite).
+    Add,
+    /// `SUB`.
+    Sub,
+    /// `MUL`.
+    Mul,
+    /// `SOFTMAX` over the innermost dimension.
+    Softmax,
+    /// `MEAN` over the dimensions in `axes`.
+    Mean,
+    /// `RSQRT` (a lookup table).
+    Rsqrt,
+    /// `LOGISTIC` (a lookup table).
+    Logistic,
+    /// `TANH` (a lookup table).
+    Tanh,
+    /// A standalone `RELU`, `RELU6` or `RELU_N1_TO_1` (one pass through the output stage).
+    Relu,
+    /// `TRANSPOSE`: one read and one write of the tensor.
+    Transpose,
+    /// `CONCATENATION`: free (producers write into the concatenated tensor).
+    Concatenation,
+    /// `RESHAPE`, `SQUEEZE`, `EXPAND_DIMS`: free.
+    Reshape,
+    /// `BATCH_MATMUL`: `ifm` is the left operand `[1, B, M, K]`, `ifm2` the right operand
+    /// `[1, B, K, N]`, `ofm` `[1, B, M, N]`.
+    BatchMatmul,
+    /// `QUANTIZE` / `REQUANTIZE` between int8 scales (one pass through the output stage).
+    Quantize,
+}
+
+/// An operator as a cycle model sees it: its class and the geometry of its feature maps
+/// (NHWC with 4 dimensions; lower ranks padded at the front), as [`Operator::layer`] gives it.
+/// Where its constant operands live (flash or SRAM) is the job's, not the operator's: the
+/// layer names the operands that hold its weights and its second input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Layer {
+    /// The class.
+    pub kind: LayerKind,
+    /// The (first) input feature map.
+    pub ifm: [u32; 4],
+    /// The second input of binary operators, broadcast against `ifm`.
+    pub ifm2: Option<[u32; 4]>,
+    /// The output feature map.
+    pub ofm: [u32; 4],
+    /// Window height and width; `(1, 1)` for operators without one.
+    pub kernel: (u32, u32),
+    /// Strides; `(1, 1)` for operators without them.
+    pub stride: (u32, u32),
+    /// Dilations; `(1, 1)` for operators without them.
+    pub dilation: (u32, u32),
+    /// For [`LayerKind::Mean`]: bit `i` set when NHWC dimension `i` is reduced.
+    pub axes: u8,
+    /// The input operand holding the weights, if any.
+    pub weights: Option<u8>,
+    /// The input operand that is `ifm2`, if any.
+    pub ifm2_operand: Option<u8>,
+}
+
+impl Layer {
+    /// A layer of class `kind` from `ifm` to `ofm`, with no window, weights or second input.
+    pub const fn new(kind: LayerKind, ifm: [u32; 4], ofm: [u32; 4]) -> Self {
+        Layer {
+            kind,
+            ifm,
+            ifm2: None,
+            ofm,
+            kernel: (1, 1),
+            stride: (1, 1),
+            dilation: (1, 1),
+            axes: 0,
+            weights: None,
+            ifm2_operand: None,
+        }
+    }
+}
+
+/// A CPU cost model's class of an operator: the `npu-kernels` kernel the fallback runs for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum CpuKernel {
+    /// Int8 convolution.
+    Conv,
+    /// Int8 depthwise convolution.
+    Depthwise,
+    /// Int8 fully connected (per-tensor or per-channel).
+    FullyConnected,
+    /// Int8 batch matmul.
+    BatchMatmul,
+    /// Int8 average pooling.
+    AveragePool,
+    /// Int8 max pooling.
+    MaxPool,
+    /// Int8 mean.
+    Mean,
+    /// Int8 add, same shapes or broadcast.
+    Add,
+    /// Int8 sub (broadcast).
+    Sub,
+    /// Int8 mul, same shapes or broadcast.
+    Mul,
+    /// Int8 ReLU family.
+    Relu,
+    /// Int8 reciprocal square root.
+    Rsqrt,
+    /// Int8 to int8 requantisation.
+    Requantize,
+    /// F32 to int8 quantisation.
+    Quantize,
+    /// Int8 to f32 dequantisation.
+    Dequantize,
+    /// Int8 softmax.
+    Softmax,
+    /// Int8 transpose.
+    Transpose,
+    /// Int8 concatenation.
+    Concatenation,
+    /// Reshape: a copy.
+    Reshape,
+    /// F32 add.
+    AddF32,
+    /// F32 mul.
+    MulF32,
+    /// F32 ReLU.
+    ReluF32,
+    /// F32 fully connected.
+    FullyConnectedF32,
+}
+
+impl CpuKernel {
+    /// How many kernels there are.
+    pub const COUNT: usize = 23;
+}

@@ -1,0 +1,228 @@
+//! Running a plan: gathering the jobs before the run its first steps wait for, submitting each
+//! step as built, then handing the plan's newest jobs to its tensors' access records (at every
+//! run for shared tensors, at release for the others).
+
+use super::{JobPlanState, PlanTensor, Role};
+use crate::error::{Error, JobPlanError};
+use crate::hal::{Job, JobKind, Npu};
+use crate::memory::{queues_in, MemoryManagement};
+use crate::ops::Op;
+use crate::server::deps::DepSet;
+use crate::server::tensors::Binding;
+use crate::server::NpuServer;
+
+impl<
+        H: Npu,
+        M: MemoryManagement,
+        const HANDLES: usize,
+        const STAGING: usize,
+        const TUNE: usize,
+    > NpuServer<H, M, HANDLES, STAGING, TUNE>
+{
+    /// Submits every step (see [`ComputeServer::run_plan`](crate::server::ComputeServer::run_plan)).
+    pub(in crate::server) fn run_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
+        ops: &[&Op],
+    ) -> Result<(), Error> {
+        if plan.epoch != self.tuning.epoch && !plan.steps.is_empty() {
+            return Err(JobPlanError::Stale.into());
+        }
+        if ops.len() != plan.steps.len() {
+            return Err(JobPlanError::OpCount {
+                expected: plan.steps.len() as u32,
+                actual: ops.len() as u32,
+            }
+            .into());
+        }
+        for (k, (step, op)) in plan.steps.iter().zip(ops).enumerate() {
+            if op.kind() != step.kind {
+                return Err(JobPlanError::OpMismatch {
+                    step: k as u32,
+                    expected: step.kind,
+                    actual: op.kind(),
+                }
+                .into());
+            }
+        }
+        // Filled in place: a `DepSet` is 152 bytes, and returning or cloning one is a copy.
+        let mut before = DepSet::default();
+        self.jobs_before(plan, &mut before)?;
+        let scratch = plan.scratch.map(|i| plan.tensors[usize::from(i)].region);
+        for (k, (step, &op)) in plan.steps.iter().zip(ops).enumerate() {
+            let mut job = Job {
+                kind: JobKind::Compute {
+                    op,
+                    variant: step.variant,
+                    inputs: heapless::Vec::new(),
+                    output: plan.tensors[usize::from(step.output)].region,
+                    scratch: if step.scratch { scratch } else { None },
+                },
+                queue: step.queue,
+                deps: heapless::Vec::new(),
+            };
+            if let JobKind::Compute { inputs, .. } = &mut job.kind {
+                for &i in &step.inputs {
+                    // As many as the step's inputs, at most MAX_JOB_INPUTS.
+                    let _ = inputs.push(plan.tensors[usize::from(i)].region);
+                }
+            }
+            // At most one fence per queue: this run's steps are newer than any job before it,
+            // so a step's fence stands for its queue's.
+            let mut queues = 1u16 << step.queue.index();
+            for &s in &step.deps {
+                let s = usize::from(s);
+                queues |= 1 << plan.steps[s].queue.index();
+                // One per queue: cannot overflow.
+                let _ = job.deps.push(plan.fences[s]);
+            }
+            if step.first_on_queue {
+                before.fences_except(queues, &mut job.deps);
+            }
+            match self.submit(&job) {
+                Ok(fence) => plan.fences[k] = fence,
+                Err(e) => {
+                    self.record_partial_run(plan, k);
+                    return Err(e);
+                }
+            }
+        }
+        for q in queues_in(plan.queues) {
+            plan.last[q] = Some(plan.fences[usize::from(plan.last_step[q])]);
+        }
+        self.stats.compute_jobs += plan.steps.len() as u32;
+        self.stats.plan_runs += 1;
+        self.record_run(plan)?;
+        plan.settled = true;
+        Ok(())
+    }
+
+    /// The jobs before the run that the plan's first step on each queue must wait for, from
+    /// its tensors' access records: every tensor's at the first run, only the shared ones'
+    /// once the plan is settled. The previous run's newest jobs stand for what the plan's own
+    /// tensors' records would hold. Looking a record up also checks the tensor's memory is
+    /// still bound as it was (the plan holds a reference, but a server's caller could release
+    /// one too many). Constants in flash have no record: nothing writes them.
+    fn jobs_before<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+        before: &mut DepSet,
+    ) -> Result<(), Error> {
+        let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
+        let mut ended = |q, f| frontier.is_done(npu, q, f);
+        let mut walk = |t: &PlanTensor| -> Result<(), Error> {
+            if let Binding::Memory(m) = t.binding {
+                let access = memory.access_mut(m)?;
+                access.jobs(t.written(), &mut ended, |q, f| before.add(q, f));
+            }
+            Ok(())
+        };
+        if !plan.settled {
+            for t in plan.tensors.iter().filter(|t| t.role != Role::Shared) {
+                walk(t)?;
+            }
+        }
+        for &i in &plan.shared {
+            walk(&plan.tensors[usize::from(i)])?;
+        }
+        if plan.owns {
+            for (q, f) in plan.last.iter().enumerate() {
+                if let Some(f) = *f {
+                    before.add(q, f);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a run, each shared tensor's access record holds the plan's newest jobs on memory
+    /// overlapping it. Where the plan writes, they replace the record: every older job there
+    /// was waited for by the plan's first jobs. Where it only reads, they join it. (Constants
+    /// and the plan's own tensors take the plan's jobs when it is released.)
+    fn record_run<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+    ) -> Result<(), Error> {
+        let job = |s: u16| {
+            let s = usize::from(s);
+            (plan.steps[s].queue, plan.fences[s])
+        };
+        for &i in &plan.shared {
+            let t = &plan.tensors[usize::from(i)];
+            let Binding::Memory(m) = t.binding else {
+                continue;
+            };
+            let access = self.memory.access_mut(m)?;
+            let mut first = true;
+            for q in queues_in(t.write_queues) {
+                let (queue, fence) = job(t.writes[q]);
+                if core::mem::take(&mut first) {
+                    access.record_write(queue, fence);
+                } else {
+                    access.add_write(queue, fence);
+                }
+            }
+            for q in queues_in(t.read_queues) {
+                let (queue, fence) = job(t.reads[q]);
+                access.record_read(queue, fence);
+            }
+        }
+        Ok(())
+    }
+
+    /// A run that failed at step `failed`: the steps before it are submitted, and every
+    /// tensor's record takes the plan's newest jobs as writers, so nothing reuses the plan's
+    /// memory before they end. The next run walks every record again.
+    fn record_partial_run<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
+        failed: usize,
+    ) {
+        for (step, &fence) in plan.steps.iter().zip(&plan.fences).take(failed) {
+            if let Some(last) = plan.last.get_mut(step.queue.index()) {
+                *last = Some(fence);
+            }
+        }
+        plan.settled = false;
+        for t in &plan.tensors {
+            self.record_newest(plan, t, true);
+        }
+    }
+
+    /// Writes the plan's newest job per queue into tensor `t`'s access record, as writers or
+    /// as readers.
+    pub(super) fn record_newest<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+        t: &PlanTensor,
+        write: bool,
+    ) {
+        let Binding::Memory(m) = t.binding else {
+            return;
+        };
+        if let Ok(access) = self.memory.access_mut(m) {
+            access.add_newest(&plan.last, write);
+        }
+    }
+
+    /// Gives the plan's tensors back (see
+    /// [`ComputeServer::release_plan`](crate::server::ComputeServer::release_plan)).
+    pub(in crate::server) fn release_plan<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
+    ) -> Result<(), Error> {
+        for t in &plan.tensors {
+            if t.role != Role::Shared {
+                self.record_newest(plan, t, t.role == Role::Own);
+            }
+        }
+        let mut result = Ok(());
+        for t in &plan.tensors {
+            if let Err(e) = self.release(t.id, 1) {
+                result = result.and(Err(e));
+            }
+        }
+        *plan = JobPlanState::new();
+        result
+    }
+}
