@@ -323,3 +323,58 @@ fn concatenation_inputs_are_written_in_place_when_they_are_blocks_of_the_output(
         );
     }
 }
+
+/// Every error a program meets on the way to running a model converts into `GraphError`
+/// with `?`, and everything into `Box<dyn Error>`, keeping the sentence that explains it.
+#[test]
+fn errors_convert_with_question_marks() {
+    use npu_compute::hal::{HalError, SetupError, Space};
+    use npu_compute::model::ModelError;
+    use npu_sim::SimError;
+    use std::error::Error as StdError;
+
+    fn through_graph<E>(e: E) -> Result<(), GraphError>
+    where
+        GraphError: From<E>,
+    {
+        Err(e)?
+    }
+    fn boxed<E: StdError + 'static>(e: E) -> Result<(), Box<dyn StdError>> {
+        Err(e)?
+    }
+    let cases: [(GraphError, String); 5] = [
+        {
+            let e = ModelError::UnsupportedVersion { version: 9 };
+            (through_graph(e).unwrap_err(), e.to_string())
+        },
+        {
+            let e = npu_compute::Error::ChannelBusy;
+            (through_graph(e).unwrap_err(), e.to_string())
+        },
+        {
+            let e = HalError::QueueFull { capacity: 4 };
+            (through_graph(e).unwrap_err(), e.to_string())
+        },
+        {
+            let e = SetupError::MisalignedMemory {
+                space: Space::Device,
+                alignment: 16,
+            };
+            (through_graph(e).unwrap_err(), e.to_string())
+        },
+        {
+            let e = SimError::BadAlignment { alignment: 3 };
+            (through_graph(e).unwrap_err(), e.to_string())
+        },
+    ];
+    for (graph, inner) in cases {
+        assert!(
+            !inner.is_empty() && !inner.contains('{'),
+            "a sentence: {inner}"
+        );
+        let text = graph.to_string();
+        assert!(text.contains(&inner), "{text} keeps {inner}");
+        let boxed = boxed(graph).unwrap_err();
+        assert_eq!(boxed.to_string(), text);
+    }
+}

@@ -55,33 +55,10 @@ pub enum SimError {
 }
 
 impl fmt::Display for SimError {
+    /// The sentence of the driver-neutral [`SetupError`] it converts into, so that the same
+    /// mistake reads the same whichever type reports it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            SimError::BadAlignment { alignment } => {
-                write!(f, "alignment {alignment} is not a power of two >= 4")
-            }
-            SimError::MisalignedMemory { space, alignment } => {
-                write!(
-                    f,
-                    "the {space}'s base address is not {alignment}-byte aligned: use AlignedMemory \
-                     or an aligned section"
-                )
-            }
-            SimError::MemoryTooLarge { space } => {
-                write!(f, "the {space} is larger than u32::MAX bytes")
-            }
-            SimError::NoExecutionUnits => f.write_str("execution_units is 0"),
-            SimError::TooManyExecutionUnits { units, max } => {
-                write!(
-                    f,
-                    "{units} execution units configured, at most {max} supported"
-                )
-            }
-            SimError::ZeroRate { parameter } => write!(f, "{parameter} is 0"),
-            SimError::BadJobCapacity { jobs } => {
-                write!(f, "in-flight capacity {jobs} is not in 1..=65535")
-            }
-        }
+        fmt::Display::fmt(&SetupError::from(*self), f)
     }
 }
 

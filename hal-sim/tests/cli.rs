@@ -349,3 +349,22 @@ fn stdout_closed_early_ends_quietly() {
     assert!(o.status.success(), "{:?}: {stderr}", o.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// The README quotes `plan`'s output for `kws_dscnn` as it is.
+#[test]
+fn the_readme_quotes_plan_as_it_prints() {
+    let model = models().join("kws_dscnn/model.tflite");
+    let o = npu_sim(&["plan", model.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let quoted = format!(
+        "$ cargo run --release -p npu-sim --features std -- plan examples/models/kws_dscnn/model.tflite\n{}```",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        readme.contains(&quoted),
+        "README.md should quote:\n{quoted}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Why a model could not be prepared or invoked.
 
 use crate::error::Error;
+use crate::hal::{HalError, SetupError};
 use crate::memory::ArenaPlanError;
 use crate::model::{BuiltinOp, ModelError};
 use npu_kernels::KernelError;
@@ -90,6 +91,20 @@ impl From<Error> for GraphError {
             op_index: None,
             error,
         }
+    }
+}
+
+impl From<HalError> for GraphError {
+    /// A driver's refusal outside any one operator, as the stack reports it.
+    fn from(e: HalError) -> Self {
+        Error::from(e).into()
+    }
+}
+
+impl From<SetupError> for GraphError {
+    /// A driver that could not be set up (its constructor's error), as the stack reports it.
+    fn from(e: SetupError) -> Self {
+        Error::from(e).into()
     }
 }
 

@@ -250,7 +250,45 @@ macro_rules! operators {
                 }
             }
         }
+
+        /// Each operator's entry, by its variant's name, for [`lowerings!`].
+        #[allow(non_upper_case_globals)]
+        mod entries {
+            use super::{DType, OpKind, OperatorInfo};
+            $(
+                pub(super) const $variant: OperatorInfo = OperatorInfo {
+                    name: stringify!($variant),
+                    kind: OpKind::$kind,
+                    dtype: DType::$dtype,
+                };
+            )*
+        }
+
+        /// Every operator, in [`Op`]'s order.
+        pub const OPERATORS: &[OperatorInfo] = &[$(entries::$variant),*];
     };
+}
+
+/// What the registry says of one operator, without its parameters: what the README's table of
+/// supported operators is generated from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperatorInfo {
+    /// The [`Op`] variant (and description type) it is.
+    pub name: &'static str,
+    /// Its family.
+    pub kind: OpKind,
+    /// Its element type.
+    pub dtype: DType,
+}
+
+/// A TFLite builtin the stack lowers, and the operators it may become.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lowering {
+    /// The TFLite operator.
+    pub builtin: BuiltinOp,
+    /// The operators it may become; none for an operator that runs nothing (RESHAPE: its
+    /// output shares its input's memory).
+    pub ops: &'static [OperatorInfo],
 }
 
 operators! {
@@ -310,7 +348,7 @@ operators! {
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
 macro_rules! lowerings {
-    ($($builtin:ident => $lower:path: $ops:literal,)*) => {
+    ($($builtin:ident => $lower:path: [$($op:ident),*],)*) => {
         /// Lowers operator `ctx` of a model (see [`Lowered`]). Errors: [`LowerError`] naming
         /// what is unsupported or inconsistent.
         pub fn lower(ctx: &LowerCtx<'_, '_>) -> Result<Lowered, LowerError> {
@@ -320,30 +358,32 @@ macro_rules! lowerings {
             }
         }
 
-        /// Every TFLite builtin the stack lowers, with the operators it may become: what the
-        /// README's table of supported operators is generated from.
-        pub const LOWERINGS: &[(BuiltinOp, &str)] = &[$((BuiltinOp::$builtin, $ops),)*];
+        /// Every TFLite builtin the stack lowers, with the operators it may become.
+        pub const LOWERINGS: &[Lowering] = &[$(Lowering {
+            builtin: BuiltinOp::$builtin,
+            ops: &[$(entries::$op),*],
+        },)*];
     };
 }
 
 lowerings! {
-    Add => binary::lower: "AddI8, AddBroadcastI8",
-    AveragePool2d => pool::lower: "AveragePool2dI8",
-    BatchMatmul => batch_matmul::lower: "BatchMatmulI8",
-    Concatenation => concat::lower: "ConcatenationI8",
-    Conv2d => conv::lower: "Conv2dI8",
-    DepthwiseConv2d => depthwise::lower: "DepthwiseConv2dI8",
-    Dequantize => quantize::lower_dequantize: "DequantizeI8",
-    FullyConnected => fully_connected::lower: "FullyConnectedI8, FullyConnectedPerChannelI8",
-    MaxPool2d => pool::lower: "MaxPool2dI8",
-    Mean => mean::lower: "MeanI8",
-    Mul => binary::lower: "MulI8, MulBroadcastI8",
-    Quantize => quantize::lower: "RequantizeI8, QuantizeF32",
-    Reshape => reshape::lower: "none: its output shares its input's memory",
-    Rsqrt => rsqrt::lower: "RsqrtI8",
-    Softmax => softmax::lower: "SoftmaxI8",
-    Sub => binary::lower: "SubI8",
-    Transpose => transpose::lower: "TransposeI8",
+    Add => binary::lower: [AddI8, AddBroadcastI8],
+    AveragePool2d => pool::lower: [AveragePool2dI8],
+    BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
+    Concatenation => concat::lower: [ConcatenationI8],
+    Conv2d => conv::lower: [Conv2dI8],
+    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
+    Dequantize => quantize::lower_dequantize: [DequantizeI8],
+    FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    MaxPool2d => pool::lower: [MaxPool2dI8],
+    Mean => mean::lower: [MeanI8],
+    Mul => binary::lower: [MulI8, MulBroadcastI8],
+    Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    Reshape => reshape::lower: [],
+    Rsqrt => rsqrt::lower: [RsqrtI8],
+    Softmax => softmax::lower: [SoftmaxI8],
+    Sub => binary::lower: [SubI8],
+    Transpose => transpose::lower: [TransposeI8],
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.
