@@ -172,6 +172,14 @@ pub enum RunError {
     Pipeline(&'static str),
     /// A tuning table was refused, or could not be made.
     Tuning(npu_compute::Error),
+    /// Sizing a model ([`capacities`]) reached one of the sizing run's own capacities, so
+    /// the figure would be a floor, not the size.
+    Sizing {
+        /// What ran out.
+        what: &'static str,
+        /// The sizing run's capacity of it.
+        limit: usize,
+    },
 }
 
 impl std::fmt::Display for RunError {
@@ -182,6 +190,11 @@ impl std::fmt::Display for RunError {
             RunError::Model(e) => write!(f, "{e}"),
             RunError::Pipeline(what) => write!(f, "pipeline run: {what}"),
             RunError::Tuning(e) => write!(f, "{e}"),
+            RunError::Sizing { what, limit } => write!(
+                f,
+                "the model uses {limit} {what} or more, as many as the sizing run has: it cannot \
+                 be sized here"
+            ),
             RunError::InputSize {
                 index,
                 expected,
@@ -412,50 +425,107 @@ pub struct Capacities {
     pub plan_jobs: usize,
 }
 
+/// The sizing run's capacities: far above what the runner's own stack allows, so that what a
+/// model uses is measured rather than capped (a figure at its cap is an error, not a size).
+mod sizing {
+    pub const OPS: usize = 256;
+    // A job plan indexes its tensors with a u8.
+    pub const TENSORS: usize = 255;
+    pub const HANDLES: usize = 1024;
+    pub const CHUNKS: usize = 1024;
+    pub const STAGING: usize = 256;
+    pub const TUNE: usize = 1024;
+}
+
+/// The server of a sizing run.
+type SizingServer<'a> = NpuServer<
+    SimNpu<'a>,
+    ChunkSliceMemory<{ sizing::CHUNKS }>,
+    { sizing::HANDLES },
+    { sizing::STAGING },
+    { sizing::TUNE },
+>;
+
 /// Measures the [`Capacities`] `model` needs on `config`'s NPU, planned for `optimise`: it
-/// runs the model twice on zero inputs (capacities do not depend on the values) and tunes it
-/// once on a second stack, for the tuning entries.
+/// runs the model twice on zero inputs (capacities do not depend on the values), then tunes it
+/// on a second stack, for the tuning entries. Both stacks have capacities far above the
+/// runner's; a model that reaches one of those is refused with [`RunError::Sizing`].
 pub fn capacities(
     model: &'static [u8],
     config: SimConfig,
     optimise: Optimise,
 ) -> Result<Capacities, RunError> {
-    let opts = RunOptions {
-        config,
-        optimise,
-        ..RunOptions::default()
-    };
-    let mut device = workloads::aligned_memory(opts.arena_bytes);
-    let mut host = workloads::aligned_memory(opts.host_bytes);
-    let channel = tuned_channel(&mut device, &mut host, &opts)?;
-    let client = ComputeClient::new(&channel);
+    let opts = RunOptions::default();
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let mut graph: SimGraph = Graph::prepare_with(client, model, optimise)?;
-    let inputs: Vec<Vec<u8>> = graph.input_sizes().map(|n| vec![0; n as usize]).collect();
-    let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-    let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
-    invoke(&mut graph, &inputs, &mut outputs)?;
-    invoke(&mut graph, &inputs, &mut outputs)?;
-    let server = client.stats().map_err(stack)?;
-    let memory = client.memory_stats().map_err(stack)?;
-    let (_, tuning) = tune(model, &inputs, &opts)?;
-    Ok(Capacities {
-        ops: graph.operators().count(),
-        tensors: usize::from(
-            Model::parse(model)
-                .map_err(RunError::Model)?
-                .subgraph()
-                .tensor_count(),
+    let run = |mode: TuneMode| -> Result<_, RunError> {
+        let mut device = workloads::aligned_memory(opts.arena_bytes);
+        let mut host = workloads::aligned_memory(opts.host_bytes);
+        let npu = SimNpu::new(
+            bytemuck::cast_slice_mut(&mut device),
+            bytemuck::cast_slice_mut(&mut host),
+            config,
         )
-        .max(graph.job_plan().map_or(0, |p| p.tensors)),
+        .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
+        let server = SizingServer::new(npu, MemoryConfig::default())
+            .map_err(stack)?
+            .with_tuning(mode, TuneConfig::default());
+        let channel: RefCellChannel<_, { sizing::HANDLES }> = RefCellChannel::new(server);
+        let client = ComputeClient::new(&channel);
+        // Boxed: at the sizing capacities the graph is too large for a test thread's stack.
+        let mut graph: Box<Graph<'_, _, { sizing::OPS }, { sizing::TENSORS }>> =
+            Box::new(Graph::prepare_with(client, model, optimise)?);
+        let inputs: Vec<Vec<u8>> = graph.input_sizes().map(|n| vec![0; n as usize]).collect();
+        let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
+        for _ in 0..2 {
+            let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|o| o.as_mut_slice()).collect();
+            graph.invoke(&inputs, &mut outs)?;
+        }
+        let plan = graph.job_plan();
+        Ok((
+            graph.operators().count(),
+            plan,
+            client.stats().map_err(stack)?,
+            client.memory_stats().map_err(stack)?,
+            client.tune_stats().map_err(stack)?,
+        ))
+    };
+    let (ops, plan, server, memory, _) = run(TuneMode::Off)?;
+    let (.., tuning) = run(TuneMode::Tune)?;
+    let model_tensors = Model::parse(model)
+        .map_err(RunError::Model)?
+        .subgraph()
+        .tensor_count();
+    let caps = Capacities {
+        ops,
+        tensors: usize::from(model_tensors).max(plan.map_or(0, |p| p.tensors)),
         handles: server.handles_peak,
         chunks: memory.chunk_slots_peak,
         staging_blocks: server.staging_blocks_peak,
         host_staging_bytes: server.staging_bytes_peak,
         host_staging_min_bytes: server.staging_largest_bytes,
         tune_entries: tuning.tuning_runs,
-        plan_jobs: graph.job_plan().map_or(0, |p| p.jobs),
-    })
+        plan_jobs: plan.map_or(0, |p| p.jobs),
+    };
+    let reached = [
+        ("handles", caps.handles as usize, sizing::HANDLES),
+        ("chunk slots", caps.chunks as usize, sizing::CHUNKS),
+        (
+            "staging blocks",
+            caps.staging_blocks as usize,
+            sizing::STAGING,
+        ),
+        (
+            "tuned layer shapes",
+            caps.tune_entries as usize,
+            sizing::TUNE,
+        ),
+        ("job plan tensors", caps.tensors, sizing::TENSORS),
+    ];
+    match reached.into_iter().find(|&(_, used, cap)| used >= cap) {
+        Some((what, _, limit)) => Err(RunError::Sizing { what, limit }),
+        None => Ok(caps),
+    }
 }
 
 /// A human-readable description of a model: tensors with shapes and quantization, and each

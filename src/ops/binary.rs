@@ -192,65 +192,35 @@ impl Operator for MulI8 {
     }
 }
 
-impl Operator for AddBroadcastI8 {
-    fn operands(&self) -> Option<Operands> {
-        broadcast(&self.shape)
-    }
-    fn macs(&self) -> u64 {
-        self.shape.lens().2 as u64
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let (a, b) = (i8s(inputs, 0)?, i8s(inputs, 1)?);
-        let out = view_mut(output)?;
-        Ok(ki::add_broadcast(&self.params, &self.shape, a, b, out)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Add
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(broadcast_layer(LayerKind::Add, &self.shape))
-    }
+/// Describes an int8 binary operator with broadcasting: `$kernel` of `npu-kernels` computes
+/// it, and both cost models price it as `$class`. The broadcasting ones differ only there.
+macro_rules! broadcast_operator {
+    ($op:ident, $kernel:path, $class:ident) => {
+        impl Operator for $op {
+            fn operands(&self) -> Option<Operands> {
+                broadcast(&self.shape)
+            }
+            fn macs(&self) -> u64 {
+                self.shape.lens().2 as u64
+            }
+            fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+                let (a, b) = (i8s(inputs, 0)?, i8s(inputs, 1)?);
+                let out = view_mut(output)?;
+                Ok($kernel(&self.params, &self.shape, a, b, out)?)
+            }
+            fn cpu_kernel(&self) -> CpuKernel {
+                CpuKernel::$class
+            }
+            fn layer(&self) -> Option<Layer> {
+                Some(broadcast_layer(LayerKind::$class, &self.shape))
+            }
+        }
+    };
 }
 
-impl Operator for SubI8 {
-    fn operands(&self) -> Option<Operands> {
-        broadcast(&self.shape)
-    }
-    fn macs(&self) -> u64 {
-        self.shape.lens().2 as u64
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let (a, b) = (i8s(inputs, 0)?, i8s(inputs, 1)?);
-        let out = view_mut(output)?;
-        Ok(ki::sub_broadcast(&self.params, &self.shape, a, b, out)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Sub
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(broadcast_layer(LayerKind::Sub, &self.shape))
-    }
-}
-
-impl Operator for MulBroadcastI8 {
-    fn operands(&self) -> Option<Operands> {
-        broadcast(&self.shape)
-    }
-    fn macs(&self) -> u64 {
-        self.shape.lens().2 as u64
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let (a, b) = (i8s(inputs, 0)?, i8s(inputs, 1)?);
-        let out = view_mut(output)?;
-        Ok(ki::mul_broadcast(&self.params, &self.shape, a, b, out)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Mul
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(broadcast_layer(LayerKind::Mul, &self.shape))
-    }
-}
+broadcast_operator!(AddBroadcastI8, ki::add_broadcast, Add);
+broadcast_operator!(SubI8, ki::sub_broadcast, Sub);
+broadcast_operator!(MulBroadcastI8, ki::mul_broadcast, Mul);
 
 /// ADD, SUB and MUL (int8): the plain ops for equal shapes (ADD and MUL), the broadcast ones
 /// otherwise.

@@ -86,71 +86,48 @@ fn band(
     Some((make(shape, params), rows))
 }
 
-impl Operator for AveragePool2dI8 {
-    fn operands(&self) -> Option<Operands> {
-        operands_of(&self.params)
-    }
-    fn macs(&self) -> u64 {
-        macs(&self.shape, &self.params)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let out = view_mut(output)?;
-        Ok(ki::average_pool2d(&self.params, i8s(inputs, 0)?, out)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::AveragePool
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(layer(LayerKind::AveragePool, &self.shape, &self.params))
-    }
-    fn key_shape(&self) -> KeyShape {
-        key_shape(&self.shape)
-    }
-    fn block_extent(&self) -> Option<(u32, u32)> {
-        block_extent(&self.params)
-    }
-    fn rows(&self) -> Option<(Nhwc, Nhwc)> {
-        Some((self.shape.input, self.params.output_shape()))
-    }
-    fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
-        band(&self.shape, &self.params, out_rows, |shape, params| {
-            AveragePool2dI8 { shape, params }.into()
-        })
-    }
+/// Describes an int8 pooling operator: `$kernel` of `npu-kernels` computes it, both cost
+/// models price it as `$class`; operands, work, tuning key, blocks and row bands are the
+/// window's, the same for every pool.
+macro_rules! pool_operator {
+    ($op:ident, $kernel:path, $class:ident) => {
+        impl Operator for $op {
+            fn operands(&self) -> Option<Operands> {
+                operands_of(&self.params)
+            }
+            fn macs(&self) -> u64 {
+                macs(&self.shape, &self.params)
+            }
+            fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+                let out = view_mut(output)?;
+                Ok($kernel(&self.params, i8s(inputs, 0)?, out)?)
+            }
+            fn cpu_kernel(&self) -> CpuKernel {
+                CpuKernel::$class
+            }
+            fn layer(&self) -> Option<Layer> {
+                Some(layer(LayerKind::$class, &self.shape, &self.params))
+            }
+            fn key_shape(&self) -> KeyShape {
+                key_shape(&self.shape)
+            }
+            fn block_extent(&self) -> Option<(u32, u32)> {
+                block_extent(&self.params)
+            }
+            fn rows(&self) -> Option<(Nhwc, Nhwc)> {
+                Some((self.shape.input, self.params.output_shape()))
+            }
+            fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
+                band(&self.shape, &self.params, out_rows, |shape, params| {
+                    $op { shape, params }.into()
+                })
+            }
+        }
+    };
 }
 
-impl Operator for MaxPool2dI8 {
-    fn operands(&self) -> Option<Operands> {
-        operands_of(&self.params)
-    }
-    fn macs(&self) -> u64 {
-        macs(&self.shape, &self.params)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let out = view_mut(output)?;
-        Ok(ki::max_pool2d(&self.params, i8s(inputs, 0)?, out)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::MaxPool
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(layer(LayerKind::MaxPool, &self.shape, &self.params))
-    }
-    fn key_shape(&self) -> KeyShape {
-        key_shape(&self.shape)
-    }
-    fn block_extent(&self) -> Option<(u32, u32)> {
-        block_extent(&self.params)
-    }
-    fn rows(&self) -> Option<(Nhwc, Nhwc)> {
-        Some((self.shape.input, self.params.output_shape()))
-    }
-    fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
-        band(&self.shape, &self.params, out_rows, |shape, params| {
-            MaxPool2dI8 { shape, params }.into()
-        })
-    }
-}
+pool_operator!(AveragePool2dI8, ki::average_pool2d, AveragePool);
+pool_operator!(MaxPool2dI8, ki::max_pool2d, MaxPool);
 
 /// AVERAGE_POOL_2D and MAX_POOL_2D (int8).
 pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
