@@ -5,7 +5,8 @@
 //! - its layer drawing lists every folder and file of `src/`, each importing only from the
 //!   layers drawn below it;
 //! - its table of supported operators is the one generated from the operator descriptions
-//!   (`UPDATE_README=1 cargo test --test readme` rewrites it).
+//!   (`UPDATE_README=1 cargo test --test readme` rewrites it);
+//! - its table of capacities gives the defaults the code has.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -213,4 +214,60 @@ fn the_operator_table_is_generated_from_the_descriptions() {
         "README.md's table of supported operators is not current: run \
          `UPDATE_README=1 cargo test --test readme`. It should read:\n{generated}"
     );
+}
+
+/// The default column of the README's capacity table, by capacity name.
+fn capacity_defaults(readme: &str) -> Vec<(String, String)> {
+    readme
+        .lines()
+        .skip_while(|l| !l.starts_with("| capacity | where | default |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            (
+                cells[0].trim_start_matches("| ").to_string(),
+                cells[2].to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_capacity_table_gives_the_defaults_of_the_code() {
+    use npu_compute::hal::{Npu, MAX_EXECUTION_UNITS, MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS};
+    use npu_compute::{graph, memory, server, tune};
+    use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+
+    let mut device = AlignedMemory::<64>::new();
+    let mut host = AlignedMemory::<64>::new();
+    let sim: SimNpu = SimNpu::new(
+        device.as_mut_slice(),
+        host.as_mut_slice(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let code = [
+        ("`OPS`", graph::DEFAULT_OPS),
+        ("`TENSORS`", graph::DEFAULT_TENSORS),
+        ("`HANDLES`", server::DEFAULT_HANDLES),
+        ("`N`", server::DEFAULT_HANDLES),
+        ("`CHUNKS`", memory::DEFAULT_CHUNKS),
+        ("`STAGING`", server::DEFAULT_STAGING),
+        ("`TUNE`", tune::DEFAULT_TUNE_ENTRIES),
+        ("`JOBS`", usize::from(sim.capabilities().max_in_flight)),
+        ("`MAX_IO`", graph::MAX_IO),
+        ("`MAX_TILES`", graph::MAX_TILES),
+        ("`MAX_JOB_INPUTS`", MAX_JOB_INPUTS),
+        ("`MAX_FLASH_SEGMENTS`", MAX_FLASH_SEGMENTS),
+        ("`MAX_EXECUTION_UNITS`", MAX_EXECUTION_UNITS),
+    ];
+    let table = capacity_defaults(&readme());
+    for (name, value) in code {
+        let row = table
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("README.md's capacity table has no row {name}"));
+        assert_eq!(row.1, value.to_string(), "README.md's default of {name}");
+    }
 }

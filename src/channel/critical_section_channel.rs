@@ -3,7 +3,7 @@
 use super::{ComputeChannel, Deferred};
 use crate::error::Error;
 use crate::handle::HandleId;
-use crate::server::ComputeServer;
+use crate::server::{ComputeServer, DEFAULT_HANDLES};
 use core::cell::RefCell;
 use critical_section::Mutex;
 
@@ -14,7 +14,7 @@ use critical_section::Mutex;
 /// half-updated. A blocking call (`read`, `sync`) keeps interrupts masked while it waits: the
 /// HAL's `poll` must then read completion from the hardware itself, as the Ethos-U status
 /// register allows. Firmware that needs interrupts served during long waits uses `try_read`.
-pub struct CriticalSectionChannel<S, const N: usize = 64> {
+pub struct CriticalSectionChannel<S, const N: usize = DEFAULT_HANDLES> {
     server: Mutex<RefCell<S>>,
     deferred: Mutex<Deferred<N>>,
 }

@@ -3,7 +3,7 @@
 use super::{ComputeChannel, Deferred};
 use crate::error::Error;
 use crate::handle::HandleId;
-use crate::server::ComputeServer;
+use crate::server::{ComputeServer, DEFAULT_HANDLES};
 use core::cell::RefCell;
 
 /// Single-threaded channel: the server in a `RefCell`. `N` (default 64) deferred-release
@@ -16,7 +16,7 @@ use core::cell::RefCell;
 /// let stats = channel.with(|s| s.memory_stats()).unwrap();
 /// }
 /// ```
-pub struct RefCellChannel<S, const N: usize = 64> {
+pub struct RefCellChannel<S, const N: usize = DEFAULT_HANDLES> {
     server: RefCell<S>,
     deferred: Deferred<N>,
 }

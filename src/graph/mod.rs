@@ -86,6 +86,12 @@ use crate::ops::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES};
 use npu_kernels::int8::ChannelMultiplier;
 use tile::Tile;
 
+/// The default `OPS` of a [`Graph`]: operators of its model.
+pub const DEFAULT_OPS: usize = 64;
+
+/// The default `TENSORS` of a [`Graph`]: tensors of its model and of its job plan.
+pub const DEFAULT_TENSORS: usize = 128;
+
 /// Most model inputs, and most model outputs, a graph handles.
 pub const MAX_IO: usize = 4;
 
@@ -170,7 +176,12 @@ pub struct LoweredOperator {
 }
 
 /// A prepared model (see the [module docs](self)).
-pub struct Graph<'c, C: ComputeChannel, const OPS: usize = 64, const TENSORS: usize = 128> {
+pub struct Graph<
+    'c,
+    C: ComputeChannel,
+    const OPS: usize = DEFAULT_OPS,
+    const TENSORS: usize = DEFAULT_TENSORS,
+> {
     client: ComputeClient<'c, C>,
     steps: heapless::Vec<Step, OPS>,
     tensors: heapless::Vec<Slot<'c, C>, TENSORS>,

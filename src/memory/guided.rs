@@ -5,7 +5,9 @@ mod plans;
 
 use crate::error::Error;
 use crate::hal::Fence;
-use crate::memory::{Access, ChunkSliceMemory, MemoryBinding, MemoryManagement, MemoryStats};
+use crate::memory::{
+    Access, ChunkSliceMemory, MemoryBinding, MemoryManagement, MemoryStats, DEFAULT_CHUNKS,
+};
 use crate::storage::Block;
 use plans::{Expect, Plan, Tracked, ESCAPES, NO_TRACKED};
 
@@ -171,7 +173,7 @@ struct Pass {
 /// [`plan_arena`]: crate::memory::plan_arena
 #[derive(Debug)]
 pub struct GuidedMemory<
-    M: MemoryManagement = ChunkSliceMemory<64>,
+    M: MemoryManagement = ChunkSliceMemory<DEFAULT_CHUNKS>,
     const PLANS: usize = 4,
     const EVENTS: usize = 64,
 > {

@@ -43,6 +43,10 @@ pub use arena_plan::{lower_bound, plan_arena, ArenaPlan, ArenaPlanError, Lifetim
 pub use chunk_slice::ChunkSliceMemory;
 pub use guided::{GuidedMemory, PassStats, DEFAULT_EFFORT, HELD_POOLS};
 
+/// The default `CHUNKS` of a [`ChunkSliceMemory`] (the server's default memory manager):
+/// chunk slots, for chunks and for tensors placed inside pools.
+pub const DEFAULT_CHUNKS: usize = 64;
+
 use crate::error::Error;
 use crate::hal::Fence;
 use crate::storage::Block;

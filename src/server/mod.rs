@@ -68,7 +68,9 @@ use crate::hal::{
     MAX_QUEUES,
 };
 use crate::handle::{HandleId, HandleTable};
-use crate::memory::{ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats};
+use crate::memory::{
+    ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats, DEFAULT_CHUNKS,
+};
 use crate::ops::Op;
 use crate::tune::DEFAULT_TUNE_ENTRIES;
 
@@ -231,6 +233,13 @@ pub trait ComputeServer {
     fn export_tuning(&self, out: &mut [u8]) -> Result<usize, Error>;
 }
 
+/// The default `HANDLES` of an [`NpuServer`]: tensors alive at once (and the default `N` of
+/// the channels, which must be at least `HANDLES`).
+pub const DEFAULT_HANDLES: usize = 64;
+
+/// The default `STAGING` of an [`NpuServer`]: host staging blocks allocated or in flight.
+pub const DEFAULT_STAGING: usize = 16;
+
 /// Counters of the work a server has done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -284,9 +293,9 @@ pub struct ServerStats {
 /// then hand it to a channel; everything after goes through [`ComputeServer`].
 pub struct NpuServer<
     H: Npu,
-    M = ChunkSliceMemory<64>,
-    const HANDLES: usize = 64,
-    const STAGING: usize = 16,
+    M = ChunkSliceMemory<DEFAULT_CHUNKS>,
+    const HANDLES: usize = DEFAULT_HANDLES,
+    const STAGING: usize = DEFAULT_STAGING,
     const TUNE: usize = DEFAULT_TUNE_ENTRIES,
 > {
     npu: H,

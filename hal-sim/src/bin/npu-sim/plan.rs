@@ -24,7 +24,8 @@
 //! operator or shape the graph cannot plan (the message is the planner's reason).
 
 use crate::common::read_model;
-use npu_compute::graph::Optimise;
+use npu_compute::graph::{self, Optimise};
+use npu_compute::{memory, server, tune};
 use npu_sim::runner;
 use npu_sim::SimConfig;
 use std::path::Path;
@@ -81,31 +82,36 @@ pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
         );
         outln!("capacities (the most this model used at once; defaults in brackets):");
         let rows = [
-            ("Graph OPS", "operators", caps.ops.to_string(), "64"),
-            ("Graph TENSORS", "tensors", caps.tensors.to_string(), "128"),
+            ("Graph OPS", "operators", caps.ops, graph::DEFAULT_OPS),
+            (
+                "Graph TENSORS",
+                "tensors",
+                caps.tensors,
+                graph::DEFAULT_TENSORS,
+            ),
             (
                 "NpuServer HANDLES (and the channel's N)",
                 "live tensors",
-                caps.handles.to_string(),
-                "64",
+                caps.handles as usize,
+                server::DEFAULT_HANDLES,
             ),
             (
                 "ChunkSliceMemory CHUNKS",
                 "chunk slots (chunks and placed tensors)",
-                caps.chunks.to_string(),
-                "64",
+                caps.chunks as usize,
+                memory::DEFAULT_CHUNKS,
             ),
             (
                 "NpuServer STAGING",
                 "staging blocks",
-                caps.staging_blocks.to_string(),
-                "16",
+                caps.staging_blocks as usize,
+                server::DEFAULT_STAGING,
             ),
             (
                 "NpuServer TUNE",
                 "tuned layer shapes",
-                caps.tune_entries.to_string(),
-                "64",
+                caps.tune_entries as usize,
+                tune::DEFAULT_TUNE_ENTRIES,
             ),
         ];
         for (param, what, needed, default) in rows {
