@@ -435,6 +435,8 @@ mod sizing {
     pub const CHUNKS: usize = 1024;
     pub const STAGING: usize = 256;
     pub const TUNE: usize = 1024;
+    /// Bytes of the NPU arena and of host memory.
+    pub const MEMORY_BYTES: usize = 16 << 20;
 }
 
 /// The server of a sizing run.
@@ -455,11 +457,10 @@ pub fn capacities(
     config: SimConfig,
     optimise: Optimise,
 ) -> Result<Capacities, RunError> {
-    let opts = RunOptions::default();
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
     let run = |mode: TuneMode| -> Result<_, RunError> {
-        let mut device = workloads::aligned_memory(opts.arena_bytes);
-        let mut host = workloads::aligned_memory(opts.host_bytes);
+        let mut device = workloads::aligned_memory(sizing::MEMORY_BYTES);
+        let mut host = workloads::aligned_memory(sizing::MEMORY_BYTES);
         let npu = SimNpu::new(
             bytemuck::cast_slice_mut(&mut device),
             bytemuck::cast_slice_mut(&mut host),
@@ -521,6 +522,13 @@ pub fn capacities(
             sizing::TUNE,
         ),
         ("job plan tensors", caps.tensors, sizing::TENSORS),
+        // While the highest staging byte and the largest block fit together, the tail of
+        // host memory could always take a block: no transfer waited for memory.
+        (
+            "bytes of host staging",
+            (caps.host_staging_bytes + caps.host_staging_min_bytes) as usize,
+            sizing::MEMORY_BYTES + 1,
+        ),
     ];
     match reached.into_iter().find(|&(_, used, cap)| used >= cap) {
         Some((what, _, limit)) => Err(RunError::Sizing { what, limit }),
