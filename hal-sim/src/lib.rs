@@ -260,7 +260,8 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
                 return Err(SimError::MemoryTooLarge { space });
             }
             // An empty slice may have any (dangling) address; nothing can be viewed in it.
-            if !mem.is_empty() && (mem.as_ptr() as usize) % (config.alignment as usize) != 0 {
+            if !mem.is_empty() && !(mem.as_ptr() as usize).is_multiple_of(config.alignment as usize)
+            {
                 return Err(SimError::MisalignedMemory {
                     space,
                     alignment: config.alignment,

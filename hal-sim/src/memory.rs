@@ -60,7 +60,7 @@ pub(crate) fn check_region(
             space_bytes: u32::try_from(space_len).unwrap_or(u32::MAX),
         });
     }
-    if region.offset % alignment.max(1) != 0 {
+    if !region.offset.is_multiple_of(alignment.max(1)) {
         return Err(HalError::Misaligned {
             region: *region,
             alignment,

@@ -141,7 +141,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
                 .ok_or(HalError::FlashSegmentsFull {
                     capacity: MAX_FLASH_SEGMENTS as u8,
                 })? as u8;
-        if (bytes.as_ptr() as usize) % (self.config.alignment as usize) != 0 {
+        if !(bytes.as_ptr() as usize).is_multiple_of(self.config.alignment as usize) {
             return Err(HalError::Misaligned {
                 region: Region::flash(segment, 0, u32::try_from(bytes.len()).unwrap_or(u32::MAX)),
                 alignment: self.config.alignment,

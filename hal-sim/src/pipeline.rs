@@ -175,7 +175,7 @@ fn busy_figures(trace: impl Iterator<Item = TraceEntry>, frames: usize) -> Optio
     let mut jobs: Vec<TraceEntry> = trace.filter(|e| e.queue != Queue::Dma).collect();
     jobs.sort_by_key(|e| e.fence);
     let per_frame = jobs.len() / frames;
-    if per_frame == 0 || jobs.len() % frames != 0 {
+    if per_frame == 0 || !jobs.len().is_multiple_of(frames) {
         return None;
     }
     let from = jobs[per_frame - 1].end;

@@ -270,7 +270,7 @@ impl Npu for Broken {
                 if matches!(job.kind, JobKind::Transfer { .. }) && job.queue == Queue::Dma =>
             {
                 self.transfers += 1;
-                if self.transfers % 2 == 0 {
+                if self.transfers.is_multiple_of(2) {
                     job.queue = Queue::Unit(caps.execution_units - 1);
                 }
             }

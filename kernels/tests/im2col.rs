@@ -49,7 +49,7 @@ fn matches_direct_conv2d_on_random_shapes() {
                 (rng.u32(1, 4), rng.u32(1, 4)),
                 (rng.u32(1, 3), rng.u32(1, 3)),
                 (rng.u32(1, 2), rng.u32(1, 2)),
-                if rng.next() % 2 == 0 {
+                if rng.next().is_multiple_of(2) {
                     Padding::Same
                 } else {
                     Padding::Valid
@@ -90,7 +90,7 @@ fn matches_direct_conv2d_on_random_shapes() {
             .map(|_| {
                 if case % 3 == 0 {
                     let margin = rng.range(0, 1 << 20) as i32;
-                    if rng.next() % 2 == 0 {
+                    if rng.next().is_multiple_of(2) {
                         i32::MAX - margin
                     } else {
                         i32::MIN + margin

@@ -57,7 +57,7 @@ impl Rng {
     }
 
     fn padding(&mut self) -> Padding {
-        if self.next() % 2 == 0 {
+        if self.next().is_multiple_of(2) {
             Padding::Same
         } else {
             Padding::Valid
@@ -270,7 +270,7 @@ fn check_layer<L: Layer + std::fmt::Debug>(p: &L, ops: &Operands, r: &mut Rng) {
 }
 
 fn random_multipliers(r: &mut Rng, iq: Quant, oq: Quant, n: usize) -> Vec<ChannelMultiplier> {
-    let scales: Vec<f32> = if r.next() % 4 == 0 {
+    let scales: Vec<f32> = if r.next().is_multiple_of(4) {
         vec![r.scale(0.001, 0.02)]
     } else {
         (0..n).map(|_| r.scale(0.001, 0.02)).collect()
@@ -298,7 +298,7 @@ fn conv_stripes_match_whole() {
     for _ in 0..600 {
         let input = random_input(&mut r);
         // Ordinary, or grouped when the depth allows.
-        let filter_depth = if input.channels % 2 == 0 && r.next() % 2 == 0 {
+        let filter_depth = if input.channels.is_multiple_of(2) && r.next().is_multiple_of(2) {
             input.channels / 2
         } else {
             input.channels
@@ -316,7 +316,7 @@ fn conv_stripes_match_whole() {
         let oc = out_channels as usize;
         let ops = Operands {
             filter: r.i8s(p.lens().1),
-            bias: (r.next() % 3 != 0)
+            bias: (!r.next().is_multiple_of(3))
                 .then(|| (0..oc).map(|_| r.range(0, 4000) as i32 - 2000).collect()),
             multipliers: random_multipliers(&mut r, iq, oq, oc),
             average: false,
@@ -341,7 +341,7 @@ fn depthwise_stripes_match_whole() {
         let oc = (input.channels * depth_multiplier) as usize;
         let ops = Operands {
             filter: r.i8s(p.lens().1),
-            bias: (r.next() % 3 != 0)
+            bias: (!r.next().is_multiple_of(3))
                 .then(|| (0..oc).map(|_| r.range(0, 4000) as i32 - 2000).collect()),
             multipliers: random_multipliers(&mut r, iq, oq, oc),
             average: false,

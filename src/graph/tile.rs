@@ -61,8 +61,8 @@ pub(crate) fn is_row_local(op: &Op, alignment: u32) -> bool {
     shapes(op).is_some_and(|(i, o)| {
         i.batches == 1
             && o.batches == 1
-            && row_bytes(i) % alignment == 0
-            && row_bytes(o) % alignment == 0
+            && row_bytes(i).is_multiple_of(alignment)
+            && row_bytes(o).is_multiple_of(alignment)
     })
 }
 

@@ -275,7 +275,7 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             bytes,
             pool_bytes,
         };
-        if p.parent.is_some() || offset % self.arena.alignment() != 0 {
+        if p.parent.is_some() || !offset.is_multiple_of(self.arena.alignment()) {
             return Err(bad);
         }
         let len = self.arena.rounded(bytes).ok_or(bad)?;

@@ -43,7 +43,7 @@ pub(crate) fn read<T: Scalar>(buf: &[u8], offset: u32, what: &'static str) -> Re
 }
 
 fn check_align(offset: u32, align: u32, what: &'static str) -> Result<()> {
-    if offset % align == 0 {
+    if offset.is_multiple_of(align) {
         Ok(())
     } else {
         Err(ModelError::Misaligned {
@@ -125,7 +125,7 @@ impl<'a> Table<'a> {
         }
         let vtable_len: u16 = read(buf, vtable, what)?;
         let table_len: u16 = read(buf, vtable + 2, what)?;
-        if vtable_len < 4 || vtable_len % 2 != 0 {
+        if vtable_len < 4 || !vtable_len.is_multiple_of(2) {
             return Err(bad("vtable size is not an even number >= 4"));
         }
         if vtable

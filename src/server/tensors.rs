@@ -155,7 +155,7 @@ impl<
 
     pub(super) fn create_const(&mut self, data: &'static [u8]) -> Result<HandleId, Error> {
         let addr = data.as_ptr() as usize;
-        let aligned = addr % self.caps.flash_alignment.max(1) as usize == 0;
+        let aligned = addr.is_multiple_of(self.caps.flash_alignment.max(1) as usize);
         let found = self.flash.iter().enumerate().find_map(|(i, seg)| {
             let seg = (*seg)?;
             let offset = addr.checked_sub(seg.start)?;

@@ -46,7 +46,7 @@ pub struct Writer {
 
 impl Writer {
     pub fn align(&mut self, a: usize) {
-        while self.buf.len() % a != 0 {
+        while !self.buf.len().is_multiple_of(a) {
             self.buf.push(0);
         }
     }
@@ -57,7 +57,7 @@ impl Writer {
 
     pub fn vector(&mut self, len: usize, elem_align: usize, data: &[u8]) -> usize {
         self.align(4);
-        while (self.buf.len() + 4) % elem_align != 0 {
+        while !(self.buf.len() + 4).is_multiple_of(elem_align) {
             self.buf.extend_from_slice(&[0; 4]);
         }
         let pos = self.buf.len();

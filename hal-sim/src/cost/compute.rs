@@ -128,7 +128,7 @@ fn mac_cycles_per_block(p: &Pass, block: &BlockConfig, cfg: &U55Config) -> u64 {
     let pieces = |k: u32| {
         [
             (u64::from(k / SUBKERNEL), SUBKERNEL),
-            (u64::from(k % SUBKERNEL != 0), k % SUBKERNEL),
+            (u64::from(!k.is_multiple_of(SUBKERNEL)), k % SUBKERNEL),
         ]
     };
     let mut total: u64 = 0;

@@ -100,7 +100,7 @@ fn fc_rows(rows: u64) -> (u32, u32) {
     // as many steps as its size (Vela then ends at W = rows).
     let first = max(rows / 16, isqrt_ceil(rows));
     let w = (first..first.saturating_add(4096))
-        .find(|w| rows % w == 0)
+        .find(|w| rows.is_multiple_of(*w))
         .unwrap_or(rows);
     let h = rows / w;
     (

@@ -543,14 +543,14 @@ mod tests {
         for _ in 0..2000 {
             let kind = kinds[(next(s) % kinds.len() as u64) as usize];
             let desc = LayerDesc {
-                ifm2: (next(s) % 2 == 0).then(|| shape(s)),
+                ifm2: next(s).is_multiple_of(2).then(|| shape(s)),
                 kernel: (dim(s), dim(s)),
                 stride: (dim(s), dim(s)),
                 dilation: (dim(s), dim(s)),
                 axes: next(s) as u8,
                 weight_bytes: dim(s),
-                weights_in_flash: next(s) % 2 == 0,
-                ifm2_in_flash: next(s) % 2 == 0,
+                weights_in_flash: next(s).is_multiple_of(2),
+                ifm2_in_flash: next(s).is_multiple_of(2),
                 ..LayerDesc::new(kind, shape(s), shape(s))
             };
             let alone = layer_cycles(&desc, &CFG);

@@ -236,13 +236,13 @@ impl Conv2dParams {
                 what: "output channels 0",
             });
         }
-        if shape.input.channels == 0 || shape.input.channels % shape.filter_depth != 0 {
+        if shape.input.channels == 0 || !shape.input.channels.is_multiple_of(shape.filter_depth) {
             return Err(KernelError::Unsupported {
                 what: "input depth not a multiple of the filter depth",
             });
         }
         let groups = shape.input.channels / shape.filter_depth;
-        if shape.out_channels % groups != 0 {
+        if !shape.out_channels.is_multiple_of(groups) {
             return Err(KernelError::Unsupported {
                 what: "output channels not a multiple of the groups",
             });

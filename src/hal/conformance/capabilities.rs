@@ -55,7 +55,7 @@ pub(super) fn capabilities<N: Npu + ?Sized>(npu: &mut N, caps: Capabilities) -> 
             "it must equal Capabilities::host_memory_bytes",
         );
     }
-    if len != 0 && address % u64::from(caps.alignment) != 0 {
+    if len != 0 && !address.is_multiple_of(u64::from(caps.alignment)) {
         return bad(
             "host_memory()'s address",
             address,
