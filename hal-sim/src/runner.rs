@@ -359,8 +359,8 @@ pub fn tune(
     Ok((table, channel.with(|s| s.tune_stats()).map_err(stack)?))
 }
 
-fn invoke(
-    graph: &mut SimGraph<'_, '_>,
+fn invoke<C: ComputeChannel, const OPS_: usize, const TENSORS_: usize>(
+    graph: &mut Graph<'_, C, OPS_, TENSORS_>,
     inputs: &[&[u8]],
     outputs: &mut [Vec<u8>],
 ) -> Result<(), GraphError> {
@@ -399,6 +399,8 @@ pub fn plan(
 /// makes: prepare, a first invoke job by job, a second from the graph's job plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capacities {
+    /// The arena the model needs (the graph's arena plan, as [`plan`] reports it).
+    pub arena: ArenaReport,
     /// Operators the graph lowers: `Graph`'s `OPS`.
     pub ops: usize,
     /// Tensors of the model, or of its job plan if more (the plan also holds the graph's
@@ -479,11 +481,11 @@ pub fn capacities(
         let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
         let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
         for _ in 0..2 {
-            let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|o| o.as_mut_slice()).collect();
-            graph.invoke(&inputs, &mut outs)?;
+            invoke(&mut graph, &inputs, &mut outputs)?;
         }
         let plan = graph.job_plan();
         Ok((
+            graph.arena(),
             graph.operators().count(),
             plan,
             client.stats().map_err(stack)?,
@@ -491,13 +493,14 @@ pub fn capacities(
             client.tune_stats().map_err(stack)?,
         ))
     };
-    let (ops, plan, server, memory, _) = run(TuneMode::Off)?;
+    let (arena, ops, plan, server, memory, _) = run(TuneMode::Off)?;
     let (.., tuning) = run(TuneMode::Tune)?;
     let model_tensors = Model::parse(model)
         .map_err(RunError::Model)?
         .subgraph()
         .tensor_count();
     let caps = Capacities {
+        arena,
         ops,
         tensors: usize::from(model_tensors).max(plan.map_or(0, |p| p.tensors)),
         handles: server.handles_peak,

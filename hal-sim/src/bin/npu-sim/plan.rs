@@ -1,8 +1,8 @@
 //! `npu-sim plan MODEL [--json] [--optimise cycles|memory]`: the exact arena bytes a model
 //! needs, the host staging memory and every fixed capacity.
 //!
-//! Prepares the model's arena plan (as the runtime does at prepare, with the simulator's
-//! default configuration). The arena size printed is exact: an arena of
+//! The arena comes from the model's arena plan, made as the runtime makes it at prepare (with
+//! the simulator's default configuration). The arena size printed is exact: an arena of
 //! that size runs the model, one alignment unit less does not, so it is the size to give
 //! the firmware's arena section. `--optimise memory` plans the smallest arena (chains of
 //! layers run in stripes, recomputing some multiply-accumulates), `cycles` (the default)
@@ -34,8 +34,8 @@ use std::path::Path;
 pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
     let model = read_model(path)?;
     let config = SimConfig::default();
-    let plan = runner::plan(model, config, optimise).map_err(|e| e.to_string())?;
     let caps = runner::capacities(model, config, optimise).map_err(|e| e.to_string())?;
+    let plan = caps.arena;
     if json {
         outln!(
             "{{\n  \"arena_bytes\": {},\n  \"activation_bytes\": {},\n  \"constant_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"alignment\": {},\n  \"host_staging_bytes\": {},\n  \"host_staging_min_bytes\": {},\n  \"ops\": {},\n  \"tensors\": {},\n  \"handles\": {},\n  \"chunks\": {},\n  \"staging_blocks\": {},\n  \"tune_entries\": {},\n  \"plan_jobs\": {}\n}}",
