@@ -52,7 +52,8 @@ pub struct SimConfig {
     /// Required alignment of memory bases and region offsets, in bytes: a power of two, at
     /// least 4 (so that an aligned region can be viewed as `f32`/`i32`). Default 16 (Ethos-U).
     pub alignment: u32,
-    /// Operators and dtypes the simulated NPU accepts. Default [`OpSet::all()`].
+    /// Operators and dtypes the simulated NPU accepts; the others run on the CPU fallback.
+    /// Default [`ETHOS_U55_OPS`].
     pub ops: OpSet,
     /// Reported as [`Capabilities::reads_flash`](npu_compute::hal::Capabilities::reads_flash).
     /// Default `true`. (The simulator itself only addresses its two memories.)
@@ -75,6 +76,49 @@ pub struct SimConfig {
     pub cpu: Option<CpuModel>,
 }
 
+/// What an Ethos-U55 runs, as Vela's supported-operator list (`SUPPORTED_OPS.md` of
+/// ethos-u-vela 4.x, TFLite section) says: each family in the dtypes Vela places on the NPU.
+/// The families the simulator ran before that list was followed (all of them, f32 too, which
+/// the simulator models at [`F32_SLOWDOWN`]) keep running, so earlier figures stand.
+pub const ETHOS_U55_OPS: OpSet = ethos_u55_ops();
+
+const fn ethos_u55_ops() -> OpSet {
+    use npu_compute::ops::DType::{F32, I16, I8};
+    use npu_compute::ops::OpKind as K;
+    // (family, dtypes) pairs; one line per family.
+    const PAIRS: &[(K, &[npu_compute::ops::DType])] = &[
+        (K::Add, &[F32, I8, I16]),
+        (K::Mul, &[F32, I8, I16]),
+        (K::Relu, &[F32, I8, I16]),
+        (K::FullyConnected, &[F32, I8, I16]),
+        (K::Conv2d, &[F32, I8, I16]),
+        (K::DepthwiseConv2d, &[F32, I8, I16]),
+        (K::AveragePool2d, &[F32, I8, I16]),
+        (K::MaxPool2d, &[F32, I8, I16]),
+        (K::Softmax, &[F32, I8, I16]),
+        (K::Mean, &[F32, I8, I16]),
+        (K::Reshape, &[F32, I8, I16]),
+        (K::BatchMatmul, &[F32, I8]),
+        (K::Transpose, &[F32, I8, I16]),
+        (K::Concatenation, &[F32, I8, I16]),
+        (K::Sub, &[F32, I8, I16]),
+        (K::Rsqrt, &[F32, I8]),
+        (K::Quantize, &[F32, I8, I16]),
+        (K::Dequantize, &[F32, I8]),
+    ];
+    let mut set = OpSet::EMPTY;
+    let mut i = 0;
+    while i < PAIRS.len() {
+        let mut d = 0;
+        while d < PAIRS[i].1.len() {
+            set = set.with(PAIRS[i].0, PAIRS[i].1[d]);
+            d += 1;
+        }
+        i += 1;
+    }
+    set
+}
+
 impl SimConfig {
     /// The default configuration as a constant (usable in `static` initialisers).
     pub const ETHOS_U55_128: SimConfig = SimConfig {
@@ -85,7 +129,7 @@ impl SimConfig {
         job_overhead_cycles: 64,
         dma_overhead_cycles: 32,
         alignment: 16,
-        ops: OpSet::all(),
+        ops: ETHOS_U55_OPS,
         reads_flash: true,
         flash_alignment: 4,
         layers: Some(U55Config::ETHOS_U55_128),
@@ -151,7 +195,9 @@ impl SimConfig {
     pub fn compute_cycles(&self, op: &Op) -> Cycles {
         let rate = match op.dtype() {
             DType::F32 => F32_SLOWDOWN,
-            DType::I8 => 1,
+            // The Ethos-U55's MAC array takes 16-bit activations at half its 8-bit rate.
+            DType::I16 => 2,
+            DType::I8 | DType::I32 => 1,
         };
         // Elementwise ops run in the output stage, by elements (their `macs`); the rest in
         // the MAC array.

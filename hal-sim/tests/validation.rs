@@ -491,7 +491,7 @@ fn capabilities_follow_config_and_memories() {
     assert_eq!(c.alignment, 16);
     assert_eq!(c.execution_units, 3);
     assert_eq!(c.max_in_flight, 7);
-    assert_eq!(c.ops, OpSet::all());
+    assert_eq!(c.ops, npu_sim::ETHOS_U55_OPS);
     assert!(!c.reads_flash);
     assert_eq!(npu.config(), &config);
 }

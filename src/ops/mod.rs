@@ -92,22 +92,32 @@ pub const MAX_INPUTS: usize = 8;
 /// ([`ChannelMultiplier`](npu_kernels::int8::ChannelMultiplier)).
 pub const CHANNEL_MULTIPLIER_BYTES: u32 = 8;
 
-/// Element types an operator computes on.
+/// Element types an operator computes on: for a quantization or a cast, its input's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
 pub enum DType {
     /// IEEE 754 single precision, little-endian.
     F32,
     /// Signed 8-bit, affine quantized.
     I8,
+    /// Signed 16-bit, symmetric quantized (TensorFlow Lite's 16x8 scheme: int16 activations,
+    /// int8 weights).
+    I16,
+    /// Signed 32-bit integers (indices, shapes, int32 model outputs).
+    I32,
 }
 
 impl DType {
+    /// Every element type, in the order of [`OpSet`]'s bits.
+    pub const ALL: [DType; 4] = [DType::F32, DType::I8, DType::I16, DType::I32];
+
     /// Bytes per element.
     pub const fn size(self) -> u32 {
         match self {
-            DType::F32 => 4,
+            DType::F32 | DType::I32 => 4,
             DType::I8 => 1,
+            DType::I16 => 2,
         }
     }
 }
@@ -117,6 +127,8 @@ impl core::fmt::Display for DType {
         f.write_str(match self {
             DType::F32 => "f32",
             DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
         })
     }
 }
@@ -227,7 +239,7 @@ macro_rules! operators {
             }
 
             /// Its (family, dtype) bit in an [`OpSet`].
-            const fn set_bit(&self) -> u64 {
+            const fn set_bit(&self) -> u16 {
                 match self {
                     $(Op::$variant(_) => OpSet::bit(OpKind::$kind, DType::$dtype),)*
                 }

@@ -2,48 +2,55 @@
 
 use super::{DType, Op, OpKind};
 
-/// A set of (operator family, dtype) pairs, as a bitset.
+/// Words of an [`OpSet`]: room for 128 operator families in each of the four dtypes.
+const WORDS: usize = 16;
+
+/// A set of (operator family, dtype) pairs, as a bitset: bit `4 × family + dtype`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct OpSet(pub u64);
+pub struct OpSet([u32; WORDS]);
 
 impl OpSet {
     /// No operator.
-    pub const EMPTY: OpSet = OpSet(0);
+    pub const EMPTY: OpSet = OpSet([0; WORDS]);
 
     /// The bit of one (family, dtype) pair.
-    pub(super) const fn bit(op: OpKind, dtype: DType) -> u64 {
-        let d = match dtype {
-            DType::F32 => 0,
-            DType::I8 => 1,
-        };
-        1 << (op as u32 * 2 + d)
+    pub(super) const fn bit(op: OpKind, dtype: DType) -> u16 {
+        op as u16 * 4 + dtype as u16
     }
 
     /// Every operator family, in every dtype.
     pub const fn all() -> OpSet {
-        let mut bits = 0;
+        let mut set = Self::EMPTY;
         let mut i = 0;
         while i < OpKind::ALL.len() {
-            bits |= Self::bit(OpKind::ALL[i], DType::F32) | Self::bit(OpKind::ALL[i], DType::I8);
+            let mut d = 0;
+            while d < DType::ALL.len() {
+                set = set.with(OpKind::ALL[i], DType::ALL[d]);
+                d += 1;
+            }
             i += 1;
         }
-        OpSet(bits)
+        set
     }
 
     /// This set plus one pair.
-    pub const fn with(self, op: OpKind, dtype: DType) -> OpSet {
-        OpSet(self.0 | Self::bit(op, dtype))
+    pub const fn with(mut self, op: OpKind, dtype: DType) -> OpSet {
+        let b = Self::bit(op, dtype) as usize;
+        self.0[b / 32] |= 1 << (b % 32);
+        self
     }
 
     /// This set less one pair.
-    pub const fn without(self, op: OpKind, dtype: DType) -> OpSet {
-        OpSet(self.0 & !Self::bit(op, dtype))
+    pub const fn without(mut self, op: OpKind, dtype: DType) -> OpSet {
+        let b = Self::bit(op, dtype) as usize;
+        self.0[b / 32] &= !(1 << (b % 32));
+        self
     }
 
     /// Whether the pair is in the set.
     pub const fn contains(self, op: OpKind, dtype: DType) -> bool {
-        self.0 & Self::bit(op, dtype) != 0
+        self.has(Self::bit(op, dtype))
     }
 
     /// Whether `op`'s (family, dtype) pair is in the set: what a dispatch asks of every job.
@@ -51,6 +58,22 @@ impl OpSet {
     pub fn runs(self, op: &Op) -> bool {
         // One match from variant to bit rather than `contains(op.kind(), op.dtype())`, whose
         // two matches cost a dozen instructions more per job on a Cortex-M4.
-        self.0 & op.set_bit() != 0
+        self.has(op.set_bit())
+    }
+
+    /// Whether bit `b` is set.
+    #[inline]
+    const fn has(self, b: u16) -> bool {
+        let b = b as usize;
+        self.0[b / 32] & (1 << (b % 32)) != 0
+    }
+
+    /// The set as little-endian bytes, for fingerprints that must not change with the host.
+    pub fn to_le_bytes(self) -> [u8; WORDS * 4] {
+        let mut out = [0; WORDS * 4];
+        for (chunk, w) in out.chunks_exact_mut(4).zip(self.0) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        out
     }
 }

@@ -1,6 +1,6 @@
 //! Tuning keys: which operators share one tuned choice.
 
-use crate::ops::{DType, KeyShape, Op, OpKind};
+use crate::ops::{KeyShape, Op, OpKind};
 
 /// Bytes of a [`TuneKey`].
 pub const KEY_BYTES: usize = 16;
@@ -43,10 +43,7 @@ impl TuneKey {
         // OpSet bits), so a key means the same as long as that list only grows at its end.
         let index = OpKind::ALL.iter().position(|&x| x == kind);
         k[0] = index.and_then(|i| u8::try_from(i).ok()).unwrap_or(u8::MAX);
-        k[1] = match op.dtype() {
-            DType::F32 => 0,
-            DType::I8 => 1,
-        };
+        k[1] = op.dtype() as u8;
         k[2] = set_id;
         // Bytes 3..=10: flags and the exact window; 11..=15 the size buckets.
         let KeyShape { window, sizes } = op.key_shape();

@@ -368,7 +368,7 @@ pub fn fingerprint(caps: &Capabilities, hal: u64) -> u64 {
     let mut h = Fnv::new();
     h.write(&caps.alignment.to_le_bytes());
     h.write(&[caps.execution_units]);
-    h.write(&caps.ops.0.to_le_bytes());
+    h.write(&caps.ops.to_le_bytes());
     h.write(&[u8::from(caps.reads_flash)]);
     h.write(&caps.flash_alignment.to_le_bytes());
     h.write(&hal.to_le_bytes());
