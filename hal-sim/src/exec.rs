@@ -129,7 +129,8 @@ fn op_error_code(e: OpError) -> u32 {
         OpError::Misaligned { .. }
         | OpError::InputCount { .. }
         | OpError::NotInPlace
-        | OpError::NotIm2col => CODE_BAD_REGION,
+        | OpError::NotIm2col
+                | OpError::State => CODE_BAD_REGION,
     }
 }
 

@@ -65,6 +65,7 @@ pub mod reshape;
 pub mod rsqrt;
 pub mod softmax;
 pub mod sub;
+pub mod svdf;
 pub mod transpose;
 pub mod window;
 
@@ -85,6 +86,7 @@ pub use reshape::reshape;
 pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
 pub use sub::{sub, SubParams};
+pub use svdf::{svdf, SvdfParams, SvdfShape, SvdfState};
 pub use transpose::{transpose, TransposeParams};
 pub use window::{Nhwc, Padding, Window2d};
 

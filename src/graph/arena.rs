@@ -61,6 +61,16 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 last[r] = last[r].max(used);
             }
         }
+        // A variable lives for the graph's lifetime: from before the first step to after the
+        // last, so no other buffer ever shares its memory and its bytes last from one invoke
+        // to the next.
+        for (t, slot) in self.tensors.iter().enumerate() {
+            if slot.variable {
+                let r = usize::from(root[t]);
+                first[r] = 0;
+                last[r] = end;
+            }
+        }
         if in_place {
             // An op that runs in place writes its output over an input whose buffer dies at
             // that op (and has the output's size): the output joins that buffer.

@@ -155,10 +155,24 @@ pub(super) struct Slot<'c, C: ComputeChannel> {
     /// Last step reading it (`u16::MAX`: a model output, kept until read).
     last_use: u16,
     constant: bool,
-    /// For an activation: its offset in the graph's pool, from the arena plan.
+    /// A variable tensor (TFLite's `is_variable`: an operator's state, such as SVDF's): it
+    /// has its own block of the pool for the graph's lifetime, keeps its bytes from one
+    /// invoke to the next, and `value` holds its placed tensor for good.
+    variable: bool,
+    /// A variable's initial byte, as TFLM sets it: an int8 variable's zero point, else 0.
+    initial: u8,
+    /// For an activation or a variable: its offset in the graph's pool, from the arena plan.
     offset: u32,
-    /// The constant, or during an invoke the live activation.
+    /// The constant or the variable, or during an invoke the live activation.
     value: Option<Tensor<'c, C>>,
+}
+
+impl<C: ComputeChannel> Slot<'_, C> {
+    /// Whether the graph holds its tensor for good (a constant or a variable), rather than
+    /// only during an invoke.
+    fn kept(&self) -> bool {
+        self.constant || self.variable
+    }
 }
 
 /// One operator as lowered, and where it runs, as [`Graph::operators`] reports it.
@@ -285,6 +299,17 @@ pub(super) fn capacity(capacity: &'static str, limit: usize, needed: usize) -> G
     }
 }
 
+/// The byte TFLM fills a variable tensor with when it allocates it and at every reset
+/// (`MicroInterpreterGraph::ResetTensorData`): an int8 tensor's first zero point, else 0.
+fn initial_byte(t: &crate::model::TensorInfo<'_>) -> u8 {
+    let zero_point = match (t.dtype, &t.quantization) {
+        (crate::model::DataType::Int8, Some(q)) => q.zero_point(0).unwrap_or(0),
+        _ => 0,
+    };
+    // memset's conversion of its int argument to unsigned char.
+    zero_point as u8
+}
+
 fn io_list<const N: usize>(
     list: crate::model::TensorIndices<'_>,
 ) -> Result<heapless::Vec<u16, N>, GraphError> {
@@ -346,6 +371,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 bytes: t.byte_size.unwrap_or(0),
                 last_use: 0,
                 constant: false,
+                variable: t.is_variable,
+                initial: initial_byte(&t),
                 offset: 0,
                 value: None,
             };
@@ -364,7 +391,53 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         graph.plan_arena(optimise)?;
+        graph.place_variables()?;
         Ok(graph)
+    }
+    /// Places each variable tensor in its block of the pool for the graph's lifetime and sets
+    /// it to its initial value.
+    fn place_variables(&mut self) -> Result<(), GraphError> {
+        if !self.tensors.iter().any(|s| s.variable) {
+            return Ok(());
+        }
+        let pool = self.pool()?;
+        for slot in self.tensors.iter_mut().filter(|s| s.variable) {
+            let view = self.client.place(&pool, slot.offset, slot.bytes);
+            slot.value = Some(view.map_err(not_one_op)?);
+        }
+        self.reset_state()
+    }
+
+    /// Resets the model's state: every variable tensor (the memory of stateful operators
+    /// such as SVDF, which they carry from one invoke to the next) back to the value it had
+    /// after [`prepare`](Self::prepare), as TFLM's `MicroInterpreter::ResetVariableTensors`
+    /// does: an int8 variable is filled with its zero point, any other with zeros. The next
+    /// invoke then gives what the first one gave. A model without variable tensors has
+    /// nothing to reset.
+    ///
+    /// The bytes are written to the device from a small stack buffer; nothing is read back.
+    ///
+    /// Errors: [`GraphError::Compute`] when the stack cannot write them.
+    pub fn reset_state(&mut self) -> Result<(), GraphError> {
+        /// Bytes written per upload.
+        const CHUNK: u32 = 256;
+        let Some(pool) = self.pool.as_ref() else {
+            return Ok(());
+        };
+        for slot in self.tensors.iter().filter(|s| s.variable) {
+            let fill = [slot.initial; CHUNK as usize];
+            let mut at = 0;
+            while at < slot.bytes {
+                let n = (slot.bytes - at).min(CHUNK);
+                let view = self.client.place(pool, slot.offset + at, n);
+                let view = view.map_err(not_one_op)?;
+                self.client
+                    .write(&view, &fill[..n as usize])
+                    .map_err(not_one_op)?;
+                at += n;
+            }
+        }
+        Ok(())
     }
     /// The arena figures: the activation pool of the plan, its lower bound, and the constants.
     pub fn arena(&self) -> ArenaReport {
@@ -396,7 +469,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 Operand::Tensor(t) => {
                     let info_t = sub.tensor(t)?;
                     let slot = &mut self.tensors[usize::from(t)];
-                    if let Some(data) = info_t.data {
+                    // A variable's bytes in the file (if any) are not its value: TFLM sets it
+                    // to its initial value at allocation (see `reset_state`).
+                    if let (Some(data), false) = (info_t.data, slot.variable) {
                         if slot.value.is_none() {
                             slot.value =
                                 Some(self.client.create_const(data).map_err(compute_error)?);
@@ -515,7 +590,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         let result = self.run(inputs, outputs);
-        for slot in self.tensors.iter_mut().filter(|s| !s.constant) {
+        for slot in self.tensors.iter_mut().filter(|s| !s.kept()) {
             slot.value = None;
         }
         result
@@ -604,7 +679,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         let result = self.submit_steps(io);
-        for slot in self.tensors.iter_mut().filter(|s| !s.constant) {
+        for slot in self.tensors.iter_mut().filter(|s| !s.kept()) {
             slot.value = None;
         }
         result

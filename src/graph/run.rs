@@ -119,7 +119,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 for operand in &self.steps[k].operands {
                     if let StepOperand::Tensor(t) = *operand {
                         let slot = &mut self.tensors[usize::from(t)];
-                        if !slot.constant && usize::from(slot.last_use) == k {
+                        if !slot.kept() && usize::from(slot.last_use) == k {
                             slot.value = None;
                         }
                     }
@@ -144,8 +144,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         self.operands_with(si, from, |t| self.tensors[usize::from(t)].value.as_ref())
     }
     /// Step `si`'s operands from operand `from` on, each activation `t` as `activation(t)`
-    /// gives it (the live tensor of an invoke, or a job plan's placement); constants and
-    /// auxiliary tensors are the graph's own.
+    /// gives it (the live tensor of an invoke, or a job plan's placement); constants,
+    /// variables and auxiliary tensors are the graph's own.
     pub(super) fn operands_with<'s>(
         &'s self,
         si: usize,
@@ -157,7 +157,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let t = match *operand {
                 StepOperand::Tensor(t) => {
                     let slot = &self.tensors[usize::from(t)];
-                    if slot.constant {
+                    if slot.kept() {
                         slot.value.as_ref()
                     } else {
                         activation(t)

@@ -27,6 +27,9 @@ pub enum OpError {
     NotInPlace,
     /// The op does not run as im2col ([`Op::im2col`] is `None`).
     NotIm2col,
+    /// A stateful op run without its state writable ([`Op::run`] rather than
+    /// [`Op::run_stateful`]), or state given to an op that has none.
+    State,
 }
 
 impl core::fmt::Display for OpError {
@@ -47,6 +50,7 @@ impl core::fmt::Display for OpError {
             }
             OpError::NotInPlace => f.write_str("the op cannot write over its input"),
             OpError::NotIm2col => f.write_str("the op does not run as im2col"),
+            OpError::State => f.write_str("the op's state operands are not given writable"),
         }
     }
 }

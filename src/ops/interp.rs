@@ -115,6 +115,62 @@ pub fn split_operands<'m>(
     Some((out, views))
 }
 
+/// Splits one memory into mutable ranges (an output and a stateful op's state operands,
+/// which must not overlap each other) and shared input ranges (which must not overlap any
+/// mutable one; they may overlap each other). Ranges are `(offset, len)`; the mutable slices
+/// come back in the order of `writable`. `None` if a range is out of bounds or overlaps what
+/// it must not.
+pub fn split_writable<'m>(
+    memory: &'m mut [u8],
+    writable: &[(usize, usize)],
+    inputs: &[(usize, usize)],
+) -> Option<(
+    heapless::Vec<&'m mut [u8], MAX_INPUTS>,
+    heapless::Vec<&'m [u8], MAX_INPUTS>,
+)> {
+    // The writable ranges by start, each checked to end before the next begins.
+    let mut order: heapless::Vec<usize, MAX_INPUTS> = (0..writable.len()).collect();
+    if order.len() != writable.len() {
+        return None;
+    }
+    order.sort_unstable_by_key(|&k| writable[k].0);
+    // Memory cut at each writable range: the shared gaps between, with their offsets.
+    let mut gaps: heapless::Vec<(usize, &'m [u8]), { MAX_INPUTS + 1 }> = heapless::Vec::new();
+    let mut cut: heapless::Vec<(usize, &'m mut [u8]), MAX_INPUTS> = heapless::Vec::new();
+    let mut rest = memory;
+    let mut at = 0;
+    for &k in &order {
+        let (start, len) = writable[k];
+        let skip = start.checked_sub(at)?;
+        if skip.checked_add(len)? > rest.len() {
+            return None;
+        }
+        let (gap, tail) = rest.split_at_mut(skip);
+        let (range, tail) = tail.split_at_mut(len);
+        gaps.push((at, gap)).ok()?;
+        cut.push((k, range)).ok()?;
+        rest = tail;
+        at = start + len;
+    }
+    gaps.push((at, rest)).ok()?;
+    let mut views = heapless::Vec::new();
+    for &(start, len) in inputs {
+        start.checked_add(len)?;
+        let view = if len == 0 {
+            &[][..]
+        } else {
+            gaps.iter().find_map(|&(g, bytes)| {
+                let from = start.checked_sub(g)?;
+                bytes.get(from..from + len)
+            })?
+        };
+        views.push(view).ok()?;
+    }
+    // Back in the order asked for.
+    cut.sort_unstable_by_key(|&(k, _)| k);
+    Some((cut.into_iter().map(|(_, r)| r).collect(), views))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +189,23 @@ mod tests {
         let (out, ins) = split_operands(&mut m, (32, 4), &[(0, 4), (0, 4), (40, 4)]).unwrap();
         out[0] = 1;
         assert_eq!(ins.len(), 3);
+    }
+
+    #[test]
+    fn split_writable_rejects_overlap() {
+        let mut m = [0u8; 64];
+        let (outs, ins) = split_writable(&mut m, &[(32, 8), (0, 8)], &[(8, 8), (48, 16)]).unwrap();
+        assert_eq!((outs[0].len(), outs[1].len(), ins.len()), (8, 8, 2));
+        outs[1][0] = 7;
+        assert_eq!(m[0], 7);
+        // Writable ranges overlapping each other, an input overlapping one, out of bounds.
+        assert!(split_writable(&mut m, &[(0, 8), (4, 8)], &[]).is_none());
+        assert!(split_writable(&mut m, &[(0, 8)], &[(4, 8)]).is_none());
+        assert!(split_writable(&mut m, &[(60, 8)], &[]).is_none());
+        assert!(split_writable(&mut m, &[(0, 8)], &[(60, 8)]).is_none());
+        // Empty inputs anywhere; inputs may overlap each other.
+        let ins = split_writable(&mut m, &[(0, 8)], &[(4, 0), (8, 8), (12, 8)]).map(|(_, i)| i.len());
+        assert_eq!(ins, Some(3));
     }
 
     #[test]

@@ -56,6 +56,7 @@ mod reshape;
 mod rsqrt;
 mod set;
 mod softmax;
+mod svdf;
 mod transpose;
 
 pub use batch_matmul::BatchMatmulI8;
@@ -65,7 +66,7 @@ pub use conv::Conv2dI8;
 pub use depthwise::DepthwiseConv2dI8;
 pub use error::OpError;
 pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
-pub use interp::split_operands;
+pub use interp::{split_operands, split_writable};
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::MeanI8;
@@ -76,6 +77,7 @@ pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
 pub use softmax::SoftmaxI8;
+pub use svdf::SvdfI8;
 pub use transpose::TransposeI8;
 
 use core::ops::Range;
@@ -188,6 +190,8 @@ op_kinds! {
     Quantize,
     /// Dequantization (int8 to float).
     Dequantize,
+    /// Singular value decomposition filter, a stateful layer (TFLite SVDF).
+    Svdf,
 }
 
 impl core::fmt::Display for OpKind {
@@ -356,6 +360,8 @@ operators! {
     ConcatenationI8 = Concatenation, I8;
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
     Reshape = Reshape, I8;
+    /// int8 SVDF (int8 or int16 activation state).
+    SvdfI8 = Svdf, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -395,6 +401,7 @@ lowerings! {
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Softmax => softmax::lower: [SoftmaxI8],
     Sub => binary::lower: [SubI8],
+    Svdf => svdf::lower: [SvdfI8],
     Transpose => transpose::lower: [TransposeI8],
 }
 
@@ -538,6 +545,30 @@ pub trait Operator {
     fn contiguous_inputs(&self) -> Option<heapless::Vec<u32, MAX_INPUTS>> {
         None
     }
+    /// How many of its leading inputs are *state*: memory the op reads and writes back, which
+    /// lives from one invoke to the next (TFLite's variable tensors, such as SVDF's activation
+    /// state). 0 for a stateless op.
+    ///
+    /// A state operand is an in-out operand, not a second output: it is listed with the
+    /// inputs (so the operand count and sizes are checked as for any input) and the op
+    /// updates it in place ([`run_stateful`](Self::run_stateful)). The CPU fallback brings it
+    /// to the host with the other inputs and writes it back with the output. A job for the
+    /// NPU carries one written region, so a HAL does not declare a stateful operator: they
+    /// run on the CPU fallback.
+    fn state_inputs(&self) -> u8 {
+        0
+    }
+    /// Computes a stateful op: `state` holds its first [`state_inputs`](Self::state_inputs)
+    /// inputs, read and updated in place, `inputs` the others, in operand order.
+    fn run_stateful(
+        &self,
+        state: &mut [&mut [u8]],
+        inputs: &[&[u8]],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        let _ = (state, inputs, output);
+        Err(OpError::State)
+    }
 }
 
 /// The questions every layer asks of an operator, answered by its description.
@@ -561,6 +592,38 @@ impl Op {
             });
         }
         self.description().run(inputs, output)
+    }
+
+    /// How many of its leading inputs are state, read and written back (see
+    /// [`Operator::state_inputs`]).
+    pub fn state_inputs(&self) -> u8 {
+        self.description().state_inputs()
+    }
+
+    /// Computes a stateful op: its state operands `state` (read, then updated in place), its
+    /// other inputs `inputs`, into `output` (see [`Operator::run_stateful`]). Errors: those of
+    /// [`run`](Self::run), and [`OpError::State`] when `state` is not as many buffers as the op
+    /// has state operands.
+    pub fn run_stateful(
+        &self,
+        state: &mut [&mut [u8]],
+        inputs: &[&[u8]],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        if state.len() != usize::from(self.state_inputs()) {
+            return Err(OpError::State);
+        }
+        let given = state.len() + inputs.len();
+        let accepted = self
+            .operands()
+            .is_some_and(|operands| operands.accepts(given));
+        if !accepted {
+            return Err(OpError::InputCount { given: given as u8 });
+        }
+        if state.is_empty() {
+            return self.description().run(inputs, output);
+        }
+        self.description().run_stateful(state, inputs, output)
     }
 
     /// Computes the op into `inout`, which also holds the inputs given as `None` (the others

@@ -10,7 +10,7 @@ use super::NpuServer;
 use crate::error::Error;
 use crate::hal::{Fence, HalError, Npu, Region, MAX_JOB_INPUTS};
 use crate::memory::MemoryManagement;
-use crate::ops::{split_operands, Op, OpError};
+use crate::ops::{split_operands, split_writable, Op, OpError};
 use crate::storage::Block;
 
 impl<
@@ -57,12 +57,24 @@ impl<
         let out_region = Region::host(out_block.offset, output.bytes);
         let host = self.npu.host_memory();
         let space_bytes = host.len() as u32;
-        let computed = match split_operands(
-            host,
-            (out_block.offset as usize, output.bytes as usize),
-            &ranges,
-        ) {
-            Some((out, ins)) => op.run(&ins, out).map_err(|e| match e {
+        let state = usize::from(op.state_inputs()).min(ranges.len());
+        let out_range = (out_block.offset as usize, output.bytes as usize);
+        let run = if state == 0 {
+            split_operands(host, out_range, &ranges).map(|(out, ins)| op.run(&ins, out))
+        } else {
+            // A stateful op updates its state operands in their staging copies, which go
+            // back to the device with the output.
+            let mut writable: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> =
+                heapless::Vec::new();
+            let _ = writable.push(out_range);
+            let _ = writable.extend_from_slice(&ranges[..state]);
+            split_writable(host, &writable, &ranges[state..]).map(|(mut w, ins)| {
+                let (out, state) = w.split_at_mut(1);
+                op.run_stateful(state, &ins, &mut *out[0])
+            })
+        };
+        let computed = match run {
+            Some(result) => result.map_err(|e| match e {
                 OpError::Kernel(error) => Error::Kernel {
                     op: op.kind(),
                     error,
@@ -70,7 +82,8 @@ impl<
                 OpError::Misaligned { .. }
                 | OpError::InputCount { .. }
                 | OpError::NotInPlace
-                | OpError::NotIm2col => Error::Hal(HalError::Misaligned {
+                | OpError::NotIm2col
+                | OpError::State => Error::Hal(HalError::Misaligned {
                     region: out_region,
                     alignment: self.caps.alignment,
                 }),
@@ -88,6 +101,16 @@ impl<
             Binding::Memory(m) => Ok(m),
             Binding::Flash(_) | Binding::Host => Err(Error::ReadOnlyTensor),
         };
+        // The updated state back to the device, each staging block freed after its upload.
+        let computed = computed.and_then(|()| {
+            for (e, (fence, block)) in inputs.iter().zip(staged.iter_mut()).take(state) {
+                let Binding::Memory(m) = e.binding else {
+                    return Err(Error::ReadOnlyTensor);
+                };
+                *fence = self.submit_upload(Region::host(block.offset, e.bytes), m)?;
+            }
+            Ok(())
+        });
         match computed.and_then(|()| self.submit_upload(out_region, out?)) {
             Ok(fence) => {
                 self.stats.cpu_ops += 1;

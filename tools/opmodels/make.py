@@ -63,6 +63,8 @@ class Case:
     runs: inputs run in sequence on one interpreter.
     keras: build a Keras model instead (fn takes keras inputs), for layers the converter only
     fuses from Keras (LSTM -> UNIDIRECTIONAL_SEQUENCE_LSTM).
+    build: a function returning the `.tflite` bytes itself, for operators TensorFlow's
+    converter never emits (SVDF); fn, quant and the conversion options are then unused.
     """
     fn: object
     inputs: list
@@ -72,6 +74,7 @@ class Case:
     keras: bool = False
     batch_size: int = None
     extra: dict = field(default_factory=dict)
+    build: object = None
 
 
 def seed(*parts):
@@ -149,7 +152,7 @@ def ops_of(model):
 
 
 def make(name, case):
-    model = convert(name, case)
+    model = case.build() if case.build else convert(name, case)
     interp = tflm.Interpreter.from_bytes(model, arena_size=ARENA)
     in_details = interp.get_input_details
     out_details = interp.get_output_details
