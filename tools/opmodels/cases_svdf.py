@@ -35,9 +35,10 @@ def buffer(data=None):
 
 def svdf_model(name, batches, input_size, filters, rank, memory, state16=False,
                input_scale=1 / 128, input_zp=0, feature_scale=0.01, state_scale=None,
-               state_zp=0, time_scale=0.01, output_scale=None, output_zp=0):
+               state_zp=0, time_scale=0.01, output_scale=None, output_zp=0, between=False):
     """The `.tflite` bytes of one int8 SVDF operator (state and time weights int16 when
-    `state16`)."""
+    `state16`); with `between`, an int8 QUANTIZE (a requantization) before it and one after,
+    so that the arena has other activations to lay out around the state."""
     rng = np.random.default_rng(seed(name, "weights"))
     units = filters // rank
     if state_scale is None:
@@ -67,15 +68,27 @@ def svdf_model(name, batches, input_size, filters, rank, memory, state16=False,
     op.opcodeIndex = 0
     op.inputs = [0, 1, 2, 3, 4]
     op.outputs = [5]
+    ops = [op]
+    model_in, model_out = 0, 5
+    if between:
+        # model input (6) -> QUANTIZE -> SVDF input (0); SVDF output (5) -> QUANTIZE -> 7.
+        tensors.append(tensor((batches, input_size), T.INT8, input_scale * 1.5, 3, name="x"))
+        tensors.append(tensor((batches, units), T.INT8, output_scale * 0.75, -4, name="y"))
+        pre, post = schema.OperatorT(), schema.OperatorT()
+        pre.opcodeIndex = post.opcodeIndex = 1
+        pre.inputs, pre.outputs = [6], [0]
+        post.inputs, post.outputs = [5], [7]
+        ops = [pre, op, post]
+        model_in, model_out = 6, 7
     op.builtinOptionsType = schema.BuiltinOptions.SVDFOptions
     opts = schema.SVDFOptionsT()
     opts.rank = rank
     op.builtinOptions = opts
     sub = schema.SubGraphT()
     sub.tensors = tensors
-    sub.inputs = [0]
-    sub.outputs = [5]
-    sub.operators = [op]
+    sub.inputs = [model_in]
+    sub.outputs = [model_out]
+    sub.operators = ops
     sub.name = "main"
     code = schema.OperatorCodeT()
     code.builtinCode = schema.BuiltinOperator.SVDF
@@ -83,7 +96,11 @@ def svdf_model(name, batches, input_size, filters, rank, memory, state16=False,
     code.version = 1
     model = schema.ModelT()
     model.version = 3
-    model.operatorCodes = [code]
+    quantize = schema.OperatorCodeT()
+    quantize.builtinCode = schema.BuiltinOperator.QUANTIZE
+    quantize.deprecatedBuiltinCode = schema.BuiltinOperator.QUANTIZE
+    quantize.version = 1
+    model.operatorCodes = [code, quantize] if between else [code]
     model.subgraphs = [sub]
     model.buffers = buffers
     model.description = "svdf"
@@ -106,6 +123,9 @@ CASES = {
     # int16 state and time weights (TFLM's EvalInt16SvdfReference).
     "svdf_int8_state16": case("svdf_int8_state16", 1, 8, filters=6, rank=2, memory=6,
                               state16=True),
+    # Between two requantizations: the state keeps its own block of the arena.
+    "svdf_int8_between_ops": case("svdf_int8_between_ops", 1, 16, filters=8, rank=2,
+                                  memory=8, between=True),
     # Feature and output scales small enough that the state and the output saturate.
     "svdf_int8_saturate": case("svdf_int8_saturate", 2, 5, filters=3, rank=1, memory=3,
                                state_scale=0.002, state_zp=-100, output_scale=0.001),
