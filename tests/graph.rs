@@ -457,3 +457,60 @@ fn errors_convert_with_question_marks() {
         assert_eq!(boxed.to_string(), text);
     }
 }
+
+/// A chain of `ops` int8 ADDs, each adding its own constant of ones, all at one scale: the
+/// output is the input plus `ops`, exactly. `ops + 1` activations and `ops` constants.
+fn add_chain(ops: usize) -> Vec<u8> {
+    const ADD_OPTIONS: u8 = 11;
+    let q = || Some(quant(&[0.1], &[0], 0));
+    let mut spec = Spec::fc();
+    spec.opcodes = vec![opcode(0)];
+    spec.tensors = vec![tensor(&[1, 8], INT8, 0, "input", q())];
+    spec.buffers = vec![buffer(&[])];
+    spec.operators = vec![];
+    for k in 0..ops {
+        let (c, out) = (spec.tensors.len() as i32, spec.tensors.len() as i32 + 1);
+        spec.buffers.push(buffer(&[1; 8]));
+        let buf = spec.buffers.len() as u32 - 1;
+        spec.tensors
+            .push(tensor(&[1, 8], INT8, buf, &format!("c{k}"), q()));
+        spec.tensors
+            .push(tensor(&[1, 8], INT8, 0, &format!("t{k}"), q()));
+        let options = table(vec![(0, F::I8(0))]);
+        spec.operators.push(operator(
+            0,
+            &[c - 1, c],
+            &[out],
+            Some((ADD_OPTIONS, options)),
+        ));
+    }
+    spec.inputs = vec![0];
+    spec.outputs = vec![spec.tensors.len() as i32 - 1];
+    spec.build()
+}
+
+#[test]
+fn the_runner_runs_models_beyond_its_small_stack_on_its_large_one() {
+    // 70 operators and 141 tensors: beyond the small stack's OPS = 64 and TENSORS = 128.
+    let model = leak_aligned(&add_chain(70));
+    let input = [0u8, 1, 2, 3, 4, 5, 6, 7];
+    let small = with_client(1 << 20, SimConfig::default(), |client| {
+        SimGraph::prepare(client, model).err()
+    });
+    assert!(
+        matches!(small, Some(GraphError::CapacityExceeded { .. })),
+        "{small:?}"
+    );
+    let report = runner::run(model, &[&input], &runner::RunOptions::default()).unwrap();
+    let expected: Vec<u8> = input.iter().map(|&x| x + 70).collect();
+    assert_eq!(report.outputs, vec![expected]);
+    assert_eq!(
+        report.runtime_state_bytes,
+        runner::LargeGraph::state_bytes(),
+        "the figures are the large stack's"
+    );
+    // The model fits the small stack at 60 operators: that one runs it.
+    let model = leak_aligned(&add_chain(60));
+    let report = runner::run(model, &[&input], &runner::RunOptions::default()).unwrap();
+    assert_eq!(report.runtime_state_bytes, SimGraph::state_bytes());
+}

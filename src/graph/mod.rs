@@ -40,7 +40,8 @@
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
 //! `TENSORS` tensors per model (those of its job plan included, which also holds the
-//! per-channel multipliers; at most 255, as a plan indexes its tensors with a byte), [`MAX_IO`]
+//! per-channel multipliers; a graph whose job plan would hold more than 255 runs job by job, as a
+//! plan indexes its tensors with a byte), [`MAX_IO`]
 //! inputs and outputs. `npu-sim plan` measures both for a model.
 //!
 //! ```
