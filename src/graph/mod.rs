@@ -40,7 +40,8 @@
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
 //! `TENSORS` tensors per model (those of its job plan included, which also holds the
-//! per-channel multipliers; at most 255, as a plan indexes its tensors with a byte), [`MAX_IO`]
+//! per-channel multipliers; a graph whose job plan would hold more than 255 runs job by job, as a
+//! plan indexes its tensors with a byte), [`MAX_IO`]
 //! inputs and outputs. `npu-sim plan` measures both for a model.
 //!
 //! ```
@@ -381,9 +382,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         for info in sub.operators() {
             let info = info?;
-            let lowered = crate::ops::lower(&LowerCtx::new(&sub, &info))
-                .map_err(|e| lowering_failed(&info, e))?;
-            graph.add_step(&sub, &info, lowered)?;
+            // One step per output: an operator with several (SPLIT, UNPACK) becomes one op
+            // per output, each computing its output alone.
+            for output in 0..info.outputs.len().max(1) {
+                let lowered = crate::ops::lower(&LowerCtx::for_output(&sub, &info, output))
+                    .map_err(|e| lowering_failed(&info, e))?;
+                graph.add_step(&sub, &info, output, lowered)?;
+            }
         }
         for &o in &graph.outputs {
             if let Some(slot) = graph.tensors.get_mut(usize::from(o)) {
@@ -448,6 +453,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         &mut self,
         sub: &SubGraph<'static>,
         info: &crate::model::OperatorInfo<'_>,
+        output: usize,
         lowered: Lowered,
     ) -> Result<(), GraphError> {
         let step_index = self.steps.len() as u16;
@@ -529,7 +535,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             // `list` has at most MAX_JOB_INPUTS entries.
             let _ = operands.push(step_operand);
         }
-        let output = info.output(0).ok_or(GraphError::Unsupported {
+        let output = info.output(output).ok_or(GraphError::Unsupported {
             op_index: info.index,
             op: info.builtin,
             what: "omitted output",
