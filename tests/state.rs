@@ -1,6 +1,6 @@
 //! Stateful models: variable tensors kept from one invoke to the next, and
-//! [`Graph::reset_state`] putting them back to TFLM's initial value. Runs the SVDF cases of
-//! `tests/models/ops/` (made by `tools/opmodels/make.py`, TFLM's outputs for a sequence of
+//! [`Graph::reset_state`] putting them back to TFLM's initial value. Runs the SVDF and LSTM
+//! cases of `tests/models/ops/` (made by `tools/opmodels/make.py`, TFLM's outputs for a sequence of
 //! inputs on one interpreter).
 
 use std::path::{Path, PathBuf};
@@ -56,7 +56,10 @@ fn with_graph(name: &str, ops: OpSet, optimise: Optimise, f: impl FnOnce(&mut ru
     f(&mut graph);
 }
 
-const CASES: [&str; 5] = [
+const CASES: [&str; 8] = [
+    "lstm_int8_seq",
+    "lstm_int8_batch2",
+    "lstm_int8_time_major",
     "svdf_int8_between_ops",
     "svdf_int8_rank1",
     "svdf_int8_rank2",
@@ -99,6 +102,23 @@ fn a_reset_mid_sequence_restarts_it() {
 }
 
 #[test]
+fn an_lstm_reset_mid_sequence_restarts_it() {
+    // Both states (the int8 hidden state and the int16 cell state) go back to their initial
+    // values: the hidden state's zero point and zeros.
+    let name = "lstm_int8_batch2";
+    let dir = case(name);
+    with_graph(name, OpSet::EMPTY, Optimise::Cycles, |graph| {
+        for run in 0..2 {
+            invoke(graph, &dir, run, name);
+        }
+        graph.reset_state().unwrap();
+        for run in 0..runs(&dir) {
+            invoke(graph, &dir, run, name);
+        }
+    });
+}
+
+#[test]
 fn the_state_survives_switching_replay_off_and_on() {
     let name = "svdf_int8_rank1";
     let dir = case(name);
@@ -114,15 +134,10 @@ fn the_state_survives_switching_replay_off_and_on() {
 fn the_state_has_its_own_arena_block() {
     // SVDF's state (batches · filters · memory bytes) lives through every step: the pool
     // holds it besides the input and the output, whatever the plan optimises.
-    with_graph(
-        "svdf_int8_rank2",
-        OpSet::EMPTY,
-        Optimise::Memory,
-        |graph| {
-            let arena = graph.arena();
-            // Input 2·6, output 2·4, state 2·8·4 bytes, each aligned.
-            assert!(arena.activation_bytes >= 64 + 12 + 8, "{arena:?}");
-            assert!(arena.lower_bound_bytes >= 64 + 12 + 8, "{arena:?}");
-        },
-    );
+    with_graph("svdf_int8_rank2", OpSet::EMPTY, Optimise::Memory, |graph| {
+        let arena = graph.arena();
+        // Input 2·6, output 2·4, state 2·8·4 bytes, each aligned.
+        assert!(arena.activation_bytes >= 64 + 12 + 8, "{arena:?}");
+        assert!(arena.lower_bound_bytes >= 64 + 12 + 8, "{arena:?}");
+    });
 }

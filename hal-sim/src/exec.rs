@@ -130,7 +130,7 @@ fn op_error_code(e: OpError) -> u32 {
         | OpError::InputCount { .. }
         | OpError::NotInPlace
         | OpError::NotIm2col
-                | OpError::State => CODE_BAD_REGION,
+        | OpError::State => CODE_BAD_REGION,
     }
 }
 

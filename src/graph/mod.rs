@@ -531,6 +531,36 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                         .map_err(|_| capacity("OPS", OPS, OPS + 1))?;
                     StepOperand::Aux(index)
                 }
+                Operand::Joined(parts) => {
+                    let mut data: [&[u8]; 4] = [&[]; 4];
+                    for (d, &t) in data.iter_mut().zip(&parts) {
+                        *d = sub.tensor(t)?.data.ok_or(GraphError::Unsupported {
+                            op_index: info.index,
+                            op: info.builtin,
+                            what: "non-constant tensor joined into one constant",
+                        })?;
+                    }
+                    let bytes = data
+                        .iter()
+                        .try_fold(0u32, |n, d| n.checked_add(u32::try_from(d.len()).ok()?))
+                        .ok_or(capacity("joined bytes", u32::MAX as usize, usize::MAX))?;
+                    let tensor = self
+                        .client
+                        .create_const_with(bytes, |buf| {
+                            let mut at = 0;
+                            for d in data {
+                                buf[at..at + d.len()].copy_from_slice(d);
+                                at += d.len();
+                            }
+                            Ok(())
+                        })
+                        .map_err(compute_error)?;
+                    let index = self.aux.len() as u16;
+                    self.aux
+                        .push(tensor)
+                        .map_err(|_| capacity("OPS", OPS, OPS + 1))?;
+                    StepOperand::Aux(index)
+                }
             };
             // `list` has at most MAX_JOB_INPUTS entries.
             let _ = operands.push(step_operand);

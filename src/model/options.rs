@@ -149,6 +149,24 @@ pub struct BatchMatMulOptions {
     pub asymmetric_quantize_inputs: bool,
 }
 
+/// `UnidirectionalSequenceLSTMOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UnidirectionalSequenceLstmOptions {
+    /// The cell gate's nonlinearity (default `None`).
+    pub activation: Activation,
+    /// Cell state clip, 0 for none (default 0.0).
+    pub cell_clip: f32,
+    /// Projection clip, 0 for none (default 0.0).
+    pub proj_clip: f32,
+    /// Input and output are `[time][batch][...]` (default false: `[batch][time][...]`).
+    pub time_major: bool,
+    /// Hybrid kernels: quantize inputs asymmetrically (default false).
+    pub asymmetric_quantize_inputs: bool,
+    /// Recurrent weights are diagonal (default false).
+    pub diagonal_recurrent_tensors: bool,
+}
+
 /// An operator's decoded `builtin_options` union.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -183,6 +201,8 @@ pub enum BuiltinOptions {
     BatchMatMul(BatchMatMulOptions),
     /// `TransposeOptions` (`TRANSPOSE`; the table has no fields).
     Transpose,
+    /// `UnidirectionalSequenceLSTMOptions` (`UNIDIRECTIONAL_SEQUENCE_LSTM`).
+    UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions),
     /// Another options table this reader does not decode (its table is still validated).
     Other {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
@@ -208,8 +228,9 @@ mod tag {
     pub(super) const REDUCER: u8 = 27;
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
+    pub(super) const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
 
-    pub(super) const DECODED: [u8; 13] = [
+    pub(super) const DECODED: [u8; 14] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -223,6 +244,7 @@ mod tag {
         REDUCER,
         SUB,
         BATCH_MATMUL,
+        UNIDIRECTIONAL_SEQUENCE_LSTM,
     ];
 }
 
@@ -243,6 +265,7 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
+        UnidirectionalSequenceLstm => tag::UNIDIRECTIONAL_SEQUENCE_LSTM,
         _ => return None,
     })
 }
@@ -384,6 +407,17 @@ impl BuiltinOptions {
                 )?,
             }),
             tag::TRANSPOSE => Self::Transpose,
+            tag::UNIDIRECTIONAL_SEQUENCE_LSTM => {
+                const T: &str = "UnidirectionalSequenceLSTMOptions";
+                Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
+                    activation: activation(&t, 0, T)?,
+                    cell_clip: t.scalar(1, T, 0.0)?,
+                    proj_clip: t.scalar(2, T, 0.0)?,
+                    time_major: t.boolean(3, T, false)?,
+                    asymmetric_quantize_inputs: t.boolean(4, T, false)?,
+                    diagonal_recurrent_tensors: t.boolean(5, T, false)?,
+                })
+            }
             other => Self::Other {
                 options_type: other,
             },
@@ -455,6 +489,16 @@ impl BuiltinOptions {
                 asymmetric_quantize_inputs: false,
             }),
             Some(tag::TRANSPOSE) => Self::Transpose,
+            Some(tag::UNIDIRECTIONAL_SEQUENCE_LSTM) => {
+                Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
+                    activation,
+                    cell_clip: 0.0,
+                    proj_clip: 0.0,
+                    time_major: false,
+                    asymmetric_quantize_inputs: false,
+                    diagonal_recurrent_tensors: false,
+                })
+            }
             _ => Self::None,
         }
     }

@@ -204,7 +204,8 @@ mod tests {
         assert!(split_writable(&mut m, &[(60, 8)], &[]).is_none());
         assert!(split_writable(&mut m, &[(0, 8)], &[(60, 8)]).is_none());
         // Empty inputs anywhere; inputs may overlap each other.
-        let ins = split_writable(&mut m, &[(0, 8)], &[(4, 0), (8, 8), (12, 8)]).map(|(_, i)| i.len());
+        let ins =
+            split_writable(&mut m, &[(0, 8)], &[(4, 0), (8, 8), (12, 8)]).map(|(_, i)| i.len());
         assert_eq!(ins, Some(3));
     }
 

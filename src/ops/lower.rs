@@ -33,6 +33,9 @@ pub enum Operand {
         /// Output channels (multipliers to produce).
         channels: u32,
     },
+    /// Constant tensors laid end to end as one constant, made at prepare time (an LSTM's
+    /// four gates' weights: one operand rather than four, within [`MAX_INPUTS`]).
+    Joined([u16; 4]),
 }
 
 /// What a `.tflite` operator becomes.
@@ -226,6 +229,21 @@ pub(super) fn quant(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
         .zero_point(0)
         .and_then(|z| i32::try_from(z).ok())
         .ok_or(unsupported("zero point out of range"))?;
+    Ok(Quant { scale, zero_point })
+}
+
+/// A tensor's first scale and zero point (TFLM's `params`), for a tensor of any integer type
+/// (an int16 state, an int32 bias); a missing zero point is 0.
+pub(super) fn first_quant(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
+    let q = t
+        .quantization
+        .as_ref()
+        .ok_or(unsupported("tensor without quantization"))?;
+    let scale = q.scale(0).ok_or(unsupported("missing scale"))?;
+    let zero_point = q
+        .zero_point(0)
+        .and_then(|z| i32::try_from(z).ok())
+        .unwrap_or(0);
     Ok(Quant { scale, zero_point })
 }
 

@@ -48,6 +48,7 @@ mod fully_connected;
 mod interp;
 mod layer;
 mod lower;
+mod lstm;
 mod mean;
 mod pool;
 mod quantize;
@@ -69,6 +70,7 @@ pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPer
 pub use interp::{split_operands, split_writable};
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
+pub use lstm::LstmI8;
 pub use mean::MeanI8;
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
@@ -192,6 +194,9 @@ op_kinds! {
     Dequantize,
     /// Singular value decomposition filter, a stateful layer (TFLite SVDF).
     Svdf,
+    /// Long short-term memory over a sequence, a stateful layer (TFLite
+    /// UNIDIRECTIONAL_SEQUENCE_LSTM).
+    Lstm,
 }
 
 impl core::fmt::Display for OpKind {
@@ -362,6 +367,8 @@ operators! {
     Reshape = Reshape, I8;
     /// int8 SVDF (int8 or int16 activation state).
     SvdfI8 = Svdf, I8;
+    /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
+    LstmI8 = Lstm, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -403,6 +410,7 @@ lowerings! {
     Sub => binary::lower: [SubI8],
     Svdf => svdf::lower: [SvdfI8],
     Transpose => transpose::lower: [TransposeI8],
+    UnidirectionalSequenceLstm => lstm::lower: [LstmI8],
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.

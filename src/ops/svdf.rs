@@ -10,10 +10,10 @@
 //! Runs on the CPU fallback: Vela does not run SVDF on the Ethos-U55, and an NPU job writes
 //! one region (see [`Operator::state_inputs`]).
 
-use npu_kernels::int8::{self as ki, Quant, SvdfParams, SvdfShape};
+use npu_kernels::int8::{self as ki, SvdfParams, SvdfShape};
 
 use super::interp::{bias, i8s, input, view, view_mut};
-use super::lower::{self, compute, operands, quant, unsupported, LowerCtx, Operand};
+use super::lower::{self, compute, first_quant, operands, quant, unsupported, LowerCtx, Operand};
 use super::{CpuKernel, OpError, Operands, Operator};
 use crate::model::{DataType, TensorInfo};
 
@@ -100,20 +100,6 @@ impl Operator for SvdfI8 {
         // connected layer's (the feature matmul, then the time weights over the memory).
         CpuKernel::FullyConnected
     }
-}
-
-/// A tensor's first scale and zero point (TFLM's `params`), for a tensor of any integer type.
-fn first_quant(t: &TensorInfo<'_>) -> Result<Quant, lower::LowerError> {
-    let q = t
-        .quantization
-        .as_ref()
-        .ok_or(unsupported("SVDF tensor without quantization"))?;
-    let scale = q.scale(0).ok_or(unsupported("missing scale"))?;
-    let zero_point = q
-        .zero_point(0)
-        .and_then(|z| i32::try_from(z).ok())
-        .unwrap_or(0);
-    Ok(Quant { scale, zero_point })
 }
 
 /// A rank-2 tensor's dimensions.

@@ -64,8 +64,7 @@ impl<
         } else {
             // A stateful op updates its state operands in their staging copies, which go
             // back to the device with the output.
-            let mut writable: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> =
-                heapless::Vec::new();
+            let mut writable: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
             let _ = writable.push(out_range);
             let _ = writable.extend_from_slice(&ranges[..state]);
             split_writable(host, &writable, &ranges[state..]).map(|(mut w, ins)| {

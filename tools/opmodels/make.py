@@ -18,7 +18,7 @@ and compares byte for byte.
 Cases live in `cases_<family>.py` beside this file, each a dict `CASES` of name -> `Case`.
 
 Usage: python3 tools/opmodels/make.py [CASE_OR_PREFIX ...]
-Needs: pip install tensorflow-cpu tflite-micro numpy
+Needs: pip install tensorflow-cpu tf-keras tflite-micro numpy
 """
 import glob
 import importlib
@@ -30,6 +30,9 @@ import zlib
 from dataclasses import dataclass, field
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Keras 2 (the tf-keras package) for keras=True cases: the converter fuses its LSTM layer into
+# one UNIDIRECTIONAL_SEQUENCE_LSTM, where Keras 3's becomes a WHILE loop.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tflite_micro import runtime as tflm  # noqa: E402

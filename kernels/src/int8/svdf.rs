@@ -286,15 +286,7 @@ mod tests {
     }
 
     fn params<T: SvdfState>() -> SvdfParams {
-        SvdfParams::new::<T>(
-            shape(),
-            q(0.05, 3),
-            0.01,
-            q(0.02, 0),
-            0.03,
-            q(0.04, -2),
-        )
-        .unwrap()
+        SvdfParams::new::<T>(shape(), q(0.05, 3), 0.01, q(0.02, 0), 0.03, q(0.04, -2)).unwrap()
     }
 
     #[test]
@@ -319,9 +311,15 @@ mod tests {
             Err(KernelError::ShapeOverflow)
         );
         let state_zp = q(0.02, 200);
-        assert!(SvdfParams::new::<i8>(shape(), q(0.05, 0), 0.01, state_zp, 0.03, q(0.04, 0)).is_err());
-        assert!(SvdfParams::new::<i16>(shape(), q(0.05, 0), 0.01, state_zp, 0.03, q(0.04, 0)).is_ok());
-        assert!(SvdfParams::new::<i8>(shape(), q(0.05, 0), f32::NAN, sq, 0.03, q(0.04, 0)).is_err());
+        assert!(
+            SvdfParams::new::<i8>(shape(), q(0.05, 0), 0.01, state_zp, 0.03, q(0.04, 0)).is_err()
+        );
+        assert!(
+            SvdfParams::new::<i16>(shape(), q(0.05, 0), 0.01, state_zp, 0.03, q(0.04, 0)).is_ok()
+        );
+        assert!(
+            SvdfParams::new::<i8>(shape(), q(0.05, 0), f32::NAN, sq, 0.03, q(0.04, 0)).is_err()
+        );
     }
 
     #[test]
@@ -331,7 +329,15 @@ mod tests {
         let mut out = [9i8; 4];
         let r = svdf(&p, &mut state, &[0; 5], &[0; 12], &[0; 12], None, &mut out);
         assert!(matches!(r, Err(KernelError::LengthMismatch { .. })));
-        let r = svdf(&p, &mut state, &[0; 6], &[0; 12], &[0; 12], Some(&[0; 3]), &mut out);
+        let r = svdf(
+            &p,
+            &mut state,
+            &[0; 6],
+            &[0; 12],
+            &[0; 12],
+            Some(&[0; 3]),
+            &mut out,
+        );
         assert!(matches!(r, Err(KernelError::LengthMismatch { .. })));
         assert_eq!(state, [5; 24]);
         assert_eq!(out, [9; 4]);
@@ -348,7 +354,16 @@ mod tests {
         let mut state: [i8; 24] = core::array::from_fn(|i| (i as i8).wrapping_mul(29));
         let mut expected_state = state;
         let mut out = [0i8; 4];
-        svdf(&p, &mut state, &input, &feature, &time, Some(&bias), &mut out).unwrap();
+        svdf(
+            &p,
+            &mut state,
+            &input,
+            &feature,
+            &time,
+            Some(&bias),
+            &mut out,
+        )
+        .unwrap();
 
         let (b_n, i_n, f_n, m_n, rank) = (2, 3, 4, 3, 2);
         let st = &mut expected_state;
