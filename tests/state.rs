@@ -56,8 +56,10 @@ fn with_graph(name: &str, ops: OpSet, optimise: Optimise, f: impl FnOnce(&mut ru
     f(&mut graph);
 }
 
-const CASES: [&str; 8] = [
+const CASES: [&str; 10] = [
     "lstm_int8_seq",
+    "lstm_int16_seq",
+    "lstm_int16_batch2",
     "lstm_int8_batch2",
     "lstm_int8_time_major",
     "svdf_int8_between_ops",

@@ -80,7 +80,7 @@ pub use conv::{
 pub use dims::{Dims, MAX_DIMS};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
-pub use lstm::{lstm, CellGate, LstmParams, LstmQuant, LstmShape};
+pub use lstm::{lstm, CellGate, LstmActivation, LstmParams, LstmQuant, LstmShape};
 pub use mean::{mean, mean_hw, MeanParams};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};

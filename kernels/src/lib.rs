@@ -2,8 +2,8 @@
 //!
 //! - [`int8`]: quantized ADD, SUB and MUL (with broadcasting), RELU, FULLY_CONNECTED (per-tensor
 //!   and per-channel), CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, MAX_POOL_2D, MEAN (over any
-//!   axes), SOFTMAX, RSQRT, BATCH_MATMUL, TRANSPOSE, CONCATENATION, RESHAPE, QUANTIZE and
-//!   DEQUANTIZE, bit-exact with TensorFlow Lite Micro's reference kernels (parameters
+//!   axes), SOFTMAX, RSQRT, BATCH_MATMUL, TRANSPOSE, CONCATENATION, RESHAPE, QUANTIZE,
+//!   DEQUANTIZE, and the stateful SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM, bit-exact with TensorFlow Lite Micro's reference kernels (parameters
 //!   precomputed once, like TFLM's `Prepare`).
 //! - [`f32`](mod@f32): the float versions, in TFLM's order of operations.
 //! - [`fixed_point`]: the gemmlowp / TFLM integer arithmetic the int8 kernels are built from

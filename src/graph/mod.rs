@@ -37,6 +37,14 @@
 //!   blocks, and runs nothing. With [`Optimise::Memory`], chains of convolutions and pools
 //!   run in stripes of rows (see `tile`).
 //!
+//! - **State**: a model's variable tensors (TFLite's `is_variable`: the memory of stateful
+//!   operators such as SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM) each have a block of the pool
+//!   for the graph's lifetime, which the arena plan gives no other tensor. They are set to
+//!   TFLM's initial value at prepare (an int8 variable's zero point, else zeros), keep their
+//!   bytes from one invoke to the next, and move between host and device only as the
+//!   operators reading them need; [`Graph::reset_state`] sets them back. An operator updates
+//!   its state in place, as a [state operand](crate::ops::Operator::state_inputs).
+//!
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
 //! `TENSORS` tensors per model (those of its job plan included, which also holds the

@@ -194,9 +194,12 @@ mod tests {
     #[test]
     fn split_writable_rejects_overlap() {
         let mut m = [0u8; 64];
-        let (outs, ins) = split_writable(&mut m, &[(32, 8), (0, 8)], &[(8, 8), (48, 16)]).unwrap();
-        assert_eq!((outs[0].len(), outs[1].len(), ins.len()), (8, 8, 2));
-        outs[1][0] = 7;
+        {
+            let (mut outs, ins) =
+                split_writable(&mut m, &[(32, 8), (0, 8)], &[(8, 8), (48, 16)]).unwrap();
+            assert_eq!((outs[0].len(), outs[1].len(), ins.len()), (8, 8, 2));
+            outs[1][0] = 7;
+        }
         assert_eq!(m[0], 7);
         // Writable ranges overlapping each other, an input overlapping one, out of bounds.
         assert!(split_writable(&mut m, &[(0, 8), (4, 8)], &[]).is_none());

@@ -70,7 +70,7 @@ pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPer
 pub use interp::{split_operands, split_writable};
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
-pub use lstm::LstmI8;
+pub use lstm::{LstmI16, LstmI8};
 pub use mean::MeanI8;
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
@@ -197,6 +197,16 @@ op_kinds! {
     /// Long short-term memory over a sequence, a stateful layer (TFLite
     /// UNIDIRECTIONAL_SEQUENCE_LSTM).
     Lstm,
+}
+
+impl OpKind {
+    /// Whether its operators keep state from one invoke to the next, updating
+    /// [state operands](Operator::state_inputs) in place (SVDF, LSTM). An NPU job writes one
+    /// region, so these run on the CPU fallback: a HAL does not declare them, and
+    /// [`OpSet::all`] leaves them out.
+    pub const fn is_stateful(self) -> bool {
+        matches!(self, OpKind::Svdf | OpKind::Lstm)
+    }
 }
 
 impl core::fmt::Display for OpKind {
@@ -369,6 +379,8 @@ operators! {
     SvdfI8 = Svdf, I8;
     /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
     LstmI8 = Lstm, I8;
+    /// int16 (16x8) UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
+    LstmI16 = Lstm, I16;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -410,7 +422,7 @@ lowerings! {
     Sub => binary::lower: [SubI8],
     Svdf => svdf::lower: [SvdfI8],
     Transpose => transpose::lower: [TransposeI8],
-    UnidirectionalSequenceLstm => lstm::lower: [LstmI8],
+    UnidirectionalSequenceLstm => lstm::lower: [LstmI8, LstmI16],
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.

@@ -19,13 +19,14 @@ impl OpSet {
         op as u16 * 4 + dtype as u16
     }
 
-    /// Every operator family, in every dtype.
+    /// Every operator family, in every dtype, but the stateful ones ([`OpKind::is_stateful`]),
+    /// which no NPU job can run.
     pub const fn all() -> OpSet {
         let mut set = Self::EMPTY;
         let mut i = 0;
         while i < OpKind::ALL.len() {
             let mut d = 0;
-            while d < DType::ALL.len() {
+            while d < DType::ALL.len() && !OpKind::ALL[i].is_stateful() {
                 set = set.with(OpKind::ALL[i], DType::ALL[d]);
                 d += 1;
             }

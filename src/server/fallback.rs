@@ -2,7 +2,9 @@
 //! `npu-kernels` reference kernels over host staging memory, through the operator
 //! interpreter. Its inputs are downloaded (the CPU waits for those downloads alone), computed
 //! there, and the result uploaded; the HAL is told ([`Npu::host_compute`]) so that a
-//! simulator's clock charges the CPU's time.
+//! simulator's clock charges the CPU's time. A stateful operator's state operands
+//! ([`Op::state_inputs`]) come down with the other inputs, are updated in their staging
+//! copies and go back up with the output.
 
 use super::dispatch::Operand;
 use super::tensors::Binding;

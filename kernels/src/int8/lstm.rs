@@ -1,9 +1,11 @@
-//! int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int8 activations and weights, int16 cell state, int32
-//! biases), bit-exact with TFLM's reference kernel.
+//! UNIDIRECTIONAL_SEQUENCE_LSTM with int8 weights and an int16 cell state, over int8
+//! activations (int32 biases) or int16 ones (the 16x8 scheme, int64 biases), bit-exact with
+//! TFLM's reference kernel.
 //!
 //! TFLM (`micro/kernels/unidirectional_sequence_lstm.cc`, `lstm_eval.h`, `lstm_eval.cc`,
-//! `lstm_eval_common.cc`; `EvalLstm<int8_t, int8_t, int16_t, int32_t>`). For every batch row
-//! and time step, with `h` the hidden state (int8, the op's output) and `c` the cell state
+//! `lstm_eval_common.cc`; `EvalLstm<int8_t, int8_t, int16_t, int32_t>` and
+//! `EvalLstm<int16_t, int8_t, int16_t, int64_t>`). For every batch row and time step, with
+//! `h` the hidden state (the activation type, the op's output) and `c` the cell state
 //! (int16, scale `2^p` with `p = round(log2(cell_scale))`):
 //!
 //! ```text
@@ -19,7 +21,9 @@
 //! ```
 //!
 //! where `FC` is TFLM's integer fully connected with an int16 output: `acc = Σ w·(x − zp) (+
-//! bias)`, `MultiplyByQuantizedMultiplier(acc, m, s)`, clamped to int16, the multiplier
+//! bias)`, `MultiplyByQuantizedMultiplier(acc, m, s)`, clamped to int16 (for int16
+//! activations the accumulator is an int64 and the multiply TFLM's int64 one, which rounds
+//! once with a 16-bit multiplier), the multiplier
 //! `double(float(x_scale · w_scale)) / 2^-12`. The gates' multipliers are TFLM's fixed
 //! `2^-12` (gate input) and `2^-15` (gate output) scales: the model's intermediate tensors are
 //! not read (TFLM ignores them too).
@@ -126,6 +130,69 @@ fn tanh_i16(x: i16, power: i32) -> i16 {
     (result >> 8) as i16
 }
 
+/// TFLM's `MultiplyByQuantizedMultiplier(int64_t x, int32_t, int)` (the double-rounding
+/// build's): the multiplier reduced to 16 bits, one rounding shift. `shift` is below 8 (the
+/// parameters refuse others), so the total shift is 8 to 46.
+fn multiply_by_quantized_multiplier_64(x: i64, multiplier: i32, shift: i32) -> i32 {
+    let reduced = if multiplier < 0x7FFF_0000 {
+        (multiplier + (1 << 15)) >> 16
+    } else {
+        0x7FFF
+    };
+    let total_shift = (15 - shift).clamp(1, 62);
+    let v = x
+        .wrapping_mul(i64::from(reduced))
+        .wrapping_add(1i64 << (total_shift - 1));
+    (v >> total_shift) as i32
+}
+
+/// An activation type of the LSTM (its input, hidden state and output): int8 with int32
+/// biases, or int16 with int64 biases.
+pub trait LstmActivation: Copy + Into<i32> + sealed::Sealed {
+    /// The biases' element type.
+    type Bias: Copy + Default;
+    /// Smallest value.
+    const MIN: i32;
+    /// Largest value.
+    const MAX: i32;
+    /// `v` (in range) as the type.
+    fn from_clamped(v: i32) -> Self;
+    /// TFLM's fully connected requantization of a dot product plus bias: int32 wrapping
+    /// arithmetic for int8, int64 for int16.
+    fn requantize(dot: i64, bias: Self::Bias, multiplier: Multiplier) -> i32;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for i8 {}
+    impl Sealed for i16 {}
+}
+
+impl LstmActivation for i8 {
+    type Bias = i32;
+    const MIN: i32 = i8::MIN as i32;
+    const MAX: i32 = i8::MAX as i32;
+    fn from_clamped(v: i32) -> Self {
+        v as i8
+    }
+    fn requantize(dot: i64, bias: i32, (m, s): Multiplier) -> i32 {
+        // The low 32 bits of the exact sum: TFLM's int32 accumulation, wrapped.
+        multiply_by_quantized_multiplier((dot as i32).wrapping_add(bias), m, s)
+    }
+}
+
+impl LstmActivation for i16 {
+    type Bias = i64;
+    const MIN: i32 = i16::MIN as i32;
+    const MAX: i32 = i16::MAX as i32;
+    fn from_clamped(v: i32) -> Self {
+        v as i16
+    }
+    fn requantize(dot: i64, bias: i64, (m, s): Multiplier) -> i32 {
+        multiply_by_quantized_multiplier_64(dot.wrapping_add(bias), m, s)
+    }
+}
+
 fn sat16(v: i32) -> i16 {
     v.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16
 }
@@ -195,7 +262,8 @@ impl LstmShape {
 /// A requantization: TFLM's `(output_multiplier, output_shift)`.
 type Multiplier = (i32, i32);
 
-/// Precomputed parameters of int8 LSTM (TFLM's `OpDataLSTM`); see the [module docs](self).
+/// Precomputed parameters of an LSTM (TFLM's `OpDataLSTM`), for the activation type they
+/// were made for ([`LstmParams::new`]); see the [module docs](self).
 /// Gates are in TFLite's order: input, forget, cell, output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -236,8 +304,10 @@ impl LstmParams {
     ///
     /// Errors: [`KernelError::ShapeOverflow`] for buffers that cannot exist,
     /// [`KernelError::InvalidQuantization`] for a scale that is not finite and positive, a
-    /// zero point outside int8, or a multiplier of `2^31` or more.
-    pub fn new(
+    /// zero point outside int8 (int16 activations: other than 0), or a multiplier of `2^31`
+    /// or more (int16 activations: a gate multiplier of `2^8` or more, which TFLM's int64
+    /// multiply does not take).
+    pub fn new<A: LstmActivation>(
         shape: LstmShape,
         q: &LstmQuant,
         cell_clip: f32,
@@ -246,6 +316,12 @@ impl LstmParams {
         shape.lens()?;
         check_quant(q.input, "input scale", "input zero point")?;
         check_quant(q.hidden, "hidden state scale", "hidden state zero point")?;
+        let int16 = A::MAX > i32::from(i8::MAX);
+        if int16 && (q.input.zero_point != 0 || q.hidden.zero_point != 0) {
+            return Err(KernelError::InvalidQuantization {
+                what: "int16 zero point",
+            });
+        }
         let positive = |s: f32, what| {
             if s.is_finite() && s > 0.0 {
                 Ok(s)
@@ -257,10 +333,16 @@ impl LstmParams {
         // GetQuantizedConvolutionMultipler: the product in float, the quotient in double.
         let fc = |x: f32, w: f32| {
             let w = positive(w, "weights scale")?;
-            general_multiplier(
+            let m = general_multiplier(
                 f64::from(x * w) / f64::from(GATE_INPUT_SCALE),
                 "gate multiplier",
-            )
+            )?;
+            if int16 && m.1 >= 8 {
+                return Err(KernelError::InvalidQuantization {
+                    what: "gate multiplier",
+                });
+            }
+            Ok(m)
         };
         let mut gates = [((0, 0), (0, 0)); 4];
         for (g, gate) in gates.iter_mut().enumerate() {
@@ -315,30 +397,37 @@ fn rounded_log2(x: f32) -> i32 {
 
 /// One gate's pre-activation for unit `u`: the input and recurrent products, each requantized
 /// to int16, saturated sum.
-fn gate_input(
+#[allow(clippy::too_many_arguments)]
+fn gate_input<A: LstmActivation>(
     p: &LstmParams,
     gate: usize,
     u: usize,
-    x: &[i8],
-    h: &[i8],
+    x: &[A],
+    h: &[A],
     input_weights: &[i8],
     recurrent_weights: &[i8],
-    bias: &[i32],
+    bias: &[A::Bias],
 ) -> i16 {
+    // Each product fits an i32 (TFLM's `int32_t` product); their sum is exact in an i64.
+    let dot = |v: &[A], w: &[i8], zero_point: i32| {
+        v.iter().zip(w).fold(0i64, |acc, (&v, &w)| {
+            let v: i32 = v.into();
+            acc.wrapping_add(i64::from(
+                i32::from(w).wrapping_mul(v.wrapping_sub(zero_point)),
+            ))
+        })
+    };
     let (units, input_size) = (p.shape.units as usize, p.shape.input_size as usize);
-    let ((mi, si), (mr, sr)) = p.gates[gate];
+    let (mi, mr) = p.gates[gate];
     let row = gate * units + u;
     let w = &input_weights[row * input_size..(row + 1) * input_size];
-    let acc = x.iter().zip(w).fold(0i32, |acc, (&x, &w)| {
-        acc.wrapping_add(i32::from(w).wrapping_mul(i32::from(x).wrapping_sub(p.input_zero_point)))
-    });
-    let acc = acc.wrapping_add(bias[row]);
-    let a = sat16(multiply_by_quantized_multiplier(acc, mi, si));
+    let a = sat16(A::requantize(dot(x, w, p.input_zero_point), bias[row], mi));
     let r_w = &recurrent_weights[row * units..(row + 1) * units];
-    let acc = h.iter().zip(r_w).fold(0i32, |acc, (&h, &w)| {
-        acc.wrapping_add(i32::from(w).wrapping_mul(i32::from(h).wrapping_sub(p.hidden_zero_point)))
-    });
-    let r = sat16(multiply_by_quantized_multiplier(acc, mr, sr));
+    let r = sat16(A::requantize(
+        dot(h, r_w, p.hidden_zero_point),
+        A::Bias::default(),
+        mr,
+    ));
     sat16(i32::from(a) + i32::from(r))
 }
 
@@ -348,8 +437,8 @@ fn product(a: i16, b: i16, (m, s): Multiplier) -> i32 {
     multiply_by_quantized_multiplier(i32::from(a) * i32::from(b), m, s)
 }
 
-/// int8 LSTM over a sequence: reads `input` and the states `hidden` (`[batches][units]`,
-/// int8) and `cell` (`[batches][units]`, int16), writes every step's hidden row to `output`
+/// LSTM over a sequence: reads `input` and the states `hidden` (`[batches][units]`, of the
+/// activation type `A`) and `cell` (`[batches][units]`, int16), writes every step's hidden row to `output`
 /// and leaves the last step's states in `hidden` and `cell`. `input_weights` are the four
 /// gates' `[units][input_size]` matrices end to end (input, forget, cell, output gate),
 /// `recurrent_weights` their `[units][units]` ones, `bias` their `[units]` biases.
@@ -357,15 +446,15 @@ fn product(a: i16, b: i16, (m, s): Multiplier) -> i32 {
 /// Errors: [`KernelError::LengthMismatch`] for a buffer whose length is not the shape's;
 /// nothing is written then.
 #[allow(clippy::too_many_arguments)]
-pub fn lstm(
+pub fn lstm<A: LstmActivation>(
     p: &LstmParams,
-    hidden: &mut [i8],
+    hidden: &mut [A],
     cell: &mut [i16],
-    input: &[i8],
+    input: &[A],
     input_weights: &[i8],
     recurrent_weights: &[i8],
-    bias: &[i32],
-    output: &mut [i8],
+    bias: &[A::Bias],
+    output: &mut [A],
 ) -> Result<(), KernelError> {
     let s = p.shape;
     let lens = s.lens()?;
@@ -382,7 +471,6 @@ pub fn lstm(
     check_len("output", lens.output, output.len())?;
     let (batches, steps) = (s.batches as usize, s.time_steps as usize);
     let (input_size, units) = (s.input_size as usize, s.units as usize);
-    let (hmin, hmax) = (i32::from(i8::MIN), i32::from(i8::MAX));
     for b in 0..batches {
         for t in 0..steps {
             // The row of input and output this step reads and writes.
@@ -413,7 +501,7 @@ pub fn lstm(
                 let o = sigmoid_i16(gate(3));
                 let t = tanh_i16(cu, p.cell_scale_power);
                 let v = product(t, o, p.output_mul).wrapping_add(p.hidden_zero_point);
-                out[u] = v.clamp(hmin, hmax) as i8;
+                out[u] = A::from_clamped(v.clamp(A::MIN, A::MAX));
             }
             hidden[b * units..(b + 1) * units].copy_from_slice(out);
         }
@@ -442,6 +530,35 @@ mod tests {
             assert!(y >= last);
             last = y;
         }
+    }
+
+    #[test]
+    fn int64_multiply_rounds_once() {
+        // 0.5 as (2^30, 0): x / 2, rounded half up.
+        assert_eq!(multiply_by_quantized_multiplier_64(3, 1 << 30, 0), 2);
+        assert_eq!(multiply_by_quantized_multiplier_64(-3, 1 << 30, 0), -1);
+        assert_eq!(
+            multiply_by_quantized_multiplier_64(1 << 40, 1 << 30, -10),
+            1 << 29
+        );
+        // A multiplier near 2^31 reduces to 0x7FFF.
+        assert_eq!(
+            multiply_by_quantized_multiplier_64(1 << 16, i32::MAX, 0),
+            65534
+        );
+    }
+
+    #[test]
+    fn int16_parameters_refuse_offsets_and_large_multipliers() {
+        let q = quant();
+        assert!(LstmParams::new::<i16>(shape(), &q, 0.0, CellGate::Tanh).is_err());
+        let mut q = quant();
+        q.input.zero_point = 0;
+        q.hidden.zero_point = 0;
+        assert!(LstmParams::new::<i16>(shape(), &q, 0.0, CellGate::Tanh).is_ok());
+        q.input_weights[2] = 1000.0;
+        assert!(LstmParams::new::<i16>(shape(), &q, 0.0, CellGate::Tanh).is_err());
+        assert!(LstmParams::new::<i8>(shape(), &q, 0.0, CellGate::Tanh).is_ok());
     }
 
     #[test]
@@ -484,20 +601,20 @@ mod tests {
     fn refuses_bad_parameters_and_lengths() {
         let mut q = quant();
         q.cell_scale = 0.0;
-        assert!(LstmParams::new(shape(), &q, 0.0, CellGate::Tanh).is_err());
+        assert!(LstmParams::new::<i8>(shape(), &q, 0.0, CellGate::Tanh).is_err());
         let mut q = quant();
         q.hidden.zero_point = 300;
-        assert!(LstmParams::new(shape(), &q, 0.0, CellGate::Tanh).is_err());
+        assert!(LstmParams::new::<i8>(shape(), &q, 0.0, CellGate::Tanh).is_err());
         let huge = LstmShape {
             batches: u32::MAX,
             time_steps: u32::MAX,
             ..shape()
         };
         assert_eq!(
-            LstmParams::new(huge, &quant(), 0.0, CellGate::Tanh),
+            LstmParams::new::<i8>(huge, &quant(), 0.0, CellGate::Tanh),
             Err(KernelError::ShapeOverflow)
         );
-        let p = LstmParams::new(shape(), &quant(), 10.0, CellGate::Tanh).unwrap();
+        let p = LstmParams::new::<i8>(shape(), &quant(), 10.0, CellGate::Tanh).unwrap();
         let (mut h, mut c, mut out) = ([0i8; 4], [0i16; 4], [7i8; 12]);
         let r = lstm(
             &p, &mut h, &mut c, &[0; 12], &[0; 16], &[0; 16], &[0; 8], &mut out,
@@ -522,7 +639,7 @@ mod tests {
 
     #[test]
     fn the_clip_bounds_the_cell_state() {
-        let p = LstmParams::new(shape(), &quant(), 0.5, CellGate::Sigmoid).unwrap();
+        let p = LstmParams::new::<i8>(shape(), &quant(), 0.5, CellGate::Sigmoid).unwrap();
         assert_eq!(p.cell_clip, Some(16384));
         let (mut h, mut c, mut out) = ([0i8; 4], [i16::MAX; 4], [0i8; 12]);
         lstm(
