@@ -115,6 +115,12 @@ pub fn split_operands<'m>(
     Some((out, views))
 }
 
+/// The mutable and the shared slices [`split_writable`] cuts.
+pub type Split<'m> = (
+    heapless::Vec<&'m mut [u8], MAX_INPUTS>,
+    heapless::Vec<&'m [u8], MAX_INPUTS>,
+);
+
 /// Splits one memory into mutable ranges (an output and a stateful op's state operands,
 /// which must not overlap each other) and shared input ranges (which must not overlap any
 /// mutable one; they may overlap each other). Ranges are `(offset, len)`; the mutable slices
@@ -124,10 +130,7 @@ pub fn split_writable<'m>(
     memory: &'m mut [u8],
     writable: &[(usize, usize)],
     inputs: &[(usize, usize)],
-) -> Option<(
-    heapless::Vec<&'m mut [u8], MAX_INPUTS>,
-    heapless::Vec<&'m [u8], MAX_INPUTS>,
-)> {
+) -> Option<Split<'m>> {
     // The writable ranges by start, each checked to end before the next begins.
     let mut order: heapless::Vec<usize, MAX_INPUTS> = (0..writable.len()).collect();
     if order.len() != writable.len() {

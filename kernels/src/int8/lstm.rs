@@ -64,9 +64,9 @@ const SIGMOID_TABLE: [u16; 256] = [
 ];
 
 /// The scale of a gate's input (the sum of its two products): `2^-12`, Q3.12.
-const GATE_INPUT_SCALE: f32 = 0.000_244_140_625;
+const GATE_INPUT_SCALE: f32 = 1.0 / 4096.0;
 /// The scale of a gate's output: `2^-15`, Q0.15.
-const GATE_OUTPUT_SCALE: f32 = 0.000_030_517_578_125;
+const GATE_OUTPUT_SCALE: f32 = 1.0 / 32768.0;
 
 /// TFLM's int16 logistic (`reference_integer_ops::Logistic` with input multiplier 0 and
 /// shift 0: the input at scale `2^-12`, the output at `2^-15`).
@@ -564,7 +564,7 @@ mod tests {
     #[test]
     fn log2_rounds_like_tflm() {
         assert_eq!(rounded_log2(1.0), 0);
-        assert_eq!(rounded_log2(0.000_030_517_578_125), -15);
+        assert_eq!(rounded_log2(1.0 / 32768.0), -15);
         assert_eq!(rounded_log2(1.4), 0);
         assert_eq!(rounded_log2(1.5), 1);
         assert_eq!(rounded_log2(0.7), -1);
@@ -593,7 +593,7 @@ mod tests {
                 scale: 0.008,
                 zero_point: 3,
             },
-            cell_scale: 0.000_030_517_578_125,
+            cell_scale: 1.0 / 32768.0,
         }
     }
 
