@@ -90,8 +90,17 @@ def check(path, npu_sim, runs=3):
     child = multiprocessing.get_context("fork").Process(
         target=tflm_reference, args=(model, name, runs, queue))
     child.start()
+    # Read before joining: a child blocks on exit until its queued result is taken.
+    tflm_result = None
+    while tflm_result is None:
+        try:
+            tflm_result = queue.get(timeout=1)
+        except Exception:  # noqa: BLE001 - nothing yet: done if the child died (TFLM aborts)
+            if not child.is_alive():
+                break
     child.join()
-    tflm_result = queue.get() if child.exitcode == 0 else f"TFLM exited with {child.exitcode}"
+    if tflm_result is None:
+        tflm_result = f"TFLM exited with {child.exitcode}"
     ins = subprocess.run([npu_sim, "inspect", path], capture_output=True, text=True)
     if isinstance(tflm_result, str):
         ours = "refused too" if ins.returncode != 0 else "npu-sim inspects it"

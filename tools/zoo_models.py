@@ -31,7 +31,7 @@ def mobilenet_v3_small():
 
 
 def unet():
-    x = inp = L.Input((32, 32, 3))
+    x = inp = L.Input((32, 32, 3), batch_size=1)
     skips = []
     for f in (8, 16):
         x = L.Conv2D(f, 3, padding="same", activation="relu")(x)
@@ -41,7 +41,7 @@ def unet():
     x = L.Conv2DTranspose(16, 3, strides=2, padding="same")(x)
     x = L.Concatenate()([x, skips[1]])
     x = L.Conv2D(16, 3, padding="same", activation="relu")(x)
-    x = L.UpSampling2D()(x)
+    x = L.UpSampling2D(interpolation="bilinear")(x)
     x = L.Concatenate()([x, skips[0]])
     x = L.ZeroPadding2D(1)(x)
     x = L.Conv2D(2, 3, activation="sigmoid")(x)
@@ -63,7 +63,7 @@ def gru_kws():
 
 
 def conv1d_audio():
-    inp = L.Input((64, 8))
+    inp = L.Input((64, 8), batch_size=1)
     x = L.Conv1D(16, 5, padding="same", activation="relu")(inp)
     x = L.MaxPooling1D(2)(x)
     x = L.Conv1D(16, 3, activation="tanh")(x)
@@ -93,7 +93,7 @@ def attention():
 
 
 def conv_16x8():
-    inp = L.Input((16, 16, 2))
+    inp = L.Input((16, 16, 2), batch_size=1)
     x = L.Conv2D(8, 3, activation="relu")(inp)
     x = L.DepthwiseConv2D(3, padding="same")(x)
     x = L.Add()([x, L.Conv2D(8, 1)(x)])
