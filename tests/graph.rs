@@ -123,6 +123,51 @@ fn quantized_dimensions_tflm_ignores_are_ignored() {
 }
 
 #[test]
+fn operators_nothing_reads_run_nothing_and_are_not_refused() {
+    // A converter's dead shape arithmetic, here an operator the runtime lacks (LSH_PROJECTION)
+    // whose output no one reads: the model runs without it.
+    let mut spec = Spec::fc();
+    spec.opcodes.push(opcode(15));
+    spec.tensors.push(tensor(
+        &[1, 4],
+        INT8,
+        0,
+        "unread",
+        Some(quant(&[0.5], &[-1], 0)),
+    ));
+    spec.operators.insert(0, operator(1, &[0], &[4], None));
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let mut graph: SimGraph = Graph::prepare(client, bytes).unwrap();
+        assert_eq!(
+            graph.operators().count(),
+            1,
+            "only the FULLY_CONNECTED runs"
+        );
+        let mut out = [0u8; 2];
+        graph.invoke(&[&[1, 2, 3, 4]], &mut [&mut out]).unwrap();
+        assert_eq!(out, [11, 42]);
+    });
+    // Read by the model's output: refused, naming it.
+    spec.outputs.push(4);
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let err = SimGraph::prepare(client, bytes).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                GraphError::Unsupported {
+                    op_index: 0,
+                    op: BuiltinOp::LshProjection,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    });
+}
+
+#[test]
 fn an_operator_with_one_output_listing_two_is_refused() {
     // Operators are lowered once per output; one whose description computes a single output
     // refuses a second rather than computing it twice.

@@ -13,6 +13,7 @@ Needs: pip install tflite-micro numpy; npu-sim built (cargo build --release -p n
 """
 import argparse
 import glob
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -68,27 +69,47 @@ def ins_details(it):
             return details
 
 
+def tflm_reference(model, name, runs, queue):
+    """In a child process (TFLM aborts on some models): inputs and TFLM's outputs."""
+    try:
+        it = tflm.Interpreter.from_bytes(model, arena_size=ARENA)
+        details = ins_details(it)
+        xs = []
+        for run in range(runs):
+            rng = np.random.default_rng(zlib.crc32(f"{name}:{run}".encode()))
+            xs.append([sample(d, rng) for d in details])
+        queue.put((xs, tflm_outputs(model, xs)))
+    except Exception as e:  # noqa: BLE001
+        queue.put(str(e).splitlines()[0])
+
+
 def check(path, npu_sim, runs=3):
     name = os.path.basename(path)
     model = open(path, "rb").read()
+    queue = multiprocessing.get_context("fork").Queue()
+    child = multiprocessing.get_context("fork").Process(
+        target=tflm_reference, args=(model, name, runs, queue))
+    child.start()
+    # Read before joining: a child blocks on exit until its queued result is taken.
+    tflm_result = None
+    while tflm_result is None:
+        try:
+            tflm_result = queue.get(timeout=1)
+        except Exception:  # noqa: BLE001 - nothing yet: done if the child died (TFLM aborts)
+            if not child.is_alive():
+                break
+    child.join()
+    if tflm_result is None:
+        tflm_result = f"TFLM exited with {child.exitcode}"
     ins = subprocess.run([npu_sim, "inspect", path], capture_output=True, text=True)
+    if isinstance(tflm_result, str):
+        ours = "refused too" if ins.returncode != 0 else "npu-sim inspects it"
+        return "TFLM-REFUSES", f"{tflm_result} ({ours})"
+    xs, want = tflm_result
     if ins.returncode != 0:
         unsupported = [line.strip() for line in ins.stdout.splitlines() if "UNSUPPORTED" in line]
         reason = "; ".join(unsupported[:6]) or ins.stderr.strip()
         return "REFUSED", f"{reason}"
-    try:
-        it = tflm.Interpreter.from_bytes(model, arena_size=ARENA)
-        details = ins_details(it)
-    except Exception as e:  # noqa: BLE001
-        return "TFLM-REFUSES", str(e).splitlines()[0]
-    xs = []
-    for run in range(runs):
-        rng = np.random.default_rng(zlib.crc32(f"{name}:{run}".encode()))
-        xs.append([sample(d, rng) for d in details])
-    try:
-        want = tflm_outputs(model, xs)
-    except Exception as e:  # noqa: BLE001
-        return "TFLM-REFUSES", str(e).splitlines()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for run, inputs in enumerate(xs):
             args = [npu_sim, "run", path]

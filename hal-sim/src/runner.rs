@@ -752,11 +752,21 @@ pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<Inspection, Ru
     // Each operator is lowered on its own, so that every unsupported one is listed (with why
     // and its element types), not only the first, as preparing the graph would.
     let _ = writeln!(out, "\noperators:");
-    let mut counts = [0usize; 4]; // NPU, CPU, alias, unsupported
+    let mut counts = [0usize; 5]; // NPU, CPU, alias, unsupported, not run
+    let needed = npu_compute::graph::needed_tensors::<{ large::TENSORS }>(&sub)?;
     for info in sub.operators() {
         let info = info.map_err(RunError::Model)?;
         let mut place = String::new();
-        for output in 0..info.outputs.len().max(1) {
+        let run = info
+            .outputs
+            .iter()
+            .flatten()
+            .any(|&t| needed[usize::from(t)]);
+        if !run {
+            counts[4] += 1;
+            place = "not run (nothing reads its output)".into();
+        }
+        for output in (0..info.outputs.len().max(1)).filter(|_| run) {
             let lowered = npu_compute::ops::lower(&LowerCtx::for_output(&sub, &info, output));
             let (what, slot) = match &lowered {
                 Ok(Lowered::Alias { .. }) => ("alias (no job)".to_string(), 2),
@@ -799,11 +809,11 @@ pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<Inspection, Ru
             types(&info.outputs),
         );
     }
-    let [npu, cpu, alias, unsupported] = counts;
+    let [npu, cpu, alias, unsupported, unread] = counts;
     let _ = writeln!(
         out,
         "\n{} operators: {npu} on the NPU, {cpu} on the CPU fallback, {alias} aliases, \
-         {unsupported} unsupported",
+         {unread} not run (nothing reads them), {unsupported} unsupported",
         sub.operator_count()
     );
     if unsupported > 0 {
