@@ -128,6 +128,16 @@ impl CpuModel {
             Rates::new(CALL, 125, 0, 0),
             // FullyConnectedF32: 5.23 per MAC.
             Rates::new(CALL, 84, 0, 0),
+            // Svdf: 10.06 per MAC (feature and time weights together, the state's shift and
+            // the per-filter requantization folded in), fitted to the firmware's one
+            // synthetic shape (32 inputs, 64 filters of rank 2, memory 8: 26,099 instructions
+            // with an int8 state, 26,859 with an int16 one).
+            Rates::new(CALL, 161, 0, 0),
+            // Lstm: FullyConnected's 6.06 per MAC, and 1,286 per output element (one unit of
+            // one step: eight requantized products, four LUT activations, three requantized
+            // multiplies), fitted to the firmware's one synthetic shape (8 steps, 16 inputs,
+            // 16 units: 264,259 instructions in int8, 265,379 in 16x8).
+            Rates::new(CALL, 97, 0, 20576),
         ],
     };
 
@@ -181,6 +191,6 @@ mod tests {
     #[test]
     fn every_kernel_has_its_own_rates_slot() {
         // `COUNT` matches the enum: the last kernel indexes the last slot.
-        assert_eq!(CpuKernel::FullyConnectedF32 as usize + 1, CpuKernel::COUNT);
+        assert_eq!(CpuKernel::Lstm as usize + 1, CpuKernel::COUNT);
     }
 }

@@ -149,9 +149,13 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// Int8 SVDF (int8 or int16 state).
+    Svdf,
+    /// LSTM over a sequence (int8 or int16 activations).
+    Lstm,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 25;
 }

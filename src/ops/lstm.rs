@@ -116,9 +116,7 @@ impl Operator for LstmI8 {
         run::<i8>(&self.params, state, inputs, output)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // Dominated by the gates' int8 matrix-vector products with one requantization per
-        // row, as a fully connected layer's.
-        CpuKernel::FullyConnected
+        CpuKernel::Lstm
     }
 }
 
@@ -144,7 +142,7 @@ impl Operator for LstmI16 {
         run::<i16>(&self.params, state, inputs, output)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::FullyConnected
+        CpuKernel::Lstm
     }
 }
 

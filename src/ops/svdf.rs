@@ -96,9 +96,7 @@ impl Operator for SvdfI8 {
         Ok(())
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // Row-times-matrix int8 dot products with one requantization per row, as a fully
-        // connected layer's (the feature matmul, then the time weights over the memory).
-        CpuKernel::FullyConnected
+        CpuKernel::Svdf
     }
 }
 

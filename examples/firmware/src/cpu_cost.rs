@@ -47,18 +47,19 @@
 use npu_compute::graph::LoweredOperator;
 use npu_compute::hal::MAX_JOB_INPUTS;
 use npu_compute::kernels::int8::{
-    Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
-    Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MeanParams,
-    MulParams, Nhwc, Padding, PoolParams, PoolShape, Quant, ReluParams, RequantizeParams,
-    RsqrtParams, SoftmaxParams, SubParams, TransposeParams, Window2d,
+    Activation, AddParams, BatchMatmulParams, BroadcastShape, CellGate, ConcatParams,
+    Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams,
+    LstmParams, LstmQuant, LstmShape, MeanParams, MulParams, Nhwc, Padding, PoolParams,
+    PoolShape, Quant, ReluParams, RequantizeParams, RsqrtParams, SoftmaxParams, SubParams,
+    SvdfParams, SvdfShape, TransposeParams, Window2d,
 };
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
     AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8, Conv2dI8,
     DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
-    FullyConnectedPerChannelI8, MaxPool2dI8, MeanI8, MulBroadcastI8, MulF32, MulI8, Op, OpError,
-    OpKind, QuantizeF32, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8, SubI8,
-    TransposeI8, CHANNEL_MULTIPLIER_BYTES,
+    FullyConnectedPerChannelI8, LstmI16, LstmI8, MaxPool2dI8, MeanI8, MulBroadcastI8, MulF32,
+    MulI8, Op, OpError, OpKind, QuantizeF32, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8,
+    SoftmaxI8, SubI8, SvdfI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
 };
 
 use npu_sim::CpuModel;
@@ -70,13 +71,15 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 31;
+const SYNTHETIC_OPS: usize = 35;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
 pub const TOTAL_TOLERANCE_PERCENT: u64 = 5;
 /// Empty single calls timed to measure the fixed cost of a timed call.
 pub const OVERHEAD_SAMPLES: u32 = 1000;
+/// Most state operands of an op (an LSTM's hidden and cell states).
+const MAX_STATE: usize = 2;
 /// Alignment (and padding) of each operand in the scratch area, as Ethos-U regions need.
 const ALIGN: usize = 16;
 /// The per-channel multiplier written into multiplier operands: 0.5 in Q0.31 ...
@@ -319,6 +322,44 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
     };
     // 8×8×16 with one 16-channel vector (a per-channel bias or scale), broadcast over the pixels.
     let per_channel = || BroadcastShape::new(&[1, 8, 8, 16], &[16], &[1, 8, 8, 16]);
+    let svdf = SvdfShape {
+        batches: 1,
+        input_size: 32,
+        filters: 64,
+        rank: 2,
+        memory: 8,
+    };
+    let state8 = Quant {
+        scale: 0.03,
+        zero_point: 2,
+    };
+    let state16 = Quant {
+        scale: 0.0001,
+        zero_point: 0,
+    };
+    let lstm = LstmShape {
+        batches: 1,
+        time_steps: 8,
+        input_size: 16,
+        units: 16,
+        time_major: false,
+    };
+    let lstm_q = LstmQuant {
+        input,
+        input_weights: [0.004; 4],
+        recurrent_weights: [0.004; 4],
+        hidden: output,
+        cell_scale: 1.0 / 32768.0,
+    };
+    let symmetric = |q: Quant| Quant {
+        scale: q.scale / 256.0,
+        zero_point: 0,
+    };
+    let lstm_q16 = LstmQuant {
+        input: symmetric(input),
+        hidden: symmetric(output),
+        ..lstm_q
+    };
     let entry = |what: &'static str, op: Op| Synthetic { what, op };
     let ops: [Synthetic; SYNTHETIC_OPS] = [
         entry(
@@ -517,6 +558,32 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
             "128 -> 32",
             Op::FullyConnectedF32(FullyConnectedF32 { shape: fc_f32 }),
         ),
+        entry(
+            "32 -> 64 filters (rank 2), memory 8, int8 state",
+            Op::SvdfI8(SvdfI8 {
+                params: SvdfParams::new::<i8>(svdf, input, 0.004, state8, 0.004, output)?,
+                state_i16: false,
+            }),
+        ),
+        entry(
+            "32 -> 64 filters (rank 2), memory 8, int16 state",
+            Op::SvdfI8(SvdfI8 {
+                params: SvdfParams::new::<i16>(svdf, input, 0.004, state16, 0.004, output)?,
+                state_i16: true,
+            }),
+        ),
+        entry(
+            "8 steps, 16 -> 16 units",
+            Op::LstmI8(LstmI8 {
+                params: LstmParams::new::<i8>(lstm, &lstm_q, 10.0, CellGate::Tanh)?,
+            }),
+        ),
+        entry(
+            "8 steps, 16 -> 16 units, 16x8",
+            Op::LstmI16(LstmI16 {
+                params: LstmParams::new::<i16>(lstm, &lstm_q16, 10.0, CellGate::Tanh)?,
+            }),
+        ),
     ];
     let mut list = heapless::Vec::new();
     for op in ops {
@@ -536,6 +603,8 @@ enum Role {
     Multipliers,
     /// int32 bias.
     Bias,
+    /// int64 bias (16x8 kernels).
+    Bias64,
 }
 
 /// The role of input `i` of `op` (operand order as documented on [`Op`]).
@@ -550,6 +619,8 @@ fn role(op: &Op, i: usize) -> Role {
             Role::Bias
         }
         (Op::QuantizeF32(_), _) => Role::Float,
+        (Op::SvdfI8(_), 4) | (Op::LstmI8(_), 5) => Role::Bias,
+        (Op::LstmI16(_), 5) => Role::Bias64,
         _ if op.dtype() == DType::F32 => Role::Float,
         _ => Role::Data,
     }
@@ -581,6 +652,12 @@ fn fill(bytes: &mut [u8], role: Role, seed: u32) {
         Role::Bias => {
             for (k, word) in bytes.chunks_exact_mut(4).enumerate() {
                 let bias = (k as i32 * 37) % 1024 - 512;
+                word.copy_from_slice(&bias.to_le_bytes());
+            }
+        }
+        Role::Bias64 => {
+            for (k, word) in bytes.chunks_exact_mut(8).enumerate() {
+                let bias = (k as i64 * 37) % 1024 - 512;
                 word.copy_from_slice(&bias.to_le_bytes());
             }
         }
@@ -629,23 +706,38 @@ fn measure_op(
         return Err(too_small);
     };
     output.fill(0);
+    // A stateful op's leading state operands are read and written: carved apart.
+    let state_count = usize::from(op.state_inputs());
+    let mut state: [&mut [u8]; MAX_STATE] = Default::default();
     let mut inputs: [&[u8]; MAX_JOB_INPUTS] = [&[]; MAX_JOB_INPUTS];
     let mut input_bytes = 0u64;
-    for (i, (&bytes, slot)) in operands.inputs.iter().zip(inputs.iter_mut()).enumerate() {
+    for (i, &bytes) in operands.inputs.iter().enumerate() {
         let Some(buffer) = carve(&mut rest, bytes as usize) else {
             return Err(too_small);
         };
         fill(buffer, role(op, i), (index * MAX_JOB_INPUTS + i) as u32);
-        *slot = buffer;
+        let slot = if i < state_count {
+            state.get_mut(i).map(|s| *s = buffer)
+        } else {
+            inputs.get_mut(i - state_count).map(|s| *s = buffer)
+        };
+        slot.ok_or(CpuCostError::NoOperands { index })?;
         input_bytes += u64::from(bytes);
     }
+    let state = state
+        .get_mut(..state_count)
+        .ok_or(CpuCostError::NoOperands { index })?;
     let inputs = inputs
-        .get(..operands.inputs.len())
+        .get(..operands.inputs.len() - state_count)
         .ok_or(CpuCostError::NoOperands { index })?;
 
     let mut result = Ok(());
     let ticks = t.time(1, &mut || {
-        result = op.run(inputs, output);
+        result = if state.is_empty() {
+            op.run(inputs, output)
+        } else {
+            op.run_stateful(state, inputs, output)
+        };
         Ok(())
     })?;
     result.map_err(|error| CpuCostError::Op {
