@@ -490,6 +490,32 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     ///
     /// The bytes are written to the device from a small stack buffer; nothing is read back.
     ///
+    /// ```
+    /// use npu_compute::graph::Graph;
+    /// use npu_compute::prelude::*;
+    /// use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+    ///
+    /// // One SVDF operator: its output depends on the inputs of earlier invokes.
+    /// static MODEL: &[u8] = npu_compute::include_aligned!("../../tests/models/ops/svdf_int8_rank1/model.tflite");
+    /// let first = include_bytes!("../../tests/models/ops/svdf_int8_rank1/input_0_0.bin");
+    /// let expected = include_bytes!("../../tests/models/ops/svdf_int8_rank1/expected_0_0.bin");
+    /// let mut device = AlignedMemory::<16384>::new();
+    /// let mut host = AlignedMemory::<4096>::new();
+    /// let npu: SimNpu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), SimConfig::default()).unwrap();
+    /// let channel: RefCellChannel<_> = RefCellChannel::new(NpuServer::<_>::new(npu, MemoryConfig::default()).unwrap());
+    /// let mut graph: Graph<_> = Graph::prepare(ComputeClient::new(&channel), MODEL).unwrap();
+    /// let mut out = [0u8; 4];
+    /// graph.invoke(&[first], &mut [&mut out]).unwrap();
+    /// assert_eq!(&out, expected);
+    /// // The same input again: the state has moved on, so the output differs.
+    /// graph.invoke(&[first], &mut [&mut out]).unwrap();
+    /// assert_ne!(&out, expected);
+    /// // After a reset, the first invoke's output again.
+    /// graph.reset_state().unwrap();
+    /// graph.invoke(&[first], &mut [&mut out]).unwrap();
+    /// assert_eq!(&out, expected);
+    /// ```
+    ///
     /// Errors: [`GraphError::Compute`] when the stack cannot write them.
     pub fn reset_state(&mut self) -> Result<(), GraphError> {
         /// Bytes written per upload.
