@@ -651,6 +651,64 @@ mod tests {
         assert_eq!(out, [10, 0, 20]);
     }
 
+    /// Every kernel over every int8 input (every pair for the binary ones) at extreme but
+    /// accepted quantizations: no arithmetic overflows (debug builds would panic).
+    #[test]
+    fn no_overflow_on_any_input() {
+        let all: [i8; 256] = core::array::from_fn(|i| i as u8 as i8);
+        let quants = [
+            q(1e-6, -128),
+            q(0.002, 127),
+            q(0.05, 0),
+            q(3.0, -7),
+            q(1000.0, 100),
+        ];
+        let mut out = [0_i8; 256];
+        for &a in &quants {
+            if let Ok(p) = Relu6Params::new(a) {
+                relu6(&p, &all, &mut out).unwrap();
+            }
+            for &b in &quants {
+                for alpha in [-3.0, -0.5, 0.0, 0.01, 0.3, 2.5] {
+                    if let Ok(p) = LeakyReluParams::new(a, b, alpha) {
+                        leaky_relu(&p, &all, &mut out).unwrap();
+                    }
+                }
+                if let Ok(p) = AbsParams::new(a, b) {
+                    abs(&p, &all, &mut out).unwrap();
+                }
+                if let Ok(p) = HardSwishParams::new(a, b) {
+                    hard_swish(&p, &all, &mut out).unwrap();
+                }
+                let s = BroadcastShape::new(&[256, 1], &[256], &[256, 256]).unwrap();
+                let mut wide = [0_i8; 65536];
+                for &o in &quants {
+                    if let Ok(p) = SquaredDifferenceParams::new(a, b, o) {
+                        squared_difference(&p, &s, &all, &all, &mut wide).unwrap();
+                    }
+                    if let Ok(p) = PreluParams::new(a, b, o) {
+                        prelu(&p, &s, &all, &all, &mut wide).unwrap();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hard_swish_is_close_to_the_real_function() {
+        let (i, o) = (q(0.05, 3), q(0.04, -60));
+        let p = HardSwishParams::new(i, o).unwrap();
+        let all: [i8; 256] = core::array::from_fn(|k| k as u8 as i8);
+        let mut out = [0_i8; 256];
+        hard_swish(&p, &all, &mut out).unwrap();
+        for (&x, &y) in all.iter().zip(&out) {
+            let r = 0.05 * (f32::from(x) - 3.0);
+            let want = r * (r + 3.0).clamp(0.0, 6.0) / 6.0;
+            let got = 0.04 * (f32::from(y) + 60.0);
+            assert!((got - want).abs() <= 0.05, "x {x}: {got} vs {want}");
+        }
+    }
+
     #[test]
     fn int16_helpers_follow_gemmlowp() {
         assert_eq!(rounding_divide_by_pot16(5, 1), 3);
