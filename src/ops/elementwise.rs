@@ -129,8 +129,7 @@ impl Operator for NegF32 {
         Ok(kf::neg(view(input(inputs, 0), 0)?, view_mut(output)?)?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // One pass over f32 elements, as a float RELU.
-        CpuKernel::ReluF32
+        CpuKernel::NegF32
     }
     fn runs_in_place(&self) -> bool {
         true
@@ -228,8 +227,8 @@ impl Operator for PreluI8 {
     }
 }
 
-/// Describes MAXIMUM or MINIMUM: `$kernel` computes it; the CPU model prices a raw compare
-/// per element as MAX_POOL's per tap, the cycle model a broadcast ADD-class pass.
+/// Describes MAXIMUM or MINIMUM: `$kernel` computes it; the CPU model prices it as raw
+/// compares, the cycle model as a broadcast ADD-class pass.
 macro_rules! compare_operator {
     ($op:ident, $kernel:path) => {
         impl Operator for $op {
@@ -244,7 +243,7 @@ macro_rules! compare_operator {
                 Ok($kernel(&self.shape, a, b, view_mut(output)?)?)
             }
             fn cpu_kernel(&self) -> CpuKernel {
-                CpuKernel::MaxPool
+                CpuKernel::Compare
             }
             fn layer(&self) -> Option<Layer> {
                 Some(broadcast_layer(LayerKind::Add, &self.shape))

@@ -91,8 +91,7 @@ impl Operator for Relu6I8 {
         Ok(ki::relu6(&self.params, i8s(inputs, 0)?, view_mut(output)?)?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // Two compares per element and no arithmetic: MAX_POOL's per-tap rate.
-        CpuKernel::MaxPool
+        CpuKernel::Compare
     }
     fn runs_in_place(&self) -> bool {
         true
