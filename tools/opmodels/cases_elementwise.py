@@ -23,6 +23,11 @@ CASES = {
     # TFLM has NEG on float32 only; Keras' LayerNormalization has it between a DEQUANTIZE and
     # a QUANTIZE, which is what the converter makes of a lone tf.negative too.
     "neg_float32": Case(lambda x: tf.negative(x), [In((1, 8, 1))]),
+    # Where models have NEG and SQUARED_DIFFERENCE: Keras' LayerNormalization, whole (MEAN,
+    # DEQUANTIZE, NEG, QUANTIZE, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, MUL, ADD).
+    "neg_float32_layer_norm": Case(
+        lambda x: tf.keras.layers.LayerNormalization()(x), [In((1, 8, 16), lo=-2.0, hi=3.0)],
+        keras=True),
     "squared_difference_int8": Case(
         lambda a, b: tf.math.squared_difference(a, b), [In((2, 5, 7)), In((2, 5, 7), lo=-2.0)]),
     "squared_difference_int8_broadcast": Case(

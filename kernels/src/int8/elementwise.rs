@@ -644,6 +644,17 @@ mod tests {
     }
 
     #[test]
+    fn zero_size_extents_write_nothing() {
+        let s = BroadcastShape::new(&[0, 3], &[1, 3], &[0, 3]).unwrap();
+        assert_eq!(s.lens(), (0, 3, 0));
+        maximum(&s, &[], &[1, 2, 3], &mut []).unwrap();
+        let p = PreluParams::new(q(0.1, 0), q(0.1, 0), q(0.1, 0)).unwrap();
+        prelu(&p, &s, &[], &[1, 2, 3], &mut []).unwrap();
+        let h = HardSwishParams::new(q(0.1, 0), q(0.1, 0)).unwrap();
+        hard_swish(&h, &[], &mut []).unwrap();
+    }
+
+    #[test]
     fn negative_alpha_flips_the_sign() {
         let p = LeakyReluParams::new(q(0.1, 0), q(0.1, 0), -0.5).unwrap();
         let mut out = [0; 3];
