@@ -54,9 +54,12 @@ CASES = {
     "prelu_int8_full_alpha": Case(prelu_layer(None), [In((1, 4, 3, 2), lo=-2.0)], keras=True),
     "hard_swish_int8": Case(
         lambda x: x * tf.nn.relu6(x + 3.0) / 6.0, [In((1, 8, 8, 4), lo=-5.0, hi=5.0)]),
-    # Narrow and wide input ranges: the relu-ish rescaling shifts right, then left.
+    # Narrow, unit and wide input ranges: the relu-ish rescaling shifts right, not at all,
+    # then left.
     "hard_swish_int8_narrow": Case(
         lambda x: x * tf.nn.relu6(x + 3.0) / 6.0, [In((40,), lo=-0.1, hi=0.1)]),
+    "hard_swish_int8_unit": Case(
+        lambda x: x * tf.nn.relu6(x + 3.0) / 6.0, [In((1, 3, 3, 3), lo=-1.0, hi=1.0)]),
     "hard_swish_int8_wide": Case(
         lambda x: x * tf.nn.relu6(x + 3.0) / 6.0, [In((2, 30), lo=-20.0, hi=20.0)]),
     "abs_int8": Case(lambda x: tf.abs(x), [In((3, 11), lo=-2.0, hi=1.0)]),
