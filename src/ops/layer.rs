@@ -149,9 +149,14 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// F32 negation.
+    NegF32,
+    /// Int8 raw comparisons, no arithmetic: maximum, minimum (same shapes or broadcast), and
+    /// RELU6's clamp.
+    Compare,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 25;
 }
