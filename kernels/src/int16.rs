@@ -40,8 +40,7 @@ use crate::fixed_point::{multiply_by_quantized_multiplier, multiply_by_quantized
 use crate::int8::broadcast::{broadcast_untabulated, BinaryOp};
 use crate::int8::conv::int16 as conv16;
 use crate::int8::{
-    activation_range_in, check_scale, general_multiplier, Activation, AddParams, MulParams,
-    Quant,
+    activation_range_in, check_scale, general_multiplier, Activation, AddParams, MulParams, Quant,
 };
 use crate::{check_len, FcShape, KernelError};
 
@@ -63,9 +62,12 @@ mod sealed {
 
 /// The accumulator of a 16x8 FULLY_CONNECTED or convolution, which is the bias's type (see the
 /// [module docs](self#accumulators)): `i64` or `i32`.
-pub trait Accumulator:
-    Copy + Default + bytemuck::Pod + core::fmt::Debug + sealed::Sealed
-{
+pub trait Accumulator: Copy + Default + bytemuck::Pod + core::fmt::Debug + sealed::Sealed {
+    /// Bytes of one element.
+    const BYTES: usize;
+    /// The element stored little-endian in `bytes` (exactly [`BYTES`](Self::BYTES) long; a
+    /// shorter slice reads as zeros).
+    fn from_le(bytes: &[u8]) -> Self;
     /// `self + product`, wrapping.
     fn add_product(self, product: i32) -> Self;
     /// `self + bias`, wrapping.
@@ -75,6 +77,11 @@ pub trait Accumulator:
 }
 
 impl Accumulator for i32 {
+    const BYTES: usize = 4;
+    #[inline]
+    fn from_le(bytes: &[u8]) -> Self {
+        bytes.try_into().map_or(0, i32::from_le_bytes)
+    }
     #[inline]
     fn add_product(self, product: i32) -> Self {
         self.wrapping_add(product)
@@ -90,6 +97,11 @@ impl Accumulator for i32 {
 }
 
 impl Accumulator for i64 {
+    const BYTES: usize = 8;
+    #[inline]
+    fn from_le(bytes: &[u8]) -> Self {
+        bytes.try_into().map_or(0, i64::from_le_bytes)
+    }
     #[inline]
     fn add_product(self, product: i32) -> Self {
         self.wrapping_add(i64::from(product))
@@ -101,6 +113,51 @@ impl Accumulator for i64 {
     #[inline]
     fn rescale(self, m: ChannelMultiplier) -> i32 {
         multiply_by_quantized_multiplier_i64(self, m.multiplier(), m.shift())
+    }
+}
+
+/// A bias of accumulator-typed elements, as little-endian bytes at any alignment: a `.tflite`
+/// file aligns its int64 biases to 4 bytes only, and a kernel reading them in place (from
+/// flash) must not require 8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bias<'a, A> {
+    bytes: &'a [u8],
+    element: core::marker::PhantomData<A>,
+}
+
+impl<'a, A: Accumulator> Bias<'a, A> {
+    /// The bias stored little-endian in `bytes` (whose length the kernels check).
+    #[must_use]
+    pub const fn from_le_bytes(bytes: &'a [u8]) -> Self {
+        Self {
+            bytes,
+            element: core::marker::PhantomData,
+        }
+    }
+
+    /// The bias `values` (their in-memory bytes: little-endian on every target this crate
+    /// supports).
+    #[must_use]
+    pub fn new(values: &'a [A]) -> Self {
+        Self::from_le_bytes(bytemuck::cast_slice(values))
+    }
+
+    /// Checks that it holds exactly `channels` elements.
+    pub(crate) fn check(&self, channels: usize) -> Result<(), KernelError> {
+        let expected = channels
+            .checked_mul(A::BYTES)
+            .ok_or(KernelError::ShapeOverflow)?;
+        check_len("bias bytes", expected, self.bytes.len())
+    }
+
+    /// Element `i` (zero past the end; lengths are checked first).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> A {
+        A::from_le(
+            self.bytes
+                .get(i * A::BYTES..(i + 1) * A::BYTES)
+                .unwrap_or_default(),
+        )
     }
 }
 
@@ -215,7 +272,7 @@ pub fn fully_connected<A: Accumulator>(
     multipliers: &[ChannelMultiplier],
     input: &[i16],
     weights: &[i8],
-    bias: Option<&[A]>,
+    bias: Option<Bias<'_, A>>,
     out: &mut [i16],
 ) -> Result<(), KernelError> {
     let lens = shape.lens(core::mem::size_of::<i16>())?;
@@ -225,7 +282,7 @@ pub fn fully_connected<A: Accumulator>(
         check_len("multipliers", lens.out_features, multipliers.len())?;
     }
     if let Some(bias) = bias {
-        check_len("bias", lens.out_features, bias.len())?;
+        bias.check(lens.out_features)?;
     }
     check_len("output", lens.output, out.len())?;
     if lens.output == 0 {
@@ -245,7 +302,7 @@ pub fn fully_connected<A: Accumulator>(
                 .fold(A::default(), |acc, (&w, &x)| {
                     acc.add_product(i32::from(w) * (i32::from(x) + offset))
                 });
-            let acc = bias.map_or(acc, |bias| acc.add_bias(bias[o]));
+            let acc = bias.map_or(acc, |bias| acc.add_bias(bias.get(o)));
             *y = requantized_to_i16(
                 acc.rescale(multiplier(o)),
                 p.output_offset,
@@ -266,7 +323,7 @@ pub fn conv2d<A: Accumulator>(
     multipliers: &[ChannelMultiplier],
     input: &[i16],
     filter: &[i8],
-    bias: Option<&[A]>,
+    bias: Option<Bias<'_, A>>,
     output: &mut [i16],
 ) -> Result<(), KernelError> {
     conv16::conv2d(p, multipliers, input, filter, bias, output)
@@ -282,7 +339,7 @@ pub fn depthwise_conv2d<A: Accumulator>(
     multipliers: &[ChannelMultiplier],
     input: &[i16],
     filter: &[i8],
-    bias: Option<&[A]>,
+    bias: Option<Bias<'_, A>>,
     output: &mut [i16],
 ) -> Result<(), KernelError> {
     conv16::depthwise_conv2d(p, multipliers, input, filter, bias, output)

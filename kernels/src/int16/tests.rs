@@ -19,7 +19,10 @@ fn i64_multiplier_rounds_once() {
     let m = 1 << 30;
     assert_eq!(multiply_by_quantized_multiplier_i64(5, m, 0), 3); // 2.5 rounds up
     assert_eq!(multiply_by_quantized_multiplier_i64(-5, m, 0), -2); // −2.5 rounds up too
-    assert_eq!(multiply_by_quantized_multiplier_i64(1 << 35, m, -4), 1 << 30);
+    assert_eq!(
+        multiply_by_quantized_multiplier_i64(1 << 35, m, -4),
+        1 << 30
+    );
     // 2^35 has no low 32 bits set: TFLM's truncating cast gives 0.
     assert_eq!(multiply_by_quantized_multiplier_i64(1 << 40, m, -4), 0);
     // Beyond 32 bits the result is truncated as TFLM's cast does; shifts outside TFLM's
@@ -36,7 +39,16 @@ fn fully_connected_hand_computed() {
     let weights = [1_i8, 2, 0, 0, 0, 0, 1, 0];
     let bias = [4_i64, -4];
     let mut out = [0_i16; 2];
-    fully_connected(&p, shape(1, 4, 2), &[], &input, &weights, Some(&bias), &mut out).unwrap();
+    fully_connected(
+        &p,
+        shape(1, 4, 2),
+        &[],
+        &input,
+        &weights,
+        Some(Bias::new(&bias)),
+        &mut out,
+    )
+    .unwrap();
     // (1000 − 4000 + 4) · 0.125 = −374.5 → −374 (rounds half up); 30000 · 0.125 − 0.5 = 3749.5
     // → 3750.
     assert_eq!(out, [-374, 3750]);
@@ -48,8 +60,16 @@ fn fully_connected_hand_computed() {
     channel_multipliers(0.5, &[0.25], 1.0, &mut m).unwrap();
     let bias32 = [4_i32, -4];
     let mut out32 = [0_i16; 2];
-    fully_connected(&pc, shape(1, 4, 2), &m, &input, &weights, Some(&bias32), &mut out32)
-        .unwrap();
+    fully_connected(
+        &pc,
+        shape(1, 4, 2),
+        &m,
+        &input,
+        &weights,
+        Some(Bias::new(&bias32)),
+        &mut out32,
+    )
+    .unwrap();
     assert_eq!(out32, [-375, 3750]);
 }
 
@@ -59,18 +79,61 @@ fn fully_connected_saturates_and_refuses_lengths() {
     assert_eq!(p.activation_range(), (0, i32::from(i16::MAX)));
     let mut out = [7_i16; 2];
     let input = [32767_i16, 32767];
-    fully_connected::<i64>(&p, shape(1, 2, 2), &[], &input, &[127, 127, -128, -128], None, &mut out)
-        .unwrap();
+    fully_connected::<i64>(
+        &p,
+        shape(1, 2, 2),
+        &[],
+        &input,
+        &[127, 127, -128, -128],
+        None,
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(out, [32767, 0]);
     let err = fully_connected::<i64>(&p, shape(1, 2, 2), &[], &input, &[0; 3], None, &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "weights", .. })));
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch {
+            operand: "weights",
+            ..
+        })
+    ));
     let pc = FcParams::per_channel(q(1.0, 0), q(1.0, 0), Activation::None).unwrap();
     let err = fully_connected::<i32>(&pc, shape(1, 2, 2), &[], &input, &[0; 4], None, &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "multipliers", .. })));
-    let err = fully_connected(&p, shape(1, 2, 2), &[], &input, &[0; 4], Some(&[0_i64]), &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "bias", .. })));
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch {
+            operand: "multipliers",
+            ..
+        })
+    ));
+    let err = fully_connected(
+        &p,
+        shape(1, 2, 2),
+        &[],
+        &input,
+        &[0; 4],
+        Some(Bias::new(&[0_i64])),
+        &mut out,
+    );
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch {
+            operand: "bias bytes",
+            ..
+        })
+    ));
     // No input features: the requantized bias.
-    fully_connected(&p, shape(1, 0, 2), &[], &[], &[], Some(&[5_i64, -5]), &mut out).unwrap();
+    fully_connected(
+        &p,
+        shape(1, 0, 2),
+        &[],
+        &[],
+        &[],
+        Some(Bias::new(&[5_i64, -5])),
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(out, [5, 0]);
     assert_eq!(
         FcParams::per_channel(q(1.0, 40000), q(1.0, 0), Activation::None),
@@ -109,18 +172,46 @@ fn conv_ignores_zero_points_and_clamps() {
     let p = Conv2dParams::new_int16(s, q(1.0, 100), q(1.0, 100), Activation::None).unwrap();
     let m = [ChannelMultiplier::new(1.0, 1.0, 1.0).unwrap()];
     let mut out = [0_i16];
-    conv2d(&p, &m, &[1, 2, 3, 4], &[1, 1, 1, 1], Some(&[10_i64]), &mut out).unwrap();
+    conv2d(
+        &p,
+        &m,
+        &[1, 2, 3, 4],
+        &[1, 1, 1, 1],
+        Some(Bias::new(&[10_i64])),
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(out, [20]);
-    conv2d(&p, &m, &[30000; 4], &[127; 4], None::<&[i64]>, &mut out).unwrap();
+    conv2d(&p, &m, &[30000; 4], &[127; 4], None::<Bias<i64>>, &mut out).unwrap();
     assert_eq!(out, [32767]);
     // The int32 accumulator wraps like TFLM's (the sum, then the rescaling's left shift by
     // one: 2^31 + 9 doubled is 18 modulo 2^32, times one half is 9).
-    conv2d(&p, &m, &[1, 2, 3, 4], &[1, 1, 1, 1], Some(&[i32::MAX]), &mut out).unwrap();
+    conv2d(
+        &p,
+        &m,
+        &[1, 2, 3, 4],
+        &[1, 1, 1, 1],
+        Some(Bias::new(&[i32::MAX])),
+        &mut out,
+    )
+    .unwrap();
     assert_eq!(out, [9]);
-    let err = conv2d(&p, &m, &[0; 3], &[0; 4], None::<&[i64]>, &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "input", .. })));
-    let err = conv2d(&p, &[], &[0; 4], &[0; 4], None::<&[i64]>, &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "multipliers", .. })));
+    let err = conv2d(&p, &m, &[0; 3], &[0; 4], None::<Bias<i64>>, &mut out);
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch {
+            operand: "input",
+            ..
+        })
+    ));
+    let err = conv2d(&p, &[], &[0; 4], &[0; 4], None::<Bias<i64>>, &mut out);
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch {
+            operand: "multipliers",
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -141,7 +232,7 @@ fn depthwise_matches_a_direct_sum() {
     let filter: [i8; 36] = core::array::from_fn(|i| (i % 7) as i8 - 3);
     let bias = [1_i64, 2, 3, 4];
     let mut out = [0_i16; 36];
-    depthwise_conv2d(&p, &m, &input, &filter, Some(&bias), &mut out).unwrap();
+    depthwise_conv2d(&p, &m, &input, &filter, Some(Bias::new(&bias)), &mut out).unwrap();
     // Output pixel (1, 1) sees the whole image.
     for c in 0..4 {
         let mut acc = bias[c];
@@ -150,8 +241,28 @@ fn depthwise_matches_a_direct_sum() {
         }
         assert_eq!(i64::from(out[4 * 4 + c]), acc.clamp(-32768, 32767));
     }
-    let err = depthwise_conv2d(&p, &m, &input, &filter, Some(&bias[..3]), &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "bias", .. })));
+    // The bias read from bytes at an odd address gives the same outputs.
+    let mut bytes = [0_u8; 33];
+    bytes[1..].copy_from_slice(bytemuck::cast_slice(&bias));
+    let mut again = [0_i16; 36];
+    let unaligned = Bias::<i64>::from_le_bytes(&bytes[1..]);
+    depthwise_conv2d(&p, &m, &input, &filter, Some(unaligned), &mut again).unwrap();
+    assert_eq!(again, out);
+    let err = depthwise_conv2d(
+        &p,
+        &m,
+        &input,
+        &filter,
+        Some(Bias::new(&bias[..3])),
+        &mut out,
+    );
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch {
+            operand: "bias bytes",
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -167,7 +278,10 @@ fn add_and_mul_broadcast() {
     mul(&p, &s, &[1, 2, 300, -300], &[10, 200], &mut out).unwrap();
     assert_eq!(out, [10, 400, 3000, -32768]);
     let err = mul(&p, &s, &[0; 3], &[0; 2], &mut out);
-    assert!(matches!(err, Err(KernelError::LengthMismatch { operand: "a", .. })));
+    assert!(matches!(
+        err,
+        Err(KernelError::LengthMismatch { operand: "a", .. })
+    ));
     assert_eq!(
         MulParamsI16::new(q(1.0, 1), q(1.0, 0), q(1.0, 0), Activation::None),
         Err(KernelError::InvalidQuantization {

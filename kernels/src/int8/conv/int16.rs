@@ -2,7 +2,7 @@
 //! the int8 kernels' resolved geometry: see [`crate::int16`].
 
 use super::{check_channel_operands, ChannelMultiplier, Conv2dParams, ConvQuant, PixelTaps};
-use crate::int16::Accumulator;
+use crate::int16::{Accumulator, Bias};
 use crate::int8::DepthwiseParams;
 use crate::{check_len, KernelError};
 
@@ -24,13 +24,16 @@ pub(crate) fn conv2d<A: Accumulator>(
     multipliers: &[ChannelMultiplier],
     input: &[i16],
     filter: &[i8],
-    bias: Option<&[A]>,
+    bias: Option<Bias<'_, A>>,
     output: &mut [i16],
 ) -> Result<(), KernelError> {
     check_len("input", p.input_len, input.len())?;
     check_len("filter", p.filter_len, filter.len())?;
     check_len("output", p.output_len, output.len())?;
-    check_channel_operands(p.out_channels, multipliers, bias)?;
+    check_channel_operands::<A>(p.out_channels, multipliers, None)?;
+    if let Some(b) = bias {
+        b.check(p.out_channels)?;
+    }
     if p.output_len == 0 {
         return Ok(());
     }
@@ -78,7 +81,7 @@ pub(crate) fn conv2d<A: Accumulator>(
                         });
                     });
                     if let Some(b) = bias {
-                        acc = acc.add_bias(b[c]);
+                        acc = acc.add_bias(b.get(c));
                     }
                     *o = p.quant.finish_int16(acc, m);
                 }
@@ -94,13 +97,16 @@ pub(crate) fn depthwise_conv2d<A: Accumulator>(
     multipliers: &[ChannelMultiplier],
     input: &[i16],
     filter: &[i8],
-    bias: Option<&[A]>,
+    bias: Option<Bias<'_, A>>,
     output: &mut [i16],
 ) -> Result<(), KernelError> {
     check_len("input", p.input_len, input.len())?;
     check_len("filter", p.filter_len, filter.len())?;
     check_len("output", p.output_len, output.len())?;
-    check_channel_operands(p.out_channels, multipliers, bias)?;
+    check_channel_operands::<A>(p.out_channels, multipliers, None)?;
+    if let Some(b) = bias {
+        b.check(p.out_channels)?;
+    }
     if p.output_len == 0 {
         return Ok(());
     }
@@ -133,7 +139,7 @@ pub(crate) fn depthwise_conv2d<A: Accumulator>(
                         acc = acc.add_product(i32::from(w[c]) * i32::from(x[in_c]));
                     });
                     if let Some(b) = bias {
-                        acc = acc.add_bias(b[c]);
+                        acc = acc.add_bias(b.get(c));
                     }
                     *o = p.quant.finish_int16(acc, m);
                 }
