@@ -8,9 +8,10 @@
 use npu_kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
 use npu_kernels::int8::{Activation, BroadcastShape};
 
+use super::binary::broadcast_layer;
 use super::interp::{i16s, view_mut};
 use super::lower::{self, compute, operands, quant_i16, unsupported, LowerCtx};
-use super::{bytes, CpuKernel, OpError, Operands, Operator};
+use super::{bytes, CpuKernel, Layer, LayerKind, OpError, Operands, Operator};
 use crate::model::BuiltinOp;
 
 /// 16x8 ADD with broadcasting.
@@ -31,6 +32,14 @@ pub struct MulI16 {
     pub shape: BroadcastShape,
     /// Requantization parameters.
     pub params: MulParamsI16,
+}
+
+/// The int8 ops' layer (the full-size operand first), on 16-bit feature maps.
+fn layer16(kind: LayerKind, shape: &BroadcastShape) -> Layer {
+    Layer {
+        element_bits: 16,
+        ..broadcast_layer(kind, shape)
+    }
 }
 
 /// Operands of a broadcast op on int16 elements.
@@ -60,6 +69,9 @@ impl Operator for AddI16 {
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::Add
     }
+    fn layer(&self) -> Option<Layer> {
+        Some(layer16(LayerKind::Add, &self.shape))
+    }
 }
 
 impl Operator for MulI16 {
@@ -81,6 +93,9 @@ impl Operator for MulI16 {
     }
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::Mul
+    }
+    fn layer(&self) -> Option<Layer> {
+        Some(layer16(LayerKind::Mul, &self.shape))
     }
 }
 

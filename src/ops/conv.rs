@@ -283,6 +283,13 @@ impl Operator for Conv2dI16 {
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::Conv
     }
+    fn layer(&self) -> Option<Layer> {
+        let (input, output) = (self.shape.input, self.params.output_shape());
+        Some(Layer {
+            element_bits: 16,
+            ..windowed(LayerKind::Conv2d, input, output, self.shape.window)
+        })
+    }
     fn taps(&self) -> u64 {
         let w = self.shape.window;
         (self.params.lens().2 as u64)

@@ -169,6 +169,13 @@ impl Operator for DepthwiseConv2dI16 {
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::Depthwise
     }
+    fn layer(&self) -> Option<Layer> {
+        let (input, output) = (self.shape.input, self.params.output_shape());
+        Some(Layer {
+            element_bits: 16,
+            ..windowed(LayerKind::DepthwiseConv2d, input, output, self.shape.window)
+        })
+    }
     fn key_shape(&self) -> KeyShape {
         KeyShape {
             window: key_window(self.shape.window, self.shape.depth_multiplier),

@@ -329,6 +329,12 @@ impl Operator for FullyConnectedI16 {
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::FullyConnected
     }
+    fn layer(&self) -> Option<Layer> {
+        layer(self.shape).map(|l| Layer {
+            element_bits: 16,
+            ..l
+        })
+    }
     fn key_shape(&self) -> KeyShape {
         key_shape(self.shape)
     }
