@@ -23,6 +23,17 @@ DW_F = _w(3, 3, 4, 1)
 DW_F2 = _w(3, 3, 3, 2)
 DW_B = _w(6, scale=0.5)
 MUL_C = _w(1, 1, 5, scale=1.0)
+NET_F = _w(3, 3, 2, 4)
+NET_DW = _w(3, 3, 4, 1)
+NET_W = _w(4 * 4 * 4, 5, scale=0.2)
+NET_B = _w(5, scale=0.5)
+
+
+def _network(x):
+    """CONV_2D, DEPTHWISE_CONV_2D, a residual ADD, a RESHAPE and FULLY_CONNECTED, all 16x8."""
+    y = tf.nn.relu(tf.nn.conv2d(x, NET_F, 2, "SAME"))
+    z = tf.nn.depthwise_conv2d(y, NET_DW, [1, 1, 1, 1], "SAME")
+    return tf.matmul(tf.reshape(y + z, (1, -1)), NET_W) + NET_B
 
 BIAS32 = {"_experimental_full_integer_quantization_bias_type": tf.int32}
 PER_TENSOR = {"_experimental_disable_per_channel_quantization_for_dense_layers": True}
@@ -70,6 +81,10 @@ CASES = {
         quant="16x8"),
     "add_int16_broadcast_scalar": Case(
         lambda a, b: a + b, [In((4, 6), lo=-5, hi=5), In((1,), lo=-1, hi=1)], quant="16x8"),
+    # Fused activations clamp within int16.
+    "add_int16_relu6": Case(
+        lambda a, b: tf.nn.relu6(a + b), [In((2, 8, 5), lo=-6, hi=6), In((2, 8, 5), lo=-4, hi=4)],
+        quant="16x8"),
     # MUL: zero points 0, broadcasting, a constant operand.
     "mul_int16_same_shape": Case(
         lambda a, b: a * b, [In((2, 4, 4, 3)), In((2, 4, 4, 3), lo=-3, hi=3)], quant="16x8"),
@@ -77,4 +92,9 @@ CASES = {
         lambda a, b: a * b, [In((2, 3, 4, 5), lo=-2, hi=2), In((4, 1))], quant="16x8"),
     "mul_int16_const": Case(
         lambda a: a * MUL_C, [In((1, 3, 4, 5), lo=-4, hi=4)], quant="16x8"),
+    "mul_int16_relu_n1_to_1": Case(
+        lambda a, b: tf.clip_by_value(a * b, -1.0, 1.0), [In((3, 7), lo=-2, hi=2), In((3, 7))],
+        quant="16x8"),
+    # A small network: the 16x8 operators feeding each other through the arena.
+    "conv_2d_int16_network": Case(_network, [In((1, 8, 8, 2))], quant="16x8"),
 }
