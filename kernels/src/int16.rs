@@ -68,8 +68,9 @@ pub trait Accumulator: Copy + Default + bytemuck::Pod + core::fmt::Debug + seale
     /// The element stored little-endian in `bytes` (exactly [`BYTES`](Self::BYTES) long; a
     /// shorter slice reads as zeros).
     fn from_le(bytes: &[u8]) -> Self;
-    /// `self + product`, wrapping.
-    fn add_product(self, product: i32) -> Self;
+    /// `self + w · x`, wrapping (the product is taken in the accumulator's width, where it
+    /// is exact: TFLM's int32 product never overflows for these operands).
+    fn mac(self, w: i32, x: i32) -> Self;
     /// `self + bias`, wrapping.
     fn add_bias(self, bias: Self) -> Self;
     /// TFLM's `MultiplyByQuantizedMultiplier` for this accumulator type.
@@ -83,8 +84,8 @@ impl Accumulator for i32 {
         bytes.try_into().map_or(0, i32::from_le_bytes)
     }
     #[inline]
-    fn add_product(self, product: i32) -> Self {
-        self.wrapping_add(product)
+    fn mac(self, w: i32, x: i32) -> Self {
+        self.wrapping_add(w.wrapping_mul(x))
     }
     #[inline]
     fn add_bias(self, bias: Self) -> Self {
@@ -103,8 +104,9 @@ impl Accumulator for i64 {
         bytes.try_into().map_or(0, i64::from_le_bytes)
     }
     #[inline]
-    fn add_product(self, product: i32) -> Self {
-        self.wrapping_add(i64::from(product))
+    fn mac(self, w: i32, x: i32) -> Self {
+        // One multiply-accumulate long (SMLAL on Arm).
+        self.wrapping_add(i64::from(w) * i64::from(x))
     }
     #[inline]
     fn add_bias(self, bias: Self) -> Self {
@@ -289,26 +291,42 @@ pub fn fully_connected<A: Accumulator>(
         return Ok(());
     }
     let multiplier = |o: usize| p.multiplier.unwrap_or_else(|| multipliers[o]);
-    let (depth, offset) = (lens.in_features, p.input_offset);
-    // Lengths are checked: every row below is in bounds (`get` only spares a panic path).
-    let w_row = |o: usize| weights.get(o * depth..(o + 1) * depth).unwrap_or_default();
-    for (b, out_row) in out.chunks_exact_mut(lens.out_features).enumerate() {
-        let in_row = input.get(b * depth..(b + 1) * depth).unwrap_or_default();
-        for (o, y) in out_row.iter_mut().enumerate() {
-            // |w · (x − zp)| < 2^24: each product fits an int32, as in TFLM.
-            let acc = w_row(o)
+    let requantize = |acc: A, o: usize| {
+        let acc = bias.map_or(acc, |bias| acc.add_bias(bias.get(o)));
+        requantized_to_i16(
+            acc.rescale(multiplier(o)),
+            p.output_offset,
+            p.activation_min,
+            p.activation_max,
+        )
+    };
+    if lens.in_features == 0 {
+        // Empty dot products: each output is the requantized bias.
+        for out_row in out.chunks_exact_mut(lens.out_features) {
+            for (o, y) in out_row.iter_mut().enumerate() {
+                *y = requantize(A::default(), o);
+            }
+        }
+        return Ok(());
+    }
+    let offset = p.input_offset;
+    for (in_row, out_row) in input
+        .chunks_exact(lens.in_features)
+        .zip(out.chunks_exact_mut(lens.out_features))
+    {
+        for (o, (y, w_row)) in out_row
+            .iter_mut()
+            .zip(weights.chunks_exact(lens.in_features))
+            .enumerate()
+        {
+            // |w · (x − zp)| < 2^24: each product is exact, as TFLM's int32 one.
+            let acc = w_row
                 .iter()
                 .zip(in_row)
                 .fold(A::default(), |acc, (&w, &x)| {
-                    acc.add_product(i32::from(w) * (i32::from(x) + offset))
+                    acc.mac(i32::from(w), i32::from(x) + offset)
                 });
-            let acc = bias.map_or(acc, |bias| acc.add_bias(bias.get(o)));
-            *y = requantized_to_i16(
-                acc.rescale(multiplier(o)),
-                p.output_offset,
-                p.activation_min,
-                p.activation_max,
-            );
+            *y = requantize(acc, o);
         }
     }
     Ok(())

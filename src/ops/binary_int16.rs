@@ -67,7 +67,7 @@ impl Operator for AddI16 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Add
+        CpuKernel::AddI16
     }
     fn layer(&self) -> Option<Layer> {
         Some(layer16(LayerKind::Add, &self.shape))

@@ -153,9 +153,11 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// 16x8 add, same shapes or broadcast (no lookup tables: int16 has 65,536 values).
+    AddI16,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 24;
 }

@@ -2,6 +2,10 @@
 //! the int8 kernels' resolved geometry: see [`crate::int16`].
 
 use super::{check_channel_operands, ChannelMultiplier, Conv2dParams, ConvQuant, PixelTaps};
+
+/// Output channels accumulated together by the depth-multiplier-1 path (the int8 kernel's
+/// block).
+const DW_BLOCK: usize = 32;
 use crate::int16::{Accumulator, Bias};
 use crate::int8::DepthwiseParams;
 use crate::{check_len, KernelError};
@@ -76,9 +80,10 @@ pub(crate) fn conv2d<A: Accumulator>(
                     taps.each(|x, w| {
                         let x = &x[group_start..][..fd];
                         // |w · x| <= 2^22: each product fits an int32, as in TFLM.
-                        acc = x.iter().zip(w).fold(acc, |a, (&x, &w)| {
-                            a.add_product(i32::from(w) * i32::from(x))
-                        });
+                        acc = x
+                            .iter()
+                            .zip(w)
+                            .fold(acc, |a, (&x, &w)| a.mac(i32::from(w), i32::from(x)));
                     });
                     if let Some(b) = bias {
                         acc = acc.add_bias(b.get(c));
@@ -132,16 +137,36 @@ pub(crate) fn depthwise_conv2d<A: Accumulator>(
                     rows: (ky, rows.dilation),
                     cols: (cols.taps(ox), cols.dilation),
                 };
-                for (c, (o, &m)) in out_px.iter_mut().zip(multipliers).enumerate() {
-                    let in_c = c / mult;
-                    let mut acc = A::default();
-                    taps.each(|x, w| {
-                        acc = acc.add_product(i32::from(w[c]) * i32::from(x[in_c]));
-                    });
-                    if let Some(b) = bias {
-                        acc = acc.add_bias(b.get(c));
+                if mult == 1 {
+                    // Channel blocks, as the int8 kernel: contiguous input and filter channels.
+                    let mut c0 = 0;
+                    while c0 < oc {
+                        let n = DW_BLOCK.min(oc - c0);
+                        let mut acc = [A::default(); DW_BLOCK];
+                        taps.each(|x, w| {
+                            for ((a, &x), &w) in
+                                acc[..n].iter_mut().zip(&x[c0..c0 + n]).zip(&w[c0..c0 + n])
+                            {
+                                *a = a.mac(i32::from(w), i32::from(x));
+                            }
+                        });
+                        for (k, (o, &a)) in out_px[c0..c0 + n].iter_mut().zip(&acc).enumerate() {
+                            let c = c0 + k;
+                            let a = bias.map_or(a, |b| a.add_bias(b.get(c)));
+                            *o = p.quant.finish_int16(a, multipliers[c]);
+                        }
+                        c0 += n;
                     }
-                    *o = p.quant.finish_int16(acc, m);
+                } else {
+                    for (c, (o, &m)) in out_px.iter_mut().zip(multipliers).enumerate() {
+                        let in_c = c / mult;
+                        let mut acc = A::default();
+                        taps.each(|x, w| {
+                            acc = acc.mac(i32::from(w[c]), i32::from(x[in_c]));
+                        });
+                        let acc = bias.map_or(acc, |b| acc.add_bias(b.get(c)));
+                        *o = p.quant.finish_int16(acc, m);
+                    }
                 }
             }
         }
