@@ -404,3 +404,44 @@ fn lower_i16(
         list,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accumulator_width_follows_tflm() {
+        // The bias's type decides; without a bias, the operator's `quantized_bias_type`
+        // (FLOAT32, "not set", means int64 as for any type but int32).
+        assert!(wide_accumulator(Some(DataType::Int64), DataType::Int32));
+        assert!(!wide_accumulator(Some(DataType::Int32), DataType::Int64));
+        assert!(!wide_accumulator(None, DataType::Int32));
+        assert!(wide_accumulator(None, DataType::Float32));
+        assert!(wide_accumulator(None, DataType::Int64));
+    }
+
+    #[test]
+    fn int16_operands_follow_the_bias_width() {
+        let shape = FcShape {
+            batches: 2,
+            in_features: 3,
+            out_features: 4,
+        };
+        let q = |scale| npu_kernels::int8::Quant {
+            scale,
+            zero_point: 0,
+        };
+        let act = npu_kernels::int8::Activation::None;
+        let per_tensor = k16::FcParams::per_tensor(q(0.5), 0.25, q(1.0), act).unwrap();
+        let per_channel = k16::FcParams::per_channel(q(0.5), q(1.0), act).unwrap();
+        let op = |params, wide| FullyConnectedI16 {
+            shape,
+            params,
+            wide,
+        };
+        let o = op(per_tensor, true).operands().unwrap();
+        assert_eq!((&o.inputs[..], o.output), (&[12, 12, 32][..], 16));
+        let o = op(per_channel, false).operands().unwrap();
+        assert_eq!((&o.inputs[..], o.output), (&[12, 12, 32, 16][..], 16));
+    }
+}
