@@ -40,6 +40,7 @@
 
 mod batch_matmul;
 mod binary;
+mod binary_int16;
 mod concat;
 mod conv;
 mod depthwise;
@@ -61,14 +62,17 @@ mod transpose;
 
 pub use batch_matmul::BatchMatmulI8;
 pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
+pub use binary_int16::{AddI16, MulI16};
 pub use concat::ConcatenationI8;
-pub use conv::Conv2dI8;
-pub use depthwise::DepthwiseConv2dI8;
+pub use conv::{Conv2dI16, Conv2dI8};
+pub use depthwise::{DepthwiseConv2dI16, DepthwiseConv2dI8};
 pub use elementwise::{
     AbsI8, HardSwishI8, LeakyReluI8, MaximumI8, MinimumI8, NegF32, PreluI8, SquaredDifferenceI8,
 };
 pub use error::OpError;
-pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
+pub use fully_connected::{
+    FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
+};
 pub use interp::split_operands;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
@@ -394,6 +398,16 @@ operators! {
     HardSwishI8 = HardSwish, I8;
     /// int8 ABS.
     AbsI8 = Abs, I8;
+    /// 16x8 fully connected (per tensor or per channel).
+    FullyConnectedI16 = FullyConnected, I16;
+    /// 16x8 CONV_2D.
+    Conv2dI16 = Conv2d, I16;
+    /// 16x8 DEPTHWISE_CONV_2D.
+    DepthwiseConv2dI16 = DepthwiseConv2d, I16;
+    /// 16x8 ADD with broadcasting.
+    AddI16 = Add, I16;
+    /// 16x8 MUL with broadcasting.
+    MulI16 = Mul, I16;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -418,21 +432,25 @@ macro_rules! lowerings {
 
 lowerings! {
     Abs => elementwise::lower_unary: [AbsI8],
-    Add => binary::lower: [AddI8, AddBroadcastI8],
+    Add => binary::lower: [AddI8, AddBroadcastI8, AddI16],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
     Concatenation => concat::lower: [ConcatenationI8],
-    Conv2d => conv::lower: [Conv2dI8],
-    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
+    Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
+    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16],
     Dequantize => quantize::lower_dequantize: [DequantizeI8],
-    FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    FullyConnected => fully_connected::lower: [
+        FullyConnectedI8,
+        FullyConnectedPerChannelI8,
+        FullyConnectedI16
+    ],
     HardSwish => elementwise::lower_unary: [HardSwishI8],
     LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
     Minimum => elementwise::lower_binary: [MinimumI8],
-    Mul => binary::lower: [MulI8, MulBroadcastI8],
+    Mul => binary::lower: [MulI8, MulBroadcastI8, MulI16],
     Neg => elementwise::lower_neg: [NegF32],
     Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],

@@ -53,9 +53,11 @@ use npu_compute::kernels::int8::{
     Quant, Relu6Params, ReluParams, RequantizeParams, RsqrtParams, SoftmaxParams,
     SquaredDifferenceParams, SubParams, TransposeParams, Window2d,
 };
+use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
-    AbsI8, AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8, Conv2dI8,
+    AbsI8, AddBroadcastI8, AddF32, AddI16, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8,
+    Conv2dI16, Conv2dI8, DepthwiseConv2dI16, FullyConnectedI16, MulI16,
     DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
     FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, MaxPool2dI8, MaximumI8, MeanI8,
     MinimumI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PreluI8, QuantizeF32,
@@ -72,7 +74,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 40;
+const SYNTHETIC_OPS: usize = 46;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -322,6 +324,22 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
     // 8×8×16 with one 16-channel vector (a per-channel bias or scale), broadcast over the pixels.
     let per_channel = || BroadcastShape::new(&[1, 8, 8, 16], &[16], &[1, 8, 8, 16]);
     let entry = |what: &'static str, op: Op| Synthetic { what, op };
+    // 16x8: symmetric int16 activations.
+    let (input16, other16, output16) = (
+        Quant {
+            scale: 0.0004,
+            zero_point: 0,
+        },
+        Quant {
+            scale: 0.0003,
+            zero_point: 0,
+        },
+        Quant {
+            scale: 0.0005,
+            zero_point: 0,
+        },
+    );
+    let elements = || BroadcastShape::new(&[1024], &[1024], &[1024]);
     let ops: [Synthetic; SYNTHETIC_OPS] = [
         entry(
             "1024 elements",
@@ -572,6 +590,48 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
             Op::AbsI8(AbsI8 {
                 len: 1024,
                 params: AbsParams::new(input, output)?,
+        entry(
+            "16x8 16x16x8 -> 16, 3x3 s1 same",
+            Op::Conv2dI16(Conv2dI16 {
+                shape: conv3,
+                params: Conv2dParams::new_int16(conv3, input16, output16, act)?,
+                wide: true,
+            }),
+        ),
+        entry(
+            "16x8 16x16x16, 3x3 s1 same",
+            Op::DepthwiseConv2dI16(DepthwiseConv2dI16 {
+                shape: depthwise,
+                params: DepthwiseParams::new_int16(depthwise, input16, output16, act)?,
+            }),
+        ),
+        entry(
+            "16x8 256 -> 32 per-channel",
+            Op::FullyConnectedI16(FullyConnectedI16 {
+                shape: fc,
+                params: k16::FcParams::per_channel(input16, output16, act)?,
+                wide: true,
+            }),
+        ),
+        entry(
+            "16x8 1024 elements",
+            Op::AddI16(AddI16 {
+                shape: elements()?,
+                params: AddParamsI16::new(input16, other16, output16, act)?,
+            }),
+        ),
+        entry(
+            "16x8 1x8x8x16 + [16]",
+            Op::AddI16(AddI16 {
+                shape: per_channel()?,
+                params: AddParamsI16::new(input16, other16, output16, act)?,
+            }),
+        ),
+        entry(
+            "16x8 1024 elements",
+            Op::MulI16(MulI16 {
+                shape: elements()?,
+                params: MulParamsI16::new(input16, other16, output16, act)?,
             }),
         ),
     ];
@@ -593,6 +653,8 @@ enum Role {
     Multipliers,
     /// int32 bias.
     Bias,
+    /// int64 bias (the 16x8 operators').
+    Bias64,
 }
 
 /// The role of input `i` of `op` (operand order as documented on [`Op`]).
@@ -605,6 +667,12 @@ fn role(op: &Op, i: usize) -> Role {
         }
         (Op::Conv2dI8(_) | Op::DepthwiseConv2dI8(_) | Op::FullyConnectedPerChannelI8(_), 3) => {
             Role::Bias
+        }
+        (Op::Conv2dI16(_) | Op::DepthwiseConv2dI16(_) | Op::FullyConnectedI16(_), 2) => {
+            Role::Multipliers
+        }
+        (Op::Conv2dI16(_) | Op::DepthwiseConv2dI16(_) | Op::FullyConnectedI16(_), 3) => {
+            Role::Bias64
         }
         (Op::QuantizeF32(_), _) => Role::Float,
         _ if op.dtype() == DType::F32 => Role::Float,
@@ -638,6 +706,12 @@ fn fill(bytes: &mut [u8], role: Role, seed: u32) {
         Role::Bias => {
             for (k, word) in bytes.chunks_exact_mut(4).enumerate() {
                 let bias = (k as i32 * 37) % 1024 - 512;
+                word.copy_from_slice(&bias.to_le_bytes());
+            }
+        }
+        Role::Bias64 => {
+            for (k, word) in bytes.chunks_exact_mut(8).enumerate() {
+                let bias = (k as i64 * 37) % 1024 - 512;
                 word.copy_from_slice(&bias.to_le_bytes());
             }
         }

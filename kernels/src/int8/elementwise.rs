@@ -421,6 +421,7 @@ fn rescale_smaller_than_one(x: i32, multiplier: i32, shift: i32) -> i32 {
 }
 
 impl BinaryOp for SquaredDifferenceParams {
+    type Elem = i8;
     const TABULATE: bool = true;
 
     #[inline]
@@ -466,6 +467,7 @@ struct Max;
 struct Min;
 
 impl BinaryOp for Max {
+    type Elem = i8;
     #[inline]
     fn prep_a(&self, a: i8) -> i32 {
         i32::from(a)
@@ -482,6 +484,7 @@ impl BinaryOp for Max {
 }
 
 impl BinaryOp for Min {
+    type Elem = i8;
     #[inline]
     fn prep_a(&self, a: i8) -> i32 {
         i32::from(a)
@@ -557,6 +560,7 @@ impl PreluParams {
 }
 
 impl BinaryOp for PreluParams {
+    type Elem = i8;
     #[inline]
     fn prep_a(&self, a: i8) -> i32 {
         i32::from(a) + self.input_offset
