@@ -128,6 +128,15 @@ impl CpuModel {
             Rates::new(CALL, 125, 0, 0),
             // FullyConnectedF32: 5.23 per MAC.
             Rates::new(CALL, 84, 0, 0),
+            // NegF32: 4.8 per element (the firmware's 1024-element NEG, 5,220 instructions).
+            Rates::new(CALL, 77, 0, 0),
+            // Compare: 9.4 per element, between the firmware's MINIMUM over 1024 equal-shape
+            // elements (7.9 net) and MAXIMUM of 1x8x8x16 with [16] (11.6 net); its RELU6 over
+            // 1024 elements is 10.8.
+            Rates::new(CALL, 150, 0, 0),
+            // AddI16: 109.5 per element (measured 103.4 same-shape, 115.7 broadcasting a
+            // 16-channel vector: int8's tables do not exist for int16).
+            Rates::new(CALL, 1752, 0, 0),
             // Svdf: 10.06 per MAC (feature and time weights together, the state's shift and
             // the per-filter requantization folded in), fitted to the firmware's one
             // synthetic shape (32 inputs, 64 filters of rank 2, memory 8: 26,099 instructions

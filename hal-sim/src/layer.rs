@@ -36,5 +36,6 @@ pub fn describe(op: &Op, variant: Variant, inputs: &[Region]) -> Option<LayerDes
         weights_in_flash: in_flash(weights),
         ifm2_in_flash: in_flash(operand(l.ifm2_operand)),
         variant,
+        element_bits: l.element_bits,
     })
 }

@@ -138,6 +138,32 @@ pub fn multiply_by_quantized_multiplier(x: i32, multiplier: i32, shift: i32) -> 
     )
 }
 
+/// Multiplies a 64-bit accumulator `x` by `multiplier · 2^(shift − 31)`, exactly as TFLM's
+/// `MultiplyByQuantizedMultiplier(int64_t, int32_t, int)` does (the int16 kernels' 64-bit
+/// accumulators): the multiplier is first reduced to 16 bits (rounded, `0x7FFF` from
+/// `0x7FFF0000` up), then one product and one rounding right shift by `15 − shift`, the
+/// result truncated to 32 bits.
+///
+/// Unlike the 32-bit form it rounds once. TFLM asserts `−31 ≤ shift < 8` and `|x| < 2^47`;
+/// within them this is exact. Outside them TFLM's C++ overflows or shifts by a negative
+/// amount (undefined): here the product wraps, and a total shift below 1 is taken as 1 (and
+/// above 63 as 63), so that every input gives some value without panicking.
+#[inline]
+#[must_use]
+pub fn multiply_by_quantized_multiplier_i64(x: i64, multiplier: i32, shift: i32) -> i32 {
+    let reduced = if multiplier < 0x7FFF_0000 {
+        multiplier.wrapping_add(1 << 15) >> 16
+    } else {
+        0x7FFF
+    };
+    let total_shift = (15_i64 - i64::from(shift)).clamp(1, 63) as u32;
+    let rounded = x
+        .wrapping_mul(i64::from(reduced))
+        .wrapping_add(1_i64 << (total_shift - 1));
+    // TFLM's `int32_t result = x >> total_shift`: the conversion keeps the low 32 bits.
+    (rounded >> total_shift) as i32
+}
+
 /// An `f64` split as `frexp` does: `value = ±(mantissa / 2^53) · 2^exponent`, with the 53-bit
 /// integer `mantissa` in `[2^52, 2^53)` (so the fraction is in `[0.5, 1)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,8 @@
 //! `kernels/kernel_util.cc` and `reference/integer_ops/fully_connected.h` (FULLY_CONNECTED).
 //!
 //! [`add`] and [`mul`] take operands of equal lengths; [`broadcast`] has the broadcasting
-//! versions (and SUB's), and [`sub`](mod@sub), [`rsqrt`](mod@rsqrt) and [`quantize`] the other
-//! elementwise operators.
+//! versions (and SUB's), and [`sub`](mod@sub), [`rsqrt`](mod@rsqrt), [`quantize`] and
+//! [`elementwise`] the other elementwise operators.
 //!
 //! Spatial operators, in submodules re-exported here (NHWC layout, any batch size):
 //!
@@ -56,6 +56,7 @@ pub mod broadcast;
 pub mod concat;
 pub mod conv;
 pub mod dims;
+pub mod elementwise;
 pub mod fc_per_channel;
 pub mod im2col;
 pub mod lstm;
@@ -78,6 +79,10 @@ pub use conv::{
     DepthwiseParams, DepthwiseShape,
 };
 pub use dims::{Dims, MAX_DIMS};
+pub use elementwise::{
+    abs, hard_swish, leaky_relu, maximum, minimum, prelu, relu6, squared_difference, AbsParams,
+    HardSwishParams, LeakyReluParams, PreluParams, Relu6Params, SquaredDifferenceParams,
+};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use lstm::{lstm, CellGate, LstmActivation, LstmParams, LstmQuant, LstmShape};
@@ -160,13 +165,27 @@ impl AddParams {
         check_quant(a, "a scale", "a zero point")?;
         check_quant(b, "b scale", "b zero point")?;
         check_quant(out, "output scale", "output zero point")?;
+        let (qmin, qmax) = (i64::from(i8::MIN), i64::from(i8::MAX));
+        Self::resolve(a, b, out, act, ADD_LEFT_SHIFT, (qmin, qmax))
+    }
 
+    /// The multipliers, offsets and activation range for inputs shifted left by `left_shift`
+    /// and outputs within `range` (TFLM's `CalculateOpDataAdd`, whose shift is 20 for int8 and
+    /// 15 for int16); the quantizations are checked by the caller.
+    pub(crate) fn resolve(
+        a: Quant,
+        b: Quant,
+        out: Quant,
+        act: Activation,
+        left_shift: i32,
+        (qmin, qmax): (i64, i64),
+    ) -> Result<Self, KernelError> {
         let twice_max_input_scale =
             2.0 * f64::from(if a.scale > b.scale { a.scale } else { b.scale });
         let real_input1 = f64::from(a.scale) / twice_max_input_scale;
         let real_input2 = f64::from(b.scale) / twice_max_input_scale;
         let real_output =
-            twice_max_input_scale / (f64::from(1_i32 << ADD_LEFT_SHIFT) * f64::from(out.scale));
+            twice_max_input_scale / (f64::from(1_i32 << left_shift) * f64::from(out.scale));
 
         // The input multipliers are in (0, 0.5] by construction; only the output one can fail.
         let (input1_multiplier, input1_shift) =
@@ -181,7 +200,7 @@ impl AddParams {
         .ok_or(KernelError::InvalidQuantization {
             what: "output scale",
         })?;
-        let (activation_min, activation_max) = activation_range(act, out)?;
+        let (activation_min, activation_max) = activation_range_in(act, out, qmin, qmax)?;
 
         Ok(Self {
             input1_offset: -a.zero_point,
@@ -268,9 +287,22 @@ impl MulParams {
         check_quant(a, "a scale", "a zero point")?;
         check_quant(b, "b scale", "b zero point")?;
         check_quant(out, "output scale", "output zero point")?;
+        let (qmin, qmax) = (i64::from(i8::MIN), i64::from(i8::MAX));
+        Self::resolve(a, b, out, act, (qmin, qmax))
+    }
+
+    /// The multiplier, offsets and activation range for outputs within `range` (int8's, or
+    /// int16's for TFLM's 16x8 MUL); the quantizations are checked by the caller.
+    pub(crate) fn resolve(
+        a: Quant,
+        b: Quant,
+        out: Quant,
+        act: Activation,
+        (qmin, qmax): (i64, i64),
+    ) -> Result<Self, KernelError> {
         let real = f64::from(a.scale) * f64::from(b.scale) / f64::from(out.scale);
         let (output_multiplier, output_shift) = general_multiplier(real, "output scale")?;
-        let (activation_min, activation_max) = activation_range(act, out)?;
+        let (activation_min, activation_max) = activation_range_in(act, out, qmin, qmax)?;
         Ok(Self {
             input1_offset: -a.zero_point,
             input2_offset: -b.zero_point,
@@ -598,7 +630,7 @@ fn requantized_to_i8(scaled: i32, offset: i32, min: i32, max: i32) -> i8 {
     scaled.wrapping_add(offset).max(min).min(max) as i8
 }
 
-fn check_scale(scale: f32, what: &'static str) -> Result<(), KernelError> {
+pub(crate) fn check_scale(scale: f32, what: &'static str) -> Result<(), KernelError> {
     if scale.is_finite() && scale > 0.0 {
         Ok(())
     } else {
@@ -617,7 +649,7 @@ fn check_quant(q: Quant, scale: &'static str, zero_point: &'static str) -> Resul
 
 /// TFLM's `QuantizeMultiplier` for a rescaling applied with [`multiply_by_quantized_multiplier`],
 /// refusing multipliers it cannot apply: non-finite ones and those whose shift exceeds 31.
-fn general_multiplier(real: f64, what: &'static str) -> Result<(i32, i32), KernelError> {
+pub(crate) fn general_multiplier(real: f64, what: &'static str) -> Result<(i32, i32), KernelError> {
     if !(real.is_finite() && real >= 0.0) {
         return Err(KernelError::InvalidQuantization { what });
     }
@@ -663,7 +695,17 @@ fn quantize_bound(output: Quant, f: f32) -> Result<i64, KernelError> {
 
 /// TFLM's `CalculateActivationRangeQuantized` for int8 outputs.
 fn activation_range(act: Activation, output: Quant) -> Result<(i32, i32), KernelError> {
-    let (qmin, qmax) = (i64::from(i8::MIN), i64::from(i8::MAX));
+    activation_range_in(act, output, i64::from(i8::MIN), i64::from(i8::MAX))
+}
+
+/// TFLM's `CalculateActivationRangeQuantized` for outputs of range `qmin..=qmax` (int8's, or
+/// int16's for the 16x8 kernels).
+pub(crate) fn activation_range_in(
+    act: Activation,
+    output: Quant,
+    qmin: i64,
+    qmax: i64,
+) -> Result<(i32, i32), KernelError> {
     let (min, max) = match act {
         Activation::None => (qmin, qmax),
         Activation::Relu => (quantize_bound(output, 0.0)?.max(qmin), qmax),
@@ -676,8 +718,8 @@ fn activation_range(act: Activation, output: Quant) -> Result<(i32, i32), Kernel
             quantize_bound(output, 1.0)?.min(qmax),
         ),
     };
-    // The zero point is within int8, so min <= max and both are within int8 here; the clamp to
-    // the int8 range only guards the casts.
+    // The zero point is within the output type's range, so min <= max and both are within it
+    // here; the clamp only guards the casts.
     Ok((min.clamp(qmin, qmax) as i32, max.clamp(qmin, qmax) as i32))
 }
 

@@ -5,6 +5,9 @@
 //!   axes), SOFTMAX, RSQRT, BATCH_MATMUL, TRANSPOSE, CONCATENATION, RESHAPE, QUANTIZE,
 //!   DEQUANTIZE, and the stateful SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM, bit-exact with TensorFlow Lite Micro's reference kernels (parameters
 //!   precomputed once, like TFLM's `Prepare`).
+//! - [`int16`]: TensorFlow Lite's 16x8 quantization (int16 activations, int8 weights):
+//!   FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D with int64 or int32 accumulators, ADD and
+//!   MUL with broadcasting, bit-exact with TFLM's int16 reference kernels.
 //! - [`f32`](mod@f32): the float versions, in TFLM's order of operations.
 //! - [`fixed_point`]: the gemmlowp / TFLM integer arithmetic the int8 kernels are built from
 //!   (doubling high multiply, rounding shifts, multiplier quantization), and why it rounds twice.
@@ -25,6 +28,7 @@
 pub mod f32;
 pub mod fixed_point;
 pub mod gemmlowp;
+pub mod int16;
 pub mod int8;
 
 /// Shape of a fully-connected (matmul) layer: `output[b][o] = sum_i input[b][i] * weights[o][i] (+ bias[o])`.

@@ -149,6 +149,14 @@ pub struct BatchMatMulOptions {
     pub asymmetric_quantize_inputs: bool,
 }
 
+/// `LeakyReluOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LeakyReluOptions {
+    /// Slope for negative inputs (default 0.0).
+    pub alpha: f32,
+}
+
 /// `UnidirectionalSequenceLSTMOptions`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -208,6 +216,8 @@ pub enum BuiltinOptions {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
         options_type: u8,
     },
+    /// `LeakyReluOptions` (`LEAKY_RELU`).
+    LeakyRelu(LeakyReluOptions),
 }
 
 /// The highest `BuiltinOptions` union tag in the schema (`RightShiftOptions`).
@@ -228,9 +238,10 @@ mod tag {
     pub(super) const REDUCER: u8 = 27;
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
+    pub(super) const LEAKY_RELU: u8 = 75;
     pub(super) const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
 
-    pub(super) const DECODED: [u8; 14] = [
+    pub(super) const DECODED: [u8; 15] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -244,6 +255,7 @@ mod tag {
         REDUCER,
         SUB,
         BATCH_MATMUL,
+        LEAKY_RELU,
         UNIDIRECTIONAL_SEQUENCE_LSTM,
     ];
 }
@@ -265,6 +277,7 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
+        LeakyRelu => tag::LEAKY_RELU,
         UnidirectionalSequenceLstm => tag::UNIDIRECTIONAL_SEQUENCE_LSTM,
         _ => return None,
     })
@@ -407,6 +420,9 @@ impl BuiltinOptions {
                 )?,
             }),
             tag::TRANSPOSE => Self::Transpose,
+            tag::LEAKY_RELU => Self::LeakyRelu(LeakyReluOptions {
+                alpha: t.scalar(0, "LeakyReluOptions.alpha", 0.0)?,
+            }),
             tag::UNIDIRECTIONAL_SEQUENCE_LSTM => {
                 const T: &str = "UnidirectionalSequenceLSTMOptions";
                 Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
@@ -489,6 +505,7 @@ impl BuiltinOptions {
                 asymmetric_quantize_inputs: false,
             }),
             Some(tag::TRANSPOSE) => Self::Transpose,
+            Some(tag::LEAKY_RELU) => Self::LeakyRelu(LeakyReluOptions { alpha: 0.0 }),
             Some(tag::UNIDIRECTIONAL_SEQUENCE_LSTM) => {
                 Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
                     activation,

@@ -11,7 +11,7 @@ use npu_kernels::int8::{self as ki, AddParams, BroadcastShape, MulParams, SubPar
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
 use super::{bytes, padded, CpuKernel, Layer, LayerKind, Op, OpError, Operands, Operator};
-use crate::model::{Activation, BuiltinOp, BuiltinOptions};
+use crate::model::{Activation, BuiltinOp, BuiltinOptions, DataType};
 
 /// `out = a + b` on `len` f32 elements.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,7 +93,7 @@ fn broadcast(shape: &BroadcastShape) -> Option<Operands> {
 
 /// A broadcast op as a cycle model's layer: the full-size operand first, as Vela orders a
 /// broadcast operand second.
-fn broadcast_layer(kind: LayerKind, shape: &BroadcastShape) -> Layer {
+pub(super) fn broadcast_layer(kind: LayerKind, shape: &BroadcastShape) -> Layer {
     let loops = shape.loops();
     let (a_rep, b_rep) = shape.repeats();
     let operand = |repeated: u8| {
@@ -232,6 +232,9 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
         _ => return Err(unsupported("options")),
     };
     let act = lower::activation(act)?;
+    if ctx.input(0)?.dtype == DataType::Int16 {
+        return super::binary_int16::lower(ctx, act);
+    }
     let (a, b, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
     let (aq, bq, yq) = (quant(&a)?, quant(&b)?, quant(&y)?);
     let shape = BroadcastShape::new(a.shape.dims(), b.shape.dims(), y.shape.dims())?;

@@ -6,6 +6,9 @@
 //! [`CHANNEL_MULTIPLIER_BYTES`](super::CHANNEL_MULTIPLIER_BYTES) per output channel). An NPU
 //! walks it in output blocks, may run it as im2col (a gather of each output pixel's window
 //! into a matrix, then one matrix product with the filter), and tiling cuts it into row bands.
+//!
+//! And in 16x8 ([`Conv2dI16`]: int16 input and output, int8 filter), with TFLM's int64 or
+//! int32 accumulator (the bias's type).
 
 use core::ops::Range;
 
@@ -14,16 +17,19 @@ use npu_kernels::int8::{
     Padding, Window2d,
 };
 
-use super::interp::{bias, i8s, input, view, view_mut};
+use npu_kernels::int16 as k16;
+
+use super::fully_connected::{bias_bytes, wide_accumulator};
+use super::interp::{bias, bias_of, i16s, i8s, input, view, view_mut};
 use super::lower::{
-    self, compute, filter_scale_count, multipliers, nhwc, operands, push_bias, quant, unsupported,
-    LowerCtx,
+    self, compute, filter_scale_count, multipliers, nhwc, operands, push_bias, push_bias_of, quant,
+    quant_i16, unsupported, LowerCtx,
 };
 use super::{
     bytes, nhwc as array, CpuKernel, Im2col, KeyShape, Layer, LayerKind, Op, OpError, Operands,
     Operator, CHANNEL_MULTIPLIER_BYTES, MAX_INPUTS,
 };
-use crate::model::BuiltinOptions;
+use crate::model::{BuiltinOptions, Conv2dOptions, DataType};
 
 /// int8 CONV_2D.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -190,6 +196,9 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     let BuiltinOptions::Conv2d(o) = ctx.options() else {
         return Err(unsupported("operator"));
     };
+    if ctx.input(0)?.dtype == DataType::Int16 {
+        return lower_i16(ctx, o);
+    }
     let (x, f, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
     let (xq, yq) = (quant(&x)?, quant(&y)?);
     let [out_channels, fh, fw, depth] = *f.shape.dims() else {
@@ -216,4 +225,130 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     ]);
     push_bias(&mut list, ctx, out_channels)?;
     Ok(compute(Conv2dI8 { shape, params }, list))
+}
+
+/// 16x8 CONV_2D (int16 input and output, int8 filter), TFLM's int16 `ConvPerChannel`: no zero
+/// points, accumulating in the bias's type.
+///
+/// Operands as [`Conv2dI8`]'s, the bias little-endian i64 when `wide`, i32 otherwise. Runs on
+/// the NPU (Vela maps 16x8 CONV_2D to the Ethos-U55, its MAC array at half the int8 rate);
+/// not as im2col, and not cut into row bands (tiling's row arithmetic is int8's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Conv2dI16 {
+    /// Input and window.
+    pub shape: Conv2dShape,
+    /// Resolved geometry and activation range ([`Conv2dParams::new_int16`]).
+    pub params: Conv2dParams,
+    /// 64-bit accumulator and int64 bias (TFLM's default for 16x8); else 32-bit and int32.
+    pub wide: bool,
+}
+
+/// Operands of a 16x8 per-channel operator: `input`, `filter` and `output` elements, int16
+/// activations, a bias of `bias` bytes per channel.
+pub(super) fn per_channel_i16(
+    (input, filter, output): (usize, usize, usize),
+    channels: u32,
+    bias: u32,
+) -> Option<Operands> {
+    let m = channels.checked_mul(CHANNEL_MULTIPLIER_BYTES)?;
+    let bias = channels.checked_mul(bias)?;
+    let input = bytes(input.checked_mul(2)?)?;
+    let output = bytes(output.checked_mul(2)?)?;
+    Operands::new(&[input, bytes(filter)?, m, bias], 1, output)
+}
+
+impl Operator for Conv2dI16 {
+    fn operands(&self) -> Option<Operands> {
+        let channels = self.shape.out_channels;
+        per_channel_i16(self.params.lens(), channels, bias_bytes(self.wide))
+    }
+    fn macs(&self) -> u64 {
+        let w = self.shape.window;
+        let taps = u64::from(w.filter_height)
+            * u64::from(w.filter_width)
+            * u64::from(self.shape.filter_depth);
+        (self.params.lens().2 as u64).saturating_mul(taps)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let m = view(input(inputs, 2), 2)?;
+        let (x, f) = (i16s(inputs, 0)?, i8s(inputs, 1)?);
+        let (p, out) = (&self.params, view_mut(output)?);
+        Ok(if self.wide {
+            k16::conv2d::<i64>(p, m, x, f, bias_of(inputs, 3), out)
+        } else {
+            k16::conv2d::<i32>(p, m, x, f, bias_of(inputs, 3), out)
+        }?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Conv
+    }
+    fn layer(&self) -> Option<Layer> {
+        let (input, output) = (self.shape.input, self.params.output_shape());
+        Some(Layer {
+            element_bits: 16,
+            ..windowed(LayerKind::Conv2d, input, output, self.shape.window)
+        })
+    }
+    fn taps(&self) -> u64 {
+        let w = self.shape.window;
+        (self.params.lens().2 as u64)
+            .saturating_mul(u64::from(w.filter_height))
+            .saturating_mul(u64::from(w.filter_width))
+    }
+    fn key_shape(&self) -> KeyShape {
+        let i = self.shape.input;
+        let groups = i.channels.checked_div(self.shape.filter_depth).unwrap_or(0);
+        KeyShape {
+            window: key_window(self.shape.window, groups),
+            sizes: key_sizes(i, self.params.output_shape().channels),
+        }
+    }
+    fn block_extent(&self) -> Option<(u32, u32)> {
+        let out = self.params.output_shape();
+        Some((out.height, out.width))
+    }
+}
+
+/// CONV_2D (16x8), filter scales per tensor or per output channel, an int64 or int32 bias.
+fn lower_i16(
+    ctx: &LowerCtx<'_, '_>,
+    o: &Conv2dOptions,
+) -> Result<lower::Lowered, lower::LowerError> {
+    let (x, f, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
+    let (xq, yq) = (quant_i16(&x)?, quant_i16(&y)?);
+    let [out_channels, fh, fw, depth] = *f.shape.dims() else {
+        return Err(unsupported("filter rank other than 4"));
+    };
+    filter_scale_count(&f, out_channels)?;
+    let shape = Conv2dShape {
+        input: nhwc(&x)?,
+        out_channels,
+        filter_depth: depth,
+        window: lower::window(
+            (fh, fw),
+            (o.stride_h, o.stride_w),
+            (o.dilation_h_factor, o.dilation_w_factor),
+            o.padding,
+        )?,
+    };
+    let params = Conv2dParams::new_int16(shape, xq, yq, lower::activation(o.activation)?)?;
+    lower::check_elements(&y, params.lens().2)?;
+    let mut list = operands(&[
+        lower::Operand::Tensor(x.index),
+        lower::Operand::Tensor(f.index),
+        multipliers(xq, &f, yq, out_channels),
+    ]);
+    let types = [DataType::Int64, DataType::Int32];
+    let refusal = "bias type other than int64 or int32";
+    let bias = push_bias_of(&mut list, ctx, out_channels, &types, refusal)?;
+    let wide = wide_accumulator(bias, o.quantized_bias_type);
+    Ok(compute(
+        Conv2dI16 {
+            shape,
+            params,
+            wide,
+        },
+        list,
+    ))
 }

@@ -42,6 +42,22 @@ pub(super) fn bias<'a>(inputs: &[&'a [u8]], i: usize) -> Result<Option<&'a [i32]
     inputs.get(i).map(|b| view::<i32>(b, i)).transpose()
 }
 
+/// Input `i` as int16.
+pub(super) fn i16s<'a>(inputs: &[&'a [u8]], i: usize) -> Result<&'a [i16], OpError> {
+    view(input(inputs, i), i)
+}
+
+/// The optional bias at input `i` of a 16x8 operator, of the accumulator type `A` (int32 or
+/// int64), read at any alignment (a `.tflite` file aligns int64 biases to 4 bytes only).
+pub(super) fn bias_of<'a, A: npu_kernels::int16::Accumulator>(
+    inputs: &[&'a [u8]],
+    i: usize,
+) -> Option<npu_kernels::int16::Bias<'a, A>> {
+    inputs
+        .get(i)
+        .map(|b| npu_kernels::int16::Bias::from_le_bytes(b))
+}
+
 /// Elements computed per pass by [`run_in_place`]: the size of its stack copy.
 const IN_PLACE_CHUNK: usize = 64;
 

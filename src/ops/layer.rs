@@ -78,6 +78,9 @@ pub struct Layer {
     pub weights: Option<u8>,
     /// The input operand that is `ifm2`, if any.
     pub ifm2_operand: Option<u8>,
+    /// Bits of each activation element (input, second input and output feature maps): 8,
+    /// or 16 for the 16x8 operators, which the NPU reads, computes and writes at that width.
+    pub element_bits: u8,
 }
 
 impl Layer {
@@ -94,6 +97,7 @@ impl Layer {
             axes: 0,
             weights: None,
             ifm2_operand: None,
+            element_bits: 8,
         }
     }
 }
@@ -149,6 +153,13 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// F32 negation.
+    NegF32,
+    /// Int8 raw comparisons, no arithmetic: maximum, minimum (same shapes or broadcast), and
+    /// RELU6's clamp.
+    Compare,
+    /// 16x8 add, same shapes or broadcast (no lookup tables: int16 has 65,536 values).
+    AddI16,
     /// Int8 SVDF (int8 or int16 state).
     Svdf,
     /// LSTM over a sequence (int8 or int16 activations).
@@ -157,5 +168,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 25;
+    pub const COUNT: usize = 28;
 }

@@ -217,10 +217,21 @@ pub(super) fn quant(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
     if t.dtype != DataType::Int8 {
         return Err(unsupported("tensor type other than int8"));
     }
-    let q = t
-        .quantization
-        .as_ref()
-        .ok_or(unsupported("int8 tensor without quantization"))?;
+    affine(t, "int8 tensor without quantization")
+}
+
+/// Per-tensor int16 quantization of an activation tensor (the 16x8 scheme's).
+pub(super) fn quant_i16(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
+    if t.dtype != DataType::Int16 {
+        return Err(unsupported("tensor type other than int16"));
+    }
+    affine(t, "int16 tensor without quantization")
+}
+
+/// The one scale and zero point of a quantized activation tensor, whatever its type (`missing`:
+/// the refusal when it has none).
+fn affine(t: &TensorInfo<'_>, missing: &'static str) -> Result<Quant, LowerError> {
+    let q = t.quantization.as_ref().ok_or(unsupported(missing))?;
     if q.len() != 1 {
         return Err(unsupported("per-channel quantization of an activation"));
     }
@@ -275,16 +286,29 @@ pub(super) fn push_bias(
     ctx: &LowerCtx<'_, '_>,
     channels: u32,
 ) -> Result<(), LowerError> {
+    let int32 = [DataType::Int32];
+    push_bias_of(list, ctx, channels, &int32, "bias type other than int32").map(|_| ())
+}
+
+/// Appends the optional bias (input 2) of `channels` elements of one of `types` to `list`,
+/// checked (`refusal` names the other types); returns its type, `None` without a bias.
+pub(super) fn push_bias_of(
+    list: &mut heapless::Vec<Operand, MAX_INPUTS>,
+    ctx: &LowerCtx<'_, '_>,
+    channels: u32,
+    types: &[DataType],
+    refusal: &'static str,
+) -> Result<Option<DataType>, LowerError> {
     let Some(t) = ctx.optional_input(2)? else {
-        return Ok(());
+        return Ok(None);
     };
-    if t.dtype != DataType::Int32 {
-        return Err(unsupported("bias type other than int32"));
+    if !types.contains(&t.dtype) {
+        return Err(unsupported(refusal));
     }
     check_elements(&t, channels as usize)?;
     // Lists built here have at most three operands before the bias.
     let _ = list.push(Operand::Tensor(t.index));
-    Ok(())
+    Ok(Some(t.dtype))
 }
 
 /// A convolution window from a TFLite operator's options.

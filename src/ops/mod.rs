@@ -40,9 +40,11 @@
 
 mod batch_matmul;
 mod binary;
+mod binary_int16;
 mod concat;
 mod conv;
 mod depthwise;
+mod elementwise;
 mod error;
 mod fully_connected;
 mod interp;
@@ -62,11 +64,17 @@ mod transpose;
 
 pub use batch_matmul::BatchMatmulI8;
 pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
+pub use binary_int16::{AddI16, MulI16};
 pub use concat::ConcatenationI8;
-pub use conv::Conv2dI8;
-pub use depthwise::DepthwiseConv2dI8;
+pub use conv::{Conv2dI16, Conv2dI8};
+pub use depthwise::{DepthwiseConv2dI16, DepthwiseConv2dI8};
+pub use elementwise::{
+    AbsI8, HardSwishI8, LeakyReluI8, MaximumI8, MinimumI8, NegF32, PreluI8, SquaredDifferenceI8,
+};
 pub use error::OpError;
-pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
+pub use fully_connected::{
+    FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
+};
 pub use interp::{split_operands, split_writable};
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
@@ -74,7 +82,7 @@ pub use lstm::{LstmI16, LstmI8};
 pub use mean::MeanI8;
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
-pub use relu::{ReluF32, ReluI8};
+pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
@@ -192,6 +200,22 @@ op_kinds! {
     Quantize,
     /// Dequantization (int8 to float).
     Dequantize,
+    /// Elementwise negation.
+    Neg,
+    /// Elementwise `(a − b)²`.
+    SquaredDifference,
+    /// Elementwise maximum.
+    Maximum,
+    /// Elementwise minimum.
+    Minimum,
+    /// Leaky ReLU: `x` or `alpha · x`.
+    LeakyRelu,
+    /// Parametric ReLU: `x` or `alpha · x` with a tensor `alpha`.
+    Prelu,
+    /// Hard swish: `x · relu6(x + 3) / 6`.
+    HardSwish,
+    /// Elementwise absolute value.
+    Abs,
     /// Singular value decomposition filter, a stateful layer (TFLite SVDF).
     Svdf,
     /// Long short-term memory over a sequence, a stateful layer (TFLite
@@ -375,6 +399,34 @@ operators! {
     ConcatenationI8 = Concatenation, I8;
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
     Reshape = Reshape, I8;
+    /// f32 NEG.
+    NegF32 = Neg, F32;
+    /// int8 SQUARED_DIFFERENCE with broadcasting.
+    SquaredDifferenceI8 = SquaredDifference, I8;
+    /// int8 MAXIMUM with broadcasting.
+    MaximumI8 = Maximum, I8;
+    /// int8 MINIMUM with broadcasting.
+    MinimumI8 = Minimum, I8;
+    /// int8 RELU6 (a clamp on the input's scale).
+    Relu6I8 = Relu, I8;
+    /// int8 LEAKY_RELU.
+    LeakyReluI8 = LeakyRelu, I8;
+    /// int8 PRELU with broadcasting.
+    PreluI8 = Prelu, I8;
+    /// int8 HARD_SWISH.
+    HardSwishI8 = HardSwish, I8;
+    /// int8 ABS.
+    AbsI8 = Abs, I8;
+    /// 16x8 fully connected (per tensor or per channel).
+    FullyConnectedI16 = FullyConnected, I16;
+    /// 16x8 CONV_2D.
+    Conv2dI16 = Conv2d, I16;
+    /// 16x8 DEPTHWISE_CONV_2D.
+    DepthwiseConv2dI16 = DepthwiseConv2d, I16;
+    /// 16x8 ADD with broadcasting.
+    AddI16 = Add, I16;
+    /// 16x8 MUL with broadcasting.
+    MulI16 = Mul, I16;
     /// int8 SVDF (int8 or int16 activation state).
     SvdfI8 = Svdf, I8;
     /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
@@ -404,21 +456,35 @@ macro_rules! lowerings {
 }
 
 lowerings! {
-    Add => binary::lower: [AddI8, AddBroadcastI8],
+    Abs => elementwise::lower_unary: [AbsI8],
+    Add => binary::lower: [AddI8, AddBroadcastI8, AddI16],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
     Concatenation => concat::lower: [ConcatenationI8],
-    Conv2d => conv::lower: [Conv2dI8],
-    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
+    Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
+    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16],
     Dequantize => quantize::lower_dequantize: [DequantizeI8],
-    FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    FullyConnected => fully_connected::lower: [
+        FullyConnectedI8,
+        FullyConnectedPerChannelI8,
+        FullyConnectedI16
+    ],
+    HardSwish => elementwise::lower_unary: [HardSwishI8],
+    LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
+    Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
-    Mul => binary::lower: [MulI8, MulBroadcastI8],
+    Minimum => elementwise::lower_binary: [MinimumI8],
+    Mul => binary::lower: [MulI8, MulBroadcastI8, MulI16],
+    Neg => elementwise::lower_neg: [NegF32],
+    Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    Relu => relu::lower: [ReluI8],
+    Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Softmax => softmax::lower: [SoftmaxI8],
+    SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
     Sub => binary::lower: [SubI8],
     Svdf => svdf::lower: [SvdfI8],
     Transpose => transpose::lower: [TransposeI8],

@@ -47,19 +47,23 @@
 use npu_compute::graph::LoweredOperator;
 use npu_compute::hal::MAX_JOB_INPUTS;
 use npu_compute::kernels::int8::{
-    Activation, AddParams, BatchMatmulParams, BroadcastShape, CellGate, ConcatParams,
+    AbsParams, Activation, AddParams, BatchMatmulParams, BroadcastShape, CellGate, ConcatParams,
     Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams,
-    LstmParams, LstmQuant, LstmShape, MeanParams, MulParams, Nhwc, Padding, PoolParams,
-    PoolShape, Quant, ReluParams, RequantizeParams, RsqrtParams, SoftmaxParams, SubParams,
-    SvdfParams, SvdfShape, TransposeParams, Window2d,
+    HardSwishParams, LeakyReluParams, LstmParams, LstmQuant, LstmShape, MeanParams, MulParams,
+    Nhwc, Padding, PoolParams, PoolShape, PreluParams, Quant, Relu6Params, ReluParams,
+    RequantizeParams, RsqrtParams, SoftmaxParams, SquaredDifferenceParams, SubParams, SvdfParams,
+    SvdfShape, TransposeParams, Window2d,
 };
+use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
-    AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8, Conv2dI8,
+    AbsI8, AddBroadcastI8, AddF32, AddI16, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8,
+    Conv2dI16, Conv2dI8, DepthwiseConv2dI16, FullyConnectedI16, MulI16,
     DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
-    FullyConnectedPerChannelI8, LstmI16, LstmI8, MaxPool2dI8, MeanI8, MulBroadcastI8, MulF32,
-    MulI8, Op, OpError, OpKind, QuantizeF32, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8,
-    SoftmaxI8, SubI8, SvdfI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
+    FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, LstmI16, LstmI8, MaxPool2dI8, MaximumI8,
+    MeanI8, MinimumI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PreluI8,
+    QuantizeF32, Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8,
+    SquaredDifferenceI8, SubI8, SvdfI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
 };
 
 use npu_sim::CpuModel;
@@ -71,7 +75,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 35;
+const SYNTHETIC_OPS: usize = 50;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -361,6 +365,22 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
         ..lstm_q
     };
     let entry = |what: &'static str, op: Op| Synthetic { what, op };
+    // 16x8: symmetric int16 activations.
+    let (input16, other16, output16) = (
+        Quant {
+            scale: 0.0004,
+            zero_point: 0,
+        },
+        Quant {
+            scale: 0.0003,
+            zero_point: 0,
+        },
+        Quant {
+            scale: 0.0005,
+            zero_point: 0,
+        },
+    );
+    let elements = || BroadcastShape::new(&[1024], &[1024], &[1024]);
     let ops: [Synthetic; SYNTHETIC_OPS] = [
         entry(
             "1024 elements",
@@ -558,6 +578,105 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
             "128 -> 32",
             Op::FullyConnectedF32(FullyConnectedF32 { shape: fc_f32 }),
         ),
+        entry("1024 elements", Op::NegF32(NegF32 { len: 1024 })),
+        entry(
+            "1x8x8x16 - [16], squared",
+            Op::SquaredDifferenceI8(SquaredDifferenceI8 {
+                shape: per_channel()?,
+                params: SquaredDifferenceParams::new(input, other, output)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16 max [16]",
+            Op::MaximumI8(MaximumI8 {
+                shape: per_channel()?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::MinimumI8(MinimumI8 {
+                shape: BroadcastShape::new(&[1024], &[1024], &[1024])?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::Relu6I8(Relu6I8 {
+                len: 1024,
+                params: Relu6Params::new(input)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::LeakyReluI8(LeakyReluI8 {
+                len: 1024,
+                params: LeakyReluParams::new(input, output, 0.2)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16, alpha [16]",
+            Op::PreluI8(PreluI8 {
+                shape: per_channel()?,
+                params: PreluParams::new(input, other, output)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::HardSwishI8(HardSwishI8 {
+                len: 1024,
+                params: HardSwishParams::new(input, output)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::AbsI8(AbsI8 {
+                len: 1024,
+                params: AbsParams::new(input, output)?,
+            }),
+        ),
+        entry(
+            "16x8 16x16x8 -> 16, 3x3 s1 same",
+            Op::Conv2dI16(Conv2dI16 {
+                shape: conv3,
+                params: Conv2dParams::new_int16(conv3, input16, output16, act)?,
+                wide: true,
+            }),
+        ),
+        entry(
+            "16x8 16x16x16, 3x3 s1 same",
+            Op::DepthwiseConv2dI16(DepthwiseConv2dI16 {
+                shape: depthwise,
+                params: DepthwiseParams::new_int16(depthwise, input16, output16, act)?,
+            }),
+        ),
+        entry(
+            "16x8 256 -> 32 per-channel",
+            Op::FullyConnectedI16(FullyConnectedI16 {
+                shape: fc,
+                params: k16::FcParams::per_channel(input16, output16, act)?,
+                wide: true,
+            }),
+        ),
+        entry(
+            "16x8 1024 elements",
+            Op::AddI16(AddI16 {
+                shape: elements()?,
+                params: AddParamsI16::new(input16, other16, output16, act)?,
+            }),
+        ),
+        entry(
+            "16x8 1x8x8x16 + [16]",
+            Op::AddI16(AddI16 {
+                shape: per_channel()?,
+                params: AddParamsI16::new(input16, other16, output16, act)?,
+            }),
+        ),
+        entry(
+            "16x8 1024 elements",
+            Op::MulI16(MulI16 {
+                shape: elements()?,
+                params: MulParamsI16::new(input16, other16, output16, act)?,
+            }),
+        ),
         entry(
             "32 -> 64 filters (rank 2), memory 8, int8 state",
             Op::SvdfI8(SvdfI8 {
@@ -603,7 +722,6 @@ enum Role {
     Multipliers,
     /// int32 bias.
     Bias,
-    /// int64 bias (16x8 kernels).
     Bias64,
 }
 
@@ -617,6 +735,12 @@ fn role(op: &Op, i: usize) -> Role {
         }
         (Op::Conv2dI8(_) | Op::DepthwiseConv2dI8(_) | Op::FullyConnectedPerChannelI8(_), 3) => {
             Role::Bias
+        }
+        (Op::Conv2dI16(_) | Op::DepthwiseConv2dI16(_) | Op::FullyConnectedI16(_), 2) => {
+            Role::Multipliers
+        }
+        (Op::Conv2dI16(_) | Op::DepthwiseConv2dI16(_) | Op::FullyConnectedI16(_), 3) => {
+            Role::Bias64
         }
         (Op::QuantizeF32(_), _) => Role::Float,
         (Op::SvdfI8(_), 4) | (Op::LstmI8(_), 5) => Role::Bias,

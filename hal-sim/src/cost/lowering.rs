@@ -22,6 +22,8 @@ pub(super) fn lower(desc: &LayerDesc, cfg: &U55Config, emit: &mut dyn FnMut(&Pas
     let ifm2 = desc.ifm2.map(Shp::nhwc);
     let weights = cfg.encoded_weight_bytes(desc.weight_bytes);
     let scales = u64::from(cfg.scale_bytes_per_channel).saturating_mul(u64::from(ofm.c));
+    // Feature maps of 8 bits (the passes' default) or 16 (a 16x8 layer).
+    let bits = u32::from(desc.element_bits);
     let with_weights = |mut p: Pass| {
         p.weights = weights;
         p.scales = scales;
@@ -29,7 +31,7 @@ pub(super) fn lower(desc: &LayerDesc, cfg: &U55Config, emit: &mut dyn FnMut(&Pas
         p.kernel = desc.kernel;
         p.stride = desc.stride;
         p.dilation = desc.dilation;
-        p
+        p.bits(bits, bits, bits)
     };
     match desc.kind {
         LayerKind::Conv2d => emit(&with_weights(Pass::new(NpuOp::Conv, ifm, ofm))),
@@ -67,7 +69,8 @@ pub(super) fn lower(desc: &LayerDesc, cfg: &U55Config, emit: &mut dyn FnMut(&Pas
             let second = ifm2.unwrap_or(ifm);
             let mut p = Pass::new(NpuOp::Elementwise, ifm, ofm)
                 .with_ifm2(second, fmt_for(second.c))
-                .ao(quarters);
+                .ao(quarters)
+                .bits(bits, bits, bits);
             p.ifm2_in_flash = desc.ifm2_in_flash;
             emit(&p);
         }

@@ -249,6 +249,10 @@ pub struct LayerDesc {
     /// How the NPU runs the layer: [`Variant::Auto`] (Vela's own block choice) unless a tuner
     /// forced a block or an im2col lowering (see [Variants](self#variants)).
     pub variant: Variant,
+    /// Bits of each activation element: 8, or 16 for a 16x8 layer (`Conv2d`,
+    /// `DepthwiseConv2d`, `FullyConnected`, `Add`, `Sub`, `Mul`: their passes then read and
+    /// write 16-bit feature maps, with Vela's 16-bit block depths and MAC steps).
+    pub element_bits: u8,
 }
 
 impl LayerDesc {
@@ -268,6 +272,7 @@ impl LayerDesc {
             weights_in_flash: false,
             ifm2_in_flash: false,
             variant: Variant::Auto,
+            element_bits: 8,
         }
     }
 }
@@ -643,6 +648,60 @@ mod tests {
         for (h, w) in [(8, 8), (2, 32), (32, 2)] {
             let c = variant_cycles(&as_variant(fc, Variant::Block { h, w }), &CFG);
             assert_eq!(c, Some(layer_cycles(&fc, &CFG)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod sixteen_bit {
+    use super::*;
+    use crate::cost::fixtures::{resident, CFG};
+
+    /// A 16x8 layer costs more than the same int8 layer: twice the feature-map bytes through
+    /// the SRAM port and, in the MAC array, Vela's 16-bit block depths and MAC steps (about
+    /// twice the cycles). An elementwise pass is output-stage bound in both widths: only its
+    /// traffic grows.
+    #[test]
+    fn int16_layers_cost_more_than_int8() {
+        let wide = |d: LayerDesc| LayerDesc {
+            element_bits: 16,
+            ..d
+        };
+        let layers = [
+            resident(
+                LayerKind::Conv2d,
+                [1, 16, 16, 32],
+                [1, 16, 16, 32],
+                (3, 3),
+                1,
+            ),
+            resident(
+                LayerKind::DepthwiseConv2d,
+                [1, 16, 16, 64],
+                [1, 16, 16, 64],
+                (3, 3),
+                1,
+            ),
+            resident(
+                LayerKind::FullyConnected,
+                [1, 1, 4, 256],
+                [1, 1, 4, 64],
+                (1, 1),
+                1,
+            ),
+            LayerDesc {
+                ifm2: Some([1, 16, 16, 32]),
+                ..LayerDesc::new(LayerKind::Add, [1, 16, 16, 32], [1, 16, 16, 32])
+            },
+        ];
+        for d in layers {
+            let (c8, c16) = (layer_cycles(&d, &CFG), layer_cycles(&wide(d), &CFG));
+            if d.kind == LayerKind::Add {
+                assert_eq!(c16.compute, c8.compute);
+            } else {
+                assert!(c16.compute > c8.compute * 19 / 10, "{:?}", d.kind);
+            }
+            assert!(c16.sram > c8.sram * 3 / 2, "{:?}", d.kind);
         }
     }
 }

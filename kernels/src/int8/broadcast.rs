@@ -194,18 +194,21 @@ impl BroadcastShape {
     }
 }
 
-/// An int8 binary operator split as described in the [module docs](self): `combine(prep_a(a),
-/// prep_b(b))` is the operator's result for the pair `(a, b)`.
+/// A binary operator split as described in the [module docs](self): `combine(prep_a(a),
+/// prep_b(b))` is the operator's result for the pair `(a, b)`. The int8 operators here; the
+/// int16 ones (TFLM's 16x8 ADD and MUL, [`crate::int16`]) run through the same loop nest.
 pub(crate) trait BinaryOp {
+    /// The element type of both inputs and the output.
+    type Elem: Copy;
     /// Whether `prep_a` and `prep_b` cost enough (a rescaling each, for ADD and SUB) that
     /// long inputs are better served by tabulating them over the 256 int8 values first.
     const TABULATE: bool = false;
     /// The work that depends on the first input only.
-    fn prep_a(&self, a: i8) -> i32;
+    fn prep_a(&self, a: Self::Elem) -> i32;
     /// The work that depends on the second input only.
-    fn prep_b(&self, b: i8) -> i32;
+    fn prep_b(&self, b: Self::Elem) -> i32;
     /// The rest: combine the prepared inputs, rescale, offset and clamp.
-    fn combine(&self, a: i32, b: i32) -> i8;
+    fn combine(&self, a: i32, b: i32) -> Self::Elem;
 }
 
 /// TFLM's `MultiplyByQuantizedMultiplierSmallerThanOneExp`: the shift is a right shift (`≤ 0`).
@@ -215,6 +218,7 @@ fn rescale_smaller_than_one(x: i32, multiplier: i32, shift: i32) -> i32 {
 }
 
 impl BinaryOp for AddParams {
+    type Elem = i8;
     const TABULATE: bool = true;
 
     #[inline]
@@ -245,6 +249,7 @@ impl BinaryOp for AddParams {
 }
 
 impl BinaryOp for SubParams {
+    type Elem = i8;
     const TABULATE: bool = true;
 
     #[inline]
@@ -274,6 +279,8 @@ impl BinaryOp for SubParams {
 }
 
 impl BinaryOp for MulParams {
+    type Elem = i8;
+
     #[inline]
     fn prep_a(&self, a: i8) -> i32 {
         i32::from(a) + self.input1_offset
@@ -310,7 +317,7 @@ struct Tabulated<'k, K> {
     b: [i32; 256],
 }
 
-impl<'k, K: BinaryOp> Tabulated<'k, K> {
+impl<'k, K: BinaryOp<Elem = i8>> Tabulated<'k, K> {
     fn new(k: &'k K) -> Self {
         let (mut a, mut b) = ([0; 256], [0; 256]);
         for x in i8::MIN..=i8::MAX {
@@ -322,7 +329,9 @@ impl<'k, K: BinaryOp> Tabulated<'k, K> {
     }
 }
 
-impl<K: BinaryOp> BinaryOp for Tabulated<'_, K> {
+impl<K: BinaryOp<Elem = i8>> BinaryOp for Tabulated<'_, K> {
+    type Elem = i8;
+
     #[inline]
     fn prep_a(&self, a: i8) -> i32 {
         self.a[usize::from(a as u8)]
@@ -340,7 +349,7 @@ impl<K: BinaryOp> BinaryOp for Tabulated<'_, K> {
 }
 
 /// `out[i] = op(a[i], b[i])` over the shortest of the three slices (callers check lengths).
-pub(crate) fn elementwise<K: BinaryOp>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
+pub(crate) fn elementwise<K: BinaryOp<Elem = i8>>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
     if K::TABULATE && out.len() >= TABULATE_FROM {
         elementwise_run(&Tabulated::new(k), a, b, out);
     } else {
@@ -349,14 +358,14 @@ pub(crate) fn elementwise<K: BinaryOp>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]
 }
 
 #[inline]
-fn elementwise_run<K: BinaryOp>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
+fn elementwise_run<K: BinaryOp>(k: &K, a: &[K::Elem], b: &[K::Elem], out: &mut [K::Elem]) {
     for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
         *o = k.combine(k.prep_a(x), k.prep_b(y));
     }
 }
 
 /// Checks the buffer lengths against `s`, then runs `k` over the loop nest.
-fn broadcast<K: BinaryOp>(
+pub(crate) fn broadcast<K: BinaryOp<Elem = i8>>(
     k: &K,
     s: &BroadcastShape,
     a: &[i8],
@@ -378,8 +387,35 @@ fn broadcast<K: BinaryOp>(
     Ok(())
 }
 
+/// Checks the buffer lengths against `s`, then runs `k` over the loop nest, never tabulated:
+/// for operators on elements wider than int8.
+pub(crate) fn broadcast_untabulated<K: BinaryOp>(
+    k: &K,
+    s: &BroadcastShape,
+    a: &[K::Elem],
+    b: &[K::Elem],
+    out: &mut [K::Elem],
+) -> Result<(), KernelError> {
+    let (a_len, b_len, out_len) = s.lens();
+    check_len("a", a_len, a.len())?;
+    check_len("b", b_len, b.len())?;
+    check_len("output", out_len, out.len())?;
+    if s.is_elementwise() {
+        elementwise_run(k, a, b, out);
+    } else {
+        broadcast_nest(k, s, a, b, out);
+    }
+    Ok(())
+}
+
 /// The loop nest of [`broadcast`], lengths already checked and at least one input repeated.
-fn broadcast_nest<K: BinaryOp>(k: &K, s: &BroadcastShape, a: &[i8], b: &[i8], out: &mut [i8]) {
+fn broadcast_nest<K: BinaryOp>(
+    k: &K,
+    s: &BroadcastShape,
+    a: &[K::Elem],
+    b: &[K::Elem],
+    out: &mut [K::Elem],
+) {
     if out.is_empty() {
         return; // some extent is 0
     }

@@ -30,12 +30,16 @@
 //! every output row and column the range of filter taps inside the image is computed once.
 
 use super::window::{elems, image_len, row_band, Axis, Nhwc, Window2d};
-use super::{activation_range, check_quant, check_scale, general_multiplier, requantized_to_i8};
+use super::{
+    activation_range, activation_range_in, check_quant, check_scale, general_multiplier,
+    requantized_to_i8,
+};
 use super::{Activation, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
 use crate::{check_len, KernelError};
 
 mod depthwise;
+pub(crate) mod int16;
 
 pub use depthwise::{depthwise_conv2d, DepthwiseParams, DepthwiseShape};
 
@@ -167,6 +171,22 @@ impl ConvQuant {
         })
     }
 
+    /// TFLM's 16x8 convolutions: they apply neither zero point (the scheme makes int16
+    /// activations symmetric), but the activation range is still computed with the output's
+    /// zero point, within int16.
+    fn int16(input: Quant, output: Quant, act: Activation) -> Result<Self, KernelError> {
+        check_scale(input.scale, "input scale")?;
+        check_scale(output.scale, "output scale")?;
+        let range = (i64::from(i16::MIN), i64::from(i16::MAX));
+        let (activation_min, activation_max) = activation_range_in(act, output, range.0, range.1)?;
+        Ok(Self {
+            input_offset: 0,
+            output_offset: 0,
+            activation_min,
+            activation_max,
+        })
+    }
+
     #[inline]
     fn finish(&self, acc: i32, m: ChannelMultiplier) -> i8 {
         requantized_to_i8(
@@ -210,6 +230,26 @@ impl Conv2dParams {
         input: Quant,
         output: Quant,
         act: Activation,
+    ) -> Result<Self, KernelError> {
+        Self::resolve(shape, || ConvQuant::new(input, output, act))
+    }
+
+    /// Parameters of a 16x8 CONV_2D (int16 input and output, int8 filter), for
+    /// [`conv2d_int16`](crate::int16::conv2d): as [`new`](Self::new), but TFLM's 16x8 kernel
+    /// applies no zero points and clamps within int16 (zero points are not checked).
+    pub fn new_int16(
+        shape: Conv2dShape,
+        input: Quant,
+        output: Quant,
+        act: Activation,
+    ) -> Result<Self, KernelError> {
+        Self::resolve(shape, || ConvQuant::int16(input, output, act))
+    }
+
+    /// The geometry of `shape`, then the quantization `quant` gives (its errors come last).
+    fn resolve(
+        shape: Conv2dShape,
+        quant: impl FnOnce() -> Result<ConvQuant, KernelError>,
     ) -> Result<Self, KernelError> {
         let w = shape.window;
         let rows = Axis::new(
@@ -273,7 +313,7 @@ impl Conv2dParams {
             input_len,
             filter_len,
             output_len,
-            quant: ConvQuant::new(input, output, act)?,
+            quant: quant()?,
         })
     }
 
@@ -412,10 +452,10 @@ impl Conv2dParams {
     }
 }
 
-fn check_channel_operands(
+fn check_channel_operands<B>(
     channels: usize,
     multipliers: &[ChannelMultiplier],
-    bias: Option<&[i32]>,
+    bias: Option<&[B]>,
 ) -> Result<(), KernelError> {
     check_len("multipliers", channels, multipliers.len())?;
     if let Some(bias) = bias {
@@ -500,8 +540,8 @@ pub fn conv2d(
 
 /// The valid taps of one output pixel: for each, the input pixel's channels and the filter
 /// pixel's weights.
-struct PixelTaps<'a> {
-    in_image: &'a [i8],
+struct PixelTaps<'a, X = i8> {
+    in_image: &'a [X],
     in_row_len: usize,
     in_px_len: usize,
     filter: &'a [i8],
@@ -512,9 +552,9 @@ struct PixelTaps<'a> {
     cols: ((usize, usize, usize), usize),
 }
 
-impl PixelTaps<'_> {
+impl<X> PixelTaps<'_, X> {
     #[inline(always)]
-    fn each(&self, mut f: impl FnMut(&[i8], &[i8])) {
+    fn each(&self, mut f: impl FnMut(&[X], &[i8])) {
         let ((ky0, ky1, iy0), dy) = self.rows;
         let ((kx0, kx1, ix0), dx) = self.cols;
         for (j, ky) in (ky0..ky1).enumerate() {

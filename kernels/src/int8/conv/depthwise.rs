@@ -25,17 +25,18 @@ pub struct DepthwiseShape {
 /// Precomputed parameters of int8 DEPTHWISE_CONV_2D (TFLM's `OpDataConv` for depthwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// Fields visible to `conv`'s modules: the 16x8 kernel (`conv::int16`) reads them.
 pub struct DepthwiseParams {
-    rows: Axis,
-    cols: Axis,
-    batches: usize,
-    in_channels: usize,
-    depth_multiplier: usize,
-    out_channels: usize,
-    input_len: usize,
-    filter_len: usize,
-    output_len: usize,
-    quant: ConvQuant,
+    pub(super) rows: Axis,
+    pub(super) cols: Axis,
+    pub(super) batches: usize,
+    pub(super) in_channels: usize,
+    pub(super) depth_multiplier: usize,
+    pub(super) out_channels: usize,
+    pub(super) input_len: usize,
+    pub(super) filter_len: usize,
+    pub(super) output_len: usize,
+    pub(super) quant: ConvQuant,
 }
 
 impl DepthwiseParams {
@@ -49,6 +50,26 @@ impl DepthwiseParams {
         input: Quant,
         output: Quant,
         act: Activation,
+    ) -> Result<Self, KernelError> {
+        Self::resolve(shape, || ConvQuant::new(input, output, act))
+    }
+
+    /// Parameters of a 16x8 DEPTHWISE_CONV_2D (int16 input and output, int8 filter), for
+    /// [`depthwise_conv2d_int16`](crate::int16::depthwise_conv2d): as [`new`](Self::new), but
+    /// TFLM's 16x8 kernel applies no zero points and clamps within int16.
+    pub fn new_int16(
+        shape: DepthwiseShape,
+        input: Quant,
+        output: Quant,
+        act: Activation,
+    ) -> Result<Self, KernelError> {
+        Self::resolve(shape, || ConvQuant::int16(input, output, act))
+    }
+
+    /// The geometry of `shape`, then the quantization `quant` gives (its errors come last).
+    fn resolve(
+        shape: DepthwiseShape,
+        quant: impl FnOnce() -> Result<ConvQuant, KernelError>,
     ) -> Result<Self, KernelError> {
         let w = shape.window;
         let rows = Axis::new(
@@ -100,7 +121,7 @@ impl DepthwiseParams {
             input_len,
             filter_len,
             output_len,
-            quant: ConvQuant::new(input, output, act)?,
+            quant: quant()?,
         })
     }
 
