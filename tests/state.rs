@@ -56,8 +56,9 @@ fn with_graph(name: &str, ops: OpSet, optimise: Optimise, f: impl FnOnce(&mut ru
     f(&mut graph);
 }
 
-const CASES: [&str; 10] = [
+const CASES: [&str; 11] = [
     "lstm_int8_seq",
+    "lstm_int8_cell_clip",
     "lstm_int16_seq",
     "lstm_int16_batch2",
     "lstm_int8_batch2",

@@ -80,3 +80,27 @@ def case_16x8(name, units, shape, **kw):
 
 CASES["lstm_int16_seq"] = case_16x8("lstm_int16_seq", 8, (1, 4, 3))
 CASES["lstm_int16_batch2"] = case_16x8("lstm_int16_batch2", 6, (2, 5, 4))
+
+
+def with_cell_clip(name, case, clip):
+    """The int8 model of `case` with the options' cell clip set to `clip` (Keras' converter
+    writes 10, which the int16 cell state's range never reaches)."""
+    import flatbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+    from make import convert
+
+    m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(convert(name, case), 0))
+    m.subgraphs[0].operators[0].builtinOptions.cellClip = clip
+    builder = flatbuffers.Builder(4096)
+    builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def case_clip(name, units, shape, clip):
+    base = Case(lstm(units), [In(shape, lo=-4.0, hi=4.0)], keras=True, batch_size=shape[0])
+    return Case(None, [In(shape, lo=-4.0, hi=4.0)], keras=True, runs=5,
+                build=lambda: with_cell_clip(name, base, clip))
+
+
+# A cell clip well inside the cell state's range: the clamp to ±clip/scale runs.
+CASES["lstm_int8_cell_clip"] = case_clip("lstm_int8_cell_clip", 6, (1, 6, 4), 0.3)
