@@ -26,6 +26,7 @@ pub mod f32;
 pub mod fixed_point;
 pub mod gemmlowp;
 pub mod int8;
+pub mod movement;
 
 /// Shape of a fully-connected (matmul) layer: `output[b][o] = sum_i input[b][i] * weights[o][i] (+ bias[o])`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
