@@ -144,6 +144,13 @@ impl Walk {
         us(self.len)
     }
 
+    /// Whether the innermost axis is contiguous on both sides, so each row is copied whole.
+    #[must_use]
+    pub const fn unit_rows(&self) -> bool {
+        let last = self.rank as usize - 1;
+        self.src_strides[last] == 1 && self.dst_strides[last] == 1
+    }
+
     /// Elements the source must have: one past the highest position read.
     #[must_use]
     pub const fn source_span(&self) -> usize {
@@ -319,11 +326,7 @@ impl SliceParams {
             offset += i64::from(begin[k].min(input[k])) * i64::from(in_strides[k]);
         }
         let offset = u32::try_from(offset).map_err(|_| KernelError::ShapeOverflow)?;
-        let walk = Walk::new(
-            counts,
-            (offset, &src[..rank]),
-            (0, &out_strides[..rank]),
-        )?;
+        let walk = Walk::new(counts, (offset, &src[..rank]), (0, &out_strides[..rank]))?;
         Ok(Self {
             walk,
             input_len,
@@ -341,6 +344,12 @@ impl SliceParams {
     #[must_use]
     pub const fn output_elements(&self) -> usize {
         self.walk.elements()
+    }
+
+    /// The walk copying it.
+    #[must_use]
+    pub const fn walk(&self) -> &Walk {
+        &self.walk
     }
 
     /// The output's dimensions: the counts (with any axis a shrink removes still there).
@@ -520,6 +529,12 @@ impl PadParams {
     pub const fn output_shape(&self) -> Dims {
         self.output
     }
+
+    /// The walk copying the input into its place.
+    #[must_use]
+    pub const fn walk(&self) -> &Walk {
+        &self.walk
+    }
 }
 
 /// Pads `input` into `output` with `value` as `p` says: what TFLM's `reference_ops::Pad` writes
@@ -625,7 +640,10 @@ impl MirrorPadParams {
     /// The input coordinate output coordinate `p` of axis `k` reads: TFLM's
     /// `GetInputDimension`, with its clamps.
     fn source(&self, k: usize, p: u32) -> u32 {
-        let (left, dim) = (i64::from(self.before[k]), i64::from(self.input.as_slice()[k]));
+        let (left, dim) = (
+            i64::from(self.before[k]),
+            i64::from(self.input.as_slice()[k]),
+        );
         let offset = i64::from(self.offset);
         let p = i64::from(p);
         let i = if p < left {
