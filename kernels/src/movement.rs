@@ -144,6 +144,18 @@ impl Walk {
         us(self.len)
     }
 
+    /// Rows the walk copies: runs along its innermost axis, each with a cost of its own.
+    #[must_use]
+    pub const fn rows(&self) -> usize {
+        us(self.len / self.extents[self.rank as usize - 1])
+    }
+
+    /// Whether its rows are shorter than [`SHORT_ROW`].
+    #[must_use]
+    pub const fn short_rows(&self) -> bool {
+        us(self.extents[self.rank as usize - 1]) < SHORT_ROW
+    }
+
     /// Whether the innermost axis is contiguous on both sides, so each row is copied whole.
     #[must_use]
     pub const fn unit_rows(&self) -> bool {
@@ -200,49 +212,113 @@ pub fn copy<T: Copy>(walk: &Walk, src: &[T], dst: &mut [T]) -> Result<(), Kernel
     let rank = usize::from(walk.rank);
     let last = rank - 1;
     let row = us(walk.extents[last]);
-    let (ss, ds) = (walk.src_strides[last], walk.dst_strides[last]);
     let rows = walk.len / walk.extents[last];
+    // Positions move in wrapping `usize` steps (a negative stride is its two's complement):
+    // `Walk::new` checked that every position the walk reaches lies in 0..span, so each row's
+    // start is exact whatever the intermediate sums, and every access is checked anyway.
+    let step = |stride: i32| stride as isize as usize;
+    let mut src_step = [0_usize; MAX_DIMS];
+    let mut dst_step = [0_usize; MAX_DIMS];
+    let mut src_back = [0_usize; MAX_DIMS];
+    let mut dst_back = [0_usize; MAX_DIMS];
+    for a in 0..last {
+        let e = us(walk.extents[a]);
+        src_step[a] = step(walk.src_strides[a]);
+        dst_step[a] = step(walk.dst_strides[a]);
+        src_back[a] = src_step[a].wrapping_mul(e);
+        dst_back[a] = dst_step[a].wrapping_mul(e);
+    }
+    let (ss, ds) = (step(walk.src_strides[last]), step(walk.dst_strides[last]));
+    let unit = walk.unit_rows();
+    // The axis outside the rows is a counted loop; the odometer turns once per block of rows.
+    let (mid, mid_src, mid_dst) = if last > 0 {
+        (
+            walk.extents[last - 1],
+            src_step[last - 1],
+            dst_step[last - 1],
+        )
+    } else {
+        (1, 0, 0)
+    };
+    let outer = last.saturating_sub(1);
     let mut idx = [0_u32; MAX_DIMS];
-    let (mut s, mut d) = (i64::from(walk.src_offset), i64::from(walk.dst_offset));
-    for _ in 0..rows {
-        let si = usize::try_from(s).map_err(|_| OUT_OF_BOUNDS)?;
-        let di = usize::try_from(d).map_err(|_| OUT_OF_BOUNDS)?;
-        if ss == 1 && ds == 1 {
-            let from = src.get(si..si + row).ok_or(OUT_OF_BOUNDS)?;
-            dst.get_mut(di..di + row)
-                .ok_or(OUT_OF_BOUNDS)?
-                .copy_from_slice(from);
-        } else {
-            let (mut sj, mut dj) = (s, d);
-            for _ in 0..row {
-                let v = usize::try_from(sj)
-                    .ok()
-                    .and_then(|i| src.get(i))
-                    .ok_or(OUT_OF_BOUNDS)?;
-                *usize::try_from(dj)
-                    .ok()
-                    .and_then(|i| dst.get_mut(i))
-                    .ok_or(OUT_OF_BOUNDS)? = *v;
-                sj += i64::from(ss);
-                dj += i64::from(ds);
+    let (mut s, mut d) = (us(walk.src_offset), us(walk.dst_offset));
+    for _ in 0..rows / mid {
+        let (mut sr, mut dr) = (s, d);
+        for _ in 0..mid {
+            let to = dst
+                .get_mut(dr..dr.wrapping_add(if ds == 1 { row } else { 0 }))
+                .ok_or(OUT_OF_BOUNDS)?;
+            if unit {
+                let from = src.get(sr..sr.wrapping_add(row)).ok_or(OUT_OF_BOUNDS)?;
+                if row < SHORT_ROW {
+                    short_copy(to, from);
+                } else {
+                    to.copy_from_slice(from);
+                }
+            } else if ds == 1 {
+                // A contiguous output row (every slice's): one check per element read.
+                let mut sj = sr;
+                for o in to.iter_mut() {
+                    *o = *src.get(sj).ok_or(OUT_OF_BOUNDS)?;
+                    sj = sj.wrapping_add(ss);
+                }
+            } else if ss == 1 {
+                // A contiguous input row scattered (a pack's along its last axis).
+                let from = src.get(sr..sr.wrapping_add(row)).ok_or(OUT_OF_BOUNDS)?;
+                let mut dj = dr;
+                for i in from {
+                    *dst.get_mut(dj).ok_or(OUT_OF_BOUNDS)? = *i;
+                    dj = dj.wrapping_add(ds);
+                }
+            } else {
+                let (mut sj, mut dj) = (sr, dr);
+                for _ in 0..row {
+                    *dst.get_mut(dj).ok_or(OUT_OF_BOUNDS)? = *src.get(sj).ok_or(OUT_OF_BOUNDS)?;
+                    sj = sj.wrapping_add(ss);
+                    dj = dj.wrapping_add(ds);
+                }
             }
+            sr = sr.wrapping_add(mid_src);
+            dr = dr.wrapping_add(mid_dst);
         }
-        // Odometer over the outer axes.
-        let mut a = last;
+        // Odometer over the axes outside those two.
+        let mut a = outer;
         while a > 0 {
             a -= 1;
             idx[a] += 1;
-            s += i64::from(walk.src_strides[a]);
-            d += i64::from(walk.dst_strides[a]);
+            s = s.wrapping_add(src_step[a]);
+            d = d.wrapping_add(dst_step[a]);
             if idx[a] < walk.extents[a] {
                 break;
             }
-            s -= i64::from(walk.src_strides[a]) * i64::from(walk.extents[a]);
-            d -= i64::from(walk.dst_strides[a]) * i64::from(walk.extents[a]);
+            s = s.wrapping_sub(src_back[a]);
+            d = d.wrapping_sub(dst_back[a]);
             idx[a] = 0;
         }
     }
     Ok(())
+}
+
+/// Rows shorter than this (in elements) are copied by a loop of the kernel's own, longer ones
+/// by `copy_from_slice` (a call to `memcpy`, whose set-up a short row does not repay).
+pub const SHORT_ROW: usize = 64;
+
+/// Copies a short row: four elements a step, a loop that costs less than a call to `memcpy`
+/// (which a plain element loop would be turned into).
+#[inline(always)]
+fn short_copy<T: Copy>(to: &mut [T], from: &[T]) {
+    let mut to = to.chunks_exact_mut(4);
+    let mut from = from.chunks_exact(4);
+    for (o, i) in (&mut to).zip(&mut from) {
+        o[0] = i[0];
+        o[1] = i[1];
+        o[2] = i[2];
+        o[3] = i[3];
+    }
+    for (o, i) in to.into_remainder().iter_mut().zip(from.remainder()) {
+        *o = *i;
+    }
 }
 
 /// Row-major strides (in elements) of a tensor with dimensions `dims` (zeros counted as 1),
@@ -377,6 +453,8 @@ pub struct PackParams {
     outer: u32,
     inner: u32,
     count: u32,
+    /// The walk of input 0; input `k`'s is it shifted by `k · inner`.
+    walk: Walk,
 }
 
 impl PackParams {
@@ -400,10 +478,17 @@ impl PackParams {
         let inner = count(&input[axis..])?;
         // The output's count and strides fit an i32.
         row_major(&[outer, inputs, inner])?;
+        // The output's strides fit an i32, checked above.
+        let walk = Walk::new(
+            &[outer, inner],
+            (0, &[inner as i32, 1]),
+            (0, &[(inputs * inner) as i32, 1]),
+        )?;
         Ok(Self {
             outer,
             inner,
             count: inputs,
+            walk,
         })
     }
 
@@ -425,6 +510,25 @@ impl PackParams {
         us(self.count)
     }
 
+    /// The walk copying input `k` into its place (the same for each but for its offset).
+    ///
+    /// Errors: [`KernelError::Unsupported`] for `k` past the inputs.
+    pub fn walk(&self, k: u32) -> Result<Walk, KernelError> {
+        if k >= self.count {
+            return Err(KernelError::Unsupported {
+                what: "pack input past the count",
+            });
+        }
+        let shift = k * self.inner;
+        let mut walk = self.walk;
+        walk.dst_offset += shift;
+        if walk.len > 0 {
+            // Within the output: its last block ends at outer · count · inner.
+            walk.dst_span += shift;
+        }
+        Ok(walk)
+    }
+
     /// The output as `[outer, count, inner]`.
     #[must_use]
     pub const fn output_shape(&self) -> [u32; 3] {
@@ -439,17 +543,9 @@ impl PackParams {
 pub fn pack<T: Copy>(p: &PackParams, inputs: &[&[T]], output: &mut [T]) -> Result<(), KernelError> {
     check_len("inputs", p.inputs(), inputs.len())?;
     check_len("output", p.output_elements(), output.len())?;
-    // Strides fit an i32: checked by `PackParams::new`.
-    let inner = p.inner as i32;
-    let row = (p.count * p.inner) as i32;
     for (k, input) in inputs.iter().enumerate() {
         check_len("input", p.input_elements(), input.len())?;
-        let walk = Walk::new(
-            &[p.outer, p.inner],
-            (0, &[inner, 1]),
-            (k as u32 * p.inner, &[row, 1]),
-        )?;
-        copy(&walk, input, output)?;
+        copy(&p.walk(k as u32)?, input, output)?;
     }
     Ok(())
 }
@@ -637,6 +733,15 @@ impl MirrorPadParams {
         self.output
     }
 
+    /// Rows the kernel writes: runs along the output's innermost axis.
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        match self.output.as_slice().split_last() {
+            Some((&last, _)) if last > 0 => self.output_elements() / us(last),
+            _ => 0,
+        }
+    }
+
     /// The input coordinate output coordinate `p` of axis `k` reads: TFLM's
     /// `GetInputDimension`, with its clamps.
     fn source(&self, k: usize, p: u32) -> u32 {
@@ -684,16 +789,33 @@ pub fn mirror_pad<T: Copy>(
     let in_strides = row_major(p.input.as_slice())?;
     let last = rank - 1;
     let row = us(out_dims[last]);
+    // The innermost axis in three runs: its reflection before (the `before` elements after the
+    // border, reversed), the input row, its reflection after. Under the checks of `new` these
+    // are exactly the positions TFLM's `GetInputDimension` gives (its clamps never act).
+    let dim = us(p.input.as_slice()[last]);
+    let left = us(p.before[last]);
+    let off = usize::from(p.offset);
+    let right = row - dim - left;
     let mut idx = [0_u32; MAX_DIMS];
     for chunk in output.chunks_exact_mut(row) {
         let mut base = 0_usize;
         for k in 0..last {
             base += us(p.source(k, idx[k])) * in_strides[k] as usize;
         }
-        for (j, o) in chunk.iter_mut().enumerate() {
-            *o = *input
-                .get(base + us(p.source(last, j as u32)))
-                .ok_or(OUT_OF_BOUNDS)?;
+        let line = input.get(base..base + dim).ok_or(OUT_OF_BOUNDS)?;
+        let (before, rest) = chunk.split_at_mut(left);
+        let (middle, after) = rest.split_at_mut(dim);
+        let reflected = line.get(off..off + left).ok_or(OUT_OF_BOUNDS)?;
+        for (o, i) in before.iter_mut().zip(reflected.iter().rev()) {
+            *o = *i;
+        }
+        middle.copy_from_slice(line);
+        let end = dim.checked_sub(off).ok_or(OUT_OF_BOUNDS)?;
+        let reflected = line
+            .get(end.checked_sub(right).ok_or(OUT_OF_BOUNDS)?..end)
+            .ok_or(OUT_OF_BOUNDS)?;
+        for (o, i) in after.iter_mut().zip(reflected.iter().rev()) {
+            *o = *i;
         }
         let mut a = last;
         while a > 0 {
@@ -806,6 +928,30 @@ mod tests {
         let mut y = [0_i8; 2];
         pad(&p, 5, &[], &mut y).unwrap();
         assert_eq!(y, [5, 5]);
+    }
+
+    #[test]
+    fn mirror_pad_rows_are_tflm_positions() {
+        // The row runs against TFLM's per-element formula, every allowed padding of 1-D to
+        // 2-D inputs.
+        for reflect in [false, true] {
+            for dim in 1..5_u32 {
+                let limit = dim - u32::from(reflect);
+                for (l, r) in (0..=limit).flat_map(|l| (0..=limit).map(move |r| (l, r))) {
+                    let shape = [2, dim];
+                    let p = MirrorPadParams::new(&shape, &[1, l], &[0, r], reflect).unwrap();
+                    let x = iota(p.input_elements());
+                    let mut y = std::vec![0_i8; p.output_elements()];
+                    mirror_pad(&p, &x, &mut y).unwrap();
+                    let width = (dim + l + r) as usize;
+                    for (i, &v) in y.iter().enumerate() {
+                        let (h, w) = ((i / width) as u32, (i % width) as u32);
+                        let src = p.source(0, h) * dim + p.source(1, w);
+                        assert_eq!(v, x[src as usize], "{reflect} {dim} {l} {r} at {i}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

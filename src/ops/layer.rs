@@ -149,9 +149,20 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// A strided copy of whole rows, contiguous on both sides (slices, split, unpack, pack,
+    /// pad), of [`SHORT_ROW`](npu_kernels::movement::SHORT_ROW) elements or more (`memcpy`):
+    /// per element and per row ([`Operator::taps`] counts the rows).
+    CopyRows,
+    /// The same with shorter rows (the kernel's own loop).
+    CopyShortRows,
+    /// A strided copy element by element (negative or other strides): per element and per
+    /// row.
+    CopyElements,
+    /// Mirror padding: per element and per output row.
+    MirrorPad,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 27;
 }

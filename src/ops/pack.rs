@@ -39,8 +39,9 @@ macro_rules! pack_op {
                 }
                 Operands::new(&inputs, 0, bytes(self.params.output_elements().checked_mul(size)?)?)
             }
+            /// The bytes it copies: what its loops' cost follows (elements for int8).
             fn macs(&self) -> u64 {
-                self.params.output_elements() as u64
+                (self.params.output_elements() * size_of::<$t>()) as u64
             }
             fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
                 let mut views: heapless::Vec<&[$t], MAX_INPUTS> = heapless::Vec::new();
@@ -52,7 +53,11 @@ macro_rules! pack_op {
                 Ok(mv::pack(&self.params, &views, view_mut::<$t>(output)?)?)
             }
             fn cpu_kernel(&self) -> CpuKernel {
-                pack_kernel(&self.params)
+                self.params.walk(0).map_or(CpuKernel::CopyElements, |w| copy_kernel(&w))
+            }
+            fn taps(&self) -> u64 {
+                let rows = self.params.walk(0).map_or(0, |w| w.rows() as u64);
+                rows * self.params.inputs() as u64
             }
             fn layer(&self) -> Option<Layer> {
                 let out = padded(&self.params.output_shape());
@@ -79,17 +84,6 @@ pack_op! {
     PackI8: i8;
     /// int16 PACK.
     PackI16: i16;
-}
-
-/// The CPU class of a pack: its walks' (rows of `inner` elements, whole when the input's
-/// rows are).
-fn pack_kernel(p: &PackParams) -> CpuKernel {
-    let [outer, n, inner] = p.output_shape();
-    let row = n.saturating_mul(inner) as i32;
-    match mv::Walk::new(&[outer, inner], (0, &[inner as i32, 1]), (0, &[row, 1])) {
-        Ok(walk) => copy_kernel(&walk),
-        Err(_) => CpuKernel::Transpose,
-    }
 }
 
 /// PACK (int8, int16): every input of one shape and type, at most [`MAX_INPUTS`] of them; the

@@ -46,8 +46,10 @@ macro_rules! pad_op {
                 let input = bytes(self.params.input_elements().checked_mul(size)?)?;
                 Operands::new(&[input], 0, bytes(self.params.output_elements().checked_mul(size)?)?)
             }
+            /// The input bytes it copies (elements for int8), what its copy's cost follows;
+            /// the fill of the output is priced per output element.
             fn macs(&self) -> u64 {
-                self.params.output_elements() as u64
+                (self.params.input_elements() * size_of::<$t>()) as u64
             }
             fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
                 Ok(mv::pad(
@@ -59,6 +61,9 @@ macro_rules! pad_op {
             }
             fn cpu_kernel(&self) -> CpuKernel {
                 copy_kernel(self.params.walk())
+            }
+            fn taps(&self) -> u64 {
+                self.params.walk().rows() as u64
             }
             fn layer(&self) -> Option<Layer> {
                 let out = padded(self.params.output_shape().as_slice());
@@ -106,8 +111,10 @@ impl Operator for MirrorPadI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // An index computed per element, as a transpose's odometer.
-        CpuKernel::Transpose
+        CpuKernel::MirrorPad
+    }
+    fn taps(&self) -> u64 {
+        self.params.rows() as u64
     }
 }
 

@@ -44,8 +44,9 @@ macro_rules! slice_op {
                 let input = bytes(self.params.input_elements().checked_mul(size)?)?;
                 Operands::new(&[input], 0, bytes(self.params.output_elements().checked_mul(size)?)?)
             }
+            /// The bytes it copies: what its loops' cost follows (elements for int8).
             fn macs(&self) -> u64 {
-                self.params.output_elements() as u64
+                (self.params.output_elements() * size_of::<$t>()) as u64
             }
             fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
                 Ok(mv::slice(
@@ -56,6 +57,9 @@ macro_rules! slice_op {
             }
             fn cpu_kernel(&self) -> CpuKernel {
                 copy_kernel(self.params.walk())
+            }
+            fn taps(&self) -> u64 {
+                self.params.walk().rows() as u64
             }
             fn layer(&self) -> Option<Layer> {
                 let out = padded(self.params.output_shape().as_slice());
@@ -76,14 +80,13 @@ slice_op! {
     StridedSliceI16: i16;
 }
 
-/// The CPU class of a strided copy: whole rows copied at once when its innermost axis is
-/// contiguous on both sides (the loop of a concatenation), element by element otherwise (the
-/// loop of a transpose).
+/// The CPU class of a strided copy: whole rows when its innermost axis is contiguous on both
+/// sides (long or short, two loops of different costs), element by element otherwise.
 pub(super) fn copy_kernel(walk: &mv::Walk) -> CpuKernel {
-    if walk.unit_rows() {
-        CpuKernel::Concatenation
-    } else {
-        CpuKernel::Transpose
+    match (walk.unit_rows(), walk.short_rows()) {
+        (true, false) => CpuKernel::CopyRows,
+        (true, true) => CpuKernel::CopyShortRows,
+        (false, _) => CpuKernel::CopyElements,
     }
 }
 
