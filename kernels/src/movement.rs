@@ -6,7 +6,7 @@
 //! of up to [`MAX_DIMS`] extents, reading the source and writing the destination each with its
 //! own start offset and per-axis strides (negative strides walk backwards). On it:
 //!
-//! - [`SliceParams`] / [`slice`]: SLICE, STRIDED_SLICE (any strides, negative too), and each
+//! - [`SliceParams`] / [`slice()`]: SLICE, STRIDED_SLICE (any strides, negative too), and each
 //!   output of SPLIT, SPLIT_V and UNPACK (a slice along one axis);
 //! - [`PackParams`] / [`pack`]: PACK, each input written into its interleaved place;
 //! - [`PadParams`] / [`pad`]: PAD and PADV2, the output filled with the pad value and the input
