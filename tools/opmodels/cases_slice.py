@@ -60,3 +60,13 @@ CASES = {
     "unpack_int8_last_axis": Case(lambda x: tuple(tf.unstack(x, axis=-1)), [In((3, 2))]),
     "unpack_int16_axis0": Case(lambda x: tuple(tf.unstack(x, axis=0)), [In((2, 3, 4))], quant="16x8"),
 }
+
+CASES.update({
+    # Masks the converter may keep: an ellipsis, a new axis (TFLM zeroes both masks and checks
+    # the output shape; the converter usually rewrites them away).
+    "strided_slice_int8_ellipsis": Case(lambda x: x[..., 1:3], [IMG]),
+    "strided_slice_int8_new_axis": Case(lambda x: x[:, tf.newaxis, 1:5, 2], [In((2, 6, 5))]),
+    "strided_slice_int8_rank1_reverse": Case(lambda x: x[::-1], [In((9,))]),
+    "split_int8_outer_axis": Case(lambda x: tuple(tf.split(x, 2, axis=0)), [In((4, 3, 2))]),
+    "unpack_int8_rank1": Case(lambda x: tuple(tf.unstack(x, axis=0)), [In((3,))]),
+})
