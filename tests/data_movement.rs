@@ -119,15 +119,18 @@ fn strided_slice_backwards_with_masks_gives_the_hand_computed_bytes() {
     assert_eq!(out, [7, 5, 3, 1]);
 }
 
+/// A STRIDED_SLICE's begin, end and strides: (shape, values) each.
+type Params = [(&'static [i32], &'static [i32]); 3];
+
 #[test]
 fn malformed_strided_slices_are_refused() {
-    let good: [(&[i32], &[i32]); 3] = [(&[2], &[0, 0]), (&[2], &[2, 4]), (&[2], &[1, 1])];
+    let good: Params = [(&[2], &[0, 0]), (&[2], &[2, 4]), (&[2], &[1, 1])];
     let with = |i: usize, p: (&'static [i32], &'static [i32])| {
         let mut params = good;
         params[i] = p;
         params
     };
-    let cases: [(&str, [(&[i32], &[i32]); 3], &[i32], i32); 5] = [
+    let cases: [(&str, Params, &[i32], i32); 5] = [
         ("stride 0", with(2, (&[2], &[1, 0])), &[2, 4], 0),
         ("begin of one entry", with(0, (&[1], &[0])), &[2, 4], 0),
         ("output shape", good, &[2, 3], 0),
