@@ -105,6 +105,16 @@ const fn ethos_u55_ops() -> OpSet {
         (K::Rsqrt, &[F32, I8]),
         (K::Quantize, &[F32, I8, I16]),
         (K::Dequantize, &[F32, I8]),
+        // Vela 3.10: elementwise passes (MAXIMUM, MINIMUM, ABS), lookup tables (LEAKY_RELU,
+        // HARD_SWISH), chains of elementwise passes (SQUARED_DIFFERENCE, PRELU). NEG is not
+        // on Vela's list.
+        (K::SquaredDifference, &[I8]),
+        (K::Maximum, &[I8]),
+        (K::Minimum, &[I8]),
+        (K::LeakyRelu, &[I8]),
+        (K::Prelu, &[I8]),
+        (K::HardSwish, &[I8]),
+        (K::Abs, &[I8]),
         // PAD of height and width only (other pads lower to PadV2, on the CPU).
         (K::Pad, &[I8, I16]),
         // SLICE, SPLIT, SPLIT_V, UNPACK, STRIDED_SLICE of unit strides (others lower to

@@ -149,6 +149,14 @@ pub struct BatchMatMulOptions {
     pub asymmetric_quantize_inputs: bool,
 }
 
+/// `LeakyReluOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LeakyReluOptions {
+    /// Slope for negative inputs (default 0.0).
+    pub alpha: f32,
+}
+
 /// `StridedSliceOptions`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -254,6 +262,8 @@ pub enum BuiltinOptions {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
         options_type: u8,
     },
+    /// `LeakyReluOptions` (`LEAKY_RELU`).
+    LeakyRelu(LeakyReluOptions),
 }
 
 /// The highest `BuiltinOptions` union tag in the schema (`RightShiftOptions`).
@@ -274,6 +284,7 @@ mod tag {
     pub(super) const REDUCER: u8 = 27;
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
+    pub(super) const LEAKY_RELU: u8 = 75;
     pub(super) const STRIDED_SLICE: u8 = 32;
     pub(super) const SPLIT: u8 = 35;
     pub(super) const PACK: u8 = 59;
@@ -281,7 +292,7 @@ mod tag {
     pub(super) const MIRROR_PAD: u8 = 77;
     pub(super) const SPLIT_V: u8 = 79;
 
-    pub(super) const DECODED: [u8; 19] = [
+    pub(super) const DECODED: [u8; 20] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -295,6 +306,7 @@ mod tag {
         REDUCER,
         SUB,
         BATCH_MATMUL,
+        LEAKY_RELU,
         STRIDED_SLICE,
         SPLIT,
         PACK,
@@ -321,6 +333,7 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
+        LeakyRelu => tag::LEAKY_RELU,
         StridedSlice => tag::STRIDED_SLICE,
         Split => tag::SPLIT,
         Pack => tag::PACK,
@@ -468,6 +481,9 @@ impl BuiltinOptions {
                 )?,
             }),
             tag::TRANSPOSE => Self::Transpose,
+            tag::LEAKY_RELU => Self::LeakyRelu(LeakyReluOptions {
+                alpha: t.scalar(0, "LeakyReluOptions.alpha", 0.0)?,
+            }),
             tag::STRIDED_SLICE => Self::StridedSlice(StridedSliceOptions {
                 begin_mask: t.scalar(0, "StridedSliceOptions.begin_mask", 0)?,
                 end_mask: t.scalar(1, "StridedSliceOptions.end_mask", 0)?,
@@ -573,6 +589,7 @@ impl BuiltinOptions {
                 asymmetric_quantize_inputs: false,
             }),
             Some(tag::TRANSPOSE) => Self::Transpose,
+            Some(tag::LEAKY_RELU) => Self::LeakyRelu(LeakyReluOptions { alpha: 0.0 }),
             Some(tag::STRIDED_SLICE) => Self::StridedSlice(StridedSliceOptions {
                 begin_mask: 0,
                 end_mask: 0,

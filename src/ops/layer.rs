@@ -149,6 +149,11 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// F32 negation.
+    NegF32,
+    /// Int8 raw comparisons, no arithmetic: maximum, minimum (same shapes or broadcast), and
+    /// RELU6's clamp.
+    Compare,
     /// A strided copy of whole rows, contiguous on both sides (slices, split, unpack, pack,
     /// pad), of [`SHORT_ROW`](npu_kernels::movement::SHORT_ROW) elements or more (`memcpy`):
     /// per element and per row ([`Operator::taps`] counts the rows).
@@ -164,5 +169,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 29;
 }

@@ -43,6 +43,7 @@ mod binary;
 mod concat;
 mod conv;
 mod depthwise;
+mod elementwise;
 mod error;
 mod fully_connected;
 mod interp;
@@ -66,6 +67,9 @@ pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, S
 pub use concat::ConcatenationI8;
 pub use conv::Conv2dI8;
 pub use depthwise::DepthwiseConv2dI8;
+pub use elementwise::{
+    AbsI8, HardSwishI8, LeakyReluI8, MaximumI8, MinimumI8, NegF32, PreluI8, SquaredDifferenceI8,
+};
 pub use error::OpError;
 pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
 pub use interp::split_operands;
@@ -76,7 +80,7 @@ pub use pack::{PackI16, PackI8};
 pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
-pub use relu::{ReluF32, ReluI8};
+pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
@@ -194,6 +198,22 @@ op_kinds! {
     Quantize,
     /// Dequantization (int8 to float).
     Dequantize,
+    /// Elementwise negation.
+    Neg,
+    /// Elementwise `(a − b)²`.
+    SquaredDifference,
+    /// Elementwise maximum.
+    Maximum,
+    /// Elementwise minimum.
+    Minimum,
+    /// Leaky ReLU: `x` or `alpha · x`.
+    LeakyRelu,
+    /// Parametric ReLU: `x` or `alpha · x` with a tensor `alpha`.
+    Prelu,
+    /// Hard swish: `x · relu6(x + 3) / 6`.
+    HardSwish,
+    /// Elementwise absolute value.
+    Abs,
     /// Constant padding of height and width (TFLite PAD as Vela runs it on the NPU).
     Pad,
     /// Constant padding of any axes with any value (TFLite PADV2, and PAD beyond height and
@@ -376,6 +396,24 @@ operators! {
     ConcatenationI8 = Concatenation, I8;
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
     Reshape = Reshape, I8;
+    /// f32 NEG.
+    NegF32 = Neg, F32;
+    /// int8 SQUARED_DIFFERENCE with broadcasting.
+    SquaredDifferenceI8 = SquaredDifference, I8;
+    /// int8 MAXIMUM with broadcasting.
+    MaximumI8 = Maximum, I8;
+    /// int8 MINIMUM with broadcasting.
+    MinimumI8 = Minimum, I8;
+    /// int8 RELU6 (a clamp on the input's scale).
+    Relu6I8 = Relu, I8;
+    /// int8 LEAKY_RELU.
+    LeakyReluI8 = LeakyRelu, I8;
+    /// int8 PRELU with broadcasting.
+    PreluI8 = Prelu, I8;
+    /// int8 HARD_SWISH.
+    HardSwishI8 = HardSwish, I8;
+    /// int8 ABS.
+    AbsI8 = Abs, I8;
     /// int8 PAD of height and width.
     PadI8 = Pad, I8;
     /// int16 PAD of height and width.
@@ -421,6 +459,7 @@ macro_rules! lowerings {
 }
 
 lowerings! {
+    Abs => elementwise::lower_unary: [AbsI8],
     Add => binary::lower: [AddI8, AddBroadcastI8],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
@@ -429,20 +468,29 @@ lowerings! {
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
     Dequantize => quantize::lower_dequantize: [DequantizeI8],
     FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    HardSwish => elementwise::lower_unary: [HardSwishI8],
+    LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
+    Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
+    Minimum => elementwise::lower_binary: [MinimumI8],
     MirrorPad => pad::lower_mirror: [MirrorPadI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8],
+    Neg => elementwise::lower_neg: [NegF32],
     Pack => pack::lower: [PackI8, PackI16],
     Pad => pad::lower: [PadI8, PadI16, PadV2I8, PadV2I16],
     Padv2 => pad::lower: [PadV2I8, PadV2I16],
+    Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    Relu => relu::lower: [ReluI8],
+    Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Slice => slice::lower_slice: [SliceI8, SliceI16],
     Softmax => softmax::lower: [SoftmaxI8],
     Split => slice::lower_split: [SliceI8, SliceI16],
     SplitV => slice::lower_split_v: [SliceI8, SliceI16],
+    SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
     StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16],
     Sub => binary::lower: [SubI8],
     Transpose => transpose::lower: [TransposeI8],
