@@ -51,12 +51,15 @@ mod interp;
 mod layer;
 mod lower;
 mod mean;
+mod pack;
+mod pad;
 mod pool;
 mod quantize;
 mod relu;
 mod reshape;
 mod rsqrt;
 mod set;
+mod slice;
 mod softmax;
 mod transpose;
 
@@ -77,12 +80,15 @@ pub use interp::split_operands;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::MeanI8;
+pub use pack::{PackI16, PackI8};
+pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
 pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
+pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
 pub use softmax::SoftmaxI8;
 pub use transpose::TransposeI8;
 
@@ -212,6 +218,20 @@ op_kinds! {
     HardSwish,
     /// Elementwise absolute value.
     Abs,
+    /// Constant padding of height and width (TFLite PAD as Vela runs it on the NPU).
+    Pad,
+    /// Constant padding of any axes with any value (TFLite PADV2, and PAD beyond height and
+    /// width).
+    PadV2,
+    /// Padding with the input's reflection (TFLite MIRROR_PAD).
+    MirrorPad,
+    /// A box of a tensor, unit strides: SLICE, STRIDED_SLICE, and each output of SPLIT,
+    /// SPLIT_V and UNPACK.
+    Slice,
+    /// A strided box of a tensor (TFLite STRIDED_SLICE with other strides).
+    StridedSlice,
+    /// Tensors stacked along a new axis (TFLite PACK).
+    Pack,
 }
 
 impl core::fmt::Display for OpKind {
@@ -408,6 +428,28 @@ operators! {
     AddI16 = Add, I16;
     /// 16x8 MUL with broadcasting.
     MulI16 = Mul, I16;
+    /// int8 PAD of height and width.
+    PadI8 = Pad, I8;
+    /// int16 PAD of height and width.
+    PadI16 = Pad, I16;
+    /// int8 PADV2, or PAD of other axes.
+    PadV2I8 = PadV2, I8;
+    /// int16 PADV2, or PAD of other axes.
+    PadV2I16 = PadV2, I16;
+    /// int8 MIRROR_PAD.
+    MirrorPadI8 = MirrorPad, I8;
+    /// int8 slice of unit strides (SLICE, SPLIT, SPLIT_V, UNPACK, STRIDED_SLICE).
+    SliceI8 = Slice, I8;
+    /// int16 slice of unit strides.
+    SliceI16 = Slice, I16;
+    /// int8 STRIDED_SLICE of other strides.
+    StridedSliceI8 = StridedSlice, I8;
+    /// int16 STRIDED_SLICE of other strides.
+    StridedSliceI16 = StridedSlice, I16;
+    /// int8 PACK.
+    PackI8 = Pack, I8;
+    /// int16 PACK.
+    PackI16 = Pack, I16;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -450,18 +492,27 @@ lowerings! {
     Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
     Minimum => elementwise::lower_binary: [MinimumI8],
+    MirrorPad => pad::lower_mirror: [MirrorPadI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8, MulI16],
     Neg => elementwise::lower_neg: [NegF32],
+    Pack => pack::lower: [PackI8, PackI16],
+    Pad => pad::lower: [PadI8, PadI16, PadV2I8, PadV2I16],
+    Padv2 => pad::lower: [PadV2I8, PadV2I16],
     Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
     Relu => relu::lower: [ReluI8],
     Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
+    Slice => slice::lower_slice: [SliceI8, SliceI16],
     Softmax => softmax::lower: [SoftmaxI8],
+    Split => slice::lower_split: [SliceI8, SliceI16],
+    SplitV => slice::lower_split_v: [SliceI8, SliceI16],
     SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
+    StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16],
     Sub => binary::lower: [SubI8],
     Transpose => transpose::lower: [TransposeI8],
+    Unpack => slice::lower_unpack: [SliceI8, SliceI16],
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.
@@ -539,7 +590,8 @@ pub trait Operator {
         None
     }
     /// Filter positions the CPU kernel visits (`outputs × kh × kw` for a convolution, whose
-    /// padding tests dominate a shallow one); 0 for others.
+    /// padding tests dominate a shallow one); for a strided copy (slices, pads, pack) the rows
+    /// it copies, each with a cost of its own; 0 for others.
     fn taps(&self) -> u64 {
         0
     }

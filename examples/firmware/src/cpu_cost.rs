@@ -47,22 +47,24 @@
 use npu_compute::graph::LoweredOperator;
 use npu_compute::hal::MAX_JOB_INPUTS;
 use npu_compute::kernels::int8::{
-    AbsParams, Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams, Conv2dParams,
-    Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, HardSwishParams,
-    LeakyReluParams, MeanParams, MulParams, Nhwc, Padding, PoolParams, PoolShape, PreluParams,
-    Quant, Relu6Params, ReluParams, RequantizeParams, RsqrtParams, SoftmaxParams,
+    AbsParams, Activation, AddParams, BatchMatmulParams, BroadcastShape, ConcatParams,
+    Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams,
+    HardSwishParams, LeakyReluParams, MeanParams, MulParams, Nhwc, Padding, PoolParams, PoolShape,
+    PreluParams, Quant, Relu6Params, ReluParams, RequantizeParams, RsqrtParams, SoftmaxParams,
     SquaredDifferenceParams, SubParams, TransposeParams, Window2d,
 };
 use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
+use npu_compute::kernels::movement::{MirrorPadParams, PackParams, PadParams, SliceParams};
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
     AbsI8, AddBroadcastI8, AddF32, AddI16, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8,
     Conv2dI16, Conv2dI8, DepthwiseConv2dI16, FullyConnectedI16, MulI16,
     DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
     FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, MaxPool2dI8, MaximumI8, MeanI8,
-    MinimumI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PreluI8, QuantizeF32,
-    Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8, SquaredDifferenceI8,
-    SubI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
+    MinimumI8, MirrorPadI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PackI8,
+    PadI8, PreluI8, QuantizeF32, Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8,
+    SliceI16, SliceI8, SoftmaxI8, SquaredDifferenceI8, StridedSliceI8, SubI8, TransposeI8,
+    CHANNEL_MULTIPLIER_BYTES,
 };
 
 use npu_sim::CpuModel;
@@ -74,7 +76,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 46;
+const SYNTHETIC_OPS: usize = 59;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -632,6 +634,96 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
             Op::MulI16(MulI16 {
                 shape: elements()?,
                 params: MulParamsI16::new(input16, other16, output16, act)?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, channels 2..6",
+            Op::SliceI8(SliceI8 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 0, 0, 2], &[1, 16, 16, 4], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, rows 4..12",
+            Op::SliceI8(SliceI8 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 4, 0, 0], &[1, 8, 16, 8], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "1x32x32x1, every 2nd row and column",
+            Op::StridedSliceI8(StridedSliceI8 {
+                params: SliceParams::new(
+                    &[1, 32, 32, 1],
+                    &[0, 0, 0, 0],
+                    &[1, 16, 16, 1],
+                    &[1, 2, 2, 1],
+                )?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, channels 2..6",
+            Op::SliceI16(SliceI16 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 0, 0, 2], &[1, 16, 16, 4], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, every 2nd column, channels reversed",
+            Op::StridedSliceI8(StridedSliceI8 {
+                params: SliceParams::new(
+                    &[1, 16, 16, 8],
+                    &[0, 0, 0, 7],
+                    &[1, 16, 8, 8],
+                    &[1, 1, 2, -1],
+                )?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, 1 around H and W",
+            Op::PadI8(PadI8 {
+                params: PadParams::new(&[1, 16, 16, 8], &[0, 1, 1, 0], &[0, 1, 1, 0])?,
+                value: -3,
+            }),
+        ),
+        entry(
+            "1x16x16x8, reflect 2 around H and W",
+            Op::MirrorPadI8(MirrorPadI8 {
+                params: MirrorPadParams::new(&[1, 16, 16, 8], &[0, 2, 2, 0], &[0, 2, 2, 0], true)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16, 2 around channels",
+            Op::PadI8(PadI8 {
+                params: PadParams::new(&[1, 8, 8, 16], &[0, 0, 0, 2], &[0, 0, 0, 2])?,
+                value: 0,
+            }),
+        ),
+        entry(
+            "48x48, symmetric 4 around",
+            Op::MirrorPadI8(MirrorPadI8 {
+                params: MirrorPadParams::new(&[48, 48], &[4, 4], &[4, 4], false)?,
+            }),
+        ),
+        entry(
+            "2 x 8x8x16 on axis 2",
+            Op::PackI8(PackI8 {
+                params: PackParams::new(&[8, 8, 16], 2, 2)?,
+            }),
+        ),
+        entry(
+            "2 x 32x32 on axis 0",
+            Op::PackI8(PackI8 {
+                params: PackParams::new(&[32, 32], 0, 2)?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, rows 4..12",
+            Op::SliceI16(SliceI16 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 4, 0, 0], &[1, 8, 16, 8], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "4 x 64x4 on axis 2",
+            Op::PackI8(PackI8 {
+                params: PackParams::new(&[64, 4], 2, 4)?,
             }),
         ),
     ];
