@@ -1,0 +1,21 @@
+"""Reductions: MEAN, SUM, REDUCE_MAX, ARG_MAX, ARG_MIN, L2_NORMALIZATION, LOG_SOFTMAX, and
+TRANSPOSE_CONV (int8)."""
+import tensorflow as tf
+
+from make import Case, In
+
+
+def reduce(op, axes, keepdims):
+    return lambda x: op(x, axis=axes, keepdims=keepdims)
+
+
+CASES = {
+    # MEAN: global average pooling as converters emit it, and every other axis pattern.
+    "mean_int8_hw_keepdims": Case(reduce(tf.reduce_mean, [1, 2], True), [In((1, 6, 6, 8))]),
+    "mean_int8_hw": Case(reduce(tf.reduce_mean, [1, 2], False), [In((2, 5, 4, 3))]),
+    "mean_int8_last_neg": Case(reduce(tf.reduce_mean, [-1], False), [In((2, 5, 12))]),
+    "mean_int8_outer_inner": Case(reduce(tf.reduce_mean, [0, 2], True), [In((3, 4, 5))]),
+    "mean_int8_all": Case(reduce(tf.reduce_mean, [0, 1], False), [In((4, 6), lo=-3, hi=1)]),
+    "mean_int8_channels_4d": Case(reduce(tf.reduce_mean, [3], True), [In((1, 3, 4, 40))]),
+    "mean_int8_rank5": Case(reduce(tf.reduce_mean, [1, -2], False), [In((2, 3, 2, 5, 4))]),
+}
