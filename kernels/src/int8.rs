@@ -31,7 +31,8 @@
 //!   matrix product ([`conv2d_im2col`]), bit-exact with [`conv2d`]: how an NPU may run a
 //!   convolution whose input is too shallow for its MAC array;
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
-//! - [`mean`](mod@mean): MEAN over any axes, of which height and width ([`MeanParams`]);
+//! - [`mean`](mod@mean): MEAN and SUM over any axes, of which height and width
+//!   ([`MeanParams`]), and REDUCE_MAX ([`ReduceShape`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
 //!   ([`SoftmaxParams`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
@@ -78,7 +79,7 @@ pub use conv::{
 pub use dims::{Dims, MAX_DIMS};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
-pub use mean::{mean, mean_hw, MeanParams};
+pub use mean::{mean, mean_hw, reduce_max, sum, MeanParams, ReduceShape};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};
 pub use reshape::reshape;

@@ -68,7 +68,7 @@ pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPer
 pub use interp::split_operands;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
-pub use mean::MeanI8;
+pub use mean::{MeanI8, ReduceMaxI8, SumI8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
 pub use relu::{ReluF32, ReluI8};
@@ -188,6 +188,10 @@ op_kinds! {
     Quantize,
     /// Dequantization (int8 to float).
     Dequantize,
+    /// Sum over axes.
+    Sum,
+    /// Maximum over axes.
+    ReduceMax,
 }
 
 impl core::fmt::Display for OpKind {
@@ -356,6 +360,10 @@ operators! {
     ConcatenationI8 = Concatenation, I8;
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
     Reshape = Reshape, I8;
+    /// int8 SUM.
+    SumI8 = Sum, I8;
+    /// int8 REDUCE_MAX.
+    ReduceMaxI8 = ReduceMax, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -391,10 +399,12 @@ lowerings! {
     Mean => mean::lower: [MeanI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    ReduceMax => mean::lower: [ReduceMaxI8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Softmax => softmax::lower: [SoftmaxI8],
     Sub => binary::lower: [SubI8],
+    Sum => mean::lower: [SumI8],
     Transpose => transpose::lower: [TransposeI8],
 }
 

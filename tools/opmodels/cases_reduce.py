@@ -18,4 +18,18 @@ CASES = {
     "mean_int8_all": Case(reduce(tf.reduce_mean, [0, 1], False), [In((4, 6), lo=-3, hi=1)]),
     "mean_int8_channels_4d": Case(reduce(tf.reduce_mean, [3], True), [In((1, 3, 4, 40))]),
     "mean_int8_rank5": Case(reduce(tf.reduce_mean, [1, -2], False), [In((2, 3, 2, 5, 4))]),
+
+    # SUM: the same sums, rescaled without the division.
+    "sum_int8_last": Case(reduce(tf.reduce_sum, [-1], False), [In((3, 4, 10))]),
+    "sum_int8_hw_keepdims": Case(reduce(tf.reduce_sum, [1, 2], True), [In((1, 4, 5, 6))]),
+    "sum_int8_outer": Case(reduce(tf.reduce_sum, [0], False), [In((7, 3, 4), lo=0, hi=2)]),
+    "sum_int8_all": Case(reduce(tf.reduce_sum, [0, 1, 2], False), [In((2, 3, 4))]),
+    # Runs fed larger values than the calibration saw: sums beyond the output range clip.
+    "sum_int8_saturate": Case(reduce(tf.reduce_sum, [1], False),
+                              [In((8, 10), run=(0.0, 0.2), lo=-0.2, hi=0.2)]),
+    # REDUCE_MAX: equal quantization in and out.
+    "reduce_max_int8_last": Case(reduce(tf.reduce_max, [-1], False), [In((3, 4, 10))]),
+    "reduce_max_int8_hw_keepdims": Case(reduce(tf.reduce_max, [1, 2], True), [In((1, 4, 5, 40))]),
+    "reduce_max_int8_mixed": Case(reduce(tf.reduce_max, [0, -2], False), [In((3, 4, 5, 2))]),
 }
+
