@@ -105,6 +105,8 @@ const fn ethos_u55_ops() -> OpSet {
         (K::Rsqrt, &[F32, I8]),
         (K::Quantize, &[F32, I8, I16]),
         (K::Dequantize, &[F32, I8]),
+        // Vela: int8 input along the depth axis of at most 127 (not checked per operator).
+        (K::ArgMax, &[I8]),
     ];
     let mut set = OpSet::EMPTY;
     let mut i = 0;

@@ -45,6 +45,8 @@
 //!   ([`BatchMatmulParams`]);
 //! - [`transpose`](mod@transpose) ([`TransposeParams`]), [`concat`](mod@concat) (CONCATENATION,
 //!   [`ConcatParams`]) and [`reshape`](mod@reshape): data movement;
+//! - [`arg_min_max`](mod@arg_min_max): ARG_MAX and ARG_MIN, int32 indices
+//!   ([`ArgMinMaxParams`]);
 //! - [`dims`]: dimensions of tensors of rank up to 6 ([`Dims`]).
 
 use crate::fixed_point::{
@@ -52,6 +54,7 @@ use crate::fixed_point::{
 };
 use crate::{check_len, FcShape, KernelError};
 
+pub mod arg_min_max;
 pub mod batch_matmul;
 pub mod broadcast;
 pub mod concat;
@@ -69,6 +72,7 @@ pub mod sub;
 pub mod transpose;
 pub mod window;
 
+pub use arg_min_max::{arg_min_max, ArgMinMaxParams};
 pub use batch_matmul::{batch_matmul, BatchMatmulParams};
 pub use broadcast::{add_broadcast, mul_broadcast, sub_broadcast, BroadcastShape};
 pub use concat::{check_same_quant, concatenation, ConcatParams, MAX_CONCAT_INPUTS};

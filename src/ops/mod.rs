@@ -38,6 +38,7 @@
 //! changes: the server, the HAL, the graph, the tuner and the simulator work from the
 //! description. A new operator family also takes a line in [`OpKind`], in this file.
 
+mod arg_min_max;
 mod batch_matmul;
 mod binary;
 mod concat;
@@ -58,6 +59,7 @@ mod set;
 mod softmax;
 mod transpose;
 
+pub use arg_min_max::{ArgMaxI8, ArgMinI8};
 pub use batch_matmul::BatchMatmulI8;
 pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
 pub use concat::ConcatenationI8;
@@ -192,6 +194,10 @@ op_kinds! {
     Sum,
     /// Maximum over axes.
     ReduceMax,
+    /// Index of the maximum along an axis.
+    ArgMax,
+    /// Index of the minimum along an axis.
+    ArgMin,
 }
 
 impl core::fmt::Display for OpKind {
@@ -364,6 +370,10 @@ operators! {
     SumI8 = Sum, I8;
     /// int8 REDUCE_MAX.
     ReduceMaxI8 = ReduceMax, I8;
+    /// int8 ARG_MAX (int32 output).
+    ArgMaxI8 = ArgMax, I8;
+    /// int8 ARG_MIN (int32 output).
+    ArgMinI8 = ArgMin, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -388,6 +398,8 @@ macro_rules! lowerings {
 
 lowerings! {
     Add => binary::lower: [AddI8, AddBroadcastI8],
+    ArgMax => arg_min_max::lower: [ArgMaxI8],
+    ArgMin => arg_min_max::lower: [ArgMinI8],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
     Concatenation => concat::lower: [ConcatenationI8],

@@ -31,5 +31,17 @@ CASES = {
     "reduce_max_int8_last": Case(reduce(tf.reduce_max, [-1], False), [In((3, 4, 10))]),
     "reduce_max_int8_hw_keepdims": Case(reduce(tf.reduce_max, [1, 2], True), [In((1, 4, 5, 40))]),
     "reduce_max_int8_mixed": Case(reduce(tf.reduce_max, [0, -2], False), [In((3, 4, 5, 2))]),
-}
 
+    # ARG_MAX / ARG_MIN: int32 indices (TFLM writes no other type).
+    "arg_max_int8_last": Case(lambda x: tf.math.argmax(x, axis=-1, output_type=tf.int32),
+                              [In((2, 10))]),
+    "arg_max_int8_middle": Case(lambda x: tf.math.argmax(x, axis=1, output_type=tf.int32),
+                                [In((2, 5, 3))]),
+    # 300 values on 256 levels: equal maxima, of which the first index wins.
+    "arg_max_int8_ties": Case(lambda x: tf.math.argmax(x, axis=-1, output_type=tf.int32),
+                              [In((2, 300))]),
+    "arg_min_int8_last": Case(lambda x: tf.math.argmin(x, axis=-1, output_type=tf.int32),
+                              [In((3, 7))]),
+    "arg_min_int8_outer": Case(lambda x: tf.math.argmin(x, axis=0, output_type=tf.int32),
+                               [In((4, 3, 2))]),
+}
