@@ -30,6 +30,8 @@
 //! - [`im2col`](mod@im2col): CONV_2D as a gather of input windows into a matrix and one
 //!   matrix product ([`conv2d_im2col`]), bit-exact with [`conv2d`]: how an NPU may run a
 //!   convolution whose input is too shallow for its MAC array;
+//! - [`transpose_conv`](mod@transpose_conv): TRANSPOSE_CONV with per-channel weights
+//!   ([`TransposeConvParams`]);
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
 //! - [`mean`](mod@mean): MEAN and SUM over any axes, of which height and width
 //!   ([`MeanParams`]), and REDUCE_MAX ([`ReduceShape`]);
@@ -70,6 +72,7 @@ pub mod rsqrt;
 pub mod softmax;
 pub mod sub;
 pub mod transpose;
+pub mod transpose_conv;
 pub mod window;
 
 pub use arg_min_max::{arg_min_max, ArgMinMaxParams};
@@ -91,6 +94,7 @@ pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
 pub use sub::{sub, SubParams};
 pub use transpose::{transpose, TransposeParams};
+pub use transpose_conv::{transpose_conv, TransposeConvParams};
 pub use window::{Nhwc, Padding, Window2d};
 
 /// Affine quantization of a tensor: `real = scale * (q - zero_point)`.

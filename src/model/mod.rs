@@ -75,7 +75,7 @@ pub use ops::BuiltinOp;
 pub use options::{
     AddSubOptions, BatchMatMulOptions, BuiltinOptions, ConcatenationOptions, Conv2dOptions,
     DepthwiseConv2dOptions, FullyConnectedOptions, MulOptions, Pool2dOptions, ReducerOptions,
-    ReshapeOptions, SoftmaxOptions, MAX_OPTIONS_TYPE,
+    ReshapeOptions, SoftmaxOptions, TransposeConvOptions, MAX_OPTIONS_TYPE,
 };
 pub use schema::{Activation, DataType, Padding, WeightsFormat};
 

@@ -149,6 +149,22 @@ pub struct BatchMatMulOptions {
     pub asymmetric_quantize_inputs: bool,
 }
 
+/// `TransposeConvOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TransposeConvOptions {
+    /// Padding (default `Same`).
+    pub padding: Padding,
+    /// Horizontal stride (default 0).
+    pub stride_w: i32,
+    /// Vertical stride (default 0).
+    pub stride_h: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// Bias/accumulator type for quantized kernels (default `Float32`, meaning "not set").
+    pub quantized_bias_type: DataType,
+}
+
 /// An operator's decoded `builtin_options` union.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -183,6 +199,8 @@ pub enum BuiltinOptions {
     BatchMatMul(BatchMatMulOptions),
     /// `TransposeOptions` (`TRANSPOSE`; the table has no fields).
     Transpose,
+    /// `TransposeConvOptions` (`TRANSPOSE_CONV`).
+    TransposeConv(TransposeConvOptions),
     /// Another options table this reader does not decode (its table is still validated).
     Other {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
@@ -208,8 +226,9 @@ mod tag {
     pub(super) const REDUCER: u8 = 27;
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
+    pub(super) const TRANSPOSE_CONV: u8 = 49;
 
-    pub(super) const DECODED: [u8; 13] = [
+    pub(super) const DECODED: [u8; 14] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -223,6 +242,7 @@ mod tag {
         REDUCER,
         SUB,
         BATCH_MATMUL,
+        TRANSPOSE_CONV,
     ];
 }
 
@@ -243,6 +263,7 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
+        TransposeConv => tag::TRANSPOSE_CONV,
         _ => return None,
     })
 }
@@ -384,6 +405,13 @@ impl BuiltinOptions {
                 )?,
             }),
             tag::TRANSPOSE => Self::Transpose,
+            tag::TRANSPOSE_CONV => Self::TransposeConv(TransposeConvOptions {
+                padding: padding(&t, 0, "TransposeConvOptions.padding")?,
+                stride_w: t.scalar(1, "TransposeConvOptions.stride_w", 0)?,
+                stride_h: t.scalar(2, "TransposeConvOptions.stride_h", 0)?,
+                activation: activation(&t, 3, "TransposeConvOptions.fused_activation_function")?,
+                quantized_bias_type: data_type(&t, 4, "TransposeConvOptions.quantized_bias_type")?,
+            }),
             other => Self::Other {
                 options_type: other,
             },
@@ -455,6 +483,13 @@ impl BuiltinOptions {
                 asymmetric_quantize_inputs: false,
             }),
             Some(tag::TRANSPOSE) => Self::Transpose,
+            Some(tag::TRANSPOSE_CONV) => Self::TransposeConv(TransposeConvOptions {
+                padding,
+                stride_w: 0,
+                stride_h: 0,
+                activation,
+                quantized_bias_type: DataType::Float32,
+            }),
             _ => Self::None,
         }
     }

@@ -58,6 +58,7 @@ mod rsqrt;
 mod set;
 mod softmax;
 mod transpose;
+mod transpose_conv;
 
 pub use arg_min_max::{ArgMaxI8, ArgMinI8};
 pub use batch_matmul::BatchMatmulI8;
@@ -79,6 +80,7 @@ pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
 pub use softmax::SoftmaxI8;
 pub use transpose::TransposeI8;
+pub use transpose_conv::TransposeConvI8;
 
 use core::ops::Range;
 
@@ -198,6 +200,8 @@ op_kinds! {
     ArgMax,
     /// Index of the minimum along an axis.
     ArgMin,
+    /// Transposed 2-D convolution.
+    TransposeConv,
 }
 
 impl core::fmt::Display for OpKind {
@@ -374,6 +378,8 @@ operators! {
     ArgMaxI8 = ArgMax, I8;
     /// int8 ARG_MIN (int32 output).
     ArgMinI8 = ArgMin, I8;
+    /// int8 TRANSPOSE_CONV.
+    TransposeConvI8 = TransposeConv, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -418,6 +424,7 @@ lowerings! {
     Sub => binary::lower: [SubI8],
     Sum => mean::lower: [SumI8],
     Transpose => transpose::lower: [TransposeI8],
+    TransposeConv => transpose_conv::lower: [TransposeConvI8],
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.

@@ -1,5 +1,6 @@
 """Reductions: MEAN, SUM, REDUCE_MAX, ARG_MAX, ARG_MIN, L2_NORMALIZATION, LOG_SOFTMAX, and
 TRANSPOSE_CONV (int8)."""
+import numpy as np
 import tensorflow as tf
 
 from make import Case, In
@@ -7,6 +8,25 @@ from make import Case, In
 
 def reduce(op, axes, keepdims):
     return lambda x: op(x, axis=axes, keepdims=keepdims)
+
+
+def transpose_conv(in_shape, out_hw, kernel, out_channels, strides, padding, bias=False,
+                   relu=False):
+    """conv2d_transpose with fixed-seed weights (per-channel scales differ: each output
+    channel's weights are scaled apart); a bias and a ReLU the converter fuses."""
+    rng = np.random.default_rng(sum(in_shape) * 31 + out_channels)
+    w = rng.uniform(-1, 1, size=kernel + (out_channels, in_shape[3]))
+    w *= np.linspace(0.2, 1.0, out_channels)[None, None, :, None]
+    w = tf.constant(w.astype(np.float32))
+    b = tf.constant(rng.uniform(-0.5, 0.5, size=out_channels).astype(np.float32))
+    out_shape = (in_shape[0],) + out_hw + (out_channels,)
+
+    def fn(x):
+        y = tf.nn.conv2d_transpose(x, w, out_shape, strides, padding)
+        if bias:
+            y = tf.nn.bias_add(y, b)
+        return tf.nn.relu(y) if relu else y
+    return Case(fn, [In(in_shape)])
 
 
 CASES = {
@@ -44,4 +64,16 @@ CASES = {
                               [In((3, 7))]),
     "arg_min_int8_outer": Case(lambda x: tf.math.argmin(x, axis=0, output_type=tf.int32),
                                [In((4, 3, 2))]),
+
+    # TRANSPOSE_CONV: the converter's filter is OHWI with one scale per output channel.
+    "transpose_conv_int8_same_s2_bias": transpose_conv((1, 4, 4, 3), (8, 8), (3, 3), 5, 2,
+                                                       "SAME", bias=True),
+    "transpose_conv_int8_valid_s2": transpose_conv((1, 3, 3, 2), (7, 7), (3, 3), 4, 2,
+                                                   "VALID"),
+    "transpose_conv_int8_same_s1_relu": transpose_conv((1, 5, 5, 4), (5, 5), (3, 3), 3, 1,
+                                                       "SAME", bias=True, relu=True),
+    "transpose_conv_int8_batch2_asym": transpose_conv((2, 3, 2, 2), (3, 5), (2, 3), 3, (1, 2),
+                                                      "SAME", bias=True),
+    "transpose_conv_int8_valid_k4_s2": transpose_conv((1, 2, 3, 3), (6, 8), (4, 4), 2, 2,
+                                                      "VALID", bias=True),
 }
