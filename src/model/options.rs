@@ -165,6 +165,14 @@ pub struct TransposeConvOptions {
     pub quantized_bias_type: DataType,
 }
 
+/// `L2NormOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct L2NormOptions {
+    /// Fused activation (default `None`; TFLM refuses any other).
+    pub activation: Activation,
+}
+
 /// An operator's decoded `builtin_options` union.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -201,6 +209,8 @@ pub enum BuiltinOptions {
     Transpose,
     /// `TransposeConvOptions` (`TRANSPOSE_CONV`).
     TransposeConv(TransposeConvOptions),
+    /// `L2NormOptions` (`L2_NORMALIZATION`).
+    L2Norm(L2NormOptions),
     /// Another options table this reader does not decode (its table is still validated).
     Other {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
@@ -227,8 +237,9 @@ mod tag {
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
     pub(super) const TRANSPOSE_CONV: u8 = 49;
+    pub(super) const L2_NORM: u8 = 12;
 
-    pub(super) const DECODED: [u8; 14] = [
+    pub(super) const DECODED: [u8; 15] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -243,6 +254,7 @@ mod tag {
         SUB,
         BATCH_MATMUL,
         TRANSPOSE_CONV,
+        L2_NORM,
     ];
 }
 
@@ -264,6 +276,7 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
         TransposeConv => tag::TRANSPOSE_CONV,
+        L2Normalization => tag::L2_NORM,
         _ => return None,
     })
 }
@@ -412,6 +425,9 @@ impl BuiltinOptions {
                 activation: activation(&t, 3, "TransposeConvOptions.fused_activation_function")?,
                 quantized_bias_type: data_type(&t, 4, "TransposeConvOptions.quantized_bias_type")?,
             }),
+            tag::L2_NORM => Self::L2Norm(L2NormOptions {
+                activation: activation(&t, 0, "L2NormOptions.fused_activation_function")?,
+            }),
             other => Self::Other {
                 options_type: other,
             },
@@ -490,6 +506,7 @@ impl BuiltinOptions {
                 activation,
                 quantized_bias_type: DataType::Float32,
             }),
+            Some(tag::L2_NORM) => Self::L2Norm(L2NormOptions { activation }),
             _ => Self::None,
         }
     }

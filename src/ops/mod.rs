@@ -47,6 +47,7 @@ mod depthwise;
 mod error;
 mod fully_connected;
 mod interp;
+mod l2norm;
 mod layer;
 mod lower;
 mod mean;
@@ -69,6 +70,7 @@ pub use depthwise::DepthwiseConv2dI8;
 pub use error::OpError;
 pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
 pub use interp::split_operands;
+pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::{MeanI8, ReduceMaxI8, SumI8};
@@ -202,6 +204,8 @@ op_kinds! {
     ArgMin,
     /// Transposed 2-D convolution.
     TransposeConv,
+    /// Division of each innermost row by its L2 norm.
+    L2Normalization,
 }
 
 impl core::fmt::Display for OpKind {
@@ -380,6 +384,8 @@ operators! {
     ArgMinI8 = ArgMin, I8;
     /// int8 TRANSPOSE_CONV.
     TransposeConvI8 = TransposeConv, I8;
+    /// int8 L2_NORMALIZATION.
+    L2NormI8 = L2Normalization, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -413,6 +419,7 @@ lowerings! {
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
     Dequantize => quantize::lower_dequantize: [DequantizeI8],
     FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    L2Normalization => l2norm::lower: [L2NormI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Mean => mean::lower: [MeanI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8],

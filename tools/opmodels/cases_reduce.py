@@ -76,4 +76,10 @@ CASES = {
                                                       "SAME", bias=True),
     "transpose_conv_int8_valid_k4_s2": transpose_conv((1, 2, 3, 3), (6, 8), (4, 4), 2, 2,
                                                       "VALID", bias=True),
+
+    # L2_NORMALIZATION along the innermost axis; its output is fixed at scale 1/128.
+    "l2_normalization_int8_rows": Case(lambda x: tf.math.l2_normalize(x, axis=-1),
+                                       [In((3, 8))]),
+    "l2_normalization_int8_4d": Case(lambda x: tf.math.l2_normalize(x, axis=-1),
+                                     [In((1, 3, 4, 6), lo=-0.5, hi=2.0)]),
 }
