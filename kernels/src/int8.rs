@@ -36,6 +36,8 @@
 //! - [`mean`](mod@mean): MEAN and SUM over any axes, of which height and width
 //!   ([`MeanParams`]), and REDUCE_MAX ([`ReduceShape`]);
 //! - [`l2norm`]: L2_NORMALIZATION along the innermost dimension ([`l2_normalization`]);
+//! - [`log_softmax`](mod@log_softmax): LOG_SOFTMAX with TFLM's fixed int8 output
+//!   quantization ([`LogSoftmaxParams`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
 //!   ([`SoftmaxParams`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
@@ -66,6 +68,7 @@ pub mod dims;
 pub mod fc_per_channel;
 pub mod im2col;
 pub mod l2norm;
+pub mod log_softmax;
 pub mod mean;
 pub mod pool;
 pub mod quantize;
@@ -89,6 +92,7 @@ pub use dims::{Dims, MAX_DIMS};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use l2norm::l2_normalization;
+pub use log_softmax::{log_softmax, LogSoftmaxParams};
 pub use mean::{mean, mean_hw, reduce_max, sum, MeanParams, ReduceShape};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};

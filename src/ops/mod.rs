@@ -49,6 +49,7 @@ mod fully_connected;
 mod interp;
 mod l2norm;
 mod layer;
+mod log_softmax;
 mod lower;
 mod mean;
 mod pool;
@@ -72,6 +73,7 @@ pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPer
 pub use interp::split_operands;
 pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
+pub use log_softmax::LogSoftmaxI8;
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::{MeanI8, ReduceMaxI8, SumI8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
@@ -206,6 +208,8 @@ op_kinds! {
     TransposeConv,
     /// Division of each innermost row by its L2 norm.
     L2Normalization,
+    /// Logarithm of the softmax along the innermost axis.
+    LogSoftmax,
 }
 
 impl core::fmt::Display for OpKind {
@@ -386,6 +390,8 @@ operators! {
     TransposeConvI8 = TransposeConv, I8;
     /// int8 L2_NORMALIZATION.
     L2NormI8 = L2Normalization, I8;
+    /// int8 LOG_SOFTMAX.
+    LogSoftmaxI8 = LogSoftmax, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -420,6 +426,7 @@ lowerings! {
     Dequantize => quantize::lower_dequantize: [DequantizeI8],
     FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
     L2Normalization => l2norm::lower: [L2NormI8],
+    LogSoftmax => log_softmax::lower: [LogSoftmaxI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Mean => mean::lower: [MeanI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8],

@@ -82,4 +82,9 @@ CASES = {
                                        [In((3, 8))]),
     "l2_normalization_int8_4d": Case(lambda x: tf.math.l2_normalize(x, axis=-1),
                                      [In((1, 3, 4, 6), lo=-0.5, hi=2.0)]),
+
+    # LOG_SOFTMAX: output fixed at scale 16/256, zero point 127; wide inputs reach -128.
+    "log_softmax_int8_rows": Case(tf.nn.log_softmax, [In((3, 10), lo=-4, hi=4)]),
+    "log_softmax_int8_wide": Case(tf.nn.log_softmax, [In((2, 4, 16), lo=-12, hi=12)]),
+    "log_softmax_int8_narrow": Case(tf.nn.log_softmax, [In((1, 40), lo=-0.3, hi=0.3)]),
 }
