@@ -10,7 +10,7 @@
 //!    gemmlowp's `exp_on_negative_values` gives its exponential in Q0.31; rescaled to Q12.19
 //!    (rounding right shift by 12) they are summed.
 //! 3. `log(sum)` in Q5.26 is gemmlowp's `log_x_for_x_greater_than_or_equal_to_1<5>` of the
-//!    Q12.19 sum (TFLM's `common.h`, here [`log_x_ge_1`]).
+//!    Q12.19 sum (TFLM's `common.h`, here `log_x_ge_1`).
 //! 4. `adjusted_diff_min = max(diff_min − 1, MultiplyByQuantizedMultiplier(log_sum − 2^31,
 //!    reverse_divisor, reverse_shift))`, where `reverse_divisor · 2^reverse_shift` is
 //!    `2^(31 − left_shift) / input_multiplier` (`PreprocessLogSoftmaxScalingExp`): the
