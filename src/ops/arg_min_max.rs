@@ -9,8 +9,7 @@
 //! constraints per operator (as it does for MEAN's). ARG_MIN is not in Vela's list and runs on
 //! the CPU fallback. On the NPU, ARG_MAX is priced as the max pooling over the axis that is
 //! the main pass of Vela's lowering (a 1 × axis window over `[1, outer, axis, inner]`). On the
-//! CPU both price as [`CpuKernel::Mean`]: the same one pass over every input element with a
-//! stack accumulator per output lane, a compare where MEAN adds.
+//! CPU both price as [`CpuKernel::ArgMinMax`] (rates measured by the firmware).
 
 use npu_kernels::int8::{self as ki, ArgMinMaxParams};
 
@@ -56,7 +55,7 @@ impl Operator for ArgMaxI8 {
         run(&self.params, inputs, output)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Mean
+        CpuKernel::ArgMinMax
     }
     fn output_elements(&self) -> Option<u64> {
         Some(self.params.lens().1 as u64)
@@ -85,7 +84,7 @@ impl Operator for ArgMinI8 {
         run(&self.params, inputs, output)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Mean
+        CpuKernel::ArgMinMax
     }
     fn output_elements(&self) -> Option<u64> {
         Some(self.params.lens().1 as u64)

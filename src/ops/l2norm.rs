@@ -3,9 +3,8 @@
 //! `[input]`.
 //!
 //! Where it runs: not in Vela's supported operators (3.10), so on the CPU fallback. It prices
-//! as [`CpuKernel::Requantize`], an estimate: its second pass is one requantization per
-//! element; the first (a multiply-accumulate per element) and the inverse square root per row
-//! are not counted.
+//! as [`CpuKernel::L2Norm`] (rates measured by the firmware): per element, and per row for the
+//! inverse square root ([`Operator::taps`] counts the rows).
 
 use npu_kernels::int8 as ki;
 
@@ -42,7 +41,11 @@ impl Operator for L2NormI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Requantize
+        CpuKernel::L2Norm
+    }
+    /// Rows: each takes one inverse square root.
+    fn taps(&self) -> u64 {
+        u64::from(self.len.checked_div(self.depth).unwrap_or(0))
     }
 }
 

@@ -149,9 +149,17 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// Int8 arg max / arg min.
+    ArgMinMax,
+    /// Int8 transposed convolution.
+    TransposeConv,
+    /// Int8 L2 normalization.
+    L2Norm,
+    /// Int8 log softmax.
+    LogSoftmax,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 27;
 }

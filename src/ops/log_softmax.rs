@@ -2,9 +2,8 @@
 //! and logarithm; the output fixed at scale 16/256, zero point 127. Operands `[input]`.
 //!
 //! Where it runs: not in Vela's supported operators (3.10), so on the CPU fallback, priced as
-//! [`CpuKernel::Softmax`]: the same passes over each row (a maximum, an exponential per
-//! element, then one output per element), plus one logarithm per row that the Softmax rate
-//! does not count (an estimate, not measured).
+//! [`CpuKernel::LogSoftmax`] (rates measured by the firmware): per element (an exponential and
+//! two rescalings) and per row for the logarithm ([`Operator::taps`] counts the rows).
 
 use npu_kernels::int8::{self as ki, LogSoftmaxParams};
 
@@ -40,7 +39,11 @@ impl Operator for LogSoftmaxI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Softmax
+        CpuKernel::LogSoftmax
+    }
+    /// Rows: each takes one logarithm.
+    fn taps(&self) -> u64 {
+        u64::from(self.len.checked_div(self.depth).unwrap_or(0))
     }
 }
 

@@ -6,8 +6,8 @@
 //! constraints on the axes and sizes that the simulator does not check per operator; SUM and
 //! REDUCE_MAX are not in Vela's list, so they run on the CPU fallback. All three price on the
 //! CPU as [`CpuKernel::Mean`]: the same loop nest over every input element (REDUCE_MAX takes a
-//! maximum where MEAN and SUM add, and has no requantization per output, a cost the Mean rate
-//! does not count either).
+//! maximum where MEAN and SUM add; the firmware measures SUM at 2% and REDUCE_MAX at 15% above
+//! the Mean rate).
 
 use npu_kernels::int8::{self as ki, MeanParams, ReduceShape};
 

@@ -16,8 +16,8 @@
 //! as [`LayerKind::Conv2d`] with that geometry: `[n, h · sh, w · sw, c]` in, the output out, the
 //! filter's window. That is the work an Ethos-U does for it (every output pixel's full window);
 //! the zeros it multiplies are not skipped there either. On the CPU it prices as
-//! [`CpuKernel::Conv`], an estimate: the gather's inner loop is CONV_2D's (one MAC per input
-//! channel), and its tap search is charged as a convolution's filter positions.
+//! [`CpuKernel::TransposeConv`] (rates measured by the firmware): per MAC, per dot product
+//! over the input channels ([`Operator::taps`]) and per output.
 
 use npu_kernels::int8::{self as ki, Nhwc, TransposeConvParams};
 
@@ -59,17 +59,14 @@ impl Operator for TransposeConvI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Conv
+        CpuKernel::TransposeConv
     }
+    /// (input pixel, filter position, output channel) triples, as [`Operator::macs`] counts
+    /// them: each is one dot product over the input channels, whose set-up dominates a
+    /// shallow input.
     fn taps(&self) -> u64 {
-        let (kh, kw) = self.params.filter();
-        let o = self.params.output_shape();
-        u64::from(o.batches)
-            .saturating_mul(u64::from(o.height))
-            .saturating_mul(u64::from(o.width))
-            .saturating_mul(u64::from(o.channels))
-            .saturating_mul(u64::from(kh))
-            .saturating_mul(u64::from(kw))
+        let depth = u64::from(self.params.input_shape().channels);
+        self.params.macs().checked_div(depth).unwrap_or(0)
     }
     fn layer(&self) -> Option<Layer> {
         let (i, o) = (self.params.input_shape(), self.params.output_shape());

@@ -105,22 +105,57 @@ pub fn arg_min_max(
         return Ok(());
     }
     let (axis, inner) = (p.axis as usize, p.inner as usize);
-    // `better(candidate, current)`: TFLM's strict comparison, so ties keep the first index.
-    let better = |c: i8, m: i8| if p.max { c > m } else { c < m };
+    // One copy of the loops per comparison, so the inner loops do not test which it is.
+    if p.max {
+        arg_best(axis, inner, input, output, |c, m| c > m);
+    } else {
+        arg_best(axis, inner, input, output, |c, m| c < m);
+    }
+    Ok(())
+}
+
+/// The index along `axis` of the best element of each `(outer, inner)` lane, `better(c, m)`
+/// TFLM's strict comparison of a candidate with the best so far (ties keep the first index).
+/// Lengths are checked by the caller and `axis` is at least 1 (outputs exist).
+#[inline(always)]
+fn arg_best(
+    axis: usize,
+    inner: usize,
+    input: &[i8],
+    output: &mut [i32],
+    better: impl Fn(i8, i8) -> bool,
+) {
+    if inner == 1 {
+        // Contiguous rows: the common case (the innermost axis).
+        for (row, o) in input.chunks_exact(axis).zip(output.iter_mut()) {
+            let (mut best, mut at) = (row[0], 0);
+            for (i, &x) in row.iter().enumerate().skip(1) {
+                if better(x, best) {
+                    best = x;
+                    at = i;
+                }
+            }
+            *o = at as i32;
+        }
+        return;
+    }
     for (plane, out) in input
         .chunks_exact(axis * inner)
         .zip(output.chunks_exact_mut(inner))
     {
-        // The first row seeds each output; later rows replace it where strictly better.
+        // The first row seeds each lane; later rows replace it where strictly better.
         let mut best = [0_i8; 32];
         for (block, out) in out.chunks_mut(32).enumerate() {
             let lane0 = block * 32;
             let n = out.len();
             best[..n].copy_from_slice(&plane[lane0..lane0 + n]);
             out.fill(0);
-            for i in 1..axis {
-                let row = &plane[i * inner + lane0..i * inner + lane0 + n];
-                for ((b, o), &x) in best.iter_mut().zip(out.iter_mut()).zip(row) {
+            for (i, row) in plane.chunks_exact(inner).enumerate().skip(1) {
+                for ((b, o), &x) in best
+                    .iter_mut()
+                    .zip(out.iter_mut())
+                    .zip(&row[lane0..lane0 + n])
+                {
                     if better(x, *b) {
                         *b = x;
                         *o = i as i32;
@@ -129,7 +164,6 @@ pub fn arg_min_max(
             }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -464,7 +464,15 @@ pub fn reduce_max(shape: &ReduceShape, input: &[i8], output: &mut [i8]) -> Resul
         output.fill(i8::MIN);
         return Ok(());
     }
-    walk(shape, input, output, i8::MIN, |m, x| m.max(x), |m| m);
+    // An i32 accumulator: the same loads and compares as MEAN's sums, without narrowing.
+    walk(
+        shape,
+        input,
+        output,
+        i32::from(i8::MIN),
+        |m, x| m.max(i32::from(x)),
+        |m| m as i8,
+    );
     Ok(())
 }
 
