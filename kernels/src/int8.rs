@@ -34,7 +34,7 @@
 //!   ([`TransposeConvParams`]);
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
 //! - [`mean`](mod@mean): MEAN and SUM over any axes, of which height and width
-//!   ([`MeanParams`]), and REDUCE_MAX ([`ReduceShape`]);
+//!   ([`MeanParams`]), and REDUCE_MAX and REDUCE_MIN ([`ReduceShape`]);
 //! - [`l2norm`]: L2_NORMALIZATION along the innermost dimension ([`l2_normalization`]);
 //! - [`log_softmax`](mod@log_softmax): LOG_SOFTMAX with TFLM's fixed int8 output
 //!   quantization ([`LogSoftmaxParams`]);
@@ -93,7 +93,7 @@ pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use l2norm::l2_normalization;
 pub use log_softmax::{log_softmax, LogSoftmaxParams};
-pub use mean::{mean, mean_hw, reduce_max, sum, MeanParams, ReduceShape};
+pub use mean::{mean, mean_hw, reduce_max, reduce_min, sum, MeanParams, ReduceShape};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};
 pub use reshape::reshape;

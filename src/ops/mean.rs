@@ -1,13 +1,15 @@
-//! Reductions over any set of axes (int8): MEAN, SUM and REDUCE_MAX, TFLM's arithmetic.
+//! Reductions over any set of axes (int8): MEAN, SUM, REDUCE_MAX and REDUCE_MIN, TFLM's
+//! arithmetic.
 //! Operands `[input]`; the axes, a constant tensor, are read at prepare and never reach the
 //! device. `keep_dims` does not change the bytes.
 //!
 //! Where they run: Vela (3.10, `SUPPORTED_OPS.md`) places MEAN on the Ethos-U55, under
-//! constraints on the axes and sizes that the simulator does not check per operator; SUM and
-//! REDUCE_MAX are not in Vela's list, so they run on the CPU fallback. All three price on the
+//! constraints on the axes and sizes that the simulator does not check per operator; SUM,
+//! REDUCE_MAX and REDUCE_MIN are not in Vela's list, so they run on the CPU fallback. All price
+//! on the
 //! CPU as [`CpuKernel::Mean`]: the same loop nest over every input element (REDUCE_MAX takes a
-//! maximum where MEAN and SUM add; the firmware measures SUM at 2% and REDUCE_MAX at 15% above
-//! the Mean rate).
+//! maximum (REDUCE_MIN a minimum) where MEAN and SUM add; the firmware measures SUM at 2% and
+//! REDUCE_MAX at 15% above the Mean rate).
 
 use npu_kernels::int8::{self as ki, MeanParams, ReduceShape};
 
@@ -109,7 +111,35 @@ impl Operator for ReduceMaxI8 {
     }
 }
 
-/// MEAN, SUM and REDUCE_MAX (int8).
+/// int8 REDUCE_MIN (the input and output quantization equal).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReduceMinI8 {
+    /// Geometry.
+    pub shape: ReduceShape,
+}
+
+impl Operator for ReduceMinI8 {
+    fn operands(&self) -> Option<Operands> {
+        let (i, o) = self.shape.lens();
+        Operands::new(&[bytes(i)?], 0, bytes(o)?)
+    }
+    fn macs(&self) -> u64 {
+        self.shape.lens().0 as u64
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        Ok(ki::reduce_min(
+            &self.shape,
+            i8s(inputs, 0)?,
+            view_mut(output)?,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Mean
+    }
+}
+
+/// MEAN, SUM, REDUCE_MAX and REDUCE_MIN (int8).
 pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
     let (x, axes_t, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
     let mut axes = [0i32; 8];
@@ -122,14 +152,20 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
             lower::check_elements(&y, params.lens().1)?;
             compute(SumI8 { params }, list)
         }
-        BuiltinOp::ReduceMax => {
+        BuiltinOp::ReduceMax | BuiltinOp::ReduceMin => {
             // TFLM's Eval refuses any difference (the scales compared as doubles).
             if xq != yq {
-                return Err(unsupported("REDUCE_MAX changing the quantization"));
+                return Err(unsupported(
+                    "REDUCE_MAX / REDUCE_MIN changing the quantization",
+                ));
             }
             let shape = ReduceShape::new(dims, axes)?;
             lower::check_elements(&y, shape.lens().1)?;
-            compute(ReduceMaxI8 { shape }, list)
+            if ctx.builtin() == BuiltinOp::ReduceMax {
+                compute(ReduceMaxI8 { shape }, list)
+            } else {
+                compute(ReduceMinI8 { shape }, list)
+            }
         }
         _ => {
             let params = MeanParams::for_axes(dims, axes, xq, yq)?;

@@ -75,7 +75,7 @@ pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use log_softmax::LogSoftmaxI8;
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
-pub use mean::{MeanI8, ReduceMaxI8, SumI8};
+pub use mean::{MeanI8, ReduceMaxI8, ReduceMinI8, SumI8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
 pub use relu::{ReluF32, ReluI8};
@@ -210,6 +210,8 @@ op_kinds! {
     L2Normalization,
     /// Logarithm of the softmax along the innermost axis.
     LogSoftmax,
+    /// Minimum over axes.
+    ReduceMin,
 }
 
 impl core::fmt::Display for OpKind {
@@ -392,6 +394,8 @@ operators! {
     L2NormI8 = L2Normalization, I8;
     /// int8 LOG_SOFTMAX.
     LogSoftmaxI8 = LogSoftmax, I8;
+    /// int8 REDUCE_MIN.
+    ReduceMinI8 = ReduceMin, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -432,6 +436,7 @@ lowerings! {
     Mul => binary::lower: [MulI8, MulBroadcastI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
     ReduceMax => mean::lower: [ReduceMaxI8],
+    ReduceMin => mean::lower: [ReduceMinI8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Softmax => softmax::lower: [SoftmaxI8],

@@ -1,4 +1,4 @@
-"""Reductions: MEAN, SUM, REDUCE_MAX, ARG_MAX, ARG_MIN, L2_NORMALIZATION, LOG_SOFTMAX, and
+"""Reductions: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, ARG_MAX, ARG_MIN, L2_NORMALIZATION, LOG_SOFTMAX, and
 TRANSPOSE_CONV (int8)."""
 import numpy as np
 import tensorflow as tf
@@ -52,6 +52,8 @@ CASES = {
     "reduce_max_int8_hw_keepdims": Case(reduce(tf.reduce_max, [1, 2], True), [In((1, 4, 5, 40))]),
     "reduce_max_int8_mixed": Case(reduce(tf.reduce_max, [0, -2], False), [In((3, 4, 5, 2))]),
 
+    "reduce_min_int8_inner": Case(reduce(tf.reduce_min, [-1], True), [In((2, 3, 12))]),
+    "reduce_min_int8_outer": Case(reduce(tf.reduce_min, [0, 1], False), [In((4, 3, 5))]),
     # ARG_MAX / ARG_MIN: int32 indices (TFLM writes no other type).
     "arg_max_int8_last": Case(lambda x: tf.math.argmax(x, axis=-1, output_type=tf.int32),
                               [In((2, 10))]),

@@ -33,7 +33,8 @@
 //! ([`MeanParams::for_sum`]). REDUCE_MAX ([`reduce_max`]) walks the same loops with TFLM's
 //! `ReduceGeneric`: each output is the largest of its inputs, −128 (the initial value) where
 //! it has none, and TFLM refuses it unless the input and output quantization are equal, so no
-//! arithmetic touches the values. All three take their geometry from a [`ReduceShape`].
+//! arithmetic touches the values; REDUCE_MIN ([`reduce_min`]) likewise with the smallest, and
+//! 127. All four take their geometry from a [`ReduceShape`].
 
 use super::{check_quant, general_multiplier, Nhwc, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
@@ -450,6 +451,29 @@ pub fn sum(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), Kernel
     mean(p, input, output)
 }
 
+/// int8 REDUCE_MIN over `shape`: [`reduce_max`] with the minimum, 127 (TFLM's initial value)
+/// where an output has no input.
+///
+/// Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn reduce_min(shape: &ReduceShape, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    let (input_len, output_len) = shape.lens();
+    check_len("input", input_len, input.len())?;
+    check_len("output", output_len, output.len())?;
+    if input_len == 0 {
+        output.fill(i8::MAX);
+        return Ok(());
+    }
+    walk(
+        shape,
+        input,
+        output,
+        i32::from(i8::MAX),
+        |m, x| m.min(i32::from(x)),
+        |m| m as i8,
+    );
+    Ok(())
+}
+
 /// int8 REDUCE_MAX over `shape` (TFLM's `ReduceGeneric` with the maximum): the input and
 /// output quantization are equal (the caller checks; TFLM refuses the op otherwise), so the
 /// values are compared as they are. An output with no input (a reduced dimension of size 0)
@@ -521,6 +545,19 @@ mod tests {
         assert_eq!(out, [-128; 3]);
         assert!(reduce_max(&s, &[1], &mut out).is_err());
         assert!(reduce_max(&s, &[], &mut out[..2]).is_err());
+    }
+
+    #[test]
+    fn reduce_min_takes_the_smallest_and_fills_empty_reductions() {
+        let s = ReduceShape::new(&[2, 3, 2], &[1]).unwrap();
+        let mut out = [0; 4];
+        reduce_min(&s, &[1, -5, 7, -6, 3, -7, 0, 0, -1, 9, -128, 4], &mut out).unwrap();
+        assert_eq!(out, [1, -7, -128, 0]);
+        let s = ReduceShape::new(&[3, 0], &[-1]).unwrap();
+        let mut out = [5; 3];
+        reduce_min(&s, &[], &mut out).unwrap();
+        assert_eq!(out, [127; 3]);
+        assert!(reduce_min(&s, &[], &mut out[..1]).is_err());
     }
 
     #[test]
