@@ -58,7 +58,7 @@ fn hand_made_fully_connected_gives_the_hand_computed_bytes() {
 #[test]
 fn unsupported_operators_are_named_with_their_index() {
     let mut spec = Spec::fc();
-    spec.opcodes = vec![opcode(28)]; // TANH
+    spec.opcodes = vec![opcode(15)]; // LSH_PROJECTION
     spec.operators = vec![operator(0, &[0], &[3], None)];
     let bytes = leak_aligned(&spec.build());
     with_client(64 * 1024, SimConfig::default(), |client| {
@@ -67,11 +67,135 @@ fn unsupported_operators_are_named_with_their_index() {
             err,
             GraphError::Unsupported {
                 op_index: 0,
-                op: BuiltinOp::Tanh,
+                op: BuiltinOp::LshProjection,
                 what: "operator"
             }
         );
-        assert_eq!(err.to_string(), "operator 0 (TANH): unsupported operator");
+        assert_eq!(
+            err.to_string(),
+            "operator 0 (LSH_PROJECTION): unsupported operator"
+        );
+    });
+}
+
+#[test]
+fn quantized_dimensions_tflm_ignores_are_ignored() {
+    // As in TFLM's person-detection example: a 1-D per-channel bias quantization naming
+    // dimension 3, and a filter's naming one out of range. TFLM ignores both fields.
+    let mut spec = Spec::fc();
+    spec.tensors[1] = tensor(
+        &[2, 4],
+        INT8,
+        2,
+        "weights",
+        Some(quant(&[0.1, 0.2], &[0, 0], 7)),
+    );
+    spec.tensors[2] = tensor(
+        &[2],
+        INT32,
+        3,
+        "bias",
+        Some(quant(&[0.05, 0.1], &[0, 0], 3)),
+    );
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let mut graph: SimGraph = Graph::prepare(client, bytes).unwrap();
+        let mut out = [0u8; 2];
+        graph.invoke(&[&[1, 2, 3, 4]], &mut [&mut out]).unwrap();
+        assert_eq!(out, [11, 42]);
+    });
+    // Still refused: a filter with neither one scale nor one per output channel.
+    spec.tensors[1] = tensor(
+        &[2, 4],
+        INT8,
+        2,
+        "weights",
+        Some(quant(&[0.1; 4], &[0; 4], 1)),
+    );
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let err = SimGraph::prepare(client, bytes).err().unwrap();
+        assert!(
+            matches!(err, GraphError::Unsupported { op_index: 0, .. }),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn operators_nothing_reads_run_nothing_and_are_not_refused() {
+    // A converter's dead shape arithmetic, here an operator the runtime lacks (LSH_PROJECTION)
+    // whose output no one reads: the model runs without it.
+    let mut spec = Spec::fc();
+    spec.opcodes.push(opcode(15));
+    spec.tensors.push(tensor(
+        &[1, 4],
+        INT8,
+        0,
+        "unread",
+        Some(quant(&[0.5], &[-1], 0)),
+    ));
+    spec.operators.insert(0, operator(1, &[0], &[4], None));
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let mut graph: SimGraph = Graph::prepare(client, bytes).unwrap();
+        assert_eq!(
+            graph.operators().count(),
+            1,
+            "only the FULLY_CONNECTED runs"
+        );
+        let mut out = [0u8; 2];
+        graph.invoke(&[&[1, 2, 3, 4]], &mut [&mut out]).unwrap();
+        assert_eq!(out, [11, 42]);
+    });
+    // Read by the model's output: refused, naming it.
+    spec.outputs.push(4);
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let err = SimGraph::prepare(client, bytes).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                GraphError::Unsupported {
+                    op_index: 0,
+                    op: BuiltinOp::LshProjection,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn an_operator_with_one_output_listing_two_is_refused() {
+    // Operators are lowered once per output; one whose description computes a single output
+    // refuses a second rather than computing it twice.
+    let mut spec = Spec::fc();
+    spec.tensors.push(tensor(
+        &[1, 2],
+        INT8,
+        0,
+        "second",
+        Some(quant(&[0.25], &[3], 0)),
+    ));
+    spec.operators = vec![operator(
+        0,
+        &[0, 1, 2],
+        &[3, 4],
+        Some((FC_OPTIONS, table(vec![(0, F::I8(1))]))),
+    )];
+    let bytes = leak_aligned(&spec.build());
+    with_client(64 * 1024, SimConfig::default(), |client| {
+        let err = SimGraph::prepare(client, bytes).err().unwrap();
+        assert_eq!(
+            err,
+            GraphError::Unsupported {
+                op_index: 0,
+                op: BuiltinOp::FullyConnected,
+                what: "output count other than 1"
+            }
+        );
     });
 }
 
@@ -377,4 +501,61 @@ fn errors_convert_with_question_marks() {
         let boxed = boxed(graph).unwrap_err();
         assert_eq!(boxed.to_string(), text);
     }
+}
+
+/// A chain of `ops` int8 ADDs, each adding its own constant of ones, all at one scale: the
+/// output is the input plus `ops`, exactly. `ops + 1` activations and `ops` constants.
+fn add_chain(ops: usize) -> Vec<u8> {
+    const ADD_OPTIONS: u8 = 11;
+    let q = || Some(quant(&[0.1], &[0], 0));
+    let mut spec = Spec::fc();
+    spec.opcodes = vec![opcode(0)];
+    spec.tensors = vec![tensor(&[1, 8], INT8, 0, "input", q())];
+    spec.buffers = vec![buffer(&[])];
+    spec.operators = vec![];
+    for k in 0..ops {
+        let (c, out) = (spec.tensors.len() as i32, spec.tensors.len() as i32 + 1);
+        spec.buffers.push(buffer(&[1; 8]));
+        let buf = spec.buffers.len() as u32 - 1;
+        spec.tensors
+            .push(tensor(&[1, 8], INT8, buf, &format!("c{k}"), q()));
+        spec.tensors
+            .push(tensor(&[1, 8], INT8, 0, &format!("t{k}"), q()));
+        let options = table(vec![(0, F::I8(0))]);
+        spec.operators.push(operator(
+            0,
+            &[c - 1, c],
+            &[out],
+            Some((ADD_OPTIONS, options)),
+        ));
+    }
+    spec.inputs = vec![0];
+    spec.outputs = vec![spec.tensors.len() as i32 - 1];
+    spec.build()
+}
+
+#[test]
+fn the_runner_runs_models_beyond_its_small_stack_on_its_large_one() {
+    // 70 operators and 141 tensors: beyond the small stack's OPS = 64 and TENSORS = 128.
+    let model = leak_aligned(&add_chain(70));
+    let input = [0u8, 1, 2, 3, 4, 5, 6, 7];
+    let small = with_client(1 << 20, SimConfig::default(), |client| {
+        SimGraph::prepare(client, model).err()
+    });
+    assert!(
+        matches!(small, Some(GraphError::CapacityExceeded { .. })),
+        "{small:?}"
+    );
+    let report = runner::run(model, &[&input], &runner::RunOptions::default()).unwrap();
+    let expected: Vec<u8> = input.iter().map(|&x| x + 70).collect();
+    assert_eq!(report.outputs, vec![expected]);
+    assert_eq!(
+        report.runtime_state_bytes,
+        runner::LargeGraph::state_bytes(),
+        "the figures are the large stack's"
+    );
+    // The model fits the small stack at 60 operators: that one runs it.
+    let model = leak_aligned(&add_chain(60));
+    let report = runner::run(model, &[&input], &runner::RunOptions::default()).unwrap();
+    assert_eq!(report.runtime_state_bytes, SimGraph::state_bytes());
 }

@@ -948,31 +948,23 @@ fn quantization_lengths_are_checked() {
         s.parse_err(),
         ModelError::BadQuantization { tensor: 0, .. }
     ));
-    s.tensors[0] = tensor(
-        &[1, 4],
-        INT8,
-        1,
-        "input",
-        Some(quant(&[0.5, 0.5], &[0, 0], 0)),
-    );
-    assert!(matches!(
-        s.parse_err(),
-        ModelError::BadQuantization { tensor: 0, .. }
-    ));
-    s.tensors[0] = tensor(
-        &[1, 4],
-        INT8,
-        1,
-        "input",
-        Some(quant(&[0.5, 0.5], &[0, 0], 2)),
-    );
-    assert!(matches!(
-        s.parse_err(),
-        ModelError::BadIndex {
-            what: "QuantizationParameters.quantized_dimension",
-            ..
-        }
-    ));
+    // A quantized_dimension that is out of range, or names a dimension of another size, is
+    // ignored as TFLM ignores it: the pairs are kept, with no axis.
+    for qd in [0, 2, -1, 1000] {
+        s.tensors[0] = tensor(
+            &[1, 4],
+            INT8,
+            1,
+            "input",
+            Some(quant(&[0.5, 0.25], &[0, 0], qd)),
+        );
+        let bytes = s.build();
+        let m = Model::parse(&bytes).unwrap_or_else(|e| panic!("qd {qd}: {e}"));
+        let q = m.subgraph().tensor(0).unwrap().quantization.unwrap();
+        assert_eq!((q.len(), q.quantized_dimension()), (2, None), "qd {qd}");
+        assert!(q.is_per_channel());
+        assert_eq!(q.scale(1), Some(0.25));
+    }
     s.tensors[0] = tensor(
         &[1, 4],
         INT8,

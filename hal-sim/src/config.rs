@@ -105,6 +105,16 @@ const fn ethos_u55_ops() -> OpSet {
         (K::Rsqrt, &[F32, I8]),
         (K::Quantize, &[F32, I8, I16]),
         (K::Dequantize, &[F32, I8]),
+        // Vela 3.10: elementwise passes (MAXIMUM, MINIMUM, ABS), lookup tables (LEAKY_RELU,
+        // HARD_SWISH), chains of elementwise passes (SQUARED_DIFFERENCE, PRELU). NEG is not
+        // on Vela's list.
+        (K::SquaredDifference, &[I8]),
+        (K::Maximum, &[I8]),
+        (K::Minimum, &[I8]),
+        (K::LeakyRelu, &[I8]),
+        (K::Prelu, &[I8]),
+        (K::HardSwish, &[I8]),
+        (K::Abs, &[I8]),
         // Vela: int8 input along the depth axis of at most 127 (not checked per operator).
         (K::ArgMax, &[I8]),
         // Vela: strides 1x1 or 2x2, the output the input times the strides (not checked).

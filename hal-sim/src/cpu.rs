@@ -128,6 +128,12 @@ impl CpuModel {
             Rates::new(CALL, 125, 0, 0),
             // FullyConnectedF32: 5.23 per MAC.
             Rates::new(CALL, 84, 0, 0),
+            // NegF32: 4.8 per element (the firmware's 1024-element NEG, 5,220 instructions).
+            Rates::new(CALL, 77, 0, 0),
+            // Compare: 9.4 per element, between the firmware's MINIMUM over 1024 equal-shape
+            // elements (7.9 net) and MAXIMUM of 1x8x8x16 with [16] (11.6 net); its RELU6 over
+            // 1024 elements is 10.8.
+            Rates::new(CALL, 150, 0, 0),
             // ArgMinMax: 11.5 per input element (measured 13.9 along the innermost axis, 9.7
             // along an outer one: one rate for both, within 20% of each).
             Rates::new(CALL, 184, 0, 0),

@@ -15,35 +15,104 @@ use npu_compute::graph::{ArenaReport, Graph, GraphError, Optimise};
 use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::model::{DataType, Model, ModelError};
+use npu_compute::ops::{LowerCtx, Lowered, OpKind};
 
 use npu_compute::channel::RefCellChannel;
 use npu_compute::memory::ChunkSliceMemory;
 use npu_compute::server::NpuServer;
 
-use npu_compute::server::{ComputeServer, TuneStats};
-use npu_compute::tune::{TuneCache, TuneConfig, TuneMode};
+use npu_compute::server::{ComputeServer, TuneStats, DEFAULT_STAGING};
+use npu_compute::tune::{TuneConfig, TuneMode, DEFAULT_TUNE_ENTRIES};
 
 use crate::workloads::{self, WorkloadError};
 use crate::{SimConfig, SimNpu};
 
-/// Operators a model may have in a [`run`] (the graph's `OPS` capacity).
+// Capacities are const generics, so the runner has two stacks, and a model runs on the first
+// that holds it: the small one, whose figures (`runtime_state_bytes`) are those of a typical
+// firmware build, or the large one, which holds any model a microcontroller runs. The command
+// line thus never refuses a model for a capacity it chose; `npu-sim plan` measures the
+// capacities a firmware build must declare.
+
+/// Operators a model may have on the small stack (the graph's `OPS` capacity).
 pub const OPS: usize = 64;
-/// Tensors a model may have in a [`run`] (the graph's `TENSORS` capacity).
+/// Tensors a model may have on the small stack (the graph's `TENSORS` capacity).
 pub const TENSORS: usize = 128;
-/// Tensor handles of the runner's server: a model's constants (weights, biases, multipliers:
-/// up to three per operator) plus its live activations.
+/// Tensor handles of the small stack's server: a model's constants (weights, biases,
+/// multipliers: up to three per operator) plus its live activations.
 pub const HANDLES: usize = 256;
-/// Memory chunks of the runner's server (each constant in the arena and each live activation
-/// holds one).
+/// Memory chunks of the small stack's server (each constant in the arena and each live
+/// activation holds one).
 pub const CHUNKS: usize = 256;
-/// Layer shapes the runner's server can tune (its tuning cache's capacity).
-const TUNE_CAPACITY: u16 = TuneCache::<{ npu_compute::tune::DEFAULT_TUNE_ENTRIES }>::capacity();
-/// The server the runner drives.
-pub type ModelServer<'a> = NpuServer<SimNpu<'a>, ChunkSliceMemory<CHUNKS>, HANDLES>;
-/// The channel the runner drives.
+
+/// The large stack's capacities: what a model too large for the small one runs on, and what
+/// [`capacities`] measures on (a figure reaching one of them is refused, as a floor and not a
+/// size): well above the largest public microcontroller model seen (399 tensors).
+pub mod large {
+    /// Operators (graph steps).
+    pub const OPS: usize = 1024;
+    /// Tensors of a model and of its job plan.
+    pub const TENSORS: usize = 1024;
+    /// Tensor handles.
+    pub const HANDLES: usize = 2048;
+    /// Memory chunks.
+    pub const CHUNKS: usize = 2048;
+    /// Host staging blocks.
+    pub const STAGING: usize = 256;
+    /// Tuning entries.
+    pub const TUNE: usize = 1024;
+}
+
+/// The runner's server at the given capacities.
+pub type ServerOf<'a, const H: usize, const K: usize, const S: usize, const T: usize> =
+    NpuServer<SimNpu<'a>, ChunkSliceMemory<K>, H, S, T>;
+/// The runner's channel at the given capacities.
+pub type ChannelOf<'a, const H: usize, const K: usize, const S: usize, const T: usize> =
+    RefCellChannel<ServerOf<'a, H, K, S, T>, H>;
+/// The server of the small stack.
+pub type ModelServer<'a> = ServerOf<'a, HANDLES, CHUNKS, DEFAULT_STAGING, DEFAULT_TUNE_ENTRIES>;
+/// The channel of the small stack.
 pub type ModelChannel<'a> = RefCellChannel<ModelServer<'a>, HANDLES>;
-/// The graph type the runner prepares.
+/// The graph type of the small stack.
 pub type SimGraph<'c, 'a> = Graph<'c, ModelChannel<'a>, OPS, TENSORS>;
+/// The channel of the large stack.
+pub type LargeChannel<'a> =
+    ChannelOf<'a, { large::HANDLES }, { large::CHUNKS }, { large::STAGING }, { large::TUNE }>;
+/// The graph type of the large stack.
+pub type LargeGraph<'c, 'a> = Graph<'c, LargeChannel<'a>, { large::OPS }, { large::TENSORS }>;
+
+/// Calls the generic function `$f` on the small stack's capacities, and again on the large
+/// stack's (on a thread of its own, see [`on_large_stack`]) if a capacity of the small one ran
+/// out.
+macro_rules! on_fitting_stack {
+    ($f:ident($($arg:expr),*)) => {
+        match $f::<OPS, TENSORS, HANDLES, CHUNKS, DEFAULT_STAGING, DEFAULT_TUNE_ENTRIES>($($arg),*) {
+            Err(e) if e.is_capacity() => on_large_stack(|| $f::<
+                { large::OPS },
+                { large::TENSORS },
+                { large::HANDLES },
+                { large::CHUNKS },
+                { large::STAGING },
+                { large::TUNE },
+            >($($arg),*)),
+            other => other,
+        }
+    };
+}
+
+/// Runs `f` on a thread with a call stack large enough for the large stack's tables (a few
+/// MiB, which an unoptimised build copies on its call stack more than once).
+fn on_large_stack<T: Send>(f: impl FnOnce() -> Result<T, RunError> + Send) -> Result<T, RunError> {
+    const CALL_STACK_BYTES: usize = 256 << 20;
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .stack_size(CALL_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .map_err(|_| RunError::NoThread)?;
+        thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
 
 /// How to run a model.
 #[derive(Clone, Copy, Debug)]
@@ -172,6 +241,8 @@ pub enum RunError {
     Pipeline(&'static str),
     /// A tuning table was refused, or could not be made.
     Tuning(npu_compute::Error),
+    /// The host could not start the thread the large stack runs on.
+    NoThread,
     /// Sizing a model ([`capacities`]) reached one of the sizing run's own capacities, so
     /// the figure would be a floor, not the size.
     Sizing {
@@ -189,6 +260,11 @@ impl std::fmt::Display for RunError {
             RunError::Graph(e) => write!(f, "{e}"),
             RunError::Model(e) => write!(f, "{e}"),
             RunError::Pipeline(what) => write!(f, "pipeline run: {what}"),
+            RunError::NoThread => write!(
+                f,
+                "cannot start a thread for the runner's large stack: the host is out of \
+                 threads or memory"
+            ),
             RunError::Tuning(e) => write!(f, "{e}"),
             RunError::Sizing { what, limit } => write!(
                 f,
@@ -208,6 +284,19 @@ impl std::fmt::Display for RunError {
 }
 
 impl std::error::Error for RunError {}
+
+impl RunError {
+    /// Whether a fixed capacity of the stack ran out (so a larger stack may run the model).
+    pub fn is_capacity(&self) -> bool {
+        match self {
+            RunError::Graph(GraphError::CapacityExceeded { .. }) => true,
+            RunError::Graph(GraphError::Compute { error, .. }) | RunError::Tuning(error) => {
+                matches!(error, npu_compute::Error::CapacityExceeded { .. })
+            }
+            _ => false,
+        }
+    }
+}
 
 impl From<GraphError> for RunError {
     fn from(e: GraphError) -> Self {
@@ -240,18 +329,36 @@ pub fn channel<'a>(
     workloads::sim_channel(device, host, config, MemoryConfig::default())
 }
 
-/// Prepares `model` and runs it on `inputs` (one buffer per model input).
+/// Prepares `model` and runs it on `inputs` (one buffer per model input), on the small stack
+/// or, if a capacity of that one runs out, the large one.
 pub fn run(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<RunReport, RunError> {
+    on_fitting_stack!(run_on(model, inputs, opts))
+}
+
+fn run_on<
+    const OPS_: usize,
+    const TENSORS_: usize,
+    const H: usize,
+    const K: usize,
+    const S: usize,
+    const T: usize,
+>(
     model: &'static [u8],
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<RunReport, RunError> {
     let mut device = workloads::aligned_memory(opts.arena_bytes);
     let mut host = workloads::aligned_memory(opts.host_bytes);
-    let channel = tuned_channel(&mut device, &mut host, opts)?;
+    let channel = tuned_channel::<H, K, S, T>(&mut device, &mut host, opts)?;
     let client = ComputeClient::new(&channel);
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let mut graph: SimGraph = Graph::prepare_with(client, model, opts.optimise)?;
+    // Boxed: the large stack's graph is too large for a test thread's stack.
+    let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> =
+        Box::new(Graph::prepare_with(client, model, opts.optimise)?);
     for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
         if input.len() != expected as usize {
             return Err(RunError::InputSize {
@@ -291,7 +398,7 @@ pub fn run(
         arena_peak_bytes: memory.reserved_peak,
         arena_constant_bytes: graph.arena().constant_bytes,
         plan: graph.arena(),
-        runtime_state_bytes: SimGraph::state_bytes(),
+        runtime_state_bytes: Graph::<'_, ChannelOf<'_, H, K, S, T>, OPS_, TENSORS_>::state_bytes(),
         npu_cycles: after.0 - before.0,
         jobs: after.1.jobs_completed - before.1.jobs_completed,
         transfers: after.1.transfers - before.1.transfers,
@@ -307,13 +414,13 @@ pub fn run(
     })
 }
 
-/// The runner's stack as [`channel`] builds it, with the server tuning as `opts` say: in
-/// `opts.tune_mode`, from `opts.tune_table` when one is given.
-fn tuned_channel<'a>(
+/// The runner's stack as [`channel`] builds it, at the given capacities, with the server
+/// tuning as `opts` say: in `opts.tune_mode`, from `opts.tune_table` when one is given.
+fn tuned_channel<'a, const H: usize, const K: usize, const S: usize, const T: usize>(
     device: &'a mut [u128],
     host: &'a mut [u128],
     opts: &RunOptions,
-) -> Result<ModelChannel<'a>, RunError> {
+) -> Result<ChannelOf<'a, H, K, S, T>, RunError> {
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
     let npu = SimNpu::new(
         bytemuck::cast_slice_mut(device),
@@ -321,7 +428,7 @@ fn tuned_channel<'a>(
         opts.config,
     )
     .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
-    let mut server = ModelServer::new(npu, MemoryConfig::default())
+    let mut server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
         .map_err(stack)?
         .with_tuning(opts.tune_mode, TuneConfig::default());
     if let Some(table) = opts.tune_table {
@@ -338,19 +445,37 @@ pub fn tune(
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<(Vec<u8>, TuneStats), RunError> {
+    on_fitting_stack!(tune_on(model, inputs, opts))
+}
+
+fn tune_on<
+    const OPS_: usize,
+    const TENSORS_: usize,
+    const H: usize,
+    const K: usize,
+    const S: usize,
+    const T: usize,
+>(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<(Vec<u8>, TuneStats), RunError> {
     let mut device = workloads::aligned_memory(opts.arena_bytes);
     let mut host = workloads::aligned_memory(opts.host_bytes);
     let tuning = RunOptions {
         tune_mode: TuneMode::Tune,
         ..*opts
     };
-    let channel = tuned_channel(&mut device, &mut host, &tuning)?;
+    let channel = tuned_channel::<H, K, S, T>(&mut device, &mut host, &tuning)?;
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let mut graph: SimGraph =
-        Graph::prepare_with(ComputeClient::new(&channel), model, opts.optimise)?;
+    let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> = Box::new(Graph::prepare_with(
+        ComputeClient::new(&channel),
+        model,
+        opts.optimise,
+    )?);
     let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
     invoke(&mut graph, inputs, &mut outputs)?;
-    let mut table = vec![0u8; npu_compute::tune::table_bytes(usize::from(TUNE_CAPACITY))];
+    let mut table = vec![0u8; npu_compute::tune::table_bytes(T)];
     let len = channel
         .with(|s| s.export_tuning(&mut table))
         .map_err(stack)?
@@ -368,14 +493,57 @@ fn invoke<C: ComputeChannel, const OPS_: usize, const TENSORS_: usize>(
     graph.invoke(inputs, &mut outs)
 }
 
+/// The memories the command line gives `model` when none are asked for: the defaults of
+/// [`RunOptions`] (1 MiB of arena, 256 KiB of host staging), or more where the model needs
+/// more: its planned arena for `optimise` on `config`'s NPU (plus a margin for the stack's
+/// alignment), and host staging for twice its largest input or output. Returns
+/// `(arena_bytes, host_bytes)`.
+pub fn default_memory(
+    model: &'static [u8],
+    config: SimConfig,
+    optimise: Optimise,
+) -> Result<(usize, usize), RunError> {
+    let (arena, io) = with_large_graph(model, config, optimise, |g| {
+        let largest = g.input_sizes().chain(g.output_sizes()).max().unwrap_or(0);
+        (g.arena().arena_bytes(), largest)
+    })?;
+    let defaults = RunOptions::default();
+    let margin = 4096;
+    Ok((
+        defaults.arena_bytes.max(arena as usize + margin),
+        defaults.host_bytes.max(2 * io as usize + margin),
+    ))
+}
+
 /// Bytes of each of `model`'s inputs.
 pub fn input_sizes(model: &'static [u8]) -> Result<Vec<u32>, RunError> {
-    let mut device = workloads::aligned_memory(16 << 20);
-    let mut host = workloads::aligned_memory(256 << 10);
-    let channel = channel(&mut device, &mut host, SimConfig::default())?;
-    let graph: SimGraph =
-        Graph::prepare_with(ComputeClient::new(&channel), model, Optimise::Cycles)?;
-    Ok(graph.input_sizes().collect())
+    with_large_graph(model, SimConfig::default(), Optimise::Cycles, |g| {
+        g.input_sizes().collect()
+    })
+}
+
+/// Prepares `model` on the large stack (16 MiB of arena) and answers `f` of the graph.
+fn with_large_graph<R: Send>(
+    model: &'static [u8],
+    config: SimConfig,
+    optimise: Optimise,
+    f: impl FnOnce(&LargeGraph<'_, '_>) -> R + Send,
+) -> Result<R, RunError> {
+    on_large_stack(|| {
+        let mut device = workloads::aligned_memory(16 << 20);
+        let mut host = workloads::aligned_memory(256 << 10);
+        let opts = RunOptions {
+            config,
+            ..RunOptions::default()
+        };
+        let channel: LargeChannel<'_> = tuned_channel(&mut device, &mut host, &opts)?;
+        let graph: Box<LargeGraph<'_, '_>> = Box::new(Graph::prepare_with(
+            ComputeClient::new(&channel),
+            model,
+            optimise,
+        )?);
+        Ok(f(&graph))
+    })
 }
 
 /// The arena a model needs on `config`'s NPU, from its prepared graph's plan: an arena of
@@ -385,11 +553,7 @@ pub fn plan(
     config: SimConfig,
     optimise: Optimise,
 ) -> Result<ArenaReport, RunError> {
-    let mut device = workloads::aligned_memory(16 << 20);
-    let mut host = workloads::aligned_memory(256 << 10);
-    let channel = channel(&mut device, &mut host, config)?;
-    let graph: SimGraph = Graph::prepare_with(ComputeClient::new(&channel), model, optimise)?;
-    Ok(graph.arena())
+    with_large_graph(model, config, optimise, |g| g.arena())
 }
 
 /// The fixed capacities and the host staging memory a model needs, measured by running it.
@@ -427,28 +591,13 @@ pub struct Capacities {
     pub plan_jobs: usize,
 }
 
-/// The sizing run's capacities: far above what the runner's own stack allows, so that what a
-/// model uses is measured rather than capped (a figure at its cap is an error, not a size).
+/// The sizing run: the large stack, so that what a model uses is measured rather than capped
+/// (a figure at its cap is an error, not a size).
 mod sizing {
-    pub const OPS: usize = 256;
-    // A job plan indexes its tensors with a u8.
-    pub const TENSORS: usize = 255;
-    pub const HANDLES: usize = 1024;
-    pub const CHUNKS: usize = 1024;
-    pub const STAGING: usize = 256;
-    pub const TUNE: usize = 1024;
+    pub use super::large::*;
     /// Bytes of the NPU arena and of host memory.
     pub const MEMORY_BYTES: usize = 16 << 20;
 }
-
-/// The server of a sizing run.
-type SizingServer<'a> = NpuServer<
-    SimNpu<'a>,
-    ChunkSliceMemory<{ sizing::CHUNKS }>,
-    { sizing::HANDLES },
-    { sizing::STAGING },
-    { sizing::TUNE },
->;
 
 /// Measures the [`Capacities`] `model` needs on `config`'s NPU, planned for `optimise`: it
 /// runs the model twice on zero inputs (capacities do not depend on the values), then tunes it
@@ -469,10 +618,15 @@ pub fn capacities(
             config,
         )
         .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
-        let server = SizingServer::new(npu, MemoryConfig::default())
-            .map_err(stack)?
-            .with_tuning(mode, TuneConfig::default());
-        let channel: RefCellChannel<_, { sizing::HANDLES }> = RefCellChannel::new(server);
+        let server = ServerOf::<
+            { sizing::HANDLES },
+            { sizing::CHUNKS },
+            { sizing::STAGING },
+            { sizing::TUNE },
+        >::new(npu, MemoryConfig::default())
+        .map_err(stack)?
+        .with_tuning(mode, TuneConfig::default());
+        let channel: LargeChannel<'_> = RefCellChannel::new(server);
         let client = ComputeClient::new(&channel);
         // Boxed: at the sizing capacities the graph is too large for a test thread's stack.
         let mut graph: Box<Graph<'_, _, { sizing::OPS }, { sizing::TENSORS }>> =
@@ -493,8 +647,8 @@ pub fn capacities(
             client.tune_stats().map_err(stack)?,
         ))
     };
-    let (arena, ops, plan, server, memory, _) = run(TuneMode::Off)?;
-    let (.., tuning) = run(TuneMode::Tune)?;
+    let (arena, ops, plan, server, memory, _) = on_large_stack(|| run(TuneMode::Off))?;
+    let (.., tuning) = on_large_stack(|| run(TuneMode::Tune))?;
     let model_tensors = Model::parse(model)
         .map_err(RunError::Model)?
         .subgraph()
@@ -524,7 +678,8 @@ pub fn capacities(
             caps.tune_entries as usize,
             sizing::TUNE,
         ),
-        ("job plan tensors", caps.tensors, sizing::TENSORS),
+        ("tensors", caps.tensors, sizing::TENSORS),
+        ("operators", caps.ops, sizing::OPS),
         // While the highest staging byte and the largest block fit together, the tail of
         // host memory could always take a block: no transfer waited for memory.
         (
@@ -539,9 +694,19 @@ pub fn capacities(
     }
 }
 
+/// What [`inspect`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inspection {
+    /// The description, as `npu-sim inspect` prints it.
+    pub text: String,
+    /// Operators that cannot run (each listed in `text` with why).
+    pub unsupported: usize,
+}
+
 /// A human-readable description of a model: tensors with shapes and quantization, and each
-/// operator with where it runs on `config`'s NPU.
-pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<String, RunError> {
+/// operator with where it runs on `config`'s NPU, or why it cannot run (every such operator,
+/// not only the first).
+pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<Inspection, RunError> {
     let parsed = Model::parse(model).map_err(RunError::Model)?;
     let sub = parsed.subgraph();
     let mut out = String::new();
@@ -584,43 +749,93 @@ pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<String, RunErr
             t.name
         );
     }
-    let mut device = workloads::aligned_memory(1 << 20);
-    let mut host = workloads::aligned_memory(256 << 10);
-    let channel = channel(&mut device, &mut host, config)?;
-    let client = ComputeClient::new(&channel);
+    // Each operator is lowered on its own, so that every unsupported one is listed (with why
+    // and its element types), not only the first, as preparing the graph would.
     let _ = writeln!(out, "\noperators:");
-    match SimGraph::prepare(client, model) {
-        Ok(graph) => {
-            for (plan, info) in graph.operators().zip(sub.operators()) {
-                let info = info.map_err(RunError::Model)?;
-                let place = match plan.op {
-                    None => "alias (no job)",
-                    Some(_) if plan.on_npu => "NPU",
-                    Some(_) => "CPU fallback",
-                };
-                let _ = writeln!(
-                    out,
-                    "  {:>3} {:<18} {:<15} in {:?} out {:?}",
-                    plan.op_index,
-                    plan.builtin.name(),
-                    place,
-                    info.inputs.iter().flatten().collect::<Vec<_>>(),
-                    info.outputs.iter().flatten().collect::<Vec<_>>()
-                );
-            }
-            let _ = writeln!(
-                out,
-                "\nweights: {}",
-                if graph.weights_in_flash() {
-                    "read in place from flash"
-                } else {
-                    "copied to the arena"
-                }
-            );
+    let mut counts = [0usize; 5]; // NPU, CPU, alias, unsupported, not run
+    let needed = npu_compute::graph::needed_tensors::<{ large::TENSORS }>(&sub)?;
+    for info in sub.operators() {
+        let info = info.map_err(RunError::Model)?;
+        let mut place = String::new();
+        let run = info
+            .outputs
+            .iter()
+            .flatten()
+            .any(|&t| needed[usize::from(t)]);
+        if !run {
+            counts[4] += 1;
+            place = "not run (nothing reads its output)".into();
         }
-        Err(e) => return Err(RunError::Graph(e)),
+        for output in (0..info.outputs.len().max(1)).filter(|_| run) {
+            let lowered = npu_compute::ops::lower(&LowerCtx::for_output(&sub, &info, output));
+            let (what, slot) = match &lowered {
+                Ok(Lowered::Alias { .. }) => ("alias (no job)".to_string(), 2),
+                Ok(Lowered::Compute { op, .. })
+                    if op.kind() == OpKind::Reshape || config.ops.runs(op) =>
+                {
+                    ("NPU".to_string(), 0)
+                }
+                Ok(Lowered::Compute { .. }) => ("CPU fallback".to_string(), 1),
+                Err(e) => (format!("UNSUPPORTED ({e})"), 3),
+            };
+            if output == 0 {
+                counts[slot] += 1;
+                place = what;
+            } else if slot == 3 && !place.starts_with("UNSUPPORTED") {
+                counts[slot] += 1;
+                place = what;
+            }
+        }
+        let types = |list: &[Option<u16>]| {
+            list.iter()
+                .flatten()
+                .map(|&t| {
+                    sub.tensor(t)
+                        .map_or("?", |t| dtype_name(t.dtype))
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let _ = writeln!(
+            out,
+            "  {:>3} {:<28} {:<15} in {:?} ({}) out {:?} ({})",
+            info.index,
+            info.builtin.name(),
+            place,
+            info.inputs.iter().flatten().collect::<Vec<_>>(),
+            types(&info.inputs),
+            info.outputs.iter().flatten().collect::<Vec<_>>(),
+            types(&info.outputs),
+        );
     }
-    Ok(out)
+    let [npu, cpu, alias, unsupported, unread] = counts;
+    let _ = writeln!(
+        out,
+        "\n{} operators: {npu} on the NPU, {cpu} on the CPU fallback, {alias} aliases, \
+         {unread} not run (nothing reads them), {unsupported} unsupported",
+        sub.operator_count()
+    );
+    if unsupported > 0 {
+        return Ok(Inspection {
+            text: out,
+            unsupported,
+        });
+    }
+    let in_flash = with_large_graph(model, config, Optimise::Cycles, |g| g.weights_in_flash())?;
+    let _ = writeln!(
+        out,
+        "weights: {}",
+        if in_flash {
+            "read in place from flash"
+        } else {
+            "copied to the arena"
+        }
+    );
+    Ok(Inspection {
+        text: out,
+        unsupported: 0,
+    })
 }
 
 fn dtype_name(d: DataType) -> &'static str {

@@ -67,6 +67,18 @@ pub fn relu(input: &[f32], out: &mut [f32]) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// out = −input, elementwise, as TFLM's `Negate` (its only NEG kernel: float32). A sign flip,
+/// so `0.0` becomes `-0.0` and NaN keeps its payload.
+///
+/// `input` and `out` must have the same length.
+pub fn neg(input: &[f32], out: &mut [f32]) -> Result<(), KernelError> {
+    check_len("output", input.len(), out.len())?;
+    for (o, &x) in out.iter_mut().zip(input) {
+        *o = -x;
+    }
+    Ok(())
+}
+
 /// Fully connected: `out[b][o] = Σ_i input[b][i] · weights[o][i] + bias[o]`.
 ///
 /// Layouts (row-major): `input` `[batches][in_features]`, `weights`

@@ -20,8 +20,8 @@
 //! `kernels/kernel_util.cc` and `reference/integer_ops/fully_connected.h` (FULLY_CONNECTED).
 //!
 //! [`add`] and [`mul`] take operands of equal lengths; [`broadcast`] has the broadcasting
-//! versions (and SUB's), and [`sub`](mod@sub), [`rsqrt`](mod@rsqrt) and [`quantize`] the other
-//! elementwise operators.
+//! versions (and SUB's), and [`sub`](mod@sub), [`rsqrt`](mod@rsqrt), [`quantize`] and
+//! [`elementwise`] the other elementwise operators.
 //!
 //! Spatial operators, in submodules re-exported here (NHWC layout, any batch size):
 //!
@@ -65,6 +65,7 @@ pub mod broadcast;
 pub mod concat;
 pub mod conv;
 pub mod dims;
+pub mod elementwise;
 pub mod fc_per_channel;
 pub mod im2col;
 pub mod l2norm;
@@ -89,6 +90,10 @@ pub use conv::{
     DepthwiseParams, DepthwiseShape,
 };
 pub use dims::{Dims, MAX_DIMS};
+pub use elementwise::{
+    abs, hard_swish, leaky_relu, maximum, minimum, prelu, relu6, squared_difference, AbsParams,
+    HardSwishParams, LeakyReluParams, PreluParams, Relu6Params, SquaredDifferenceParams,
+};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use l2norm::l2_normalization;

@@ -40,7 +40,8 @@
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
 //! `TENSORS` tensors per model (those of its job plan included, which also holds the
-//! per-channel multipliers; at most 255, as a plan indexes its tensors with a byte), [`MAX_IO`]
+//! per-channel multipliers; a graph whose job plan would hold more than 255 runs job by job, as a
+//! plan indexes its tensors with a byte), [`MAX_IO`]
 //! inputs and outputs. `npu-sim plan` measures both for a model.
 //!
 //! ```
@@ -285,6 +286,54 @@ pub(super) fn capacity(capacity: &'static str, limit: usize, needed: usize) -> G
     }
 }
 
+/// Which tensors of `sub` a run needs, by index: the model's outputs, and, walking the
+/// operators from the last, every tensor an operator producing a needed one reads as an
+/// operand of its lowering (an operator that cannot be lowered reads all its inputs, so that
+/// its error is reported). An operator none of whose outputs is needed is not run.
+///
+/// Errors: [`GraphError::Model`] for malformed bytes; a `TENSORS` below the model's tensor
+/// count leaves the rest unmarked (a graph checks its capacity before).
+pub fn needed_tensors<const TENSORS: usize>(
+    sub: &SubGraph<'static>,
+) -> Result<heapless::Vec<bool, TENSORS>, GraphError> {
+    let mut live = heapless::Vec::new();
+    // The tensor count is checked against TENSORS before.
+    let _ = live.resize(usize::from(sub.tensor_count()), false);
+    let outputs = sub.outputs();
+    for t in (0..outputs.len()).filter_map(|i| outputs.get(i)) {
+        if let Some(l) = live.get_mut(usize::from(t)) {
+            *l = true;
+        }
+    }
+    for index in (0..sub.operator_count()).rev() {
+        let info = sub.operator(index)?;
+        let needed = |t: &Option<u16>| t.is_some_and(|t| live.get(usize::from(t)) == Some(&true));
+        if !info.outputs.iter().any(needed) {
+            continue;
+        }
+        let mut mark = |t: u16| {
+            if let Some(l) = live.get_mut(usize::from(t)) {
+                *l = true;
+            }
+        };
+        for output in 0..info.outputs.len().max(1) {
+            match crate::ops::lower(&LowerCtx::for_output(sub, &info, output)) {
+                Ok(Lowered::Compute { operands, .. }) => {
+                    for operand in operands {
+                        match operand {
+                            Operand::Tensor(t) => mark(t),
+                            Operand::Multipliers { filter, .. } => mark(filter),
+                        }
+                    }
+                }
+                Ok(Lowered::Alias { input }) => mark(input),
+                Err(_) => info.inputs.iter().flatten().for_each(|&t| mark(t)),
+            }
+        }
+    }
+    Ok(live)
+}
+
 fn io_list<const N: usize>(
     list: crate::model::TensorIndices<'_>,
 ) -> Result<heapless::Vec<u16, N>, GraphError> {
@@ -352,11 +401,22 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             // Capacity checked above.
             let _ = graph.tensors.push(slot);
         }
+        let live = needed_tensors::<TENSORS>(&sub)?;
         for info in sub.operators() {
             let info = info?;
-            let lowered = crate::ops::lower(&LowerCtx::new(&sub, &info))
-                .map_err(|e| lowering_failed(&info, e))?;
-            graph.add_step(&sub, &info, lowered)?;
+            // An operator nothing reads runs nothing (TFLM runs it for a result no one
+            // uses): a converter's shape arithmetic for a parameter the lowering reads from
+            // the model instead (a TRANSPOSE_CONV's output shape, a RESHAPE's new shape).
+            if !info.outputs.iter().flatten().any(|&t| live[usize::from(t)]) {
+                continue;
+            }
+            // One step per output: an operator with several (SPLIT, UNPACK) becomes one op
+            // per output, each computing its output alone.
+            for output in 0..info.outputs.len().max(1) {
+                let lowered = crate::ops::lower(&LowerCtx::for_output(&sub, &info, output))
+                    .map_err(|e| lowering_failed(&info, e))?;
+                graph.add_step(&sub, &info, output, lowered)?;
+            }
         }
         for &o in &graph.outputs {
             if let Some(slot) = graph.tensors.get_mut(usize::from(o)) {
@@ -375,6 +435,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         &mut self,
         sub: &SubGraph<'static>,
         info: &crate::model::OperatorInfo<'_>,
+        output: usize,
         lowered: Lowered,
     ) -> Result<(), GraphError> {
         let step_index = self.steps.len() as u16;
@@ -454,7 +515,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             // `list` has at most MAX_JOB_INPUTS entries.
             let _ = operands.push(step_operand);
         }
-        let output = info.output(0).ok_or(GraphError::Unsupported {
+        let output = info.output(output).ok_or(GraphError::Unsupported {
             op_index: info.index,
             op: info.builtin,
             what: "omitted output",

@@ -74,8 +74,9 @@ pub use operator::OperatorInfo;
 pub use ops::BuiltinOp;
 pub use options::{
     AddSubOptions, BatchMatMulOptions, BuiltinOptions, ConcatenationOptions, Conv2dOptions,
-    DepthwiseConv2dOptions, FullyConnectedOptions, L2NormOptions, MulOptions, Pool2dOptions,
-    ReducerOptions, ReshapeOptions, SoftmaxOptions, TransposeConvOptions, MAX_OPTIONS_TYPE,
+    DepthwiseConv2dOptions, FullyConnectedOptions, L2NormOptions, LeakyReluOptions, MulOptions,
+    Pool2dOptions, ReducerOptions, ReshapeOptions, SoftmaxOptions, TransposeConvOptions,
+    MAX_OPTIONS_TYPE,
 };
 pub use schema::{Activation, DataType, Padding, WeightsFormat};
 

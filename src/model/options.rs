@@ -149,6 +149,14 @@ pub struct BatchMatMulOptions {
     pub asymmetric_quantize_inputs: bool,
 }
 
+/// `LeakyReluOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LeakyReluOptions {
+    /// Slope for negative inputs (default 0.0).
+    pub alpha: f32,
+}
+
 /// `TransposeConvOptions`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -207,15 +215,17 @@ pub enum BuiltinOptions {
     BatchMatMul(BatchMatMulOptions),
     /// `TransposeOptions` (`TRANSPOSE`; the table has no fields).
     Transpose,
-    /// `TransposeConvOptions` (`TRANSPOSE_CONV`).
-    TransposeConv(TransposeConvOptions),
-    /// `L2NormOptions` (`L2_NORMALIZATION`).
-    L2Norm(L2NormOptions),
     /// Another options table this reader does not decode (its table is still validated).
     Other {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
         options_type: u8,
     },
+    /// `LeakyReluOptions` (`LEAKY_RELU`).
+    LeakyRelu(LeakyReluOptions),
+    /// `TransposeConvOptions` (`TRANSPOSE_CONV`).
+    TransposeConv(TransposeConvOptions),
+    /// `L2NormOptions` (`L2_NORMALIZATION`).
+    L2Norm(L2NormOptions),
 }
 
 /// The highest `BuiltinOptions` union tag in the schema (`RightShiftOptions`).
@@ -236,10 +246,11 @@ mod tag {
     pub(super) const REDUCER: u8 = 27;
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
+    pub(super) const LEAKY_RELU: u8 = 75;
     pub(super) const TRANSPOSE_CONV: u8 = 49;
     pub(super) const L2_NORM: u8 = 12;
 
-    pub(super) const DECODED: [u8; 15] = [
+    pub(super) const DECODED: [u8; 16] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -253,6 +264,7 @@ mod tag {
         REDUCER,
         SUB,
         BATCH_MATMUL,
+        LEAKY_RELU,
         TRANSPOSE_CONV,
         L2_NORM,
     ];
@@ -275,6 +287,7 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
+        LeakyRelu => tag::LEAKY_RELU,
         TransposeConv => tag::TRANSPOSE_CONV,
         L2Normalization => tag::L2_NORM,
         _ => return None,
@@ -418,6 +431,9 @@ impl BuiltinOptions {
                 )?,
             }),
             tag::TRANSPOSE => Self::Transpose,
+            tag::LEAKY_RELU => Self::LeakyRelu(LeakyReluOptions {
+                alpha: t.scalar(0, "LeakyReluOptions.alpha", 0.0)?,
+            }),
             tag::TRANSPOSE_CONV => Self::TransposeConv(TransposeConvOptions {
                 padding: padding(&t, 0, "TransposeConvOptions.padding")?,
                 stride_w: t.scalar(1, "TransposeConvOptions.stride_w", 0)?,
@@ -499,6 +515,7 @@ impl BuiltinOptions {
                 asymmetric_quantize_inputs: false,
             }),
             Some(tag::TRANSPOSE) => Self::Transpose,
+            Some(tag::LEAKY_RELU) => Self::LeakyRelu(LeakyReluOptions { alpha: 0.0 }),
             Some(tag::TRANSPOSE_CONV) => Self::TransposeConv(TransposeConvOptions {
                 padding,
                 stride_w: 0,

@@ -59,14 +59,18 @@ impl<'a> Quantization<'a> {
         self.scale.len() == 0
     }
 
-    /// The axis the pairs run along, for per-channel quantization (`None` for per-tensor).
+    /// The axis the pairs run along, for per-channel quantization: the file's
+    /// `quantized_dimension` when it names a dimension with one pair per index. `None` for
+    /// per-tensor quantization, and for several pairs whose declared dimension is out of range
+    /// or of another size: TFLM ignores the field (its kernels know their axis), and so do
+    /// the lowerings, which check the count of pairs against the axis they use.
     pub fn quantized_dimension(&self) -> Option<usize> {
         self.axis.map(usize::from)
     }
 
-    /// Whether there is one pair per channel.
+    /// Whether there is more than one pair (one per channel along some axis).
     pub fn is_per_channel(&self) -> bool {
-        self.axis.is_some()
+        self.len() > 1
     }
 
     /// Scale `i`.
@@ -127,30 +131,24 @@ impl<'a> Quantization<'a> {
         if n != m {
             return Err(bad("scale and zero_point differ in length"));
         }
-        let mut axis = None;
-        if n > 1 {
+        // TFLM ignores `quantized_dimension` (each kernel knows the axis its per-channel
+        // parameters run along: 0 for a convolution's filter, 3 for a depthwise one's), and
+        // models in the field carry wrong ones (TFLM's own person-detection example gives its
+        // 1-D biases dimension 3). So a wrong one is no error: it is recorded as no axis.
+        let axis = if n > 1 {
             let qd: i32 = t.scalar(
                 slot::quant::QUANTIZED_DIMENSION,
                 "QuantizationParameters.quantized_dimension",
                 0,
             )?;
-            let dim = usize::try_from(qd).ok().and_then(|a| shape.dim(a));
-            let Some(dim) = dim else {
-                return Err(ModelError::BadIndex {
-                    what: "QuantizationParameters.quantized_dimension",
-                    item: u32::from(tensor),
-                    index: i64::from(qd),
-                    len: shape.rank() as u32,
-                });
-            };
-            if dim != n {
-                return Err(bad(
-                    "per-channel length is not the quantized dimension's size",
-                ));
-            }
-            // qd < rank <= MAX_RANK.
-            axis = Some(qd as u8);
-        }
+            usize::try_from(qd)
+                .ok()
+                .filter(|&a| shape.dim(a) == Some(n))
+                // qd < rank <= MAX_RANK.
+                .map(|a| a as u8)
+        } else {
+            None
+        };
         Ok(Some(Self {
             scale,
             zero_point,

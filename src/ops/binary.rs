@@ -93,7 +93,7 @@ fn broadcast(shape: &BroadcastShape) -> Option<Operands> {
 
 /// A broadcast op as a cycle model's layer: the full-size operand first, as Vela orders a
 /// broadcast operand second.
-fn broadcast_layer(kind: LayerKind, shape: &BroadcastShape) -> Layer {
+pub(super) fn broadcast_layer(kind: LayerKind, shape: &BroadcastShape) -> Layer {
     let loops = shape.loops();
     let (a_rep, b_rep) = shape.repeats();
     let operand = |repeated: u8| {

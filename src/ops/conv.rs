@@ -195,7 +195,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     let [out_channels, fh, fw, depth] = *f.shape.dims() else {
         return Err(unsupported("filter rank other than 4"));
     };
-    filter_scale_count(&f, 0, out_channels)?;
+    filter_scale_count(&f, out_channels)?;
     let shape = Conv2dShape {
         input: nhwc(&x)?,
         out_channels,

@@ -97,7 +97,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
             "depthwise filter shape other than [1, H, W, C]",
         ));
     };
-    filter_scale_count(&f, 3, out_channels)?;
+    filter_scale_count(&f, out_channels)?;
     let input_shape = nhwc(&x)?;
     let depth_multiplier = positive(o.depth_multiplier, "depth multiplier")?;
     if input_shape.channels.checked_mul(depth_multiplier) != Some(out_channels) {

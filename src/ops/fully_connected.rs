@@ -220,7 +220,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     let [out_features, in_features] = *w.shape.dims() else {
         return Err(unsupported("weights rank other than 2"));
     };
-    filter_scale_count(&w, 0, out_features)?;
+    filter_scale_count(&w, out_features)?;
     if in_features == 0 || x.shape.num_elements() % in_features != 0 {
         return Err(unsupported(
             "input size not a multiple of the weights' depth",

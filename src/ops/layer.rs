@@ -149,6 +149,11 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// F32 negation.
+    NegF32,
+    /// Int8 raw comparisons, no arithmetic: maximum, minimum (same shapes or broadcast), and
+    /// RELU6's clamp.
+    Compare,
     /// Int8 arg max / arg min.
     ArgMinMax,
     /// Int8 transposed convolution.
@@ -161,5 +166,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 29;
 }

@@ -109,15 +109,25 @@ impl core::error::Error for LowerError {}
 
 /// One operator of a model being lowered, with the subgraph its tensors are in: what a
 /// description's `lower` reads.
+///
+/// An operator with several outputs (SPLIT, UNPACK) is lowered once per output, each time
+/// into the op computing that output alone ([`nth_output`](Self::nth_output)); the others
+/// have one output ([`output`](Self::output)).
 pub struct LowerCtx<'s, 'i> {
     sub: &'s SubGraph<'s>,
     info: &'i OperatorInfo<'i>,
+    output: usize,
 }
 
 impl<'s, 'i> LowerCtx<'s, 'i> {
     /// Operator `info` of `sub`.
     pub fn new(sub: &'s SubGraph<'s>, info: &'i OperatorInfo<'i>) -> Self {
-        LowerCtx { sub, info }
+        Self::for_output(sub, info, 0)
+    }
+
+    /// Operator `info` of `sub`, lowered into the op computing its output `output`.
+    pub fn for_output(sub: &'s SubGraph<'s>, info: &'i OperatorInfo<'i>, output: usize) -> Self {
+        LowerCtx { sub, info, output }
     }
 
     /// The TFLite operator.
@@ -152,14 +162,30 @@ impl<'s, 'i> LowerCtx<'s, 'i> {
         }
     }
 
-    /// Its one output.
+    /// Its one output, for an operator that has one.
     pub fn output(&self) -> Result<TensorInfo<'s>, LowerError> {
         if self.info.outputs.len() != 1 {
             return Err(LowerError::Unsupported("output count other than 1"));
         }
+        self.nth_output()
+    }
+
+    /// How many outputs it lists.
+    pub fn output_count(&self) -> usize {
+        self.info.outputs.len()
+    }
+
+    /// Which of its outputs this lowering computes.
+    pub fn output_index(&self) -> usize {
+        self.output
+    }
+
+    /// The output this lowering computes ([`output_index`](Self::output_index)), for an
+    /// operator with several.
+    pub fn nth_output(&self) -> Result<TensorInfo<'s>, LowerError> {
         let index = self
             .info
-            .output(0)
+            .output(self.output)
             .ok_or(LowerError::Unsupported("omitted output"))?;
         Ok(self.sub.tensor(index)?)
     }
@@ -203,12 +229,9 @@ pub(super) fn quant(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
     Ok(Quant { scale, zero_point })
 }
 
-/// The scales of a constant int8 filter: one per output channel (along `axis`) or one.
-pub(super) fn filter_scale_count(
-    t: &TensorInfo<'_>,
-    axis: usize,
-    channels: u32,
-) -> Result<(), LowerError> {
+/// The scales of a constant int8 filter: one, or one per output channel. As TFLM, the count
+/// decides, not the file's quantized_dimension (see `Quantization::quantized_dimension`).
+pub(super) fn filter_scale_count(t: &TensorInfo<'_>, channels: u32) -> Result<(), LowerError> {
     if t.dtype != DataType::Int8 {
         return Err(unsupported("filter type other than int8"));
     }
@@ -219,8 +242,7 @@ pub(super) fn filter_scale_count(
         .quantization
         .as_ref()
         .ok_or(unsupported("filter without quantization"))?;
-    let per_channel_ok = q.len() == channels as usize && q.quantized_dimension() == Some(axis);
-    if q.len() == 1 || per_channel_ok {
+    if q.len() == 1 || q.len() == channels as usize {
         Ok(())
     } else {
         Err(unsupported(

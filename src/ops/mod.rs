@@ -44,6 +44,7 @@ mod binary;
 mod concat;
 mod conv;
 mod depthwise;
+mod elementwise;
 mod error;
 mod fully_connected;
 mod interp;
@@ -68,6 +69,9 @@ pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, S
 pub use concat::ConcatenationI8;
 pub use conv::Conv2dI8;
 pub use depthwise::DepthwiseConv2dI8;
+pub use elementwise::{
+    AbsI8, HardSwishI8, LeakyReluI8, MaximumI8, MinimumI8, NegF32, PreluI8, SquaredDifferenceI8,
+};
 pub use error::OpError;
 pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
 pub use interp::split_operands;
@@ -78,7 +82,7 @@ pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::{MeanI8, ReduceMaxI8, ReduceMinI8, SumI8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
-pub use relu::{ReluF32, ReluI8};
+pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
@@ -196,6 +200,22 @@ op_kinds! {
     Quantize,
     /// Dequantization (int8 to float).
     Dequantize,
+    /// Elementwise negation.
+    Neg,
+    /// Elementwise `(a − b)²`.
+    SquaredDifference,
+    /// Elementwise maximum.
+    Maximum,
+    /// Elementwise minimum.
+    Minimum,
+    /// Leaky ReLU: `x` or `alpha · x`.
+    LeakyRelu,
+    /// Parametric ReLU: `x` or `alpha · x` with a tensor `alpha`.
+    Prelu,
+    /// Hard swish: `x · relu6(x + 3) / 6`.
+    HardSwish,
+    /// Elementwise absolute value.
+    Abs,
     /// Sum over axes.
     Sum,
     /// Maximum over axes.
@@ -380,6 +400,24 @@ operators! {
     ConcatenationI8 = Concatenation, I8;
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
     Reshape = Reshape, I8;
+    /// f32 NEG.
+    NegF32 = Neg, F32;
+    /// int8 SQUARED_DIFFERENCE with broadcasting.
+    SquaredDifferenceI8 = SquaredDifference, I8;
+    /// int8 MAXIMUM with broadcasting.
+    MaximumI8 = Maximum, I8;
+    /// int8 MINIMUM with broadcasting.
+    MinimumI8 = Minimum, I8;
+    /// int8 RELU6 (a clamp on the input's scale).
+    Relu6I8 = Relu, I8;
+    /// int8 LEAKY_RELU.
+    LeakyReluI8 = LeakyRelu, I8;
+    /// int8 PRELU with broadcasting.
+    PreluI8 = Prelu, I8;
+    /// int8 HARD_SWISH.
+    HardSwishI8 = HardSwish, I8;
+    /// int8 ABS.
+    AbsI8 = Abs, I8;
     /// int8 SUM.
     SumI8 = Sum, I8;
     /// int8 REDUCE_MAX.
@@ -419,6 +457,7 @@ macro_rules! lowerings {
 }
 
 lowerings! {
+    Abs => elementwise::lower_unary: [AbsI8],
     Add => binary::lower: [AddI8, AddBroadcastI8],
     ArgMax => arg_min_max::lower: [ArgMaxI8],
     ArgMin => arg_min_max::lower: [ArgMinI8],
@@ -429,17 +468,26 @@ lowerings! {
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
     Dequantize => quantize::lower_dequantize: [DequantizeI8],
     FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    HardSwish => elementwise::lower_unary: [HardSwishI8],
     L2Normalization => l2norm::lower: [L2NormI8],
+    LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
     LogSoftmax => log_softmax::lower: [LogSoftmaxI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
+    Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
+    Minimum => elementwise::lower_binary: [MinimumI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8],
+    Neg => elementwise::lower_neg: [NegF32],
+    Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
     ReduceMax => mean::lower: [ReduceMaxI8],
     ReduceMin => mean::lower: [ReduceMinI8],
+    Relu => relu::lower: [ReluI8],
+    Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Softmax => softmax::lower: [SoftmaxI8],
+    SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
     Sub => binary::lower: [SubI8],
     Sum => mean::lower: [SumI8],
     Transpose => transpose::lower: [TransposeI8],

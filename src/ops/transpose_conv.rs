@@ -101,7 +101,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
             "TRANSPOSE_CONV filter not matching its input and output",
         ));
     }
-    filter_scale_count(&f, 0, out_channels)?;
+    filter_scale_count(&f, out_channels)?;
     let params = TransposeConvParams::new(
         input,
         output,

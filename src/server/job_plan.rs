@@ -84,7 +84,8 @@ struct PlanStep {
 }
 
 /// The server's side of a job plan: a list of NPU jobs over fixed tensors, built once and run
-/// many times. Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most 255 are used),
+/// many times. Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most 255, as a step
+/// indexes its tensors with a byte: a larger `TENSORS` is allowed and stops there),
 /// each running out as [`Error::CapacityExceeded`] naming [`Capacity::PlanSteps`] or
 /// [`Capacity::PlanTensors`].
 ///
@@ -196,11 +197,8 @@ impl<const STEPS: usize, const TENSORS: usize> Default for JobPlanState<STEPS, T
 }
 
 impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
-    const TENSORS_FIT_U8: () = assert!(TENSORS <= 255, "a plan indexes its tensors with u8");
-
     /// An empty plan.
     pub const fn new() -> Self {
-        let () = Self::TENSORS_FIT_U8;
         JobPlanState {
             tensors: heapless::Vec::new(),
             shared: heapless::Vec::new(),
@@ -280,7 +278,9 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
             t.write_queues |= u.write_queues;
             t.read_queues |= u.read_queues;
         }
-        let index = u8::try_from(self.tensors.len()).map_err(|_| plan_tensors(TENSORS))?;
+        // A plan indexes its tensors with a byte: more than 255 is its capacity too.
+        let index = u8::try_from(self.tensors.len())
+            .map_err(|_| plan_tensors(TENSORS.min(usize::from(u8::MAX))))?;
         self.tensors.push(t).map_err(|_| plan_tensors(TENSORS))?;
         if role == Role::Shared && matches!(binding, Binding::Memory(_)) {
             // As long as `tensors`: cannot overflow.

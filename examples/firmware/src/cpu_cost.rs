@@ -47,19 +47,21 @@
 use npu_compute::graph::LoweredOperator;
 use npu_compute::hal::MAX_JOB_INPUTS;
 use npu_compute::kernels::int8::{
-    Activation, AddParams, ArgMinMaxParams, BatchMatmulParams, BroadcastShape, ConcatParams,
-    Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams,
-    MeanParams, MulParams, Nhwc, Padding, PoolParams, PoolShape, Quant, ReluParams,
-    RequantizeParams, RsqrtParams, SoftmaxParams, SubParams, TransposeParams, Window2d,
+    AbsParams, Activation, AddParams, ArgMinMaxParams, BatchMatmulParams, BroadcastShape,
+    ConcatParams, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams,
+    FcPerChannelParams, HardSwishParams, LeakyReluParams, MeanParams, MulParams, Nhwc, Padding,
+    PoolParams, PoolShape, PreluParams, Quant, Relu6Params, ReluParams, RequantizeParams,
+    RsqrtParams, SoftmaxParams, SquaredDifferenceParams, SubParams, TransposeParams, Window2d,
 };
 use npu_compute::kernels::int8::{LogSoftmaxParams, ReduceShape, TransposeConvParams};
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
-    AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8, Conv2dI8,
-    DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
-    FullyConnectedPerChannelI8, MaxPool2dI8, MeanI8, MulBroadcastI8, MulF32, MulI8, Op, OpError,
-    OpKind, QuantizeF32, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8, SubI8,
-    TransposeI8, CHANNEL_MULTIPLIER_BYTES,
+    AbsI8, AddBroadcastI8, AddF32, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8,
+    Conv2dI8, DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
+    FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, MaxPool2dI8, MaximumI8, MeanI8,
+    MinimumI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PreluI8, QuantizeF32,
+    Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8, SquaredDifferenceI8,
+    SubI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
 };
 use npu_compute::ops::{
     ArgMaxI8, ArgMinI8, L2NormI8, LogSoftmaxI8, ReduceMaxI8, SumI8, TransposeConvI8,
@@ -74,7 +76,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 45;
+const SYNTHETIC_OPS: usize = 54;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -529,6 +531,61 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
         entry(
             "128 -> 32",
             Op::FullyConnectedF32(FullyConnectedF32 { shape: fc_f32 }),
+        ),
+        entry("1024 elements", Op::NegF32(NegF32 { len: 1024 })),
+        entry(
+            "1x8x8x16 - [16], squared",
+            Op::SquaredDifferenceI8(SquaredDifferenceI8 {
+                shape: per_channel()?,
+                params: SquaredDifferenceParams::new(input, other, output)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16 max [16]",
+            Op::MaximumI8(MaximumI8 {
+                shape: per_channel()?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::MinimumI8(MinimumI8 {
+                shape: BroadcastShape::new(&[1024], &[1024], &[1024])?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::Relu6I8(Relu6I8 {
+                len: 1024,
+                params: Relu6Params::new(input)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::LeakyReluI8(LeakyReluI8 {
+                len: 1024,
+                params: LeakyReluParams::new(input, output, 0.2)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16, alpha [16]",
+            Op::PreluI8(PreluI8 {
+                shape: per_channel()?,
+                params: PreluParams::new(input, other, output)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::HardSwishI8(HardSwishI8 {
+                len: 1024,
+                params: HardSwishParams::new(input, output)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::AbsI8(AbsI8 {
+                len: 1024,
+                params: AbsParams::new(input, output)?,
+            }),
         ),
         entry(
             "1x8x8x32 over C",

@@ -356,7 +356,7 @@ fn elementwise_run<K: BinaryOp>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
 }
 
 /// Checks the buffer lengths against `s`, then runs `k` over the loop nest.
-fn broadcast<K: BinaryOp>(
+pub(crate) fn broadcast<K: BinaryOp>(
     k: &K,
     s: &BroadcastShape,
     a: &[i8],

@@ -1,16 +1,18 @@
 //! `npu-sim inspect MODEL`: what a model holds and where each operator runs.
 //!
-//! Parses the model, then prepares it on a simulator with the default configuration and a
-//! 1 MiB arena to learn where each operator runs. Nothing is invoked.
+//! Parses the model and lowers each operator on its own for the simulator's default
+//! configuration (an Ethos-U55-128) to learn where it runs; then, if every operator can run,
+//! prepares the model on the large stack. Nothing is invoked.
 //!
 //! Output (stdout): the model's version and counts; every tensor (index, constant or
 //! activation, type, shape, bytes, quantization, name); every operator (index, builtin,
-//! placement: NPU, CPU fallback or alias with no job, input and output tensors); and
-//! whether the weights are read in place from flash or copied to the arena.
+//! placement: NPU, CPU fallback, alias with no job, or UNSUPPORTED with the reason; input and
+//! output tensors with their types); a count of each placement; and whether the weights are
+//! read in place from flash or copied to the arena.
 //!
-//! Failure modes: the model file cannot be read; the model is malformed (the message is the
-//! parser's reason); or preparing it fails (an operator the graph cannot take, or more
-//! arena than the inspection's 1 MiB), with the graph's reason.
+//! Failure modes (exit 1): the model file cannot be read; the model is malformed (the message
+//! is the parser's reason); some operators are unsupported (all of them are listed first);
+//! or preparing the model fails, with the graph's reason.
 
 use crate::common::read_model;
 use npu_sim::runner;
@@ -19,7 +21,14 @@ use std::path::Path;
 
 /// `npu-sim inspect MODEL`.
 pub fn run(path: &Path) -> Result<(), String> {
-    read_model(path)
-        .and_then(|m| runner::inspect(m, SimConfig::default()).map_err(|e| e.to_string()))
-        .map(|text| out!("{text}"))
+    let model = read_model(path)?;
+    let found = runner::inspect(model, SimConfig::default()).map_err(|e| e.to_string())?;
+    out!("{}", found.text);
+    match found.unsupported {
+        0 => Ok(()),
+        n => Err(format!(
+            "{n} operator{} of this model cannot run (listed above)",
+            if n == 1 { "" } else { "s" }
+        )),
+    }
 }

@@ -108,12 +108,14 @@ enum Command {
         /// Where to write the raw bytes of the output tensor (repeat for several outputs).
         #[arg(long)]
         output: Vec<PathBuf>,
-        /// Bytes of NPU arena (device memory).
-        #[arg(long, default_value_t = 1 << 20)]
-        arena: usize,
+        /// Bytes of NPU arena (device memory). Default 1 MiB, or the model's planned arena
+        /// if it needs more.
+        #[arg(long)]
+        arena: Option<usize>,
         /// Bytes of host staging memory (DMA-capable host memory the driver is given).
-        #[arg(long, default_value_t = 256 << 10)]
-        host: usize,
+        /// Default 256 KiB, or twice the model's largest input or output if more.
+        #[arg(long)]
+        host: Option<usize>,
         /// Write the run's figures as JSON to this file.
         #[arg(long)]
         stats: Option<PathBuf>,
@@ -143,9 +145,10 @@ enum Command {
         /// depend on the data).
         #[arg(long)]
         input: Vec<PathBuf>,
-        /// Bytes of NPU arena (device memory).
-        #[arg(long, default_value_t = 1 << 20)]
-        arena: usize,
+        /// Bytes of NPU arena (device memory). Default 1 MiB, or the model's planned arena
+        /// if it needs more.
+        #[arg(long)]
+        arena: Option<usize>,
     },
     /// Describe a .tflite model: tensors, quantization, and where each operator runs.
     Inspect {

@@ -28,6 +28,7 @@ use crate::common::{read_file, read_inputs, read_model};
 use npu_compute::graph::Optimise;
 use npu_compute::tune::TuneMode;
 use npu_sim::runner::{self, RunOptions};
+use npu_sim::SimConfig;
 use std::path::{Path, PathBuf};
 
 /// `npu-sim run MODEL --input IN`.
@@ -36,7 +37,7 @@ pub fn run(
     model: &Path,
     inputs: &[PathBuf],
     outputs: &[PathBuf],
-    (arena, host): (usize, usize),
+    (arena, host): (Option<usize>, Option<usize>),
     stats: Option<&Path>,
     repeat: usize,
     optimise: Optimise,
@@ -45,6 +46,14 @@ pub fn run(
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
     let inputs = read_inputs(inputs)?;
+    let (arena, host) = match (arena, host) {
+        (Some(a), Some(h)) => (a, h),
+        _ => {
+            let (a, h) = runner::default_memory(model_bytes, SimConfig::default(), optimise)
+                .map_err(|e| e.to_string())?;
+            (arena.unwrap_or(a), host.unwrap_or(h))
+        }
+    };
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
     let table = match tune_table {
         Some(path) => Some(&*Vec::leak(read_file(path)?)),

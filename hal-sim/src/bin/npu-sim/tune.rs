@@ -15,12 +15,22 @@
 //! or the tuner cannot export its table.
 
 use crate::common::{read_inputs, read_model};
+use npu_compute::graph::Optimise;
 use npu_sim::runner::{self, RunOptions};
+use npu_sim::SimConfig;
 use std::path::{Path, PathBuf};
 
 /// `npu-sim tune MODEL --export TABLE`.
-pub fn run(model: &Path, export: &Path, inputs: &[PathBuf], arena: usize) -> Result<(), String> {
+pub fn run(
+    model: &Path,
+    export: &Path,
+    inputs: &[PathBuf],
+    arena: Option<usize>,
+) -> Result<(), String> {
     let model_bytes = read_model(model)?;
+    let (default_arena, host_bytes) =
+        runner::default_memory(model_bytes, SimConfig::default(), Optimise::Cycles)
+            .map_err(|e| e.to_string())?;
     let mut inputs = read_inputs(inputs)?;
     if inputs.is_empty() {
         let sizes = runner::input_sizes(model_bytes).map_err(|e| e.to_string())?;
@@ -28,7 +38,8 @@ pub fn run(model: &Path, export: &Path, inputs: &[PathBuf], arena: usize) -> Res
     }
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
     let opts = RunOptions {
-        arena_bytes: arena,
+        arena_bytes: arena.unwrap_or(default_arena),
+        host_bytes,
         ..RunOptions::default()
     };
     let (table, stats) = runner::tune(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;

@@ -1,0 +1,239 @@
+//! The operator coverage table of BENCHMARKS.md: every operator TensorFlow Lite Micro's op
+//! resolver registers, in each element type, as this runtime runs it (on the simulated
+//! Ethos-U55, on the CPU fallback, or not, and why), generated from the operator registry
+//! (`ops::LOWERINGS`) and the simulator's NPU set (`npu_sim::ETHOS_U55_OPS`).
+//! `UPDATE_BENCHMARKS=1 cargo test --test coverage` rewrites it.
+
+use std::path::PathBuf;
+
+use npu_compute::ops::{DType, OpKind, LOWERINGS};
+
+/// The builtins `tflite::MicroMutableOpResolver` can register (TFLM's
+/// `micro_mutable_op_resolver.h`), but CUSTOM.
+const TFLM_BUILTINS: &[&str] = &[
+    "ABS",
+    "ADD",
+    "ADD_N",
+    "ARG_MAX",
+    "ARG_MIN",
+    "ASSIGN_VARIABLE",
+    "AVERAGE_POOL_2D",
+    "BATCH_MATMUL",
+    "BATCH_TO_SPACE_ND",
+    "BROADCAST_ARGS",
+    "BROADCAST_TO",
+    "CALL_ONCE",
+    "CAST",
+    "CEIL",
+    "CONCATENATION",
+    "CONV_2D",
+    "COS",
+    "CUMSUM",
+    "DEPTHWISE_CONV_2D",
+    "DEPTH_TO_SPACE",
+    "DEQUANTIZE",
+    "DIV",
+    "DYNAMIC_UPDATE_SLICE",
+    "ELU",
+    "EMBEDDING_LOOKUP",
+    "EQUAL",
+    "EXP",
+    "EXPAND_DIMS",
+    "FILL",
+    "FLOOR",
+    "FLOOR_DIV",
+    "FLOOR_MOD",
+    "FULLY_CONNECTED",
+    "GATHER",
+    "GATHER_ND",
+    "GREATER",
+    "GREATER_EQUAL",
+    "HARD_SWISH",
+    "IF",
+    "L2_NORMALIZATION",
+    "L2_POOL_2D",
+    "LEAKY_RELU",
+    "LESS",
+    "LESS_EQUAL",
+    "LOG",
+    "LOGICAL_AND",
+    "LOGICAL_NOT",
+    "LOGICAL_OR",
+    "LOGISTIC",
+    "LOG_SOFTMAX",
+    "MAXIMUM",
+    "MAX_POOL_2D",
+    "MEAN",
+    "MINIMUM",
+    "MIRROR_PAD",
+    "MUL",
+    "NEG",
+    "NOT_EQUAL",
+    "PACK",
+    "PAD",
+    "PADV2",
+    "PRELU",
+    "QUANTIZE",
+    "READ_VARIABLE",
+    "REDUCE_ALL",
+    "REDUCE_MAX",
+    "REDUCE_MIN",
+    "RELU",
+    "RELU6",
+    "RESHAPE",
+    "RESIZE_BILINEAR",
+    "RESIZE_NEAREST_NEIGHBOR",
+    "REVERSE_V2",
+    "ROUND",
+    "RSQRT",
+    "SELECT_V2",
+    "SHAPE",
+    "SIN",
+    "SLICE",
+    "SOFTMAX",
+    "SPACE_TO_BATCH_ND",
+    "SPACE_TO_DEPTH",
+    "SPLIT",
+    "SPLIT_V",
+    "SQRT",
+    "SQUARE",
+    "SQUARED_DIFFERENCE",
+    "SQUEEZE",
+    "STRIDED_SLICE",
+    "SUB",
+    "SUM",
+    "SVDF",
+    "TANH",
+    "TRANSPOSE",
+    "TRANSPOSE_CONV",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    "UNPACK",
+    "VAR_HANDLE",
+    "WHILE",
+    "ZEROS_LIKE",
+];
+
+/// Why a builtin (or one of its element types) is not run, where the table says "—". The
+/// default for one missing here: not implemented yet.
+const WHY_NOT: &[(&str, &str)] = &[
+    ("ASSIGN_VARIABLE", "resource variables: not implemented"),
+    (
+        "CALL_ONCE",
+        "control flow and resource variables: not implemented",
+    ),
+    ("IF", "control flow (subgraphs): not implemented"),
+    ("WHILE", "control flow (subgraphs): not implemented"),
+    ("READ_VARIABLE", "resource variables: not implemented"),
+    ("VAR_HANDLE", "resource variables: not implemented"),
+    ("COS", "TFLM has float32 only"),
+    ("SIN", "TFLM has float32 only"),
+    ("CEIL", "TFLM has float32 only"),
+    ("FLOOR", "TFLM has float32 only"),
+    ("ROUND", "TFLM has float32 only"),
+    ("SQUARE", "TFLM has float32 only"),
+];
+
+/// The element types of the table's columns.
+const COLUMNS: [(DType, &str); 3] = [
+    (DType::I8, "int8"),
+    (DType::I16, "int16"),
+    (DType::F32, "float32"),
+];
+
+fn cell(builtin: &str, dtype: DType) -> Option<&'static str> {
+    let lowering = LOWERINGS.iter().find(|l| l.builtin.name() == builtin)?;
+    if lowering.ops.is_empty() {
+        return Some("alias");
+    }
+    let kinds: Vec<OpKind> = lowering
+        .ops
+        .iter()
+        .filter(|o| o.dtype == dtype)
+        .map(|o| o.kind)
+        .collect();
+    if kinds.is_empty() {
+        return None;
+    }
+    let npu = kinds
+        .iter()
+        .all(|&k| k == OpKind::Reshape || npu_sim::ETHOS_U55_OPS.contains(k, dtype));
+    Some(if npu { "NPU" } else { "CPU" })
+}
+
+/// The generated section.
+fn coverage_section() -> String {
+    let mut text = String::from(
+        "| TFLite operator | int8 | int16 | float32 | where not, why |\n|---|---|---|---|---|\n",
+    );
+    let (mut npu, mut cpu, mut none) = (0, 0, 0);
+    for &builtin in TFLM_BUILTINS {
+        let cells: Vec<Option<&str>> = COLUMNS.iter().map(|&(d, _)| cell(builtin, d)).collect();
+        let why = if cells.iter().all(Option::is_some) {
+            String::new()
+        } else {
+            WHY_NOT
+                .iter()
+                .find(|(b, _)| *b == builtin)
+                .map_or("not implemented yet", |(_, w)| w)
+                .to_string()
+        };
+        let why = if cells[..2].iter().all(Option::is_some) && cells[2].is_none() {
+            "float32: out of scope (an int8 / int16 runtime)".to_string()
+        } else {
+            why
+        };
+        for c in &cells {
+            match c {
+                Some("NPU") | Some("alias") => npu += 1,
+                Some(_) => cpu += 1,
+                None => none += 1,
+            }
+        }
+        let shown: Vec<&str> = cells.iter().map(|c| c.unwrap_or("—")).collect();
+        text += &format!("| `{builtin}` | {} | {why} |\n", shown.join(" | "));
+    }
+    text += &format!(
+        "\n{} operators × {} element types: {npu} on the NPU (or aliases, which run nothing), \
+         {cpu} on the CPU fallback, {none} not run.\n",
+        TFLM_BUILTINS.len(),
+        COLUMNS.len()
+    );
+    text
+}
+
+#[test]
+fn the_coverage_table_is_generated_from_the_registry() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (begin, end) = ("<!-- coverage: begin -->\n", "<!-- coverage: end -->");
+    let start = text
+        .find(begin)
+        .expect("BENCHMARKS.md has no coverage section")
+        + begin.len();
+    let stop = start + text[start..].find(end).expect("no coverage end marker");
+    let generated = coverage_section();
+    if text[start..stop] == generated {
+        return;
+    }
+    if std::env::var_os("UPDATE_BENCHMARKS").is_some() {
+        let mut updated = text.clone();
+        updated.replace_range(start..stop, &generated);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    panic!(
+        "BENCHMARKS.md's coverage table is not current: run \
+         `UPDATE_BENCHMARKS=1 cargo test --test coverage`. It should read:\n{generated}"
+    );
+}
+
+#[test]
+fn every_lowered_builtin_is_in_tflm_s_list() {
+    for l in LOWERINGS {
+        assert!(
+            TFLM_BUILTINS.contains(&l.builtin.name()),
+            "{} is lowered but not in TFLM's resolver list",
+            l.builtin.name()
+        );
+    }
+}
