@@ -74,9 +74,9 @@ pub use operator::OperatorInfo;
 pub use ops::BuiltinOp;
 pub use options::{
     AddSubOptions, BatchMatMulOptions, BuiltinOptions, ConcatenationOptions, Conv2dOptions,
-    DepthwiseConv2dOptions, FullyConnectedOptions, LeakyReluOptions, MirrorPadMode,
+    DepthwiseConv2dOptions, FullyConnectedOptions, L2NormOptions, LeakyReluOptions, MirrorPadMode,
     MirrorPadOptions, MulOptions, PackOptions, Pool2dOptions, ReducerOptions, ReshapeOptions,
-    SoftmaxOptions, SplitOptions, StridedSliceOptions, MAX_OPTIONS_TYPE,
+    SoftmaxOptions, SplitOptions, StridedSliceOptions, TransposeConvOptions, MAX_OPTIONS_TYPE,
 };
 pub use schema::{Activation, DataType, Padding, WeightsFormat};
 

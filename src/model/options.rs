@@ -211,6 +211,30 @@ pub struct MirrorPadOptions {
     pub mode: MirrorPadMode,
 }
 
+/// `TransposeConvOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TransposeConvOptions {
+    /// Padding (default `Same`).
+    pub padding: Padding,
+    /// Horizontal stride (default 0).
+    pub stride_w: i32,
+    /// Vertical stride (default 0).
+    pub stride_h: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// Bias/accumulator type for quantized kernels (default `Float32`, meaning "not set").
+    pub quantized_bias_type: DataType,
+}
+
+/// `L2NormOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct L2NormOptions {
+    /// Fused activation (default `None`; TFLM refuses any other).
+    pub activation: Activation,
+}
+
 /// An operator's decoded `builtin_options` union.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -264,6 +288,10 @@ pub enum BuiltinOptions {
     },
     /// `LeakyReluOptions` (`LEAKY_RELU`).
     LeakyRelu(LeakyReluOptions),
+    /// `TransposeConvOptions` (`TRANSPOSE_CONV`).
+    TransposeConv(TransposeConvOptions),
+    /// `L2NormOptions` (`L2_NORMALIZATION`).
+    L2Norm(L2NormOptions),
 }
 
 /// The highest `BuiltinOptions` union tag in the schema (`RightShiftOptions`).
@@ -291,8 +319,10 @@ mod tag {
     pub(super) const UNPACK: u8 = 64;
     pub(super) const MIRROR_PAD: u8 = 77;
     pub(super) const SPLIT_V: u8 = 79;
+    pub(super) const TRANSPOSE_CONV: u8 = 49;
+    pub(super) const L2_NORM: u8 = 12;
 
-    pub(super) const DECODED: [u8; 20] = [
+    pub(super) const DECODED: [u8; 22] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -313,6 +343,8 @@ mod tag {
         UNPACK,
         MIRROR_PAD,
         SPLIT_V,
+        TRANSPOSE_CONV,
+        L2_NORM,
     ];
 }
 
@@ -340,6 +372,8 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Unpack => tag::UNPACK,
         MirrorPad => tag::MIRROR_PAD,
         SplitV => tag::SPLIT_V,
+        TransposeConv => tag::TRANSPOSE_CONV,
+        L2Normalization => tag::L2_NORM,
         _ => return None,
     })
 }
@@ -518,6 +552,16 @@ impl BuiltinOptions {
                     }
                 },
             }),
+            tag::TRANSPOSE_CONV => Self::TransposeConv(TransposeConvOptions {
+                padding: padding(&t, 0, "TransposeConvOptions.padding")?,
+                stride_w: t.scalar(1, "TransposeConvOptions.stride_w", 0)?,
+                stride_h: t.scalar(2, "TransposeConvOptions.stride_h", 0)?,
+                activation: activation(&t, 3, "TransposeConvOptions.fused_activation_function")?,
+                quantized_bias_type: data_type(&t, 4, "TransposeConvOptions.quantized_bias_type")?,
+            }),
+            tag::L2_NORM => Self::L2Norm(L2NormOptions {
+                activation: activation(&t, 0, "L2NormOptions.fused_activation_function")?,
+            }),
             other => Self::Other {
                 options_type: other,
             },
@@ -605,6 +649,14 @@ impl BuiltinOptions {
             Some(tag::MIRROR_PAD) => Self::MirrorPad(MirrorPadOptions {
                 mode: MirrorPadMode::Reflect,
             }),
+            Some(tag::TRANSPOSE_CONV) => Self::TransposeConv(TransposeConvOptions {
+                padding,
+                stride_w: 0,
+                stride_h: 0,
+                activation,
+                quantized_bias_type: DataType::Float32,
+            }),
+            Some(tag::L2_NORM) => Self::L2Norm(L2NormOptions { activation }),
             _ => Self::None,
         }
     }

@@ -171,9 +171,17 @@ pub enum CpuKernel {
     CopyElements,
     /// Mirror padding: per element and per output row.
     MirrorPad,
+    /// Int8 arg max / arg min.
+    ArgMinMax,
+    /// Int8 transposed convolution.
+    TransposeConv,
+    /// Int8 L2 normalization.
+    L2Norm,
+    /// Int8 log softmax.
+    LogSoftmax,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 30;
+    pub const COUNT: usize = 34;
 }

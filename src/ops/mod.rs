@@ -38,6 +38,7 @@
 //! changes: the server, the HAL, the graph, the tuner and the simulator work from the
 //! description. A new operator family also takes a line in [`OpKind`], in this file.
 
+mod arg_min_max;
 mod batch_matmul;
 mod binary;
 mod binary_int16;
@@ -48,7 +49,9 @@ mod elementwise;
 mod error;
 mod fully_connected;
 mod interp;
+mod l2norm;
 mod layer;
+mod log_softmax;
 mod lower;
 mod mean;
 mod pack;
@@ -62,7 +65,9 @@ mod set;
 mod slice;
 mod softmax;
 mod transpose;
+mod transpose_conv;
 
+pub use arg_min_max::{ArgMaxI8, ArgMinI8};
 pub use batch_matmul::BatchMatmulI8;
 pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
 pub use binary_int16::{AddI16, MulI16};
@@ -77,9 +82,11 @@ pub use fully_connected::{
     FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
 };
 pub use interp::split_operands;
+pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
+pub use log_softmax::LogSoftmaxI8;
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
-pub use mean::MeanI8;
+pub use mean::{MeanI8, ReduceMaxI8, ReduceMinI8, SumI8};
 pub use pack::{PackI16, PackI8};
 pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
@@ -91,6 +98,7 @@ pub use set::OpSet;
 pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
 pub use softmax::SoftmaxI8;
 pub use transpose::TransposeI8;
+pub use transpose_conv::TransposeConvI8;
 
 use core::ops::Range;
 
@@ -232,6 +240,22 @@ op_kinds! {
     StridedSlice,
     /// Tensors stacked along a new axis (TFLite PACK).
     Pack,
+    /// Sum over axes.
+    Sum,
+    /// Maximum over axes.
+    ReduceMax,
+    /// Index of the maximum along an axis.
+    ArgMax,
+    /// Index of the minimum along an axis.
+    ArgMin,
+    /// Transposed 2-D convolution.
+    TransposeConv,
+    /// Division of each innermost row by its L2 norm.
+    L2Normalization,
+    /// Logarithm of the softmax along the innermost axis.
+    LogSoftmax,
+    /// Minimum over axes.
+    ReduceMin,
 }
 
 impl core::fmt::Display for OpKind {
@@ -450,6 +474,22 @@ operators! {
     PackI8 = Pack, I8;
     /// int16 PACK.
     PackI16 = Pack, I16;
+    /// int8 SUM.
+    SumI8 = Sum, I8;
+    /// int8 REDUCE_MAX.
+    ReduceMaxI8 = ReduceMax, I8;
+    /// int8 ARG_MAX (int32 output).
+    ArgMaxI8 = ArgMax, I8;
+    /// int8 ARG_MIN (int32 output).
+    ArgMinI8 = ArgMin, I8;
+    /// int8 TRANSPOSE_CONV.
+    TransposeConvI8 = TransposeConv, I8;
+    /// int8 L2_NORMALIZATION.
+    L2NormI8 = L2Normalization, I8;
+    /// int8 LOG_SOFTMAX.
+    LogSoftmaxI8 = LogSoftmax, I8;
+    /// int8 REDUCE_MIN.
+    ReduceMinI8 = ReduceMin, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -475,6 +515,8 @@ macro_rules! lowerings {
 lowerings! {
     Abs => elementwise::lower_unary: [AbsI8],
     Add => binary::lower: [AddI8, AddBroadcastI8, AddI16],
+    ArgMax => arg_min_max::lower: [ArgMaxI8],
+    ArgMin => arg_min_max::lower: [ArgMinI8],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
     Concatenation => concat::lower: [ConcatenationI8],
@@ -487,7 +529,9 @@ lowerings! {
         FullyConnectedI16
     ],
     HardSwish => elementwise::lower_unary: [HardSwishI8],
+    L2Normalization => l2norm::lower: [L2NormI8],
     LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
+    LogSoftmax => log_softmax::lower: [LogSoftmaxI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
@@ -500,6 +544,8 @@ lowerings! {
     Padv2 => pad::lower: [PadV2I8, PadV2I16],
     Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    ReduceMax => mean::lower: [ReduceMaxI8],
+    ReduceMin => mean::lower: [ReduceMinI8],
     Relu => relu::lower: [ReluI8],
     Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
@@ -511,7 +557,9 @@ lowerings! {
     SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
     StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16],
     Sub => binary::lower: [SubI8],
+    Sum => mean::lower: [SumI8],
     Transpose => transpose::lower: [TransposeI8],
+    TransposeConv => transpose_conv::lower: [TransposeConvI8],
     Unpack => slice::lower_unpack: [SliceI8, SliceI16],
 }
 
