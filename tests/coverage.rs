@@ -131,6 +131,10 @@ const WHY_NOT: &[(&str, &str)] = &[
     ("FLOOR", "TFLM has float32 only"),
     ("ROUND", "TFLM has float32 only"),
     ("SQUARE", "TFLM has float32 only"),
+    (
+        "MIRROR_PAD",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
 ];
 
 /// The element types of the table's columns.

@@ -115,6 +115,16 @@ const fn ethos_u55_ops() -> OpSet {
         (K::Prelu, &[I8]),
         (K::HardSwish, &[I8]),
         (K::Abs, &[I8]),
+        // PAD of height and width only (other pads lower to PadV2, on the CPU).
+        (K::Pad, &[I8, I16]),
+        // SLICE, SPLIT, SPLIT_V, UNPACK, STRIDED_SLICE of unit strides (others lower to
+        // StridedSlice, on the CPU).
+        (K::Slice, &[I8, I16]),
+        (K::Pack, &[I8, I16]),
+        // Vela: int8 input along the depth axis of at most 127 (not checked per operator).
+        (K::ArgMax, &[I8]),
+        // Vela: strides 1x1 or 2x2, the output the input times the strides (not checked).
+        (K::TransposeConv, &[I8]),
     ];
     let mut set = OpSet::EMPTY;
     let mut i = 0;

@@ -19,7 +19,8 @@
 //! [`Op::macs`] (multiply-accumulates for convolutions and matrix products, window taps for
 //! depthwise convolution and pooling, elements for the rest), `taps` the filter positions a
 //! convolution visits (`outputs × kh × kw`: each costs the padding test and index arithmetic
-//! around its channel loop) and `outputs` the output elements (bias, requantisation, store).
+//! around its channel loop) or the rows a strided copy copies, and `outputs` the output
+//! elements (bias, requantisation, store).
 //! `call` is the fixed cost of a call (dispatch, parameter checks, slice views; softmax's
 //! table set-up). Rates are in sixteenths of a cycle so that a cost below one cycle stays
 //! exact in integers.
@@ -47,7 +48,8 @@ pub struct Rates {
     pub call: u32,
     /// Per unit of [`Op::macs`].
     pub work: u32,
-    /// Per filter position a convolution visits ([`Op::taps`]; 0 for other kernels).
+    /// Per filter position a convolution visits, or row a strided copy copies ([`Op::taps`];
+    /// 0 for other kernels).
     pub taps: u32,
     /// Per output element.
     pub outputs: u32,
@@ -137,6 +139,29 @@ impl CpuModel {
             // AddI16: 109.5 per element (measured 103.4 same-shape, 115.7 broadcasting a
             // 16-channel vector: int8's tables do not exist for int16).
             Rates::new(CALL, 1752, 0, 0),
+            // The copies below were measured by the firmware's synthetic slices, pads, packs
+            // and mirror pads (int8 and int16) and fitted to them, each within 15%; work is
+            // bytes copied, taps rows. CopyRows (`memcpy` per row): 1 per byte, 174 per row,
+            // 0.25 per output element (a pad's fill).
+            Rates::new(CALL, 16, 2777, 4),
+            // CopyShortRows (the kernel's loop): 3 per byte, 33 per row, 0.5 per output.
+            Rates::new(CALL, 48, 533, 8),
+            // CopyElements: 6 per byte, 3.25 per row, 6 per output element.
+            Rates::new(CALL, 97, 52, 97),
+            // MirrorPad: 0.5 per element, 225 per row (the outer axes' reflection and three
+            // runs), 0.5 per output element.
+            Rates::new(CALL, 8, 3606, 8),
+            // ArgMinMax: 11.5 per input element (measured 13.9 along the innermost axis, 9.7
+            // along an outer one: one rate for both, within 20% of each).
+            Rates::new(CALL, 184, 0, 0),
+            // TransposeConv: 4.7 per MAC, 30.7 per (tap, output channel) pair, 182.6 per
+            // output (solved from three synthetic shapes: input depth 4, 8 and 32).
+            Rates::new(CALL, 75, 491, 2921),
+            // L2Norm: 44 per element, 100 per row (rows of 16, 64 and 512 measured 55.5, 39.5
+            // and 50.8 per element: this is within 17% of each).
+            Rates::new(CALL, 704, 1600, 0),
+            // LogSoftmax: 259.2 per element, 452 per row (its logarithm).
+            Rates::new(CALL, 4147, 7232, 0),
             // Svdf: 10.06 per MAC (feature and time weights together, the state's shift and
             // the per-filter requantization folded in), fitted to the firmware's one
             // synthetic shape (32 inputs, 64 filters of rank 2, memory 8: 26,099 instructions

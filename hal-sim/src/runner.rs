@@ -757,6 +757,7 @@ pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<Inspection, Ru
     for info in sub.operators() {
         let info = info.map_err(RunError::Model)?;
         let mut place = String::new();
+        let mut chosen = None;
         let run = info
             .outputs
             .iter()
@@ -778,13 +779,14 @@ pub fn inspect(model: &'static [u8], config: SimConfig) -> Result<Inspection, Ru
                 Ok(Lowered::Compute { .. }) => ("CPU fallback".to_string(), 1),
                 Err(e) => (format!("UNSUPPORTED ({e})"), 3),
             };
-            if output == 0 {
-                counts[slot] += 1;
+            // The first output's place, unless another output cannot be computed.
+            if output == 0 || (slot == 3 && chosen != Some(3)) {
                 place = what;
-            } else if slot == 3 && !place.starts_with("UNSUPPORTED") {
-                counts[slot] += 1;
-                place = what;
+                chosen = Some(slot);
             }
+        }
+        if let Some(slot) = chosen {
+            counts[slot] += 1;
         }
         let types = |list: &[Option<u16>]| {
             list.iter()

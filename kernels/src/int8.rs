@@ -30,8 +30,14 @@
 //! - [`im2col`](mod@im2col): CONV_2D as a gather of input windows into a matrix and one
 //!   matrix product ([`conv2d_im2col`]), bit-exact with [`conv2d`]: how an NPU may run a
 //!   convolution whose input is too shallow for its MAC array;
+//! - [`transpose_conv`](mod@transpose_conv): TRANSPOSE_CONV with per-channel weights
+//!   ([`TransposeConvParams`]);
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
-//! - [`mean`](mod@mean): MEAN over any axes, of which height and width ([`MeanParams`]);
+//! - [`mean`](mod@mean): MEAN and SUM over any axes, of which height and width
+//!   ([`MeanParams`]), and REDUCE_MAX and REDUCE_MIN ([`ReduceShape`]);
+//! - [`l2norm`]: L2_NORMALIZATION along the innermost dimension ([`l2_normalization`]);
+//! - [`log_softmax`](mod@log_softmax): LOG_SOFTMAX with TFLM's fixed int8 output
+//!   quantization ([`LogSoftmaxParams`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
 //!   ([`SoftmaxParams`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
@@ -44,6 +50,8 @@
 //!   ([`BatchMatmulParams`]);
 //! - [`transpose`](mod@transpose) ([`TransposeParams`]), [`concat`](mod@concat) (CONCATENATION,
 //!   [`ConcatParams`]) and [`reshape`](mod@reshape): data movement;
+//! - [`arg_min_max`](mod@arg_min_max): ARG_MAX and ARG_MIN, int32 indices
+//!   ([`ArgMinMaxParams`]);
 //! - [`dims`]: dimensions of tensors of rank up to 6 ([`Dims`]).
 
 use crate::fixed_point::{
@@ -51,6 +59,7 @@ use crate::fixed_point::{
 };
 use crate::{check_len, FcShape, KernelError};
 
+pub mod arg_min_max;
 pub mod batch_matmul;
 pub mod broadcast;
 pub mod concat;
@@ -59,6 +68,8 @@ pub mod dims;
 pub mod elementwise;
 pub mod fc_per_channel;
 pub mod im2col;
+pub mod l2norm;
+pub mod log_softmax;
 pub mod lstm;
 pub mod mean;
 pub mod pool;
@@ -69,8 +80,10 @@ pub mod softmax;
 pub mod sub;
 pub mod svdf;
 pub mod transpose;
+pub mod transpose_conv;
 pub mod window;
 
+pub use arg_min_max::{arg_min_max, ArgMinMaxParams};
 pub use batch_matmul::{batch_matmul, BatchMatmulParams};
 pub use broadcast::{add_broadcast, mul_broadcast, sub_broadcast, BroadcastShape};
 pub use concat::{check_same_quant, concatenation, ConcatParams, MAX_CONCAT_INPUTS};
@@ -85,8 +98,10 @@ pub use elementwise::{
 };
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
+pub use l2norm::l2_normalization;
+pub use log_softmax::{log_softmax, LogSoftmaxParams};
 pub use lstm::{lstm, CellGate, LstmActivation, LstmParams, LstmQuant, LstmShape};
-pub use mean::{mean, mean_hw, MeanParams};
+pub use mean::{mean, mean_hw, reduce_max, reduce_min, sum, MeanParams, ReduceShape};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};
 pub use reshape::reshape;
@@ -95,6 +110,7 @@ pub use softmax::{softmax, SoftmaxParams};
 pub use sub::{sub, SubParams};
 pub use svdf::{svdf, SvdfParams, SvdfShape, SvdfState};
 pub use transpose::{transpose, TransposeParams};
+pub use transpose_conv::{transpose_conv, TransposeConvParams};
 pub use window::{Nhwc, Padding, Window2d};
 
 /// Affine quantization of a tensor: `real = scale * (q - zero_point)`.

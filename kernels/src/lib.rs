@@ -30,6 +30,7 @@ pub mod fixed_point;
 pub mod gemmlowp;
 pub mod int16;
 pub mod int8;
+pub mod movement;
 
 /// Shape of a fully-connected (matmul) layer: `output[b][o] = sum_i input[b][i] * weights[o][i] (+ bias[o])`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -74,9 +74,10 @@ pub use operator::OperatorInfo;
 pub use ops::BuiltinOp;
 pub use options::{
     AddSubOptions, BatchMatMulOptions, BuiltinOptions, ConcatenationOptions, Conv2dOptions,
-    DepthwiseConv2dOptions, FullyConnectedOptions, LeakyReluOptions, MulOptions, Pool2dOptions,
-    ReducerOptions, ReshapeOptions, SoftmaxOptions, UnidirectionalSequenceLstmOptions,
-    MAX_OPTIONS_TYPE,
+    DepthwiseConv2dOptions, FullyConnectedOptions, L2NormOptions, LeakyReluOptions, MirrorPadMode,
+    MirrorPadOptions, MulOptions, PackOptions, Pool2dOptions, ReducerOptions, ReshapeOptions,
+    SoftmaxOptions, SplitOptions, StridedSliceOptions, TransposeConvOptions,
+    UnidirectionalSequenceLstmOptions, MAX_OPTIONS_TYPE,
 };
 pub use schema::{Activation, DataType, Padding, WeightsFormat};
 

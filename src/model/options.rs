@@ -157,6 +157,84 @@ pub struct LeakyReluOptions {
     pub alpha: f32,
 }
 
+/// `StridedSliceOptions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StridedSliceOptions {
+    /// Bit `i` set: axis `i` starts at its first element (last for a negative stride).
+    pub begin_mask: i32,
+    /// Bit `i` set: axis `i` runs to its end.
+    pub end_mask: i32,
+    /// Bit `i` set: index `i` stands for the axes not named.
+    pub ellipsis_mask: i32,
+    /// Bit `i` set: a new axis of size 1 at `i`.
+    pub new_axis_mask: i32,
+    /// Bit `i` set: axis `i` is indexed (one element) and removed.
+    pub shrink_axis_mask: i32,
+    /// The end tensor is an offset from the begin tensor (default false).
+    pub offset: bool,
+}
+
+/// `SplitOptions` and `SplitVOptions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SplitOptions {
+    /// Outputs.
+    pub num_splits: i32,
+}
+
+/// `PackOptions` and `UnpackOptions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PackOptions {
+    /// Tensors stacked (PACK's `values_count`) or unstacked (UNPACK's `num`).
+    pub count: i32,
+    /// The axis stacked along.
+    pub axis: i32,
+}
+
+/// `MirrorPadMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MirrorPadMode {
+    /// The reflection leaves out the border element.
+    Reflect,
+    /// The reflection includes the border element.
+    Symmetric,
+}
+
+/// `MirrorPadOptions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MirrorPadOptions {
+    /// Reflection mode (default `Reflect`).
+    pub mode: MirrorPadMode,
+}
+
+/// `TransposeConvOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TransposeConvOptions {
+    /// Padding (default `Same`).
+    pub padding: Padding,
+    /// Horizontal stride (default 0).
+    pub stride_w: i32,
+    /// Vertical stride (default 0).
+    pub stride_h: i32,
+    /// Fused activation (default `None`).
+    pub activation: Activation,
+    /// Bias/accumulator type for quantized kernels (default `Float32`, meaning "not set").
+    pub quantized_bias_type: DataType,
+}
+
+/// `L2NormOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct L2NormOptions {
+    /// Fused activation (default `None`; TFLM refuses any other).
+    pub activation: Activation,
+}
+
 /// `UnidirectionalSequenceLSTMOptions`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -209,6 +287,18 @@ pub enum BuiltinOptions {
     BatchMatMul(BatchMatMulOptions),
     /// `TransposeOptions` (`TRANSPOSE`; the table has no fields).
     Transpose,
+    /// `StridedSliceOptions` (`STRIDED_SLICE`).
+    StridedSlice(StridedSliceOptions),
+    /// `SplitOptions` (`SPLIT`).
+    Split(SplitOptions),
+    /// `SplitVOptions` (`SPLIT_V`).
+    SplitV(SplitOptions),
+    /// `PackOptions` (`PACK`).
+    Pack(PackOptions),
+    /// `UnpackOptions` (`UNPACK`).
+    Unpack(PackOptions),
+    /// `MirrorPadOptions` (`MIRROR_PAD`).
+    MirrorPad(MirrorPadOptions),
     /// `UnidirectionalSequenceLSTMOptions` (`UNIDIRECTIONAL_SEQUENCE_LSTM`).
     UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions),
     /// Another options table this reader does not decode (its table is still validated).
@@ -218,6 +308,10 @@ pub enum BuiltinOptions {
     },
     /// `LeakyReluOptions` (`LEAKY_RELU`).
     LeakyRelu(LeakyReluOptions),
+    /// `TransposeConvOptions` (`TRANSPOSE_CONV`).
+    TransposeConv(TransposeConvOptions),
+    /// `L2NormOptions` (`L2_NORMALIZATION`).
+    L2Norm(L2NormOptions),
 }
 
 /// The highest `BuiltinOptions` union tag in the schema (`RightShiftOptions`).
@@ -239,9 +333,18 @@ mod tag {
     pub(super) const SUB: u8 = 28;
     pub(super) const BATCH_MATMUL: u8 = 101;
     pub(super) const LEAKY_RELU: u8 = 75;
+    pub(super) const STRIDED_SLICE: u8 = 32;
+    pub(super) const SPLIT: u8 = 35;
+    pub(super) const PACK: u8 = 59;
+    pub(super) const UNPACK: u8 = 64;
+    pub(super) const MIRROR_PAD: u8 = 77;
+    pub(super) const SPLIT_V: u8 = 79;
+    pub(super) const TRANSPOSE_CONV: u8 = 49;
+    pub(super) const L2_NORM: u8 = 12;
+
     pub(super) const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
 
-    pub(super) const DECODED: [u8; 15] = [
+    pub(super) const DECODED: [u8; 23] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -256,6 +359,14 @@ mod tag {
         SUB,
         BATCH_MATMUL,
         LEAKY_RELU,
+        STRIDED_SLICE,
+        SPLIT,
+        PACK,
+        UNPACK,
+        MIRROR_PAD,
+        SPLIT_V,
+        TRANSPOSE_CONV,
+        L2_NORM,
         UNIDIRECTIONAL_SEQUENCE_LSTM,
     ];
 }
@@ -278,6 +389,14 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         Sub => tag::SUB,
         BatchMatmul => tag::BATCH_MATMUL,
         LeakyRelu => tag::LEAKY_RELU,
+        StridedSlice => tag::STRIDED_SLICE,
+        Split => tag::SPLIT,
+        Pack => tag::PACK,
+        Unpack => tag::UNPACK,
+        MirrorPad => tag::MIRROR_PAD,
+        SplitV => tag::SPLIT_V,
+        TransposeConv => tag::TRANSPOSE_CONV,
+        L2Normalization => tag::L2_NORM,
         UnidirectionalSequenceLstm => tag::UNIDIRECTIONAL_SEQUENCE_LSTM,
         _ => return None,
     })
@@ -423,6 +542,50 @@ impl BuiltinOptions {
             tag::LEAKY_RELU => Self::LeakyRelu(LeakyReluOptions {
                 alpha: t.scalar(0, "LeakyReluOptions.alpha", 0.0)?,
             }),
+            tag::STRIDED_SLICE => Self::StridedSlice(StridedSliceOptions {
+                begin_mask: t.scalar(0, "StridedSliceOptions.begin_mask", 0)?,
+                end_mask: t.scalar(1, "StridedSliceOptions.end_mask", 0)?,
+                ellipsis_mask: t.scalar(2, "StridedSliceOptions.ellipsis_mask", 0)?,
+                new_axis_mask: t.scalar(3, "StridedSliceOptions.new_axis_mask", 0)?,
+                shrink_axis_mask: t.scalar(4, "StridedSliceOptions.shrink_axis_mask", 0)?,
+                offset: t.boolean(5, "StridedSliceOptions.offset", false)?,
+            }),
+            tag::SPLIT => Self::Split(SplitOptions {
+                num_splits: t.scalar(0, "SplitOptions.num_splits", 0)?,
+            }),
+            tag::SPLIT_V => Self::SplitV(SplitOptions {
+                num_splits: t.scalar(0, "SplitVOptions.num_splits", 0)?,
+            }),
+            tag::PACK => Self::Pack(PackOptions {
+                count: t.scalar(0, "PackOptions.values_count", 0)?,
+                axis: t.scalar(1, "PackOptions.axis", 0)?,
+            }),
+            tag::UNPACK => Self::Unpack(PackOptions {
+                count: t.scalar(0, "UnpackOptions.num", 0)?,
+                axis: t.scalar(1, "UnpackOptions.axis", 0)?,
+            }),
+            tag::MIRROR_PAD => Self::MirrorPad(MirrorPadOptions {
+                mode: match t.scalar::<i8>(0, "MirrorPadOptions.mode", 0)? {
+                    0 => MirrorPadMode::Reflect,
+                    1 => MirrorPadMode::Symmetric,
+                    v => {
+                        return Err(ModelError::BadEnum {
+                            what: "MirrorPadOptions.mode",
+                            value: i64::from(v),
+                        })
+                    }
+                },
+            }),
+            tag::TRANSPOSE_CONV => Self::TransposeConv(TransposeConvOptions {
+                padding: padding(&t, 0, "TransposeConvOptions.padding")?,
+                stride_w: t.scalar(1, "TransposeConvOptions.stride_w", 0)?,
+                stride_h: t.scalar(2, "TransposeConvOptions.stride_h", 0)?,
+                activation: activation(&t, 3, "TransposeConvOptions.fused_activation_function")?,
+                quantized_bias_type: data_type(&t, 4, "TransposeConvOptions.quantized_bias_type")?,
+            }),
+            tag::L2_NORM => Self::L2Norm(L2NormOptions {
+                activation: activation(&t, 0, "L2NormOptions.fused_activation_function")?,
+            }),
             tag::UNIDIRECTIONAL_SEQUENCE_LSTM => {
                 const T: &str = "UnidirectionalSequenceLSTMOptions";
                 Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
@@ -506,6 +669,29 @@ impl BuiltinOptions {
             }),
             Some(tag::TRANSPOSE) => Self::Transpose,
             Some(tag::LEAKY_RELU) => Self::LeakyRelu(LeakyReluOptions { alpha: 0.0 }),
+            Some(tag::STRIDED_SLICE) => Self::StridedSlice(StridedSliceOptions {
+                begin_mask: 0,
+                end_mask: 0,
+                ellipsis_mask: 0,
+                new_axis_mask: 0,
+                shrink_axis_mask: 0,
+                offset: false,
+            }),
+            Some(tag::SPLIT) => Self::Split(SplitOptions { num_splits: 0 }),
+            Some(tag::SPLIT_V) => Self::SplitV(SplitOptions { num_splits: 0 }),
+            Some(tag::PACK) => Self::Pack(PackOptions { count: 0, axis: 0 }),
+            Some(tag::UNPACK) => Self::Unpack(PackOptions { count: 0, axis: 0 }),
+            Some(tag::MIRROR_PAD) => Self::MirrorPad(MirrorPadOptions {
+                mode: MirrorPadMode::Reflect,
+            }),
+            Some(tag::TRANSPOSE_CONV) => Self::TransposeConv(TransposeConvOptions {
+                padding,
+                stride_w: 0,
+                stride_h: 0,
+                activation,
+                quantized_bias_type: DataType::Float32,
+            }),
+            Some(tag::L2_NORM) => Self::L2Norm(L2NormOptions { activation }),
             Some(tag::UNIDIRECTIONAL_SEQUENCE_LSTM) => {
                 Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
                     activation,

@@ -160,6 +160,25 @@ pub enum CpuKernel {
     Compare,
     /// 16x8 add, same shapes or broadcast (no lookup tables: int16 has 65,536 values).
     AddI16,
+    /// A strided copy of whole rows, contiguous on both sides (slices, split, unpack, pack,
+    /// pad), of [`SHORT_ROW`](npu_kernels::movement::SHORT_ROW) elements or more (`memcpy`):
+    /// per element and per row ([`Operator::taps`] counts the rows).
+    CopyRows,
+    /// The same with shorter rows (the kernel's own loop).
+    CopyShortRows,
+    /// A strided copy element by element (negative or other strides): per element and per
+    /// row.
+    CopyElements,
+    /// Mirror padding: per element and per output row.
+    MirrorPad,
+    /// Int8 arg max / arg min.
+    ArgMinMax,
+    /// Int8 transposed convolution.
+    TransposeConv,
+    /// Int8 L2 normalization.
+    L2Norm,
+    /// Int8 log softmax.
+    LogSoftmax,
     /// Int8 SVDF (int8 or int16 state).
     Svdf,
     /// LSTM over a sequence (int8 or int16 activations).
@@ -168,5 +187,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 28;
+    pub const COUNT: usize = 36;
 }

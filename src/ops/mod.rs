@@ -38,6 +38,7 @@
 //! changes: the server, the HAL, the graph, the tuner and the simulator work from the
 //! description. A new operator family also takes a line in [`OpKind`], in this file.
 
+mod arg_min_max;
 mod batch_matmul;
 mod binary;
 mod binary_int16;
@@ -48,20 +49,27 @@ mod elementwise;
 mod error;
 mod fully_connected;
 mod interp;
+mod l2norm;
 mod layer;
+mod log_softmax;
 mod lower;
 mod lstm;
 mod mean;
+mod pack;
+mod pad;
 mod pool;
 mod quantize;
 mod relu;
 mod reshape;
 mod rsqrt;
 mod set;
+mod slice;
 mod softmax;
 mod svdf;
 mod transpose;
+mod transpose_conv;
 
+pub use arg_min_max::{ArgMaxI8, ArgMinI8};
 pub use batch_matmul::BatchMatmulI8;
 pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
 pub use binary_int16::{AddI16, MulI16};
@@ -76,19 +84,25 @@ pub use fully_connected::{
     FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
 };
 pub use interp::{split_operands, split_writable};
+pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
+pub use log_softmax::LogSoftmaxI8;
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use lstm::{LstmI16, LstmI8};
-pub use mean::MeanI8;
+pub use mean::{MeanI8, ReduceMaxI8, ReduceMinI8, SumI8};
+pub use pack::{PackI16, PackI8};
+pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
 pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
+pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
 pub use softmax::SoftmaxI8;
 pub use svdf::SvdfI8;
 pub use transpose::TransposeI8;
+pub use transpose_conv::TransposeConvI8;
 
 use core::ops::Range;
 
@@ -216,6 +230,36 @@ op_kinds! {
     HardSwish,
     /// Elementwise absolute value.
     Abs,
+    /// Constant padding of height and width (TFLite PAD as Vela runs it on the NPU).
+    Pad,
+    /// Constant padding of any axes with any value (TFLite PADV2, and PAD beyond height and
+    /// width).
+    PadV2,
+    /// Padding with the input's reflection (TFLite MIRROR_PAD).
+    MirrorPad,
+    /// A box of a tensor, unit strides: SLICE, STRIDED_SLICE, and each output of SPLIT,
+    /// SPLIT_V and UNPACK.
+    Slice,
+    /// A strided box of a tensor (TFLite STRIDED_SLICE with other strides).
+    StridedSlice,
+    /// Tensors stacked along a new axis (TFLite PACK).
+    Pack,
+    /// Sum over axes.
+    Sum,
+    /// Maximum over axes.
+    ReduceMax,
+    /// Index of the maximum along an axis.
+    ArgMax,
+    /// Index of the minimum along an axis.
+    ArgMin,
+    /// Transposed 2-D convolution.
+    TransposeConv,
+    /// Division of each innermost row by its L2 norm.
+    L2Normalization,
+    /// Logarithm of the softmax along the innermost axis.
+    LogSoftmax,
+    /// Minimum over axes.
+    ReduceMin,
     /// Singular value decomposition filter, a stateful layer (TFLite SVDF).
     Svdf,
     /// Long short-term memory over a sequence, a stateful layer (TFLite
@@ -427,6 +471,44 @@ operators! {
     AddI16 = Add, I16;
     /// 16x8 MUL with broadcasting.
     MulI16 = Mul, I16;
+    /// int8 PAD of height and width.
+    PadI8 = Pad, I8;
+    /// int16 PAD of height and width.
+    PadI16 = Pad, I16;
+    /// int8 PADV2, or PAD of other axes.
+    PadV2I8 = PadV2, I8;
+    /// int16 PADV2, or PAD of other axes.
+    PadV2I16 = PadV2, I16;
+    /// int8 MIRROR_PAD.
+    MirrorPadI8 = MirrorPad, I8;
+    /// int8 slice of unit strides (SLICE, SPLIT, SPLIT_V, UNPACK, STRIDED_SLICE).
+    SliceI8 = Slice, I8;
+    /// int16 slice of unit strides.
+    SliceI16 = Slice, I16;
+    /// int8 STRIDED_SLICE of other strides.
+    StridedSliceI8 = StridedSlice, I8;
+    /// int16 STRIDED_SLICE of other strides.
+    StridedSliceI16 = StridedSlice, I16;
+    /// int8 PACK.
+    PackI8 = Pack, I8;
+    /// int16 PACK.
+    PackI16 = Pack, I16;
+    /// int8 SUM.
+    SumI8 = Sum, I8;
+    /// int8 REDUCE_MAX.
+    ReduceMaxI8 = ReduceMax, I8;
+    /// int8 ARG_MAX (int32 output).
+    ArgMaxI8 = ArgMax, I8;
+    /// int8 ARG_MIN (int32 output).
+    ArgMinI8 = ArgMin, I8;
+    /// int8 TRANSPOSE_CONV.
+    TransposeConvI8 = TransposeConv, I8;
+    /// int8 L2_NORMALIZATION.
+    L2NormI8 = L2Normalization, I8;
+    /// int8 LOG_SOFTMAX.
+    LogSoftmaxI8 = LogSoftmax, I8;
+    /// int8 REDUCE_MIN.
+    ReduceMinI8 = ReduceMin, I8;
     /// int8 SVDF (int8 or int16 activation state).
     SvdfI8 = Svdf, I8;
     /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
@@ -458,6 +540,8 @@ macro_rules! lowerings {
 lowerings! {
     Abs => elementwise::lower_unary: [AbsI8],
     Add => binary::lower: [AddI8, AddBroadcastI8, AddI16],
+    ArgMax => arg_min_max::lower: [ArgMaxI8],
+    ArgMin => arg_min_max::lower: [ArgMinI8],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
     Concatenation => concat::lower: [ConcatenationI8],
@@ -470,25 +554,40 @@ lowerings! {
         FullyConnectedI16
     ],
     HardSwish => elementwise::lower_unary: [HardSwishI8],
+    L2Normalization => l2norm::lower: [L2NormI8],
     LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
+    LogSoftmax => log_softmax::lower: [LogSoftmaxI8],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
     Minimum => elementwise::lower_binary: [MinimumI8],
+    MirrorPad => pad::lower_mirror: [MirrorPadI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8, MulI16],
     Neg => elementwise::lower_neg: [NegF32],
+    Pack => pack::lower: [PackI8, PackI16],
+    Pad => pad::lower: [PadI8, PadI16, PadV2I8, PadV2I16],
+    Padv2 => pad::lower: [PadV2I8, PadV2I16],
     Prelu => elementwise::lower_binary: [PreluI8],
     Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    ReduceMax => mean::lower: [ReduceMaxI8],
+    ReduceMin => mean::lower: [ReduceMinI8],
     Relu => relu::lower: [ReluI8],
     Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
+    Slice => slice::lower_slice: [SliceI8, SliceI16],
     Softmax => softmax::lower: [SoftmaxI8],
+    Split => slice::lower_split: [SliceI8, SliceI16],
+    SplitV => slice::lower_split_v: [SliceI8, SliceI16],
     SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
+    StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16],
     Sub => binary::lower: [SubI8],
+    Sum => mean::lower: [SumI8],
     Svdf => svdf::lower: [SvdfI8],
     Transpose => transpose::lower: [TransposeI8],
+    TransposeConv => transpose_conv::lower: [TransposeConvI8],
     UnidirectionalSequenceLstm => lstm::lower: [LstmI8, LstmI16],
+    Unpack => slice::lower_unpack: [SliceI8, SliceI16],
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.
@@ -566,7 +665,8 @@ pub trait Operator {
         None
     }
     /// Filter positions the CPU kernel visits (`outputs × kh × kw` for a convolution, whose
-    /// padding tests dominate a shallow one); 0 for others.
+    /// padding tests dominate a shallow one); for a strided copy (slices, pads, pack) the rows
+    /// it copies, each with a cost of its own; 0 for others.
     fn taps(&self) -> u64 {
         0
     }

@@ -49,11 +49,13 @@ class In:
 
     kind "float": float32 values in [lo, hi], quantized by the converter (the model's input is
     then int8 or int16, or float32 when the case keeps float I/O); "int32" / "int64": integer
-    indices or axes in [lo, hi] (left as they are by the converter)."""
+    indices or axes in [lo, hi] (left as they are by the converter). run: (lo, hi) of the
+    values the runs feed, when they differ from the calibration's (to make outputs saturate)."""
     shape: tuple
     kind: str = "float"
     lo: float = -1.0
     hi: float = 1.0
+    run: tuple = None
 
 
 @dataclass
@@ -171,7 +173,8 @@ def make(name, case):
         rng = np.random.default_rng(seed(name, run))
         for i, spec in enumerate(case.inputs):
             det = in_details(i)
-            x = quantize_input(float_sample(spec, rng), det)
+            run_spec = spec if spec.run is None else In(spec.shape, spec.kind, *spec.run)
+            x = quantize_input(float_sample(run_spec, rng), det)
             interp.set_input(x, i)
             x.tofile(os.path.join(d, f"input_{run}_{i}.bin"))
             if run == 0:

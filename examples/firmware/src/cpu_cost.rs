@@ -45,25 +45,32 @@
 //! as [`KernelCost`]s.
 
 use npu_compute::graph::LoweredOperator;
+use npu_compute::kernels::int8::{CellGate, LstmParams, LstmQuant, LstmShape, SvdfParams, SvdfShape};
 use npu_compute::hal::MAX_JOB_INPUTS;
 use npu_compute::kernels::int8::{
-    AbsParams, Activation, AddParams, BatchMatmulParams, BroadcastShape, CellGate, ConcatParams,
-    Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams,
-    HardSwishParams, LeakyReluParams, LstmParams, LstmQuant, LstmShape, MeanParams, MulParams,
-    Nhwc, Padding, PoolParams, PoolShape, PreluParams, Quant, Relu6Params, ReluParams,
-    RequantizeParams, RsqrtParams, SoftmaxParams, SquaredDifferenceParams, SubParams, SvdfParams,
-    SvdfShape, TransposeParams, Window2d,
+    AbsParams, Activation, AddParams, ArgMinMaxParams, BatchMatmulParams, BroadcastShape,
+    ConcatParams, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams,
+    FcPerChannelParams, HardSwishParams, LeakyReluParams, MeanParams, MulParams, Nhwc, Padding,
+    PoolParams, PoolShape, PreluParams, Quant, Relu6Params, ReluParams, RequantizeParams,
+    RsqrtParams, SoftmaxParams, SquaredDifferenceParams, SubParams, TransposeParams, Window2d,
 };
 use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
+use npu_compute::kernels::int8::{LogSoftmaxParams, ReduceShape, TransposeConvParams};
+use npu_compute::kernels::movement::{MirrorPadParams, PackParams, PadParams, SliceParams};
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
     AbsI8, AddBroadcastI8, AddF32, AddI16, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8,
     Conv2dI16, Conv2dI8, DepthwiseConv2dI16, FullyConnectedI16, MulI16,
     DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
-    FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, LstmI16, LstmI8, MaxPool2dI8, MaximumI8,
-    MeanI8, MinimumI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PreluI8,
-    QuantizeF32, Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SoftmaxI8,
-    SquaredDifferenceI8, SubI8, SvdfI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
+    FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, MaxPool2dI8, MaximumI8, MeanI8,
+    MinimumI8, MirrorPadI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PackI8,
+    PadI8, PreluI8, QuantizeF32, Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8,
+    SliceI16, SliceI8, SoftmaxI8, SquaredDifferenceI8, StridedSliceI8, SubI8, TransposeI8,
+    CHANNEL_MULTIPLIER_BYTES,
+};
+use npu_compute::ops::{LstmI16, LstmI8, SvdfI8};
+use npu_compute::ops::{
+    ArgMaxI8, ArgMinI8, L2NormI8, LogSoftmaxI8, ReduceMaxI8, SumI8, TransposeConvI8,
 };
 
 use npu_sim::CpuModel;
@@ -75,7 +82,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 50;
+const SYNTHETIC_OPS: usize = 77;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -280,6 +287,15 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
     let add = AddParams::new(input, other, output, act)?;
     let mul = MulParams::new(input, other, output, act)?;
     let softmax = SoftmaxParams::new(input, 1.0, probabilities)?;
+    // TFLM's fixed int8 log-softmax output.
+    let log_probabilities = Quant {
+        scale: 16.0 / 256.0,
+        zero_point: 127,
+    };
+    let log_softmax = LogSoftmaxParams::new(input, log_probabilities)?;
+    let transpose_conv = |i: Nhwc, o: Nhwc, k: u32, s: u32| {
+        TransposeConvParams::new(i, o, (k, k), (s, s), Padding::Same, input, output, act)
+    };
     let pool = |input: Nhwc, size: u32, stride: u32, padding: Padding| PoolShape {
         input,
         filter_height: size,
@@ -678,6 +694,192 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
             }),
         ),
         entry(
+            "1x16x16x8, channels 2..6",
+            Op::SliceI8(SliceI8 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 0, 0, 2], &[1, 16, 16, 4], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, rows 4..12",
+            Op::SliceI8(SliceI8 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 4, 0, 0], &[1, 8, 16, 8], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "1x32x32x1, every 2nd row and column",
+            Op::StridedSliceI8(StridedSliceI8 {
+                params: SliceParams::new(
+                    &[1, 32, 32, 1],
+                    &[0, 0, 0, 0],
+                    &[1, 16, 16, 1],
+                    &[1, 2, 2, 1],
+                )?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, channels 2..6",
+            Op::SliceI16(SliceI16 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 0, 0, 2], &[1, 16, 16, 4], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, every 2nd column, channels reversed",
+            Op::StridedSliceI8(StridedSliceI8 {
+                params: SliceParams::new(
+                    &[1, 16, 16, 8],
+                    &[0, 0, 0, 7],
+                    &[1, 16, 8, 8],
+                    &[1, 1, 2, -1],
+                )?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, 1 around H and W",
+            Op::PadI8(PadI8 {
+                params: PadParams::new(&[1, 16, 16, 8], &[0, 1, 1, 0], &[0, 1, 1, 0])?,
+                value: -3,
+            }),
+        ),
+        entry(
+            "1x16x16x8, reflect 2 around H and W",
+            Op::MirrorPadI8(MirrorPadI8 {
+                params: MirrorPadParams::new(&[1, 16, 16, 8], &[0, 2, 2, 0], &[0, 2, 2, 0], true)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16, 2 around channels",
+            Op::PadI8(PadI8 {
+                params: PadParams::new(&[1, 8, 8, 16], &[0, 0, 0, 2], &[0, 0, 0, 2])?,
+                value: 0,
+            }),
+        ),
+        entry(
+            "48x48, symmetric 4 around",
+            Op::MirrorPadI8(MirrorPadI8 {
+                params: MirrorPadParams::new(&[48, 48], &[4, 4], &[4, 4], false)?,
+            }),
+        ),
+        entry(
+            "2 x 8x8x16 on axis 2",
+            Op::PackI8(PackI8 {
+                params: PackParams::new(&[8, 8, 16], 2, 2)?,
+            }),
+        ),
+        entry(
+            "2 x 32x32 on axis 0",
+            Op::PackI8(PackI8 {
+                params: PackParams::new(&[32, 32], 0, 2)?,
+            }),
+        ),
+        entry(
+            "1x16x16x8, rows 4..12",
+            Op::SliceI16(SliceI16 {
+                params: SliceParams::new(&[1, 16, 16, 8], &[0, 4, 0, 0], &[1, 8, 16, 8], &[1; 4])?,
+            }),
+        ),
+        entry(
+            "4 x 64x4 on axis 2",
+            Op::PackI8(PackI8 {
+                params: PackParams::new(&[64, 4], 2, 4)?,
+            }),
+        ),
+        entry(
+            "1x8x8x32 over C",
+            Op::SumI8(SumI8 {
+                params: MeanParams::for_sum(&[1, 8, 8, 32], &[3], input, output)?,
+            }),
+        ),
+        entry(
+            "1x8x8x32 over H, W",
+            Op::ReduceMaxI8(ReduceMaxI8 {
+                shape: ReduceShape::new(&[1, 8, 8, 32], &[1, 2])?,
+            }),
+        ),
+        entry(
+            "16x64 along the last axis",
+            Op::ArgMaxI8(ArgMaxI8 {
+                params: ArgMinMaxParams::new(&[16, 64], -1, true)?,
+            }),
+        ),
+        entry(
+            "4x10 along the last axis",
+            Op::ArgMaxI8(ArgMaxI8 {
+                params: ArgMinMaxParams::new(&[4, 10], -1, true)?,
+            }),
+        ),
+        entry(
+            "8x4x32 along axis 1",
+            Op::ArgMinI8(ArgMinI8 {
+                params: ArgMinMaxParams::new(&[8, 4, 32], 1, false)?,
+            }),
+        ),
+        entry(
+            "8x8x8 -> 16x16x8, 3x3 s2 same",
+            Op::TransposeConvI8(TransposeConvI8 {
+                params: transpose_conv(image(8, 8, 8), image(16, 16, 8), 3, 2)?,
+            }),
+        ),
+        entry(
+            "4x4x32 -> 8x8x16, 3x3 s2 same",
+            Op::TransposeConvI8(TransposeConvI8 {
+                params: transpose_conv(image(4, 4, 32), image(8, 8, 16), 3, 2)?,
+            }),
+        ),
+        entry(
+            "8x8x4 -> 8x8x8, 3x3 s1 same",
+            Op::TransposeConvI8(TransposeConvI8 {
+                params: transpose_conv(image(8, 8, 4), image(8, 8, 8), 3, 1)?,
+            }),
+        ),
+        entry(
+            "16 rows of 64",
+            Op::L2NormI8(L2NormI8 {
+                len: 1024,
+                depth: 64,
+                input_zero_point: input.zero_point,
+            }),
+        ),
+        entry(
+            "64 rows of 16",
+            Op::L2NormI8(L2NormI8 {
+                len: 1024,
+                depth: 16,
+                input_zero_point: input.zero_point,
+            }),
+        ),
+        entry(
+            "2 rows of 512",
+            Op::L2NormI8(L2NormI8 {
+                len: 1024,
+                depth: 512,
+                input_zero_point: input.zero_point,
+            }),
+        ),
+        entry(
+            "1 row of 1000",
+            Op::LogSoftmaxI8(LogSoftmaxI8 {
+                len: 1000,
+                depth: 1000,
+                params: log_softmax,
+            }),
+        ),
+        entry(
+            "1 row of 16",
+            Op::LogSoftmaxI8(LogSoftmaxI8 {
+                len: 16,
+                depth: 16,
+                params: log_softmax,
+            }),
+        ),
+        entry(
+            "16 rows of 64",
+            Op::LogSoftmaxI8(LogSoftmaxI8 {
+                len: 1024,
+                depth: 64,
+                params: log_softmax,
+            }),
+        ),
+        entry(
             "32 -> 64 filters (rank 2), memory 8, int8 state",
             Op::SvdfI8(SvdfI8 {
                 params: SvdfParams::new::<i8>(svdf, input, 0.004, state8, 0.004, output)?,
@@ -722,6 +924,7 @@ enum Role {
     Multipliers,
     /// int32 bias.
     Bias,
+    /// int64 bias (the 16x8 operators').
     Bias64,
 }
 
@@ -742,6 +945,8 @@ fn role(op: &Op, i: usize) -> Role {
         (Op::Conv2dI16(_) | Op::DepthwiseConv2dI16(_) | Op::FullyConnectedI16(_), 3) => {
             Role::Bias64
         }
+        (Op::TransposeConvI8(_), 2) => Role::Multipliers,
+        (Op::TransposeConvI8(_), 3) => Role::Bias,
         (Op::QuantizeF32(_), _) => Role::Float,
         (Op::SvdfI8(_), 4) | (Op::LstmI8(_), 5) => Role::Bias,
         (Op::LstmI16(_), 5) => Role::Bias64,

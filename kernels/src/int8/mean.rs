@@ -27,6 +27,14 @@
 //!
 //! Axes are resolved as TFLM's `ResolveAxis`: negative axes count from the end, duplicates are
 //! ignored, an axis outside the shape is an error, and a scalar input ignores its axes.
+//!
+//! SUM is the same kernel without the count folded in: TFLM's `QuantizedMeanOrSum` with
+//! `compute_sum`, `(m, s) = QuantizeMultiplier(input_scale / output_scale)` applied as it is
+//! ([`MeanParams::for_sum`]). REDUCE_MAX ([`reduce_max`]) walks the same loops with TFLM's
+//! `ReduceGeneric`: each output is the largest of its inputs, −128 (the initial value) where
+//! it has none, and TFLM refuses it unless the input and output quantization are equal, so no
+//! arithmetic touches the values; REDUCE_MIN ([`reduce_min`]) likewise with the smallest, and
+//! 127. All four take their geometry from a [`ReduceShape`].
 
 use super::{check_quant, general_multiplier, Nhwc, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
@@ -35,13 +43,14 @@ use crate::{check_len, KernelError};
 /// Most dimensions a MEAN input may have.
 pub const MAX_MEAN_RANK: usize = 6;
 
-/// Precomputed parameters of int8 MEAN (TFLM's `OpDataReduce`); see the [module docs](self).
+/// The geometry of a reduction: a tensor of rank up to 6 and the axes reduced, as TFLM's
+/// `ResolveAxis` resolves them (see the [module docs](self)).
 ///
 /// The shape is kept as at most six fused extents (outermost first): dimensions of size 1 are
 /// dropped and neighbouring dimensions that are both reduced, or both kept, are merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct MeanParams {
+pub struct ReduceShape {
     /// Fused extents, outermost first; `rank` of them are used.
     dims: [u32; MAX_MEAN_RANK],
     /// Bit `i` set: `dims[i]` is reduced.
@@ -49,49 +58,24 @@ pub struct MeanParams {
     rank: u8,
     input_len: u32,
     output_len: u32,
-    /// `input_zp · n`, subtracted from each sum (wrapping like TFLM's int32).
-    zero_point_sum: i32,
-    output_zero_point: i32,
-    multiplier: i32,
-    shift: i32,
+    /// Product of the reduced dimensions (meaningful only for a non-empty input).
+    count: u32,
 }
 
-impl MeanParams {
-    /// Parameters for averaging an NHWC `input` over its height and width (axes 1 and 2); the
-    /// output is `[batches][channels]` (with or without TFLite's `keep_dims`, the bytes are the
-    /// same).
-    ///
-    /// Errors as [`MeanParams::for_axes`].
-    pub fn new(input: Nhwc, input_q: Quant, output_q: Quant) -> Result<Self, KernelError> {
-        let shape = [input.batches, input.height, input.width, input.channels];
-        Self::for_axes(&shape, &[1, 2], input_q, output_q)
-    }
-
-    /// Parameters for averaging a tensor of dimensions `shape` (outermost first, rank 0 to 6)
-    /// over `axes` (TFLite's axis tensor: negative values count from the end, duplicates are
+impl ReduceShape {
+    /// The reduction of a tensor of dimensions `shape` (outermost first, rank 0 to 6) over
+    /// `axes` (TFLite's axis tensor: negative values count from the end, duplicates are
     /// ignored). The output holds the kept dimensions in order.
     ///
     /// Errors: [`KernelError::Unsupported`] `"rank above 6"` or `"axis out of range"` (TFLM
-    /// fails the op on the latter); [`KernelError::InvalidQuantization`] for bad scales or zero
-    /// points or a multiplier `input_scale / output_scale` of `2^31` or more;
-    /// [`KernelError::ShapeOverflow`] for element counts above `u32::MAX` or that no slice can
-    /// have.
-    pub fn for_axes(
-        shape: &[u32],
-        axes: &[i32],
-        input_q: Quant,
-        output_q: Quant,
-    ) -> Result<Self, KernelError> {
+    /// fails the op on the latter); [`KernelError::ShapeOverflow`] for element counts above
+    /// `u32::MAX` or that no slice can have.
+    pub fn new(shape: &[u32], axes: &[i32]) -> Result<Self, KernelError> {
         if shape.len() > MAX_MEAN_RANK {
             return Err(KernelError::Unsupported {
                 what: "rank above 6",
             });
         }
-        check_quant(input_q, "input scale", "input zero point")?;
-        check_quant(output_q, "output scale", "output zero point")?;
-        let real = f64::from(input_q.scale) / f64::from(output_q.scale);
-        let (multiplier, shift) = general_multiplier(real, "output scale")?;
-
         // ResolveAxis. A scalar has no axes to resolve (TFLM returns before looking at them).
         let rank = shape.len() as i32; // at most 6
         let mut reduced_axes = 0_u8;
@@ -117,10 +101,7 @@ impl MeanParams {
             rank: 0,
             input_len: 0,
             output_len: 0,
-            zero_point_sum: 0,
-            output_zero_point: output_q.zero_point,
-            multiplier,
-            shift,
+            count: 0,
         };
         let count = |n: u32, d: u32| n.checked_mul(d).ok_or(KernelError::ShapeOverflow);
         let (mut input_len, mut output_len, mut n) = (1_u32, 1_u32, 1_u32);
@@ -154,32 +135,9 @@ impl MeanParams {
         }
         p.input_len = input_len;
         p.output_len = output_len;
-        if input_len == 0 {
-            // TFLM writes zeros and returns before computing the count or the multiplier.
-            return Ok(p);
-        }
         // Non-empty input: n divides input_len, so the saturating product above was exact.
-        let n = u64::from(n);
-        // floor(log2 n), clamped so the shift stays within MultiplyByQuantizedMultiplier's
-        // range (shift ≥ −31 after the adjustment) and the 64-bit product cannot overflow.
-        let k = (63 - n.leading_zeros() as i32)
-            .min(32)
-            .min(31 + shift)
-            .max(0);
-        // |multiplier| < 2^31 and k <= 32: the product fits an i64, and the quotient's
-        // magnitude is at most |multiplier| because n >= 2^k.
-        p.multiplier = ((i64::from(multiplier) << k) / n as i64) as i32;
-        p.shift = shift - k;
-        // TFLM computes `temp_sum − input_zp · n` in 64 bits and truncates it to int32; the
-        // same value mod 2^32 as these wrapping 32-bit operations.
-        p.zero_point_sum = input_q.zero_point.wrapping_mul(n as u32 as i32);
+        p.count = n;
         Ok(p)
-    }
-
-    /// `(multiplier, shift)` applied to the zero-point-corrected sums (the count folded in).
-    #[must_use]
-    pub const fn multiplier(&self) -> (i32, i32) {
-        (self.multiplier, self.shift)
     }
 
     /// The fused input extents, outermost first, and a bit mask of the reduced ones (bit `i`:
@@ -192,7 +150,7 @@ impl MeanParams {
     /// Element counts `(input, output)` the buffers must have.
     #[must_use]
     pub const fn lens(&self) -> (usize, usize) {
-        // Both fit a usize: checked in `for_axes`.
+        // Both fit a usize: checked in `new`.
         (self.input_len as usize, self.output_len as usize)
     }
 
@@ -202,6 +160,130 @@ impl MeanParams {
             .iter()
             .enumerate()
             .map(|(i, &d)| (d as usize, self.reduced >> i & 1 != 0))
+    }
+}
+
+/// Precomputed parameters of int8 MEAN or SUM (TFLM's `OpDataReduce`); see the [module
+/// docs](self).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MeanParams {
+    shape: ReduceShape,
+    /// `input_zp · n`, subtracted from each sum (wrapping like TFLM's int32).
+    zero_point_sum: i32,
+    output_zero_point: i32,
+    multiplier: i32,
+    shift: i32,
+}
+
+impl MeanParams {
+    /// Parameters for averaging an NHWC `input` over its height and width (axes 1 and 2); the
+    /// output is `[batches][channels]` (with or without TFLite's `keep_dims`, the bytes are the
+    /// same).
+    ///
+    /// Errors as [`MeanParams::for_axes`].
+    pub fn new(input: Nhwc, input_q: Quant, output_q: Quant) -> Result<Self, KernelError> {
+        let shape = [input.batches, input.height, input.width, input.channels];
+        Self::for_axes(&shape, &[1, 2], input_q, output_q)
+    }
+
+    /// Parameters for averaging a tensor of dimensions `shape` (outermost first, rank 0 to 6)
+    /// over `axes` (TFLite's axis tensor: negative values count from the end, duplicates are
+    /// ignored). The output holds the kept dimensions in order.
+    ///
+    /// Errors: [`KernelError::Unsupported`] `"rank above 6"` or `"axis out of range"` (TFLM
+    /// fails the op on the latter); [`KernelError::InvalidQuantization`] for bad scales or zero
+    /// points or a multiplier `input_scale / output_scale` of `2^31` or more;
+    /// [`KernelError::ShapeOverflow`] for element counts above `u32::MAX` or that no slice can
+    /// have.
+    pub fn for_axes(
+        shape: &[u32],
+        axes: &[i32],
+        input_q: Quant,
+        output_q: Quant,
+    ) -> Result<Self, KernelError> {
+        Self::build(ReduceShape::new(shape, axes)?, input_q, output_q, true)
+    }
+
+    /// Parameters for summing a tensor of dimensions `shape` over `axes` (TFLite's SUM: the
+    /// sums rescaled by `input_scale / output_scale`, no division by the count).
+    ///
+    /// Errors as [`MeanParams::for_axes`].
+    pub fn for_sum(
+        shape: &[u32],
+        axes: &[i32],
+        input_q: Quant,
+        output_q: Quant,
+    ) -> Result<Self, KernelError> {
+        Self::build(ReduceShape::new(shape, axes)?, input_q, output_q, false)
+    }
+
+    /// TFLM's `PrepareMeanOrSumHelper` and the multiplier adjustment of `QuantizedMeanOrSum`:
+    /// `mean` folds the count into the multiplier.
+    fn build(
+        shape: ReduceShape,
+        input_q: Quant,
+        output_q: Quant,
+        mean: bool,
+    ) -> Result<Self, KernelError> {
+        check_quant(input_q, "input scale", "input zero point")?;
+        check_quant(output_q, "output scale", "output zero point")?;
+        let real = f64::from(input_q.scale) / f64::from(output_q.scale);
+        let (multiplier, shift) = general_multiplier(real, "output scale")?;
+        let mut p = Self {
+            shape,
+            zero_point_sum: 0,
+            output_zero_point: output_q.zero_point,
+            multiplier,
+            shift,
+        };
+        if shape.input_len == 0 {
+            // TFLM writes zeros and returns before computing the count or the multiplier.
+            return Ok(p);
+        }
+        let n = u64::from(shape.count);
+        if mean {
+            // floor(log2 n), clamped so the shift stays within MultiplyByQuantizedMultiplier's
+            // range (shift ≥ −31 after the adjustment) and the 64-bit product cannot overflow.
+            let k = (63 - n.leading_zeros() as i32)
+                .min(32)
+                .min(31 + shift)
+                .max(0);
+            // |multiplier| < 2^31 and k <= 32: the product fits an i64, and the quotient's
+            // magnitude is at most |multiplier| because n >= 2^k.
+            p.multiplier = ((i64::from(multiplier) << k) / n as i64) as i32;
+            p.shift = shift - k;
+        }
+        // TFLM computes `temp_sum − input_zp · n` in 64 bits and truncates it to int32; the
+        // same value mod 2^32 as these wrapping 32-bit operations.
+        p.zero_point_sum = input_q.zero_point.wrapping_mul(n as u32 as i32);
+        Ok(p)
+    }
+
+    /// `(multiplier, shift)` applied to the zero-point-corrected sums (for MEAN, the count
+    /// folded in).
+    #[must_use]
+    pub const fn multiplier(&self) -> (i32, i32) {
+        (self.multiplier, self.shift)
+    }
+
+    /// The geometry.
+    #[must_use]
+    pub const fn shape(&self) -> &ReduceShape {
+        &self.shape
+    }
+
+    /// The fused input extents, outermost first, and a bit mask of the reduced ones (bit `i`:
+    /// extent `i`).
+    #[must_use]
+    pub fn extents(&self) -> (&[u32], u8) {
+        self.shape.extents()
+    }
+
+    /// Element counts `(input, output)` the buffers must have.
+    #[must_use]
+    pub const fn lens(&self) -> (usize, usize) {
+        self.shape.lens()
     }
 
     #[inline]
@@ -263,20 +345,21 @@ impl Nest {
     }
 }
 
-/// int8 MEAN (see the [module docs](self)).
-///
-/// Layouts: `input` row-major in the shape given to [`MeanParams::for_axes`], `output` the kept
-/// dimensions in order. Errors with [`KernelError::LengthMismatch`] before touching `output`.
-pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
-    let (input_len, output_len) = p.lens();
-    check_len("input", input_len, input.len())?;
-    check_len("output", output_len, output.len())?;
-    if output_len == 0 {
-        return Ok(());
-    }
-    if input_len == 0 {
-        output.fill(0);
-        return Ok(());
+/// Walks the reduction `shape` of `input` into `output`: each output starts at `init`, takes
+/// each of its inputs with `step`, and is written with `finish`. Lengths are checked by the
+/// caller; an empty input leaves `output` alone.
+#[inline(always)]
+fn walk<A: Copy>(
+    shape: &ReduceShape,
+    input: &[i8],
+    output: &mut [i8],
+    init: A,
+    step: impl Fn(A, i8) -> A,
+    finish: impl Fn(A) -> i8,
+) {
+    let (input_len, output_len) = shape.lens();
+    if output_len == 0 || input_len == 0 {
+        return;
     }
     // Strides of the fused loops in the input, and the loops split by kind. Every fused extent
     // is at least 2 (the input is not empty and size-1 dimensions were dropped).
@@ -284,7 +367,7 @@ pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), Kerne
     let mut reduced = Nest::EMPTY;
     let mut stride = input_len;
     let mut innermost = None;
-    for (extent, is_reduced) in p.loops() {
+    for (extent, is_reduced) in shape.loops() {
         stride /= extent; // exact: the extents' product is input_len
         if is_reduced {
             reduced.push(extent, stride);
@@ -296,27 +379,27 @@ pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), Kerne
 
     match innermost {
         // Rank 0 after fusing: every dimension is 1, a single element.
-        None => output[0] = p.requantize(i32::from(input[0])),
+        None => output[0] = finish(step(init, input[0])),
         Some((run, true)) => {
-            // The innermost loop is reduced: each output sums contiguous runs of `run` inputs,
-            // one run per point of the other reduced loops.
+            // The innermost loop is reduced: each output takes contiguous runs of `run`
+            // inputs, one run per point of the other reduced loops.
             reduced.len -= 1;
             let mut outputs = output.iter_mut();
             kept.for_each(|base| {
-                let mut sum = 0_i32;
+                let mut acc = init;
                 reduced.for_each(|offset| {
                     let start = base + offset;
                     for &x in &input[start..start + run] {
-                        sum = sum.wrapping_add(i32::from(x));
+                        acc = step(acc, x);
                     }
                 });
                 if let Some(o) = outputs.next() {
-                    *o = p.requantize(sum);
+                    *o = finish(acc);
                 }
             });
         }
         Some((width, false)) => {
-            // The innermost loop is kept: outputs come in rows of `width`, each averaged over
+            // The innermost loop is kept: outputs come in rows of `width`, each reduced over
             // the reduced loops, `BLOCK` lanes at a time in a stack accumulator.
             kept.len -= 1;
             let mut rows = output.chunks_exact_mut(width);
@@ -324,20 +407,96 @@ pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), Kerne
                 let Some(row) = rows.next() else { return };
                 for (block, out) in row.chunks_mut(BLOCK).enumerate() {
                     let lane0 = base + block * BLOCK;
-                    let mut acc = [0_i32; BLOCK];
+                    let mut acc = [init; BLOCK];
                     reduced.for_each(|offset| {
                         let start = lane0 + offset;
                         for (a, &x) in acc.iter_mut().zip(&input[start..start + out.len()]) {
-                            *a = a.wrapping_add(i32::from(x));
+                            *a = step(*a, x);
                         }
                     });
                     for (o, &a) in out.iter_mut().zip(&acc) {
-                        *o = p.requantize(a);
+                        *o = finish(a);
                     }
                 }
             });
         }
     }
+}
+
+/// int8 MEAN or SUM (see the [module docs](self)), as the parameters say.
+///
+/// Layouts: `input` row-major in the shape given to [`MeanParams::for_axes`], `output` the kept
+/// dimensions in order. Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    let (input_len, output_len) = p.lens();
+    check_len("input", input_len, input.len())?;
+    check_len("output", output_len, output.len())?;
+    if input_len == 0 {
+        output.fill(0);
+        return Ok(());
+    }
+    walk(
+        &p.shape,
+        input,
+        output,
+        0_i32,
+        |sum, x| sum.wrapping_add(i32::from(x)),
+        |sum| p.requantize(sum),
+    );
+    Ok(())
+}
+
+/// int8 SUM: [`mean`] with parameters from [`MeanParams::for_sum`].
+pub fn sum(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    mean(p, input, output)
+}
+
+/// int8 REDUCE_MIN over `shape`: [`reduce_max`] with the minimum, 127 (TFLM's initial value)
+/// where an output has no input.
+///
+/// Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn reduce_min(shape: &ReduceShape, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    let (input_len, output_len) = shape.lens();
+    check_len("input", input_len, input.len())?;
+    check_len("output", output_len, output.len())?;
+    if input_len == 0 {
+        output.fill(i8::MAX);
+        return Ok(());
+    }
+    walk(
+        shape,
+        input,
+        output,
+        i32::from(i8::MAX),
+        |m, x| m.min(i32::from(x)),
+        |m| m as i8,
+    );
+    Ok(())
+}
+
+/// int8 REDUCE_MAX over `shape` (TFLM's `ReduceGeneric` with the maximum): the input and
+/// output quantization are equal (the caller checks; TFLM refuses the op otherwise), so the
+/// values are compared as they are. An output with no input (a reduced dimension of size 0)
+/// is −128, TFLM's initial value.
+///
+/// Errors with [`KernelError::LengthMismatch`] before touching `output`.
+pub fn reduce_max(shape: &ReduceShape, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    let (input_len, output_len) = shape.lens();
+    check_len("input", input_len, input.len())?;
+    check_len("output", output_len, output.len())?;
+    if input_len == 0 {
+        output.fill(i8::MIN);
+        return Ok(());
+    }
+    // An i32 accumulator: the same loads and compares as MEAN's sums, without narrowing.
+    walk(
+        shape,
+        input,
+        output,
+        i32::from(i8::MIN),
+        |m, x| m.max(i32::from(x)),
+        |m| m as i8,
+    );
     Ok(())
 }
 
@@ -345,4 +504,70 @@ pub fn mean(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), Kerne
 /// for callers of the spatial-only version; both accept any [`MeanParams`]).
 pub fn mean_hw(p: &MeanParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
     mean(p, input, output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(scale: f32, zero_point: i32) -> Quant {
+        Quant { scale, zero_point }
+    }
+
+    #[test]
+    fn sum_rescales_without_dividing() {
+        // [2, 3] over the last axis, scale ratio 2 (shift 2 with multiplier 2^30), zp 1 in.
+        let p = MeanParams::for_sum(&[2, 3], &[-1], q(1.0, 1), q(0.5, -2)).unwrap();
+        assert_eq!(p.multiplier(), (1 << 30, 2));
+        let mut out = [0; 2];
+        sum(&p, &[1, 2, 3, 10, 20, 100], &mut out).unwrap();
+        // (6 − 3) · 2 − 2 = 4; (130 − 3) · 2 − 2 = 252 → 127.
+        assert_eq!(out, [4, 127]);
+        assert!(sum(&p, &[0; 5], &mut out).is_err());
+        assert!(sum(&p, &[0; 6], &mut out[..1]).is_err());
+    }
+
+    #[test]
+    fn reduce_max_takes_the_largest_and_fills_empty_reductions() {
+        let s = ReduceShape::new(&[2, 3, 2], &[1]).unwrap();
+        let mut out = [0; 4];
+        reduce_max(&s, &[1, -5, 7, -6, 3, -7, 0, 0, -1, 9, -128, 4], &mut out).unwrap();
+        assert_eq!(out, [7, -5, 0, 9]);
+        // Innermost reduced, with duplicates and a negative axis.
+        let s = ReduceShape::new(&[2, 3], &[1, -1]).unwrap();
+        let mut out = [0; 2];
+        reduce_max(&s, &[-3, -2, -1, 5, 4, 3], &mut out).unwrap();
+        assert_eq!(out, [-1, 5]);
+        // A reduced dimension of size 0: every output has no input.
+        let s = ReduceShape::new(&[3, 0], &[1]).unwrap();
+        let mut out = [5; 3];
+        reduce_max(&s, &[], &mut out).unwrap();
+        assert_eq!(out, [-128; 3]);
+        assert!(reduce_max(&s, &[1], &mut out).is_err());
+        assert!(reduce_max(&s, &[], &mut out[..2]).is_err());
+    }
+
+    #[test]
+    fn reduce_min_takes_the_smallest_and_fills_empty_reductions() {
+        let s = ReduceShape::new(&[2, 3, 2], &[1]).unwrap();
+        let mut out = [0; 4];
+        reduce_min(&s, &[1, -5, 7, -6, 3, -7, 0, 0, -1, 9, -128, 4], &mut out).unwrap();
+        assert_eq!(out, [1, -7, -128, 0]);
+        let s = ReduceShape::new(&[3, 0], &[-1]).unwrap();
+        let mut out = [5; 3];
+        reduce_min(&s, &[], &mut out).unwrap();
+        assert_eq!(out, [127; 3]);
+        assert!(reduce_min(&s, &[], &mut out[..1]).is_err());
+    }
+
+    #[test]
+    fn bad_shapes_and_axes_are_refused() {
+        assert!(ReduceShape::new(&[2, 3], &[2]).is_err());
+        assert!(ReduceShape::new(&[2, 3], &[-3]).is_err());
+        assert!(ReduceShape::new(&[2, 3], &[i32::MIN]).is_err());
+        assert!(ReduceShape::new(&[1; 7], &[0]).is_err());
+        assert!(ReduceShape::new(&[u32::MAX, 2], &[0]).is_err());
+        // A scalar ignores its axes, as TFLM does.
+        assert_eq!(ReduceShape::new(&[], &[5]).unwrap().lens(), (1, 1));
+    }
 }
