@@ -135,6 +135,10 @@ const WHY_NOT: &[(&str, &str)] = &[
         "MIRROR_PAD",
         "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
     ),
+    (
+        "SVDF",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
 ];
 
 /// The element types of the table's columns.
