@@ -105,6 +105,8 @@ const fn ethos_u55_ops() -> OpSet {
         (K::Rsqrt, &[F32, I8]),
         (K::Quantize, &[F32, I8, I16]),
         (K::Dequantize, &[F32, I8]),
+        (K::Logistic, &[I8, I16]),
+        (K::Tanh, &[I8, I16]),
     ];
     let mut set = OpSet::EMPTY;
     let mut i = 0;

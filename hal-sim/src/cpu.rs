@@ -128,6 +128,12 @@ impl CpuModel {
             Rates::new(CALL, 125, 0, 0),
             // FullyConnectedF32: 5.23 per MAC.
             Rates::new(CALL, 84, 0, 0),
+            // Logistic (int8, gemmlowp exp and Newton-Raphson division): ESTIMATE 250.
+            Rates::new(CALL, 4000, 0, 0),
+            // Tanh (int8, likewise): ESTIMATE 250.
+            Rates::new(CALL, 4000, 0, 0),
+            // SigmoidTable16 (int16 logistic and tanh, interpolated table): ESTIMATE 25.
+            Rates::new(CALL, 400, 0, 0),
         ],
     };
 
@@ -181,6 +187,6 @@ mod tests {
     #[test]
     fn every_kernel_has_its_own_rates_slot() {
         // `COUNT` matches the enum: the last kernel indexes the last slot.
-        assert_eq!(CpuKernel::FullyConnectedF32 as usize + 1, CpuKernel::COUNT);
+        assert_eq!(CpuKernel::SigmoidTable16 as usize + 1, CpuKernel::COUNT);
     }
 }

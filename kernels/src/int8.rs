@@ -31,6 +31,8 @@
 //!   matrix product ([`conv2d_im2col`]), bit-exact with [`conv2d`]: how an NPU may run a
 //!   convolution whose input is too shallow for its MAC array;
 //! - [`pool`]: AVERAGE_POOL_2D and MAX_POOL_2D ([`PoolParams`]);
+//! - [`logistic`](mod@logistic): LOGISTIC and TANH, int8 and int16 ([`LogisticParams`],
+//!   [`TanhParams`], [`Logistic16Params`], [`Tanh16Params`]);
 //! - [`mean`](mod@mean): MEAN over any axes, of which height and width ([`MeanParams`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
 //!   ([`SoftmaxParams`]);
@@ -58,6 +60,7 @@ pub mod conv;
 pub mod dims;
 pub mod fc_per_channel;
 pub mod im2col;
+pub mod logistic;
 pub mod mean;
 pub mod pool;
 pub mod quantize;
@@ -78,9 +81,16 @@ pub use conv::{
 pub use dims::{Dims, MAX_DIMS};
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
+pub use logistic::{
+    logistic, logistic_i16, tanh, tanh_i16, Logistic16Params, LogisticParams, Tanh16Params,
+    TanhParams,
+};
 pub use mean::{mean, mean_hw, MeanParams};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
-pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};
+pub use quantize::{
+    dequantize, dequantize_i16, quantize_f32, quantize_f32_to_i16, requantize, requantize_i16,
+    requantize_i16_to_i8, requantize_i8_to_i16, IntType, RequantizeParams,
+};
 pub use reshape::reshape;
 pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};

@@ -149,9 +149,15 @@ pub enum CpuKernel {
     ReluF32,
     /// F32 fully connected.
     FullyConnectedF32,
+    /// Int8 logistic (gemmlowp fixed point).
+    Logistic,
+    /// Int8 tanh (gemmlowp fixed point).
+    Tanh,
+    /// Int16 logistic and tanh: an interpolated lookup in the sigmoid table.
+    SigmoidTable16,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 26;
 }

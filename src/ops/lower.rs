@@ -185,13 +185,25 @@ pub(super) fn check_elements(t: &TensorInfo<'_>, expected: usize) -> Result<(), 
 
 /// Per-tensor int8 quantization of an activation tensor.
 pub(super) fn quant(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
-    if t.dtype != DataType::Int8 {
-        return Err(unsupported("tensor type other than int8"));
+    quant_of(t, DataType::Int8)
+}
+
+/// Per-tensor quantization of an activation tensor of type `dtype` (int8 or int16).
+pub(super) fn quant_of(t: &TensorInfo<'_>, dtype: DataType) -> Result<Quant, LowerError> {
+    let (wrong_type, missing) = match dtype {
+        DataType::Int16 => (
+            "tensor type other than int16",
+            "int16 tensor without quantization",
+        ),
+        _ => (
+            "tensor type other than int8",
+            "int8 tensor without quantization",
+        ),
+    };
+    if t.dtype != dtype {
+        return Err(unsupported(wrong_type));
     }
-    let q = t
-        .quantization
-        .as_ref()
-        .ok_or(unsupported("int8 tensor without quantization"))?;
+    let q = t.quantization.as_ref().ok_or(unsupported(missing))?;
     if q.len() != 1 {
         return Err(unsupported("per-channel quantization of an activation"));
     }

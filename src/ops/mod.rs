@@ -47,6 +47,7 @@ mod error;
 mod fully_connected;
 mod interp;
 mod layer;
+mod logistic;
 mod lower;
 mod mean;
 mod pool;
@@ -67,10 +68,14 @@ pub use error::OpError;
 pub use fully_connected::{FullyConnectedF32, FullyConnectedI8, FullyConnectedPerChannelI8};
 pub use interp::split_operands;
 pub use layer::{CpuKernel, Layer, LayerKind};
+pub use logistic::{LogisticI16, LogisticI8, TanhI16, TanhI8};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use mean::MeanI8;
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
-pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
+pub use quantize::{
+    DequantizeI16, DequantizeI8, QuantizeF32, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
+    RequantizeI8, RequantizeI8ToI16,
+};
 pub use relu::{ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
@@ -188,6 +193,10 @@ op_kinds! {
     Quantize,
     /// Dequantization (int8 to float).
     Dequantize,
+    /// The logistic function (sigmoid).
+    Logistic,
+    /// The hyperbolic tangent.
+    Tanh,
 }
 
 impl core::fmt::Display for OpKind {
@@ -356,6 +365,24 @@ operators! {
     ConcatenationI8 = Concatenation, I8;
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
     Reshape = Reshape, I8;
+    /// int8 LOGISTIC.
+    LogisticI8 = Logistic, I8;
+    /// int16 LOGISTIC.
+    LogisticI16 = Logistic, I16;
+    /// int8 TANH.
+    TanhI8 = Tanh, I8;
+    /// int16 TANH.
+    TanhI16 = Tanh, I16;
+    /// int16 to int16 QUANTIZE.
+    RequantizeI16 = Quantize, I16;
+    /// int16 to int8 QUANTIZE.
+    RequantizeI16ToI8 = Quantize, I16;
+    /// int8 to int16 QUANTIZE.
+    RequantizeI8ToI16 = Quantize, I8;
+    /// f32 to int16 QUANTIZE.
+    QuantizeF32ToI16 = Quantize, F32;
+    /// int16 to f32 DEQUANTIZE.
+    DequantizeI16 = Dequantize, I16;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -385,16 +412,21 @@ lowerings! {
     Concatenation => concat::lower: [ConcatenationI8],
     Conv2d => conv::lower: [Conv2dI8],
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8],
-    Dequantize => quantize::lower_dequantize: [DequantizeI8],
+    Dequantize => quantize::lower_dequantize: [DequantizeI8, DequantizeI16],
     FullyConnected => fully_connected::lower: [FullyConnectedI8, FullyConnectedPerChannelI8],
+    Logistic => logistic::lower: [LogisticI8, LogisticI16],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Mean => mean::lower: [MeanI8],
     Mul => binary::lower: [MulI8, MulBroadcastI8],
-    Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    Quantize => quantize::lower: [
+        RequantizeI8, QuantizeF32, RequantizeI16, RequantizeI16ToI8, RequantizeI8ToI16,
+        QuantizeF32ToI16
+    ],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Softmax => softmax::lower: [SoftmaxI8],
     Sub => binary::lower: [SubI8],
+    Tanh => logistic::lower_tanh: [TanhI8, TanhI16],
     Transpose => transpose::lower: [TransposeI8],
 }
 
