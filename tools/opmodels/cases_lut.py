@@ -1,7 +1,49 @@
 """LOGISTIC, TANH, int16 SOFTMAX, and QUANTIZE / DEQUANTIZE with int16 (see make.py)."""
+import flatbuffers
 import tensorflow as tf
+from tensorflow.lite.python import schema_py_generated as schema
 
 from make import Case, In
+
+
+def lone_quantize(out_type=None, scale=None, zero_point=None):
+    """An `edit` keeping only the model's QUANTIZE, as the whole model, its output retyped to
+    `out_type` (a schema TensorType) with the given quantization if one is given.
+
+    The converter makes QUANTIZE between int16 tensors, or from int16 to int8 and back, only
+    between other operators (a requantization before a CONCATENATION) or not at all; the
+    operator is the converter's, the cut and the retyping are ours."""
+    def edit(model):
+        m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+        sub = m.subgraphs[0]
+        codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes]
+        op = next(o for o in sub.operators
+                  if codes[o.opcodeIndex] == schema.BuiltinOperator.QUANTIZE)
+        keep = list(op.inputs) + list(op.outputs)
+        remap = {old: new for new, old in enumerate(keep)}
+        sub.tensors = [sub.tensors[i] for i in keep]
+        op.inputs = [remap[i] for i in op.inputs]
+        op.outputs = [remap[i] for i in op.outputs]
+        sub.operators = [op]
+        sub.inputs, sub.outputs = list(op.inputs), list(op.outputs)
+        m.signatureDefs = []
+        if out_type is not None:
+            out = sub.tensors[op.outputs[0]]
+            out.type = out_type
+            out.quantization.scale = [scale]
+            out.quantization.zeroPoint = [zero_point]
+        b = flatbuffers.Builder(0)
+        b.Finish(m.Pack(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+    return edit
+
+
+def requantize_before_concat(x):
+    """A LOGISTIC's output (scale 2^-15) joined with its input: the converter requantizes it."""
+    return tf.concat([tf.math.sigmoid(x), x], -1)
+
+
+INT8, INT16 = schema.TensorType.INT8, schema.TensorType.INT16
 
 CASES = {
     # int8: TFLM's gemmlowp fixed point. Inputs within and far beyond the range the
@@ -22,4 +64,17 @@ CASES = {
                                 quant="16x8"),
     "tanh_int16_float_io": Case(tf.math.tanh, [In((4, 33), lo=-2.0, hi=2.0)],
                                 quant="16x8", float_io=True),
+    # QUANTIZE between int16 scales, int16 to int8 and int8 to int16; f32 to int16 and
+    # DEQUANTIZE int16 to f32 are the *_int16_float_io cases' edges.
+    # Inputs span the LOGISTIC output's range the QUANTIZE reads (scale 2^-15, or 1/256 with
+    # zero point -128 in int8).
+    "quantize_int16_to_int16": Case(requantize_before_concat, [In((4, 40))], quant="16x8",
+                                    edit=lone_quantize(INT16, 1.0 / 12000, 0)),
+    "quantize_int16_to_int16_saturate": Case(requantize_before_concat, [In((4, 40))],
+                                             quant="16x8",
+                                             edit=lone_quantize(INT16, 1.0 / 65536, 0)),
+    "quantize_int16_to_int8": Case(requantize_before_concat, [In((4, 40))], quant="16x8",
+                                   edit=lone_quantize(INT8, 1.0 / 200, -7)),
+    "quantize_int8_to_int16": Case(requantize_before_concat, [In((4, 40), lo=0.0, hi=1.0)],
+                                   edit=lone_quantize(INT16, 1.0 / 3000, 0)),
 }
