@@ -134,6 +134,8 @@ impl CpuModel {
             Rates::new(CALL, 4000, 0, 0),
             // SigmoidTable16 (int16 logistic and tanh, interpolated table): ESTIMATE 25.
             Rates::new(CALL, 400, 0, 0),
+            // Softmax16 (two interpolated lookups per element, a division per row): ESTIMATE 40.
+            Rates::new(CALL, 640, 0, 0),
         ],
     };
 
@@ -187,6 +189,6 @@ mod tests {
     #[test]
     fn every_kernel_has_its_own_rates_slot() {
         // `COUNT` matches the enum: the last kernel indexes the last slot.
-        assert_eq!(CpuKernel::SigmoidTable16 as usize + 1, CpuKernel::COUNT);
+        assert_eq!(CpuKernel::Softmax16 as usize + 1, CpuKernel::COUNT);
     }
 }

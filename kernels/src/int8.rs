@@ -35,7 +35,7 @@
 //!   [`TanhParams`], [`Logistic16Params`], [`Tanh16Params`]);
 //! - [`mean`](mod@mean): MEAN over any axes, of which height and width ([`MeanParams`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
-//!   ([`SoftmaxParams`]);
+//!   ([`SoftmaxParams`]), and [`softmax16`]: int16 SOFTMAX ([`Softmax16Params`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
 //!
 //! Matrix and tensor operators, likewise:
@@ -67,6 +67,7 @@ pub mod quantize;
 pub mod reshape;
 pub mod rsqrt;
 pub mod softmax;
+pub mod softmax16;
 pub mod sub;
 pub mod transpose;
 pub mod window;
@@ -94,6 +95,7 @@ pub use quantize::{
 pub use reshape::reshape;
 pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
+pub use softmax16::{softmax_i16, Softmax16Params, MAX_SOFTMAX16_DEPTH};
 pub use sub::{sub, SubParams};
 pub use transpose::{transpose, TransposeParams};
 pub use window::{Nhwc, Padding, Window2d};

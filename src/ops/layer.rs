@@ -155,9 +155,11 @@ pub enum CpuKernel {
     Tanh,
     /// Int16 logistic and tanh: an interpolated lookup in the sigmoid table.
     SigmoidTable16,
+    /// Int16 softmax (interpolated exp and reciprocal tables).
+    Softmax16,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 26;
+    pub const COUNT: usize = 27;
 }

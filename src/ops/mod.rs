@@ -80,7 +80,7 @@ pub use relu::{ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
-pub use softmax::SoftmaxI8;
+pub use softmax::{SoftmaxI16, SoftmaxI8};
 pub use transpose::TransposeI8;
 
 use core::ops::Range;
@@ -383,6 +383,8 @@ operators! {
     QuantizeF32ToI16 = Quantize, F32;
     /// int16 to f32 DEQUANTIZE.
     DequantizeI16 = Dequantize, I16;
+    /// int16 SOFTMAX.
+    SoftmaxI16 = Softmax, I16;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -424,7 +426,7 @@ lowerings! {
     ],
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
-    Softmax => softmax::lower: [SoftmaxI8],
+    Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16],
     Sub => binary::lower: [SubI8],
     Tanh => logistic::lower_tanh: [TanhI8, TanhI16],
     Transpose => transpose::lower: [TransposeI8],

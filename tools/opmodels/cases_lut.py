@@ -38,6 +38,19 @@ def lone_quantize(out_type=None, scale=None, zero_point=None):
     return edit
 
 
+def softmax_beta(beta):
+    """An `edit` setting the SOFTMAX's beta (the converter keeps a scaled input as a MUL)."""
+    def edit(model):
+        m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+        for op in m.subgraphs[0].operators:
+            if isinstance(op.builtinOptions, schema.SoftmaxOptionsT):
+                op.builtinOptions.beta = beta
+        b = flatbuffers.Builder(0)
+        b.Finish(m.Pack(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+    return edit
+
+
 def requantize_before_concat(x):
     """A LOGISTIC's output (scale 2^-15) joined with its input: the converter requantizes it."""
     return tf.concat([tf.math.sigmoid(x), x], -1)
@@ -66,6 +79,18 @@ CASES = {
                                 quant="16x8", float_io=True),
     # QUANTIZE between int16 scales, int16 to int8 and int8 to int16; f32 to int16 and
     # DEQUANTIZE int16 to f32 are the *_int16_float_io cases' edges.
+    # int16 SOFTMAX (16x8): exp and 1/(1+x) tables. Rows of every rank; wide inputs whose
+    # differences fall below the exp table's -10; a long row; beta from a scaled input.
+    "softmax_int16": Case(tf.nn.softmax, [In((1, 10), lo=-4.0, hi=4.0)], quant="16x8"),
+    "softmax_int16_rows": Case(tf.nn.softmax, [In((2, 3, 16), lo=-2.0, hi=3.0)],
+                               quant="16x8"),
+    "softmax_int16_wide": Case(tf.nn.softmax, [In((4, 24), lo=-30.0, hi=30.0)], quant="16x8"),
+    "softmax_int16_long_row": Case(tf.nn.softmax, [In((1, 300), lo=-1.0, hi=1.0)],
+                                   quant="16x8"),
+    "softmax_int16_beta": Case(tf.nn.softmax, [In((3, 12), lo=-3.0, hi=3.0)], quant="16x8",
+                               edit=softmax_beta(1.7)),
+    "softmax_int16_float_io": Case(tf.nn.softmax, [In((2, 20), lo=-5.0, hi=5.0)],
+                                   quant="16x8", float_io=True),
     # Inputs span the LOGISTIC output's range the QUANTIZE reads (scale 2^-15, or 1/256 with
     # zero point -128 in int8).
     "quantize_int16_to_int16": Case(requantize_before_concat, [In((4, 40))], quant="16x8",
