@@ -157,9 +157,11 @@ pub enum CpuKernel {
     SigmoidTable16,
     /// Int16 softmax (interpolated exp and reciprocal tables).
     Softmax16,
+    /// Int16 or int8 to int16 requantisation.
+    Requantize16,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 28;
 }

@@ -184,7 +184,7 @@ impl Operator for RequantizeI16 {
         Ok(ki::requantize_i16(&self.params, x, view_mut(output)?)?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Requantize
+        CpuKernel::Requantize16
     }
     fn layer(&self) -> Option<Layer> {
         Some(layer(self.len))
@@ -235,7 +235,7 @@ impl Operator for RequantizeI8ToI16 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Requantize
+        CpuKernel::Requantize16
     }
     fn layer(&self) -> Option<Layer> {
         Some(layer(self.len))

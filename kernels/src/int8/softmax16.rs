@@ -19,7 +19,7 @@
 //! The tables do not depend on the tensors' quantization: TFLM fills them at Prepare with
 //! `LUTPopulate<int16_t>` in `float` (`std::exp`, `1 / (1 + x)`, rounding of the samples and a
 //! midpoint bias); here they are constants, that function's output (printed by compiling it,
-//! verbatim, with the same two transforms).
+//! verbatim, with the same two transforms: `tools/softmax16_luts.cc`).
 
 use super::{check_scale, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
@@ -128,7 +128,10 @@ pub fn softmax_i16(
         });
     }
     check_len("input", input.len() - input.len() % depth, input.len())?;
-    for (row, out_row) in input.chunks_exact(depth).zip(output.chunks_exact_mut(depth)) {
+    for (row, out_row) in input
+        .chunks_exact(depth)
+        .zip(output.chunks_exact_mut(depth))
+    {
         let max = i32::from(row.iter().copied().max().unwrap_or(i16::MIN));
         // The exponentials, kept in the output row as TFLM does, and their sum (at most
         // 65536 · 32767: no overflow).
@@ -252,15 +255,23 @@ mod tests {
     fn rows_follow_the_real_softmax() {
         let scale = 0.0005;
         let p = Softmax16Params::new(q(scale, 0), 1.0, q(1.0 / 32768.0, 0)).unwrap();
-        let input: std::vec::Vec<i16> = (0..60).map(|i| ((i * 7919) % 16000 - 8000) as i16).collect();
+        let input: std::vec::Vec<i16> = (0..60)
+            .map(|i| ((i * 7919) % 16000 - 8000) as i16)
+            .collect();
         let mut out = [0i16; 60];
         softmax_i16(&p, 20, &input, &mut out).unwrap();
         for (row, got) in input.chunks(20).zip(out.chunks(20)) {
-            let e: std::vec::Vec<f64> =
-                row.iter().map(|&x| (f64::from(x) * f64::from(scale)).exp()).collect();
+            let e: std::vec::Vec<f64> = row
+                .iter()
+                .map(|&x| (f64::from(x) * f64::from(scale)).exp())
+                .collect();
             let total: f64 = e.iter().sum();
             for (&g, &v) in got.iter().zip(&e) {
-                assert!((f64::from(g) / 32768.0 - v / total).abs() < 2e-3, "{g} {}", v / total);
+                assert!(
+                    (f64::from(g) / 32768.0 - v / total).abs() < 2e-3,
+                    "{g} {}",
+                    v / total
+                );
             }
         }
     }
@@ -268,7 +279,10 @@ mod tests {
     #[test]
     fn lookup_interpolates_and_ends() {
         // Entry 511 (32133) plus 127/128 of the step to entry 512 (32767), rounded.
-        assert_eq!(lut_lookup(i16::MAX, &EXP_LUT), 32133 + (634 * 127 + 64) / 128);
+        assert_eq!(
+            lut_lookup(i16::MAX, &EXP_LUT),
+            32133 + (634 * 127 + 64) / 128
+        );
         assert_eq!(lut_lookup(i16::MIN, &EXP_LUT), 2);
         assert_eq!(lut_lookup(i16::MIN, &ONE_OVER_ONE_PLUS_X_LUT), 32767);
         assert_eq!(lut_lookup(i16::MAX, &ONE_OVER_ONE_PLUS_X_LUT), 16384);
