@@ -340,7 +340,7 @@ fn checked_log2(x: f32) -> Option<i32> {
     let e = ((bits >> 52) & 0x7ff) as i32 - 1023;
     let m = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
     let rounded = if m < SQRT_2 { e } else { e + 1 };
-    (m < NEAR_ONE || m > NEAR_TWO).then_some(rounded)
+    (!(NEAR_ONE..=NEAR_TWO).contains(&m)).then_some(rounded)
 }
 
 /// Precomputed parameters of int16 LOGISTIC; see the [module docs](self).

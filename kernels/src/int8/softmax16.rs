@@ -278,11 +278,9 @@ mod tests {
 
     #[test]
     fn lookup_interpolates_and_ends() {
-        // Entry 511 (32133) plus 127/128 of the step to entry 512 (32767), rounded.
-        assert_eq!(
-            lut_lookup(i16::MAX, &EXP_LUT),
-            32133 + (634 * 127 + 64) / 128
-        );
+        // Entry 511 (32133) plus 127/128 of the step of 634 to entry 512 (32767), rounded:
+        // (634 · 127 + 64) >> 7 = 629.
+        assert_eq!(lut_lookup(i16::MAX, &EXP_LUT), 32133 + 629);
         assert_eq!(lut_lookup(i16::MIN, &EXP_LUT), 2);
         assert_eq!(lut_lookup(i16::MIN, &ONE_OVER_ONE_PLUS_X_LUT), 32767);
         assert_eq!(lut_lookup(i16::MAX, &ONE_OVER_ONE_PLUS_X_LUT), 16384);
