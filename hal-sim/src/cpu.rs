@@ -162,6 +162,16 @@ impl CpuModel {
             Rates::new(CALL, 704, 1600, 0),
             // LogSoftmax: 259.2 per element, 452 per row (its logarithm).
             Rates::new(CALL, 4147, 7232, 0),
+            // Logistic (int8, gemmlowp exp and Newton-Raphson division): 346.7.
+            Rates::new(CALL, 5547, 0, 0),
+            // Tanh (int8, likewise): 359.7.
+            Rates::new(CALL, 5755, 0, 0),
+            // SigmoidTable16 (int16 logistic 26.1 and tanh 23.1): 24.4.
+            Rates::new(CALL, 390, 0, 0),
+            // Softmax16: 250 per row of 16 beyond 78 per element (rows of 16 and of 1,000).
+            Rates::new(250, 1248, 0, 0),
+            // Requantize16 (int16 and int8 to int16): 29.4.
+            Rates::new(CALL, 470, 0, 0),
         ],
     };
 
@@ -215,6 +225,6 @@ mod tests {
     #[test]
     fn every_kernel_has_its_own_rates_slot() {
         // `COUNT` matches the enum: the last kernel indexes the last slot.
-        assert_eq!(CpuKernel::LogSoftmax as usize + 1, CpuKernel::COUNT);
+        assert_eq!(CpuKernel::Requantize16 as usize + 1, CpuKernel::COUNT);
     }
 }

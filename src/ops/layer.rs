@@ -179,9 +179,19 @@ pub enum CpuKernel {
     L2Norm,
     /// Int8 log softmax.
     LogSoftmax,
+    /// Int8 logistic (gemmlowp fixed point).
+    Logistic,
+    /// Int8 tanh (gemmlowp fixed point).
+    Tanh,
+    /// Int16 logistic and tanh: an interpolated lookup in the sigmoid table.
+    SigmoidTable16,
+    /// Int16 softmax (interpolated exp and reciprocal tables).
+    Softmax16,
+    /// Int16 or int8 to int16 requantisation.
+    Requantize16,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 34;
+    pub const COUNT: usize = 39;
 }

@@ -65,6 +65,8 @@ class Case:
     runs: inputs run in sequence on one interpreter.
     keras: build a Keras model instead (fn takes keras inputs), for layers the converter only
     fuses from Keras (LSTM -> UNIDIRECTIONAL_SEQUENCE_LSTM).
+    edit: a function of the converted model's bytes returning the model to use, for an
+    operator the converter only makes between others (cut out of the converted model).
     """
     fn: object
     inputs: list
@@ -74,6 +76,7 @@ class Case:
     keras: bool = False
     batch_size: int = None
     extra: dict = field(default_factory=dict)
+    edit: object = None
 
 
 def seed(*parts):
@@ -126,7 +129,8 @@ def convert(name, case):
     converter._experimental_disable_per_channel_quantization_for_dense_layers = False
     for k, v in case.extra.items():
         setattr(converter, k, v)
-    return converter.convert()
+    model = converter.convert()
+    return case.edit(model) if case.edit else model
 
 
 def quantize_input(x, detail):
