@@ -125,6 +125,8 @@ const fn ethos_u55_ops() -> OpSet {
         (K::ArgMax, &[I8]),
         // Vela: strides 1x1 or 2x2, the output the input times the strides (not checked).
         (K::TransposeConv, &[I8]),
+        (K::Logistic, &[I8, I16]),
+        (K::Tanh, &[I8, I16]),
     ];
     let mut set = OpSet::EMPTY;
     let mut i = 0;

@@ -162,6 +162,16 @@ impl CpuModel {
             Rates::new(CALL, 704, 1600, 0),
             // LogSoftmax: 259.2 per element, 452 per row (its logarithm).
             Rates::new(CALL, 4147, 7232, 0),
+            // Logistic (int8, gemmlowp exp and Newton-Raphson division): 346.7.
+            Rates::new(CALL, 5547, 0, 0),
+            // Tanh (int8, likewise): 359.7.
+            Rates::new(CALL, 5755, 0, 0),
+            // SigmoidTable16 (int16 logistic 26.1 and tanh 23.1): 24.4.
+            Rates::new(CALL, 390, 0, 0),
+            // Softmax16: 250 per row of 16 beyond 78 per element (rows of 16 and of 1,000).
+            Rates::new(250, 1248, 0, 0),
+            // Requantize16 (int16 and int8 to int16): 29.4.
+            Rates::new(CALL, 470, 0, 0),
             // Svdf: 10.06 per MAC (feature and time weights together, the state's shift and
             // the per-filter requantization folded in), fitted to the firmware's one
             // synthetic shape (32 inputs, 64 filters of rank 2, memory 8: 26,099 instructions

@@ -1,4 +1,5 @@
-//! gemmlowp's fixed-point transcendental functions, as TFLM's int8 SOFTMAX uses them.
+//! gemmlowp's fixed-point transcendental functions, as TFLM's int8 SOFTMAX, LOGISTIC and TANH
+//! use them.
 //!
 //! gemmlowp (`fixedpoint/fixedpoint.h`) represents a real number `r` in the format `Qm.n`
 //! (`m` integer bits, `n = 31 − m` fractional bits) by the `i32` "raw" value `r · 2^n`. The
@@ -23,7 +24,9 @@
 //! shifter"). [`one_over_one_plus_x_for_x_in_0_1`] computes `1 / (1 + x)` by three
 //! Newton–Raphson iterations from the classic `48/17 − 32/17 · d` starting point, and
 //! [`get_reciprocal`] (TFLM's `GetReciprocal`) normalizes an arbitrary positive fixed-point
-//! value into `[1, 2)` with a count of leading zeros before using it.
+//! value into `[1, 2)` with a count of leading zeros before using it. [`logistic`] and [`tanh`]
+//! combine the exponential with that division (or with `(1 − x) / (1 + x)`,
+//! [`one_minus_x_over_one_plus_x_for_x_in_0_1`]).
 //!
 //! Every function is total: inputs gemmlowp leaves undefined (shift counts of 32 or more,
 //! signed overflow) give the wrapped or saturated value instead of panicking.
@@ -161,12 +164,22 @@ pub fn exp_on_negative_values(a: i32, integer_bits: u32) -> i32 {
 /// saturating left shift of 2). The result `x / 2` is returned in Q0.31.
 #[must_use]
 pub fn one_over_one_plus_x_for_x_in_0_1(a: i32) -> i32 {
+    let x = reciprocal_of_half_denominator(a);
+    // x / 2 in Q1.30 has the raw of x; rescaling Q1.30 to Q0.31 is a left shift by one.
+    saturating_rounding_multiply_by_pot(x, 1)
+}
+
+/// 1.0 in Q2.29.
+const ONE_Q2: i32 = 1 << 29;
+
+/// `1 / d` in Q2.29 for `d = (1 + a) / 2`, `a` in Q0.31: the Newton–Raphson division that
+/// gemmlowp's `one_over_one_plus_x_for_x_in_0_1` and `one_minus_x_over_one_plus_x_for_x_in_0_1`
+/// share (three iterations from `48/17 − 32/17 · d`).
+fn reciprocal_of_half_denominator(a: i32) -> i32 {
     /// 48/17 in Q2.29.
     const FORTY_EIGHT_OVER_SEVENTEEN: i32 = 1_515_870_810;
     /// −32/17 in Q2.29.
     const MINUS_THIRTY_TWO_OVER_SEVENTEEN: i32 = -1_010_580_540;
-    /// 1.0 in Q2.29.
-    const ONE_Q2: i32 = 1 << 29;
     let mul = saturating_rounding_doubling_high_mul;
     let half_denominator = rounding_half_sum(a, i32::MAX);
     let mut x = FORTY_EIGHT_OVER_SEVENTEEN
@@ -175,8 +188,66 @@ pub fn one_over_one_plus_x_for_x_in_0_1(a: i32) -> i32 {
         let one_minus_dx = ONE_Q2.wrapping_sub(mul(half_denominator, x));
         x = x.wrapping_add(saturating_rounding_multiply_by_pot(mul(x, one_minus_dx), 2));
     }
-    // x / 2 in Q1.30 has the raw of x; rescaling Q1.30 to Q0.31 is a left shift by one.
-    saturating_rounding_multiply_by_pot(x, 1)
+    x
+}
+
+/// `(1 − a) / (1 + a)` for `a` in `[0, 1)`, both in Q0.31: gemmlowp's
+/// `one_minus_x_over_one_plus_x_for_x_in_0_1`, the last step of its `tanh`.
+///
+/// The same Newton–Raphson reciprocal `x ≈ 2 / (1 + a)` as
+/// [`one_over_one_plus_x_for_x_in_0_1`] (Q2.29); the result is `x − 1`, rescaled from Q2.29 to
+/// Q0.31 by a saturating left shift of 2.
+#[must_use]
+pub fn one_minus_x_over_one_plus_x_for_x_in_0_1(a: i32) -> i32 {
+    let x = reciprocal_of_half_denominator(a);
+    saturating_rounding_multiply_by_pot(x.wrapping_sub(ONE_Q2), 2)
+}
+
+/// `logistic(a) = 1 / (1 + exp(−a))` for `a` in Q`integer_bits`.(31 − `integer_bits`), the
+/// result in Q0.31: gemmlowp's `logistic`.
+///
+/// For `a > 0` it is [`one_over_one_plus_x_for_x_in_0_1`] of `exp(−a)`
+/// ([`exp_on_negative_values`]); for `a < 0` it is one (`i32::MAX`) minus the result for `−a`;
+/// `a == 0` gives exactly one half (`2^30`). Negations wrap as gemmlowp's do on
+/// two's-complement targets (only `i32::MIN` is affected).
+#[must_use]
+pub fn logistic(a: i32, integer_bits: u32) -> i32 {
+    if a == 0 {
+        return 1 << 30;
+    }
+    let magnitude = if a > 0 { a } else { a.wrapping_neg() };
+    let positive = one_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(
+        magnitude.wrapping_neg(),
+        integer_bits,
+    ));
+    if a > 0 {
+        positive
+    } else {
+        i32::MAX.wrapping_sub(positive)
+    }
+}
+
+/// `tanh(a)` for `a` in Q`integer_bits`.(31 − `integer_bits`), the result in Q0.31: gemmlowp's
+/// `tanh`, `(1 − exp(−2|a|)) / (1 + exp(−2|a|))` with the sign of `a`.
+///
+/// `−|a|` is doubled exactly by reading it with one more integer bit (gemmlowp's
+/// `ExactMulByPot<1>`), goes through [`exp_on_negative_values`] and
+/// [`one_minus_x_over_one_plus_x_for_x_in_0_1`]; `a == 0` gives 0. Negations wrap.
+#[must_use]
+pub fn tanh(a: i32, integer_bits: u32) -> i32 {
+    if a == 0 {
+        return 0;
+    }
+    let negative = if a < 0 { a } else { a.wrapping_neg() };
+    let t = one_minus_x_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(
+        negative,
+        integer_bits.saturating_add(1),
+    ));
+    if a < 0 {
+        t.wrapping_neg()
+    } else {
+        t
+    }
 }
 
 /// TFLM's `GetReciprocal`: for a positive `x` in Q`x_integer_digits`.(31 − `x_integer_digits`),

@@ -38,8 +38,10 @@
 //! - [`l2norm`]: L2_NORMALIZATION along the innermost dimension ([`l2_normalization`]);
 //! - [`log_softmax`](mod@log_softmax): LOG_SOFTMAX with TFLM's fixed int8 output
 //!   quantization ([`LogSoftmaxParams`]);
+//! - [`logistic`](mod@logistic): LOGISTIC and TANH, int8 and int16 ([`LogisticParams`],
+//!   [`TanhParams`], [`Logistic16Params`], [`Tanh16Params`]);
 //! - [`softmax`](mod@softmax): SOFTMAX with TFLM's fixed int8 output quantization
-//!   ([`SoftmaxParams`]);
+//!   ([`SoftmaxParams`]), and [`softmax16`]: int16 SOFTMAX ([`Softmax16Params`]);
 //! - [`window`]: the shared sliding-window geometry ([`Padding`], [`Nhwc`], [`Window2d`]).
 //!
 //! Matrix and tensor operators, likewise:
@@ -70,6 +72,7 @@ pub mod fc_per_channel;
 pub mod im2col;
 pub mod l2norm;
 pub mod log_softmax;
+pub mod logistic;
 pub mod lstm;
 pub mod mean;
 pub mod pool;
@@ -77,6 +80,7 @@ pub mod quantize;
 pub mod reshape;
 pub mod rsqrt;
 pub mod softmax;
+pub mod softmax16;
 pub mod sub;
 pub mod svdf;
 pub mod transpose;
@@ -100,13 +104,21 @@ pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use l2norm::l2_normalization;
 pub use log_softmax::{log_softmax, LogSoftmaxParams};
+pub use logistic::{
+    logistic, logistic_i16, tanh, tanh_i16, Logistic16Params, LogisticParams, Tanh16Params,
+    TanhParams,
+};
 pub use lstm::{lstm, CellGate, LstmActivation, LstmParams, LstmQuant, LstmShape};
 pub use mean::{mean, mean_hw, reduce_max, reduce_min, sum, MeanParams, ReduceShape};
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
-pub use quantize::{dequantize, quantize_f32, requantize, RequantizeParams};
+pub use quantize::{
+    dequantize, dequantize_i16, quantize_f32, quantize_f32_to_i16, requantize, requantize_i16,
+    requantize_i16_to_i8, requantize_i8_to_i16, IntType, RequantizeParams,
+};
 pub use reshape::reshape;
 pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
+pub use softmax16::{softmax_i16, Softmax16Params, MAX_SOFTMAX16_DEPTH};
 pub use sub::{sub, SubParams};
 pub use svdf::{svdf, SvdfParams, SvdfShape, SvdfState};
 pub use transpose::{transpose, TransposeParams};

@@ -179,6 +179,16 @@ pub enum CpuKernel {
     L2Norm,
     /// Int8 log softmax.
     LogSoftmax,
+    /// Int8 logistic (gemmlowp fixed point).
+    Logistic,
+    /// Int8 tanh (gemmlowp fixed point).
+    Tanh,
+    /// Int16 logistic and tanh: an interpolated lookup in the sigmoid table.
+    SigmoidTable16,
+    /// Int16 softmax (interpolated exp and reciprocal tables).
+    Softmax16,
+    /// Int16 or int8 to int16 requantisation.
+    Requantize16,
     /// Int8 SVDF (int8 or int16 state).
     Svdf,
     /// LSTM over a sequence (int8 or int16 activations).
@@ -187,5 +197,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 36;
+    pub const COUNT: usize = 41;
 }

@@ -214,18 +214,30 @@ pub(super) fn check_elements(t: &TensorInfo<'_>, expected: usize) -> Result<(), 
 
 /// Per-tensor int8 quantization of an activation tensor.
 pub(super) fn quant(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
-    if t.dtype != DataType::Int8 {
-        return Err(unsupported("tensor type other than int8"));
+    quant_of(t, DataType::Int8)
+}
+
+/// Per-tensor quantization of an activation tensor of type `dtype` (int8 or int16).
+pub(super) fn quant_of(t: &TensorInfo<'_>, dtype: DataType) -> Result<Quant, LowerError> {
+    let (wrong_type, missing) = match dtype {
+        DataType::Int16 => (
+            "tensor type other than int16",
+            "int16 tensor without quantization",
+        ),
+        _ => (
+            "tensor type other than int8",
+            "int8 tensor without quantization",
+        ),
+    };
+    if t.dtype != dtype {
+        return Err(unsupported(wrong_type));
     }
-    affine(t, "int8 tensor without quantization")
+    affine(t, missing)
 }
 
 /// Per-tensor int16 quantization of an activation tensor (the 16x8 scheme's).
 pub(super) fn quant_i16(t: &TensorInfo<'_>) -> Result<Quant, LowerError> {
-    if t.dtype != DataType::Int16 {
-        return Err(unsupported("tensor type other than int16"));
-    }
-    affine(t, "int16 tensor without quantization")
+    quant_of(t, DataType::Int16)
 }
 
 /// The one scale and zero point of a quantized activation tensor, whatever its type (`missing`:

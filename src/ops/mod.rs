@@ -52,6 +52,7 @@ mod interp;
 mod l2norm;
 mod layer;
 mod log_softmax;
+mod logistic;
 mod lower;
 mod lstm;
 mod mean;
@@ -87,19 +88,23 @@ pub use interp::{split_operands, split_writable};
 pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use log_softmax::LogSoftmaxI8;
+pub use logistic::{LogisticI16, LogisticI8, TanhI16, TanhI8};
 pub use lower::{LowerCtx, LowerError, Lowered, Operand};
 pub use lstm::{LstmI16, LstmI8};
 pub use mean::{MeanI8, ReduceMaxI8, ReduceMinI8, SumI8};
 pub use pack::{PackI16, PackI8};
 pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
-pub use quantize::{DequantizeI8, QuantizeF32, RequantizeI8};
+pub use quantize::{
+    DequantizeI16, DequantizeI8, QuantizeF32, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
+    RequantizeI8, RequantizeI8ToI16,
+};
 pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
 pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
-pub use softmax::SoftmaxI8;
+pub use softmax::{SoftmaxI16, SoftmaxI8};
 pub use svdf::SvdfI8;
 pub use transpose::TransposeI8;
 pub use transpose_conv::TransposeConvI8;
@@ -260,6 +265,10 @@ op_kinds! {
     LogSoftmax,
     /// Minimum over axes.
     ReduceMin,
+    /// The logistic function (sigmoid).
+    Logistic,
+    /// The hyperbolic tangent.
+    Tanh,
     /// Singular value decomposition filter, a stateful layer (TFLite SVDF).
     Svdf,
     /// Long short-term memory over a sequence, a stateful layer (TFLite
@@ -509,6 +518,26 @@ operators! {
     LogSoftmaxI8 = LogSoftmax, I8;
     /// int8 REDUCE_MIN.
     ReduceMinI8 = ReduceMin, I8;
+    /// int8 LOGISTIC.
+    LogisticI8 = Logistic, I8;
+    /// int16 LOGISTIC.
+    LogisticI16 = Logistic, I16;
+    /// int8 TANH.
+    TanhI8 = Tanh, I8;
+    /// int16 TANH.
+    TanhI16 = Tanh, I16;
+    /// int16 to int16 QUANTIZE.
+    RequantizeI16 = Quantize, I16;
+    /// int16 to int8 QUANTIZE.
+    RequantizeI16ToI8 = Quantize, I16;
+    /// int8 to int16 QUANTIZE.
+    RequantizeI8ToI16 = Quantize, I8;
+    /// f32 to int16 QUANTIZE.
+    QuantizeF32ToI16 = Quantize, F32;
+    /// int16 to f32 DEQUANTIZE.
+    DequantizeI16 = Dequantize, I16;
+    /// int16 SOFTMAX.
+    SoftmaxI16 = Softmax, I16;
     /// int8 SVDF (int8 or int16 activation state).
     SvdfI8 = Svdf, I8;
     /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
@@ -547,7 +576,7 @@ lowerings! {
     Concatenation => concat::lower: [ConcatenationI8],
     Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16],
-    Dequantize => quantize::lower_dequantize: [DequantizeI8],
+    Dequantize => quantize::lower_dequantize: [DequantizeI8, DequantizeI16],
     FullyConnected => fully_connected::lower: [
         FullyConnectedI8,
         FullyConnectedPerChannelI8,
@@ -557,6 +586,7 @@ lowerings! {
     L2Normalization => l2norm::lower: [L2NormI8],
     LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
     LogSoftmax => log_softmax::lower: [LogSoftmaxI8],
+    Logistic => logistic::lower: [LogisticI8, LogisticI16],
     MaxPool2d => pool::lower: [MaxPool2dI8],
     Maximum => elementwise::lower_binary: [MaximumI8],
     Mean => mean::lower: [MeanI8],
@@ -568,7 +598,14 @@ lowerings! {
     Pad => pad::lower: [PadI8, PadI16, PadV2I8, PadV2I16],
     Padv2 => pad::lower: [PadV2I8, PadV2I16],
     Prelu => elementwise::lower_binary: [PreluI8],
-    Quantize => quantize::lower: [RequantizeI8, QuantizeF32],
+    Quantize => quantize::lower: [
+        RequantizeI8,
+        QuantizeF32,
+        RequantizeI16,
+        RequantizeI16ToI8,
+        RequantizeI8ToI16,
+        QuantizeF32ToI16
+    ],
     ReduceMax => mean::lower: [ReduceMaxI8],
     ReduceMin => mean::lower: [ReduceMinI8],
     Relu => relu::lower: [ReluI8],
@@ -576,7 +613,7 @@ lowerings! {
     Reshape => reshape::lower: [],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Slice => slice::lower_slice: [SliceI8, SliceI16],
-    Softmax => softmax::lower: [SoftmaxI8],
+    Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16],
     Split => slice::lower_split: [SliceI8, SliceI16],
     SplitV => slice::lower_split_v: [SliceI8, SliceI16],
     SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
@@ -584,6 +621,7 @@ lowerings! {
     Sub => binary::lower: [SubI8],
     Sum => mean::lower: [SumI8],
     Svdf => svdf::lower: [SvdfI8],
+    Tanh => logistic::lower_tanh: [TanhI8, TanhI16],
     Transpose => transpose::lower: [TransposeI8],
     TransposeConv => transpose_conv::lower: [TransposeConvI8],
     UnidirectionalSequenceLstm => lstm::lower: [LstmI8, LstmI16],

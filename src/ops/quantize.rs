@@ -1,11 +1,17 @@
 //! QUANTIZE and DEQUANTIZE: int8 to int8 with another scale (requantization), f32 to int8, and
-//! int8 to f32, TFLM's rounding. Operands `[input]`; the two conversions' dtype is their
-//! input's.
+//! int8 to f32, TFLM's rounding; and the same with int16 (TensorFlow Lite's 16x8 models): int16
+//! to int16 and to int8, int8 to int16, f32 to int16, int16 to f32. Operands `[input]`; an op's
+//! dtype is its input's.
+//!
+//! Where they run: Vela places QUANTIZE on an Ethos-U55 for int8 and int16 (its generic
+//! constraints only), so every QUANTIZE form is on the simulated NPU with the int8 ones (f32 to
+//! int16 shares f32 to int8's family and dtype, which the simulator has run since before the
+//! list was followed). Vela has no DEQUANTIZE: int16 to f32 runs on the CPU.
 
-use npu_kernels::int8::{self as ki, Quant, RequantizeParams};
+use npu_kernels::int8::{self as ki, IntType, Quant, RequantizeParams};
 
 use super::interp::{i8s, input, view, view_mut};
-use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
+use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
 use super::{rows_of, CpuKernel, Layer, LayerKind, OpError, Operands, Operator};
 use crate::model::DataType;
 
@@ -37,6 +43,61 @@ pub struct DequantizeI8 {
     pub len: u32,
     /// The input's quantization.
     pub quant: Quant,
+}
+
+/// int16 to int16 QUANTIZE (requantization) on `len` elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RequantizeI16 {
+    /// Elements.
+    pub len: u32,
+    /// Rescaling parameters.
+    pub params: RequantizeParams,
+}
+
+/// int16 to int8 QUANTIZE on `len` elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RequantizeI16ToI8 {
+    /// Elements.
+    pub len: u32,
+    /// Rescaling parameters.
+    pub params: RequantizeParams,
+}
+
+/// int8 to int16 QUANTIZE on `len` elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RequantizeI8ToI16 {
+    /// Elements.
+    pub len: u32,
+    /// Rescaling parameters.
+    pub params: RequantizeParams,
+}
+
+/// f32 to int16 QUANTIZE on `len` elements (operand `[input]` is f32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct QuantizeF32ToI16 {
+    /// Elements.
+    pub len: u32,
+    /// The output's quantization.
+    pub quant: Quant,
+}
+
+/// int16 to f32 DEQUANTIZE on `len` elements (the output is f32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DequantizeI16 {
+    /// Elements.
+    pub len: u32,
+    /// The input's quantization.
+    pub quant: Quant,
+}
+
+/// Operands of a conversion of `len` elements from `in_size`-byte to `out_size`-byte ones.
+fn conversion(len: u32, in_size: u32, out_size: u32) -> Option<Operands> {
+    Operands::new(&[len.checked_mul(in_size)?], 0, len.checked_mul(out_size)?)
 }
 
 /// The cycle model's view: one pass through the output stage.
@@ -111,29 +172,184 @@ impl Operator for DequantizeI8 {
     }
 }
 
-/// QUANTIZE: from f32, or from int8 with another scale.
+impl Operator for RequantizeI16 {
+    fn operands(&self) -> Option<Operands> {
+        conversion(self.len, 2, 2)
+    }
+    fn macs(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let x = view(input(inputs, 0), 0)?;
+        Ok(ki::requantize_i16(&self.params, x, view_mut(output)?)?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Requantize16
+    }
+    fn layer(&self) -> Option<Layer> {
+        Some(layer(self.len))
+    }
+    fn output_elements(&self) -> Option<u64> {
+        Some(u64::from(self.len))
+    }
+}
+
+impl Operator for RequantizeI16ToI8 {
+    fn operands(&self) -> Option<Operands> {
+        conversion(self.len, 2, 1)
+    }
+    fn macs(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let x = view(input(inputs, 0), 0)?;
+        Ok(ki::requantize_i16_to_i8(
+            &self.params,
+            x,
+            view_mut(output)?,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Requantize
+    }
+    fn layer(&self) -> Option<Layer> {
+        Some(layer(self.len))
+    }
+    fn output_elements(&self) -> Option<u64> {
+        Some(u64::from(self.len))
+    }
+}
+
+impl Operator for RequantizeI8ToI16 {
+    fn operands(&self) -> Option<Operands> {
+        conversion(self.len, 1, 2)
+    }
+    fn macs(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        Ok(ki::requantize_i8_to_i16(
+            &self.params,
+            i8s(inputs, 0)?,
+            view_mut(output)?,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Requantize16
+    }
+    fn layer(&self) -> Option<Layer> {
+        Some(layer(self.len))
+    }
+    fn output_elements(&self) -> Option<u64> {
+        Some(u64::from(self.len))
+    }
+}
+
+impl Operator for QuantizeF32ToI16 {
+    fn operands(&self) -> Option<Operands> {
+        conversion(self.len, 4, 2)
+    }
+    fn macs(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let x = view(input(inputs, 0), 0)?;
+        Ok(ki::quantize_f32_to_i16(self.quant, x, view_mut(output)?)?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Quantize
+    }
+    fn layer(&self) -> Option<Layer> {
+        Some(layer(self.len))
+    }
+    fn output_elements(&self) -> Option<u64> {
+        Some(u64::from(self.len))
+    }
+}
+
+impl Operator for DequantizeI16 {
+    fn operands(&self) -> Option<Operands> {
+        conversion(self.len, 2, 4)
+    }
+    fn macs(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let x = view(input(inputs, 0), 0)?;
+        Ok(ki::dequantize_i16(self.quant, x, view_mut(output)?)?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Dequantize
+    }
+    fn output_elements(&self) -> Option<u64> {
+        Some(u64::from(self.len))
+    }
+}
+
+/// QUANTIZE: from f32, or from int8 or int16 with another scale, to int8 or int16.
 pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
     let (x, y) = (ctx.input(0)?, ctx.output()?);
     let len = x.shape.num_elements();
     lower::check_elements(&y, len as usize)?;
-    let yq = quant(&y)?;
     let list = operands(&[lower::Operand::Tensor(x.index)]);
-    match x.dtype {
-        DataType::Float32 => Ok(compute(QuantizeF32 { len, quant: yq }, list)),
-        DataType::Int8 => Ok(compute(
-            RequantizeI8 {
+    let (i8t, i16t) = (IntType::I8, IntType::I16);
+    let rescale = |xt, yt| {
+        RequantizeParams::with_ranges(quant_of(&x, x.dtype)?, xt, quant_of(&y, y.dtype)?, yt)
+            .map_err(lower::LowerError::from)
+    };
+    match (x.dtype, y.dtype) {
+        (DataType::Float32, DataType::Int8) => Ok(compute(
+            QuantizeF32 {
                 len,
-                params: RequantizeParams::new(quant(&x)?, yq)?,
+                quant: quant(&y)?,
             },
             list,
         )),
+        (DataType::Int8, DataType::Int8) => Ok(compute(
+            RequantizeI8 {
+                len,
+                params: RequantizeParams::new(quant(&x)?, quant(&y)?)?,
+            },
+            list,
+        )),
+        (DataType::Float32, DataType::Int16) => Ok(compute(
+            QuantizeF32ToI16 {
+                len,
+                quant: quant_of(&y, DataType::Int16)?,
+            },
+            list,
+        )),
+        (DataType::Int16, DataType::Int16) => Ok(compute(
+            RequantizeI16 {
+                len,
+                params: rescale(i16t, i16t)?,
+            },
+            list,
+        )),
+        (DataType::Int16, DataType::Int8) => Ok(compute(
+            RequantizeI16ToI8 {
+                len,
+                params: rescale(i16t, i8t)?,
+            },
+            list,
+        )),
+        (DataType::Int8, DataType::Int16) => Ok(compute(
+            RequantizeI8ToI16 {
+                len,
+                params: rescale(i8t, i16t)?,
+            },
+            list,
+        )),
+        (DataType::Float32 | DataType::Int8 | DataType::Int16, _) => {
+            Err(unsupported("QUANTIZE output type other than int8 or int16"))
+        }
         _ => Err(unsupported(
-            "QUANTIZE input type other than float32 or int8",
+            "QUANTIZE input type other than float32, int8 or int16",
         )),
     }
 }
 
-/// DEQUANTIZE: int8 to f32.
+/// DEQUANTIZE: int8 or int16 to f32.
 pub(super) fn lower_dequantize(
     ctx: &LowerCtx<'_, '_>,
 ) -> Result<lower::Lowered, lower::LowerError> {
@@ -143,11 +359,16 @@ pub(super) fn lower_dequantize(
     }
     let len = x.shape.num_elements();
     lower::check_elements(&y, len as usize)?;
+    let list = operands(&[lower::Operand::Tensor(x.index)]);
+    if x.dtype == DataType::Int16 {
+        let quant = quant_of(&x, DataType::Int16)?;
+        return Ok(compute(DequantizeI16 { len, quant }, list));
+    }
     Ok(compute(
         DequantizeI8 {
             len,
             quant: quant(&x)?,
         },
-        operands(&[lower::Operand::Tensor(x.index)]),
+        list,
     ))
 }

@@ -1,12 +1,15 @@
-//! SOFTMAX (int8) over rows of the innermost dimension, TFLM's fixed-point exponentials.
-//! Operands `[input]`.
+//! SOFTMAX over rows of the innermost dimension: int8 with TFLM's fixed-point exponentials,
+//! int16 with its interpolated exp and reciprocal tables. Operands `[input]`.
+//!
+//! Vela runs SOFTMAX on an Ethos-U55 in int8 and int16 (input and output of one type, beta
+//! positive, which TFLM's parameters need anyway), so both are on the simulated NPU.
 
-use npu_kernels::int8::{self as ki, SoftmaxParams};
+use npu_kernels::int8::{self as ki, Softmax16Params, SoftmaxParams};
 
-use super::interp::{i8s, view_mut};
-use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
+use super::interp::{i8s, input, view, view_mut};
+use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
 use super::{rows_of, CpuKernel, KeyShape, Layer, LayerKind, OpError, Operands, Operator};
-use crate::model::BuiltinOptions;
+use crate::model::{BuiltinOptions, DataType};
 
 /// int8 SOFTMAX over rows of `depth` elements.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -18,6 +21,56 @@ pub struct SoftmaxI8 {
     pub depth: u32,
     /// Fixed-point parameters.
     pub params: SoftmaxParams,
+}
+
+/// int16 SOFTMAX over rows of `depth` elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SoftmaxI16 {
+    /// Elements in all.
+    pub len: u32,
+    /// Elements per row (the innermost dimension).
+    pub depth: u32,
+    /// The difference scaling.
+    pub params: Softmax16Params,
+}
+
+/// Rows and depth as the tuning key's sizes.
+fn key_shape(len: u32, depth: u32) -> KeyShape {
+    let rows = len.checked_div(depth).unwrap_or(0);
+    KeyShape {
+        window: [0; 8],
+        sizes: [u64::from(rows), u64::from(depth), 0, 0, 0],
+    }
+}
+
+impl Operator for SoftmaxI16 {
+    fn operands(&self) -> Option<Operands> {
+        let bytes = self.len.checked_mul(2)?;
+        Operands::new(&[bytes], 0, bytes)
+    }
+    fn macs(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+        let x = view(input(inputs, 0), 0)?;
+        Ok(ki::softmax_i16(
+            &self.params,
+            self.depth as usize,
+            x,
+            view_mut(output)?,
+        )?)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::Softmax16
+    }
+    fn layer(&self) -> Option<Layer> {
+        let rows = rows_of(self.len, self.depth);
+        Some(Layer::new(LayerKind::Softmax, rows, rows))
+    }
+    fn key_shape(&self) -> KeyShape {
+        key_shape(self.len, self.depth)
+    }
 }
 
 impl Operator for SoftmaxI8 {
@@ -44,20 +97,19 @@ impl Operator for SoftmaxI8 {
         Some(Layer::new(LayerKind::Softmax, rows, rows))
     }
     fn key_shape(&self) -> KeyShape {
-        let rows = self.len.checked_div(self.depth).unwrap_or(0);
-        KeyShape {
-            window: [0; 8],
-            sizes: [u64::from(rows), u64::from(self.depth), 0, 0, 0],
-        }
+        key_shape(self.len, self.depth)
     }
 }
 
-/// SOFTMAX (int8).
+/// SOFTMAX (int8, int16).
 pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
     let BuiltinOptions::Softmax(o) = ctx.options() else {
         return Err(unsupported("operator"));
     };
     let (x, y) = (ctx.input(0)?, ctx.output()?);
+    if x.dtype == DataType::Int16 {
+        return lower_i16(&x, &y, o.beta);
+    }
     let params = SoftmaxParams::new(quant(&x)?, o.beta, quant(&y)?)?;
     let len = x.shape.num_elements();
     lower::check_elements(&y, len as usize)?;
@@ -69,6 +121,28 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
         .ok_or(unsupported("scalar input"))?;
     Ok(compute(
         SoftmaxI8 { len, depth, params },
+        operands(&[lower::Operand::Tensor(x.index)]),
+    ))
+}
+
+/// SOFTMAX from int16 to int16 (TFLM's int8-to-int16 form is not supported).
+fn lower_i16(
+    x: &crate::model::TensorInfo<'_>,
+    y: &crate::model::TensorInfo<'_>,
+    beta: f32,
+) -> Result<lower::Lowered, lower::LowerError> {
+    let q = |t| quant_of(t, DataType::Int16);
+    let params = Softmax16Params::new(q(x)?, beta, q(y)?)?;
+    let len = x.shape.num_elements();
+    lower::check_elements(y, len as usize)?;
+    let depth = x
+        .shape
+        .dims()
+        .last()
+        .copied()
+        .ok_or(unsupported("scalar input"))?;
+    Ok(compute(
+        SoftmaxI16 { len, depth, params },
         operands(&[lower::Operand::Tensor(x.index)]),
     ))
 }

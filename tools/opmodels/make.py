@@ -70,6 +70,8 @@ class Case:
     fuses from Keras (LSTM -> UNIDIRECTIONAL_SEQUENCE_LSTM).
     build: a function returning the `.tflite` bytes itself, for operators TensorFlow's
     converter never emits (SVDF); fn, quant and the conversion options are then unused.
+    edit: a function of the converted model's bytes returning the model to use, for an
+    operator the converter only makes between others (cut out of the converted model).
     """
     fn: object
     inputs: list
@@ -80,6 +82,7 @@ class Case:
     batch_size: int = None
     extra: dict = field(default_factory=dict)
     build: object = None
+    edit: object = None
 
 
 def seed(*parts):
@@ -132,7 +135,8 @@ def convert(name, case):
     converter._experimental_disable_per_channel_quantization_for_dense_layers = False
     for k, v in case.extra.items():
         setattr(converter, k, v)
-    return converter.convert()
+    model = converter.convert()
+    return case.edit(model) if case.edit else model
 
 
 def quantize_input(x, detail):

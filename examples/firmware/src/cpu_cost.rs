@@ -50,9 +50,11 @@ use npu_compute::hal::MAX_JOB_INPUTS;
 use npu_compute::kernels::int8::{
     AbsParams, Activation, AddParams, ArgMinMaxParams, BatchMatmulParams, BroadcastShape,
     ConcatParams, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams,
-    FcPerChannelParams, HardSwishParams, LeakyReluParams, MeanParams, MulParams, Nhwc, Padding,
-    PoolParams, PoolShape, PreluParams, Quant, Relu6Params, ReluParams, RequantizeParams,
-    RsqrtParams, SoftmaxParams, SquaredDifferenceParams, SubParams, TransposeParams, Window2d,
+    FcPerChannelParams, HardSwishParams, IntType, LeakyReluParams, Logistic16Params,
+    LogisticParams, MeanParams, MulParams, Nhwc, Padding, PoolParams, PoolShape, PreluParams,
+    Quant, Relu6Params, ReluParams, RequantizeParams, RsqrtParams, Softmax16Params,
+    SoftmaxParams, SquaredDifferenceParams, SubParams, Tanh16Params, TanhParams,
+    TransposeParams, Window2d,
 };
 use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
 use npu_compute::kernels::int8::{LogSoftmaxParams, ReduceShape, TransposeConvParams};
@@ -73,6 +75,11 @@ use npu_compute::ops::{
     ArgMaxI8, ArgMinI8, L2NormI8, LogSoftmaxI8, ReduceMaxI8, SumI8, TransposeConvI8,
 };
 
+use npu_compute::ops::{
+    DequantizeI16, LogisticI16, LogisticI8, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
+    RequantizeI8ToI16, SoftmaxI16, TanhI16, TanhI8,
+};
+
 use npu_sim::CpuModel;
 
 use crate::dispatch_cost::{Calibration, CostError, Ticks};
@@ -82,7 +89,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 77;
+const SYNTHETIC_OPS: usize = 88;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -283,6 +290,17 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
         scale: 1.0 / 256.0,
         zero_point: -128,
     };
+    // int16 activations (16x8): a scale that is not a power of two, and the 2^-15 output of
+    // LOGISTIC, TANH and SOFTMAX.
+    let input16 = Quant {
+        scale: 1.3 / 4096.0,
+        zero_point: 0,
+    };
+    let unit16 = Quant {
+        scale: 1.0 / 32768.0,
+        zero_point: 0,
+    };
+    let softmax16 = Softmax16Params::new(input16, 1.0, unit16)?;
     let act = Activation::None;
     let add = AddParams::new(input, other, output, act)?;
     let mul = MulParams::new(input, other, output, act)?;
@@ -877,6 +895,85 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
                 len: 1024,
                 depth: 64,
                 params: log_softmax,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::LogisticI8(LogisticI8 {
+                len: 1024,
+                params: LogisticParams::new(input, probabilities)?,
+            }),
+        ),
+        entry(
+            "1024 elements",
+            Op::TanhI8(TanhI8 {
+                len: 1024,
+                params: TanhParams::new(input)?,
+            }),
+        ),
+        entry(
+            "int16, 1024 elements",
+            Op::LogisticI16(LogisticI16 {
+                len: 1024,
+                params: Logistic16Params::new(input16, unit16)?,
+            }),
+        ),
+        entry(
+            "int16, 1024 elements",
+            Op::TanhI16(TanhI16 {
+                len: 1024,
+                params: Tanh16Params::new(input16, unit16)?,
+            }),
+        ),
+        entry(
+            "int16, 1 row of 16",
+            Op::SoftmaxI16(SoftmaxI16 {
+                len: 16,
+                depth: 16,
+                params: softmax16,
+            }),
+        ),
+        entry(
+            "int16, 1 row of 1000",
+            Op::SoftmaxI16(SoftmaxI16 {
+                len: 1000,
+                depth: 1000,
+                params: softmax16,
+            }),
+        ),
+        entry(
+            "int16 -> int16, 1024 elements",
+            Op::RequantizeI16(RequantizeI16 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(input16, IntType::I16, unit16, IntType::I16)?,
+            }),
+        ),
+        entry(
+            "int16 -> int8, 1024 elements",
+            Op::RequantizeI16ToI8(RequantizeI16ToI8 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(input16, IntType::I16, output, IntType::I8)?,
+            }),
+        ),
+        entry(
+            "int8 -> int16, 1024 elements",
+            Op::RequantizeI8ToI16(RequantizeI8ToI16 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(input, IntType::I8, input16, IntType::I16)?,
+            }),
+        ),
+        entry(
+            "f32 -> int16, 1024 elements",
+            Op::QuantizeF32ToI16(QuantizeF32ToI16 {
+                len: 1024,
+                quant: input16,
+            }),
+        ),
+        entry(
+            "int16 -> f32, 1024 elements",
+            Op::DequantizeI16(DequantizeI16 {
+                len: 1024,
+                quant: input16,
             }),
         ),
         entry(

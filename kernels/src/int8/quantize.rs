@@ -20,8 +20,17 @@
 //!   `kernels/internal/reference/dequantize.h`): `out = float(double(scale) · (x − zp))`. The
 //!   product of a `float` and an integer of at most 9 bits is exact in `double`, so the result
 //!   is that product rounded once to `float` (which a `float` multiplication would also give).
+//!
+//! The same three with int16 on either side (TensorFlow Lite's 16x8 models): [`requantize_i16`]
+//! (int16 → int16), [`requantize_i16_to_i8`], [`requantize_i8_to_i16`] (the same `Requantize`
+//! arithmetic, clamped to the output type; [`RequantizeParams::with_ranges`]),
+//! [`quantize_f32_to_i16`] and [`dequantize_i16`]. For int16 the products of step 1 and of
+//! DEQUANTIZE have at most 17 significant bits, so they stay exact in `double`.
 
-use super::{check_quant, general_multiplier, requantized_to_i8, round_half_away_from_zero, Quant};
+use super::{
+    check_quant, check_scale, general_multiplier, requantized_to_i8, round_half_away_from_zero,
+    Quant,
+};
 use crate::fixed_point::multiply_by_quantized_multiplier;
 use crate::{check_len, KernelError};
 
@@ -45,6 +54,31 @@ impl RequantizeParams {
     pub fn new(input: Quant, output: Quant) -> Result<Self, KernelError> {
         check_quant(input, "input scale", "input zero point")?;
         check_quant(output, "output scale", "output zero point")?;
+        let real = f64::from(input.scale) / f64::from(output.scale);
+        let (multiplier, shift) = general_multiplier(real, "output scale")?;
+        Ok(Self {
+            input_zero_point: input.zero_point,
+            output_zero_point: output.zero_point,
+            multiplier,
+            shift,
+        })
+    }
+
+    /// Parameters for re-expressing values of an `input`-quantized tensor of element type
+    /// `input_type` in the `output` quantization of type `output_type` (int8 or int16 on
+    /// either side): [`new`](Self::new) with each zero point checked against its own type.
+    ///
+    /// Errors as [`new`](Self::new).
+    pub fn with_ranges(
+        input: Quant,
+        input_type: IntType,
+        output: Quant,
+        output_type: IntType,
+    ) -> Result<Self, KernelError> {
+        check_scale(input.scale, "input scale")?;
+        check_scale(output.scale, "output scale")?;
+        input_type.check_zero_point(input.zero_point, "input zero point")?;
+        output_type.check_zero_point(output.zero_point, "output zero point")?;
         let real = f64::from(input.scale) / f64::from(output.scale);
         let (multiplier, shift) = general_multiplier(real, "output scale")?;
         Ok(Self {
@@ -86,6 +120,129 @@ pub fn requantize(p: &RequantizeParams, input: &[i8], out: &mut [i8]) -> Result<
     Ok(())
 }
 
+/// A quantized element type: where a zero point must lie and what an output clamps to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IntType {
+    /// int8.
+    I8,
+    /// int16.
+    I16,
+}
+
+impl IntType {
+    /// The type's value range.
+    const fn range(self) -> (i32, i32) {
+        match self {
+            IntType::I8 => (i8::MIN as i32, i8::MAX as i32),
+            IntType::I16 => (i16::MIN as i32, i16::MAX as i32),
+        }
+    }
+
+    fn check_zero_point(self, zero_point: i32, what: &'static str) -> Result<(), KernelError> {
+        let (min, max) = self.range();
+        if (min..=max).contains(&zero_point) {
+            Ok(())
+        } else {
+            Err(KernelError::InvalidQuantization { what })
+        }
+    }
+}
+
+/// TFLM's `Requantize` loop for any pair of int8 / int16 element types, the output clamped to
+/// `output_type`'s range.
+fn requantize_any<I: Copy + Into<i32>, O>(
+    p: &RequantizeParams,
+    output_type: IntType,
+    input: &[I],
+    out: &mut [O],
+    narrow: impl Fn(i32) -> O,
+) -> Result<(), KernelError> {
+    check_len("output", input.len(), out.len())?;
+    let (min, max) = output_type.range();
+    for (o, &x) in out.iter_mut().zip(input) {
+        // x − zp: int16 minus a zero point of the int16 range, which fits an i32.
+        let scaled =
+            multiply_by_quantized_multiplier(x.into() - p.input_zero_point, p.multiplier, p.shift);
+        *o = narrow(scaled.wrapping_add(p.output_zero_point).max(min).min(max));
+    }
+    Ok(())
+}
+
+/// int16 → int16 QUANTIZE (requantization), elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i16(
+    p: &RequantizeParams,
+    input: &[i16],
+    out: &mut [i16],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I16, input, out, |v| v as i16)
+}
+
+/// int16 → int8 QUANTIZE, elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i16_to_i8(
+    p: &RequantizeParams,
+    input: &[i16],
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I8, input, out, |v| v as i8)
+}
+
+/// int8 → int16 QUANTIZE, elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i8_to_i16(
+    p: &RequantizeParams,
+    input: &[i8],
+    out: &mut [i16],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I16, input, out, |v| v as i16)
+}
+
+/// float → int16 QUANTIZE with the quantization `q`, elementwise: [`quantize_f32`]'s
+/// arithmetic clamped to the int16 range (TFLM's `AffineQuantize<float, int16_t>`).
+///
+/// Errors: [`KernelError::InvalidQuantization`] for a scale that is not finite and positive or
+/// a zero point outside int16; [`KernelError::LengthMismatch`] when `out` is not as long as
+/// `input`. Nothing is written on error.
+pub fn quantize_f32_to_i16(q: Quant, input: &[f32], out: &mut [i16]) -> Result<(), KernelError> {
+    check_scale(q.scale, "scale")?;
+    IntType::I16.check_zero_point(q.zero_point, "zero point")?;
+    check_len("output", input.len(), out.len())?;
+    for (o, &x) in out.iter_mut().zip(input) {
+        let rounded = round_half_away_from_zero(x / q.scale) as i32;
+        *o = rounded
+            .wrapping_add(q.zero_point)
+            .max(i16::MIN.into())
+            .min(i16::MAX.into()) as i16;
+    }
+    Ok(())
+}
+
+/// int16 → float DEQUANTIZE with the quantization `q`, elementwise: [`dequantize`]'s
+/// arithmetic (TFLM's `Dequantize<int16_t>`).
+///
+/// Errors: [`KernelError::InvalidQuantization`] for a scale that is not finite and positive or
+/// a zero point outside int16; [`KernelError::LengthMismatch`] when `out` is not as long as
+/// `input`. Nothing is written on error.
+pub fn dequantize_i16(q: Quant, input: &[i16], out: &mut [f32]) -> Result<(), KernelError> {
+    check_scale(q.scale, "scale")?;
+    IntType::I16.check_zero_point(q.zero_point, "zero point")?;
+    check_len("output", input.len(), out.len())?;
+    let scale = f64::from(q.scale);
+    for (o, &x) in out.iter_mut().zip(input) {
+        // x − zp has at most 17 bits: exact in double, one rounding to float.
+        *o = (scale * f64::from(i32::from(x) - q.zero_point)) as f32;
+    }
+    Ok(())
+}
+
 /// float → int8 QUANTIZE with the quantization `q`, elementwise (see the [module docs](self)).
 ///
 /// Values beyond the `int32` range after division (and NaN) are outside what TFLM's C++
@@ -123,4 +280,60 @@ pub fn dequantize(q: Quant, input: &[i8], out: &mut [f32]) -> Result<(), KernelE
         *o = (scale * f64::from(i32::from(x) - q.zero_point)) as f32;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests_int16 {
+    use super::*;
+
+    fn q(scale: f32, zero_point: i32) -> Quant {
+        Quant { scale, zero_point }
+    }
+
+    #[test]
+    fn int16_requantizations_clamp_to_their_output_type() {
+        let (i8t, i16t) = (IntType::I8, IntType::I16);
+        // int16 (scale 1/1000) to int8 (scale 1/100, zero point 3): x / 10 + 3.
+        let p = RequantizeParams::with_ranges(q(0.001, 0), i16t, q(0.01, 3), i8t).unwrap();
+        let mut out = [0i8; 5];
+        requantize_i16_to_i8(&p, &[0, 15, -15, 30_000, -30_000], &mut out).unwrap();
+        assert_eq!(out, [3, 5, 1, 127, -128]);
+        // int8 to int16 with a finer scale: (x − zp) · 256.
+        let p = RequantizeParams::with_ranges(q(1.0, -2), i8t, q(1.0 / 256.0, 0), i16t).unwrap();
+        let mut out = [0i16; 3];
+        requantize_i8_to_i16(&p, &[-2, 127, -128], &mut out).unwrap();
+        assert_eq!(out, [0, i16::MAX, -126 * 256]);
+        // int16 to int16, doubling: saturates at both ends.
+        let p = RequantizeParams::with_ranges(q(2.0, 0), i16t, q(1.0, 0), i16t).unwrap();
+        requantize_i16(&p, &[-20_000, 7, 20_000], &mut out).unwrap();
+        assert_eq!(out, [i16::MIN, 14, i16::MAX]);
+        assert!(requantize_i16(&p, &[0; 2], &mut out).is_err());
+    }
+
+    #[test]
+    fn int16_zero_points_are_checked_against_their_type() {
+        let (i8t, i16t) = (IntType::I8, IntType::I16);
+        assert!(RequantizeParams::with_ranges(q(1.0, 300), i16t, q(1.0, 0), i8t).is_ok());
+        assert!(RequantizeParams::with_ranges(q(1.0, 0), i16t, q(1.0, 300), i8t).is_err());
+        assert!(RequantizeParams::with_ranges(q(1.0, 40_000), i16t, q(1.0, 0), i16t).is_err());
+        assert!(RequantizeParams::with_ranges(q(0.0, 0), i16t, q(1.0, 0), i16t).is_err());
+        assert!(quantize_f32_to_i16(q(1.0, 40_000), &[], &mut []).is_err());
+        assert!(dequantize_i16(q(f32::NAN, 0), &[], &mut []).is_err());
+    }
+
+    #[test]
+    fn int16_float_conversions() {
+        let mut out = [0i16; 6];
+        quantize_f32_to_i16(
+            q(0.5, 1),
+            &[0.25, -0.25, 1.0, 1e9, -1e9, f32::NAN],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, [2, 0, 3, i16::MAX, i16::MIN, 1]);
+        let mut f = [0f32; 3];
+        dequantize_i16(q(0.5, 1), &[1, i16::MAX, i16::MIN], &mut f).unwrap();
+        assert_eq!(f, [0.0, 16383.0, -16384.5]);
+        assert!(dequantize_i16(q(0.5, 1), &[1], &mut f).is_err());
+    }
 }
