@@ -83,7 +83,7 @@ pub struct SimConfig {
 pub const ETHOS_U55_OPS: OpSet = ethos_u55_ops();
 
 const fn ethos_u55_ops() -> OpSet {
-    use npu_compute::ops::DType::{F32, I16, I8};
+    use npu_compute::ops::DType::{F32, I16, I32, I8};
     use npu_compute::ops::OpKind as K;
     // (family, dtypes) pairs; one line per family.
     const PAIRS: &[(K, &[npu_compute::ops::DType])] = &[
@@ -127,6 +127,9 @@ const fn ethos_u55_ops() -> OpSet {
         (K::TransposeConv, &[I8]),
         (K::Logistic, &[I8, I16]),
         (K::Tanh, &[I8, I16]),
+        // SHAPE: int32 is allowed for it; it writes a few words. Not RESIZE_NEAREST_NEIGHBOR
+        // or RESIZE_BILINEAR (only some sizes), nor GATHER (not in the list).
+        (K::Shape, &[I32]),
     ];
     let mut set = OpSet::EMPTY;
     let mut i = 0;

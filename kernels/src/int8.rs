@@ -51,7 +51,9 @@
 //! - [`batch_matmul`](mod@batch_matmul): BATCH_MATMUL with batch broadcasting
 //!   ([`BatchMatmulParams`]);
 //! - [`transpose`](mod@transpose) ([`TransposeParams`]), [`concat`](mod@concat) (CONCATENATION,
-//!   [`ConcatParams`]) and [`reshape`](mod@reshape): data movement;
+//!   [`ConcatParams`]) and [`reshape`](mod@reshape) (with SHAPE): data movement;
+//! - [`resize`]: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR ([`ResizeNearestParams`],
+//!   [`ResizeBilinearParams`]); [`gather`](mod@gather): GATHER ([`GatherParams`]);
 //! - [`arg_min_max`](mod@arg_min_max): ARG_MAX and ARG_MIN, int32 indices
 //!   ([`ArgMinMaxParams`]);
 //! - [`dims`]: dimensions of tensors of rank up to 6 ([`Dims`]).
@@ -69,6 +71,7 @@ pub mod conv;
 pub mod dims;
 pub mod elementwise;
 pub mod fc_per_channel;
+pub mod gather;
 pub mod im2col;
 pub mod l2norm;
 pub mod log_softmax;
@@ -78,6 +81,7 @@ pub mod mean;
 pub mod pool;
 pub mod quantize;
 pub mod reshape;
+pub mod resize;
 pub mod rsqrt;
 pub mod softmax;
 pub mod softmax16;
@@ -101,6 +105,7 @@ pub use elementwise::{
     HardSwishParams, LeakyReluParams, PreluParams, Relu6Params, SquaredDifferenceParams,
 };
 pub use fc_per_channel::{fully_connected_per_channel, FcPerChannelParams};
+pub use gather::{gather, GatherParams};
 pub use im2col::{conv2d_im2col, im2col, im2col_len};
 pub use l2norm::l2_normalization;
 pub use log_softmax::{log_softmax, LogSoftmaxParams};
@@ -115,7 +120,8 @@ pub use quantize::{
     dequantize, dequantize_i16, quantize_f32, quantize_f32_to_i16, requantize, requantize_i16,
     requantize_i16_to_i8, requantize_i8_to_i16, IntType, RequantizeParams,
 };
-pub use reshape::reshape;
+pub use reshape::{reshape, shape};
+pub use resize::{resize_bilinear, resize_nearest, ResizeBilinearParams, ResizeNearestParams};
 pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
 pub use softmax16::{softmax_i16, Softmax16Params, MAX_SOFTMAX16_DEPTH};
@@ -690,7 +696,7 @@ pub(crate) fn general_multiplier(real: f64, what: &'static str) -> Result<(i32, 
 
 /// `round(x)` for `f32`, ties away from zero (C's `roundf`, TFLM's `TfLiteRound`); `core` has
 /// no float rounding without `std`.
-fn round_half_away_from_zero(x: f32) -> f32 {
+pub(crate) fn round_half_away_from_zero(x: f32) -> f32 {
     const EXACT: f32 = 8_388_608.0; // 2^23: every f32 at least this large is an integer.
     if !(x < EXACT && x > -EXACT) {
         return x; // integral, infinite or NaN

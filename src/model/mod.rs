@@ -79,6 +79,7 @@ pub use options::{
     SoftmaxOptions, SplitOptions, StridedSliceOptions, TransposeConvOptions,
     UnidirectionalSequenceLstmOptions, MAX_OPTIONS_TYPE,
 };
+pub use options::{BlockSizeOptions, GatherOptions, ResizeOptions, SqueezeOptions};
 pub use schema::{Activation, DataType, Padding, WeightsFormat};
 
 pub use subgraph::{Operators, SubGraph, TensorIndices, Tensors};

@@ -253,6 +253,42 @@ pub struct UnidirectionalSequenceLstmOptions {
     pub diagonal_recurrent_tensors: bool,
 }
 
+/// `ResizeBilinearOptions` and `ResizeNearestNeighborOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ResizeOptions {
+    /// Align the corner pixels of input and output (default false).
+    pub align_corners: bool,
+    /// Sample at pixel centres (default false).
+    pub half_pixel_centers: bool,
+}
+
+/// `GatherOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct GatherOptions {
+    /// The gathered axis (may be negative: counts from the end; default 0).
+    pub axis: i32,
+    /// Leading dimensions shared by the input and the indices (default 0).
+    pub batch_dims: i32,
+}
+
+/// `SqueezeOptions`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SqueezeOptions {
+    /// The size-1 axes to remove (may be negative); empty: every size-1 axis.
+    pub squeeze_dims: heapless::Vec<i32, MAX_RANK>,
+}
+
+/// `SpaceToDepthOptions` and `DepthToSpaceOptions`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BlockSizeOptions {
+    /// The block's height and width (default 0).
+    pub block_size: i32,
+}
+
 /// An operator's decoded `builtin_options` union.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -301,6 +337,18 @@ pub enum BuiltinOptions {
     MirrorPad(MirrorPadOptions),
     /// `UnidirectionalSequenceLSTMOptions` (`UNIDIRECTIONAL_SEQUENCE_LSTM`).
     UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions),
+    /// `ResizeBilinearOptions` (`RESIZE_BILINEAR`).
+    ResizeBilinear(ResizeOptions),
+    /// `ResizeNearestNeighborOptions` (`RESIZE_NEAREST_NEIGHBOR`).
+    ResizeNearestNeighbor(ResizeOptions),
+    /// `GatherOptions` (`GATHER`).
+    Gather(GatherOptions),
+    /// `SqueezeOptions` (`SQUEEZE`).
+    Squeeze(SqueezeOptions),
+    /// `SpaceToDepthOptions` (`SPACE_TO_DEPTH`).
+    SpaceToDepth(BlockSizeOptions),
+    /// `DepthToSpaceOptions` (`DEPTH_TO_SPACE`).
+    DepthToSpace(BlockSizeOptions),
     /// Another options table this reader does not decode (its table is still validated).
     Other {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
@@ -341,10 +389,16 @@ mod tag {
     pub(super) const SPLIT_V: u8 = 79;
     pub(super) const TRANSPOSE_CONV: u8 = 49;
     pub(super) const L2_NORM: u8 = 12;
+    pub(super) const RESIZE_BILINEAR: u8 = 15;
+    pub(super) const SPACE_TO_DEPTH: u8 = 19;
+    pub(super) const GATHER: u8 = 23;
+    pub(super) const SQUEEZE: u8 = 30;
+    pub(super) const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
+    pub(super) const DEPTH_TO_SPACE: u8 = 94;
 
     pub(super) const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
 
-    pub(super) const DECODED: [u8; 23] = [
+    pub(super) const DECODED: [u8; 29] = [
         CONV_2D,
         DEPTHWISE_CONV_2D,
         POOL_2D,
@@ -368,6 +422,12 @@ mod tag {
         TRANSPOSE_CONV,
         L2_NORM,
         UNIDIRECTIONAL_SEQUENCE_LSTM,
+        RESIZE_BILINEAR,
+        SPACE_TO_DEPTH,
+        GATHER,
+        SQUEEZE,
+        RESIZE_NEAREST_NEIGHBOR,
+        DEPTH_TO_SPACE,
     ];
 }
 
@@ -398,6 +458,12 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
         TransposeConv => tag::TRANSPOSE_CONV,
         L2Normalization => tag::L2_NORM,
         UnidirectionalSequenceLstm => tag::UNIDIRECTIONAL_SEQUENCE_LSTM,
+        ResizeBilinear => tag::RESIZE_BILINEAR,
+        SpaceToDepth => tag::SPACE_TO_DEPTH,
+        Gather => tag::GATHER,
+        Squeeze => tag::SQUEEZE,
+        ResizeNearestNeighbor => tag::RESIZE_NEAREST_NEIGHBOR,
+        DepthToSpace => tag::DEPTH_TO_SPACE,
         _ => return None,
     })
 }
@@ -597,6 +663,51 @@ impl BuiltinOptions {
                     diagonal_recurrent_tensors: t.boolean(5, T, false)?,
                 })
             }
+            // Slots 0 and 1 are the deprecated new_height and new_width.
+            tag::RESIZE_BILINEAR => Self::ResizeBilinear(ResizeOptions {
+                align_corners: t.boolean(2, "ResizeBilinearOptions.align_corners", false)?,
+                half_pixel_centers: t.boolean(
+                    3,
+                    "ResizeBilinearOptions.half_pixel_centers",
+                    false,
+                )?,
+            }),
+            tag::RESIZE_NEAREST_NEIGHBOR => Self::ResizeNearestNeighbor(ResizeOptions {
+                align_corners: t.boolean(0, "ResizeNearestNeighborOptions.align_corners", false)?,
+                half_pixel_centers: t.boolean(
+                    1,
+                    "ResizeNearestNeighborOptions.half_pixel_centers",
+                    false,
+                )?,
+            }),
+            tag::GATHER => Self::Gather(GatherOptions {
+                axis: t.scalar(0, "GatherOptions.axis", 0)?,
+                batch_dims: t.scalar(1, "GatherOptions.batch_dims", 0)?,
+            }),
+            tag::SQUEEZE => {
+                let mut squeeze_dims = heapless::Vec::new();
+                if let Some(v) = t.vector::<i32>(0, "SqueezeOptions.squeeze_dims")? {
+                    if v.len() > MAX_RANK as u32 {
+                        return Err(ModelError::CapacityExceeded {
+                            what: "SqueezeOptions.squeeze_dims",
+                            capacity: "MAX_RANK",
+                            limit: MAX_RANK as u32,
+                            actual: v.len(),
+                        });
+                    }
+                    for d in v.iter() {
+                        // Capacity checked above.
+                        let _ = squeeze_dims.push(d);
+                    }
+                }
+                Self::Squeeze(SqueezeOptions { squeeze_dims })
+            }
+            tag::SPACE_TO_DEPTH => Self::SpaceToDepth(BlockSizeOptions {
+                block_size: t.scalar(0, "SpaceToDepthOptions.block_size", 0)?,
+            }),
+            tag::DEPTH_TO_SPACE => Self::DepthToSpace(BlockSizeOptions {
+                block_size: t.scalar(0, "DepthToSpaceOptions.block_size", 0)?,
+            }),
             other => Self::Other {
                 options_type: other,
             },
@@ -702,6 +813,23 @@ impl BuiltinOptions {
                     diagonal_recurrent_tensors: false,
                 })
             }
+            Some(tag::RESIZE_BILINEAR) => Self::ResizeBilinear(ResizeOptions {
+                align_corners: false,
+                half_pixel_centers: false,
+            }),
+            Some(tag::RESIZE_NEAREST_NEIGHBOR) => Self::ResizeNearestNeighbor(ResizeOptions {
+                align_corners: false,
+                half_pixel_centers: false,
+            }),
+            Some(tag::GATHER) => Self::Gather(GatherOptions {
+                axis: 0,
+                batch_dims: 0,
+            }),
+            Some(tag::SQUEEZE) => Self::Squeeze(SqueezeOptions {
+                squeeze_dims: heapless::Vec::new(),
+            }),
+            Some(tag::SPACE_TO_DEPTH) => Self::SpaceToDepth(BlockSizeOptions { block_size: 0 }),
+            Some(tag::DEPTH_TO_SPACE) => Self::DepthToSpace(BlockSizeOptions { block_size: 0 }),
             _ => Self::None,
         }
     }

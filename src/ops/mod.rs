@@ -48,6 +48,7 @@ mod depthwise;
 mod elementwise;
 mod error;
 mod fully_connected;
+mod gather;
 mod interp;
 mod l2norm;
 mod layer;
@@ -62,8 +63,10 @@ mod pool;
 mod quantize;
 mod relu;
 mod reshape;
+mod resize;
 mod rsqrt;
 mod set;
+mod shape;
 mod slice;
 mod softmax;
 mod svdf;
@@ -84,6 +87,7 @@ pub use error::OpError;
 pub use fully_connected::{
     FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
 };
+pub use gather::GatherI8;
 pub use interp::{split_operands, split_writable};
 pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
@@ -101,8 +105,10 @@ pub use quantize::{
 };
 pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
+pub use resize::{ResizeBilinearI8, ResizeNearestI16, ResizeNearestI8};
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
+pub use shape::ShapeI32;
 pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
 pub use softmax::{SoftmaxI16, SoftmaxI8};
 pub use svdf::SvdfI8;
@@ -274,6 +280,14 @@ op_kinds! {
     /// Long short-term memory over a sequence, a stateful layer (TFLite
     /// UNIDIRECTIONAL_SEQUENCE_LSTM).
     Lstm,
+    /// Nearest-neighbour image resize.
+    ResizeNearestNeighbor,
+    /// Slices picked along an axis by indices.
+    Gather,
+    /// A tensor's dimensions as a vector.
+    Shape,
+    /// Bilinear image resize.
+    ResizeBilinear,
 }
 
 impl OpKind {
@@ -544,6 +558,16 @@ operators! {
     LstmI8 = Lstm, I8;
     /// int16 (16x8) UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
     LstmI16 = Lstm, I16;
+    /// int8 RESIZE_NEAREST_NEIGHBOR.
+    ResizeNearestI8 = ResizeNearestNeighbor, I8;
+    /// int16 RESIZE_NEAREST_NEIGHBOR.
+    ResizeNearestI16 = ResizeNearestNeighbor, I16;
+    /// int8 GATHER (int32 indices).
+    GatherI8 = Gather, I8;
+    /// SHAPE (int32 output).
+    ShapeI32 = Shape, I32;
+    /// int8 RESIZE_BILINEAR.
+    ResizeBilinearI8 = ResizeBilinear, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -577,11 +601,13 @@ lowerings! {
     Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16],
     Dequantize => quantize::lower_dequantize: [DequantizeI8, DequantizeI16],
+    ExpandDims => shape::lower_expand_dims: [],
     FullyConnected => fully_connected::lower: [
         FullyConnectedI8,
         FullyConnectedPerChannelI8,
         FullyConnectedI16
     ],
+    Gather => gather::lower: [GatherI8],
     HardSwish => elementwise::lower_unary: [HardSwishI8],
     L2Normalization => l2norm::lower: [L2NormI8],
     LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
@@ -611,12 +637,16 @@ lowerings! {
     Relu => relu::lower: [ReluI8],
     Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
+    ResizeBilinear => resize::lower_bilinear: [ResizeBilinearI8],
+    ResizeNearestNeighbor => resize::lower_nearest: [ResizeNearestI8, ResizeNearestI16],
     Rsqrt => rsqrt::lower: [RsqrtI8],
+    Shape => shape::lower_shape: [ShapeI32],
     Slice => slice::lower_slice: [SliceI8, SliceI16],
     Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16],
     Split => slice::lower_split: [SliceI8, SliceI16],
     SplitV => slice::lower_split_v: [SliceI8, SliceI16],
     SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
+    Squeeze => shape::lower_squeeze: [],
     StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16],
     Sub => binary::lower: [SubI8],
     Sum => mean::lower: [SumI8],

@@ -72,6 +72,8 @@ class Case:
     converter never emits (SVDF); fn, quant and the conversion options are then unused.
     edit: a function of the converted model's bytes returning the model to use, for an
     operator the converter only makes between others (cut out of the converted model).
+    dynamic_batch: trace with an unknown batch size (the model keeps the inputs' shapes, with
+    -1 in its shape signatures), so that the converter cannot fold SHAPE into a constant.
     """
     fn: object
     inputs: list
@@ -83,6 +85,7 @@ class Case:
     extra: dict = field(default_factory=dict)
     build: object = None
     edit: object = None
+    dynamic_batch: bool = False
 
 
 def seed(*parts):
@@ -108,7 +111,8 @@ def convert(name, case):
         model = tf.keras.Model(ins, outs)
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
     else:
-        sig = [tf.TensorSpec(s.shape, tf_dtype(s)) for s in case.inputs]
+        sig = [tf.TensorSpec((None,) + tuple(s.shape[1:]) if case.dynamic_batch else s.shape,
+                             tf_dtype(s)) for s in case.inputs]
         func = tf.function(case.fn, input_signature=sig)
         converter = tf.lite.TFLiteConverter.from_concrete_functions(
             [func.get_concrete_function()], func)

@@ -15,9 +15,37 @@ pub fn reshape(input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// SHAPE: writes a tensor's dimensions `dims` (outermost first) as int32s to `output`, which
+/// must have one element per dimension ([`KernelError::LengthMismatch`]). TFLM
+/// (`micro/kernels/shape.cc`) writes int32 only; a dimension beyond `i32` is refused
+/// ([`KernelError::ShapeOverflow`]), before anything is written.
+pub fn shape(dims: &[u32], output: &mut [i32]) -> Result<(), KernelError> {
+    check_len("output", dims.len(), output.len())?;
+    if dims.iter().any(|&d| i32::try_from(d).is_err()) {
+        return Err(KernelError::ShapeOverflow);
+    }
+    for (o, &d) in output.iter_mut().zip(dims) {
+        *o = d as i32;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shape_writes_dims() {
+        let mut out = [0_i32; 3];
+        shape(&[1, 20, 3], &mut out).unwrap();
+        assert_eq!(out, [1, 20, 3]);
+        assert!(shape(&[1, 2], &mut out).is_err());
+        assert_eq!(
+            shape(&[1, 1 << 31, 3], &mut out),
+            Err(KernelError::ShapeOverflow)
+        );
+        shape(&[], &mut []).unwrap();
+    }
 
     #[test]
     fn copies_or_refuses() {

@@ -1,0 +1,63 @@
+"""Data movement: RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, GATHER, SHAPE, EXPAND_DIMS,
+SQUEEZE."""
+import numpy as np
+import tensorflow as tf
+
+from make import Case, In
+
+
+def nearest(size, align=False, half=False):
+    return lambda x: tf.raw_ops.ResizeNearestNeighbor(
+        images=x, size=size, align_corners=align, half_pixel_centers=half)
+
+
+def bilinear(size, align=False, half=False):
+    return lambda x: tf.raw_ops.ResizeBilinear(
+        images=x, size=size, align_corners=align, half_pixel_centers=half)
+
+
+def table(shape, seed=0):
+    """A constant float tensor the converter quantizes (GATHER's embedding table)."""
+    return tf.constant(np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32))
+
+
+CASES = {
+    # RESIZE_NEAREST_NEIGHBOR: TFLM's float index arithmetic in every sampling mode.
+    "resize_nearest_int8_2x": Case(nearest([8, 10]), [In((1, 4, 5, 3))]),
+    "resize_nearest_int8_align_corners": Case(nearest([7, 9], align=True), [In((2, 4, 5, 3))]),
+    "resize_nearest_int8_half_pixel": Case(nearest([7, 3], half=True), [In((1, 5, 4, 2))]),
+    "resize_nearest_int8_down": Case(nearest([3, 2]), [In((1, 7, 5, 4))]),
+    "resize_nearest_int8_align_half_odd": Case(nearest([11, 13], align=True), [In((1, 3, 4, 1))]),
+    "resize_nearest_int16_2x": Case(nearest([6, 8], half=True), [In((1, 3, 4, 5))], quant="16x8"),
+
+    # RESIZE_BILINEAR (int8): TFLM's integer interpolation.
+    "resize_bilinear_int8_2x": Case(bilinear([8, 10]), [In((1, 4, 5, 3))]),
+    "resize_bilinear_int8_align_corners": Case(bilinear([7, 9], align=True), [In((2, 4, 5, 3))]),
+    "resize_bilinear_int8_half_pixel": Case(bilinear([7, 3], half=True), [In((1, 5, 4, 2))]),
+    "resize_bilinear_int8_down": Case(bilinear([3, 2]), [In((1, 7, 5, 4))]),
+
+    # GATHER: a constant table by int32 indices given as a model input (embedding lookup),
+    # indices constant, negative axis, batch_dims.
+    "gather_int8_embedding": Case(lambda i: tf.gather(table((10, 6)), i),
+                                  [In((2, 3), kind="int32", lo=0, hi=9)]),
+    "gather_int8_const_indices": Case(lambda x: tf.gather(x, [3, 0, 0, 2], axis=1),
+                                      [In((2, 4, 3))]),
+    "gather_int8_neg_axis": Case(lambda x, i: tf.gather(x, i, axis=-1),
+                                 [In((3, 2, 5)), In((4,), kind="int32", lo=0, hi=4)]),
+    "gather_int8_batch_dims": Case(lambda x, i: tf.gather(x, i, axis=2, batch_dims=1),
+                                   [In((2, 3, 5, 2)), In((2, 4), kind="int32", lo=0, hi=4)]),
+
+    # SHAPE: an int32 model output (traced with an unknown batch so it is not folded).
+    "shape_int8_rank3": Case(lambda x: tf.shape(x, out_type=tf.int32), [In((1, 4, 3))],
+                             dynamic_batch=True),
+
+    # EXPAND_DIMS and SQUEEZE: aliases of their input (with an unknown batch, so that the
+    # converter does not turn them into RESHAPE).
+    "expand_dims_int8_neg_axis": Case(lambda x: tf.expand_dims(x, -2), [In((1, 3, 4))],
+                                      dynamic_batch=True),
+    "expand_dims_int16_front": Case(lambda x: tf.expand_dims(x, 1), [In((1, 3, 4))],
+                                    quant="16x8", dynamic_batch=True),
+    "squeeze_int8_axes": Case(lambda x: tf.squeeze(x, [2, -1]), [In((1, 3, 1, 1))],
+                              dynamic_batch=True),
+    "squeeze_int8_all": Case(lambda x: tf.squeeze(x), [In((1, 3, 1, 2))], dynamic_batch=True),
+}
