@@ -21,6 +21,29 @@ def table(shape, seed=0):
     return tf.constant(np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32))
 
 
+def reshape_as_squeeze(dims):
+    """The single RESHAPE the converter makes of a SQUEEZE, turned back into SQUEEZE with
+    `dims` (its shape input dropped)."""
+    import flatbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    def edit(model):
+        m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(model, 0))
+        (op,) = m.subgraphs[0].operators
+        code = m.operatorCodes[op.opcodeIndex]
+        assert code.builtinCode == schema.BuiltinOperator.RESHAPE
+        code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.SQUEEZE
+        code.version = 1
+        op.inputs = op.inputs[:1]
+        op.builtinOptionsType = schema.BuiltinOptions.SqueezeOptions
+        op.builtinOptions = schema.SqueezeOptionsT()
+        op.builtinOptions.squeezeDims = list(dims)
+        b = flatbuffers.Builder(1024)
+        b.Finish(m.Pack(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+    return edit
+
+
 CASES = {
     # RESIZE_NEAREST_NEIGHBOR: TFLM's float index arithmetic in every sampling mode.
     "resize_nearest_int8_2x": Case(nearest([8, 10]), [In((1, 4, 5, 3))]),
@@ -57,7 +80,9 @@ CASES = {
                                       dynamic_batch=True),
     "expand_dims_int16_front": Case(lambda x: tf.expand_dims(x, 1), [In((1, 3, 4))],
                                     quant="16x8", dynamic_batch=True),
-    "squeeze_int8_axes": Case(lambda x: tf.squeeze(x, [2, -1]), [In((1, 3, 1, 1))],
-                              dynamic_batch=True),
-    "squeeze_int8_all": Case(lambda x: tf.squeeze(x), [In((1, 3, 1, 2))], dynamic_batch=True),
+    # The converter always makes RESHAPE of SQUEEZE: the model is turned back into SQUEEZE.
+    "squeeze_int8_axes": Case(lambda x: tf.squeeze(x, [2, -1]), [In((2, 3, 1, 1))],
+                              edit=reshape_as_squeeze([2, -1])),
+    "squeeze_int8_all": Case(lambda x: tf.squeeze(x), [In((1, 3, 1, 2))],
+                             edit=reshape_as_squeeze([])),
 }
