@@ -54,6 +54,8 @@
 //!   [`ConcatParams`]) and [`reshape`](mod@reshape) (with SHAPE): data movement;
 //! - [`resize`]: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR ([`ResizeNearestParams`],
 //!   [`ResizeBilinearParams`]); [`gather`](mod@gather): GATHER ([`GatherParams`]);
+//!   [`space`]: SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND ([`SpaceBatchParams`]; DEPTH_TO_SPACE
+//!   and SPACE_TO_DEPTH are transposes of a rank-6 view);
 //! - [`arg_min_max`](mod@arg_min_max): ARG_MAX and ARG_MIN, int32 indices
 //!   ([`ArgMinMaxParams`]);
 //! - [`dims`]: dimensions of tensors of rank up to 6 ([`Dims`]).
@@ -85,6 +87,7 @@ pub mod resize;
 pub mod rsqrt;
 pub mod softmax;
 pub mod softmax16;
+pub mod space;
 pub mod sub;
 pub mod svdf;
 pub mod transpose;
@@ -125,6 +128,7 @@ pub use resize::{resize_bilinear, resize_nearest, ResizeBilinearParams, ResizeNe
 pub use rsqrt::{rsqrt, RsqrtParams};
 pub use softmax::{softmax, SoftmaxParams};
 pub use softmax16::{softmax_i16, Softmax16Params, MAX_SOFTMAX16_DEPTH};
+pub use space::{batch_to_space, space_to_batch, SpaceBatchParams};
 pub use sub::{sub, SubParams};
 pub use svdf::{svdf, SvdfParams, SvdfShape, SvdfState};
 pub use transpose::{transpose, TransposeParams};

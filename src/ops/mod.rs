@@ -69,6 +69,7 @@ mod set;
 mod shape;
 mod slice;
 mod softmax;
+mod space;
 mod svdf;
 mod transpose;
 mod transpose_conv;
@@ -111,6 +112,7 @@ pub use set::OpSet;
 pub use shape::ShapeI32;
 pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
 pub use softmax::{SoftmaxI16, SoftmaxI8};
+pub use space::{BatchToSpaceNdI8, DepthToSpaceI8, SpaceToBatchNdI8, SpaceToDepthI8};
 pub use svdf::SvdfI8;
 pub use transpose::TransposeI8;
 pub use transpose_conv::TransposeConvI8;
@@ -288,6 +290,14 @@ op_kinds! {
     Shape,
     /// Bilinear image resize.
     ResizeBilinear,
+    /// Depth moved into spatial blocks.
+    DepthToSpace,
+    /// Spatial blocks moved into depth.
+    SpaceToDepth,
+    /// Batches moved into spatial blocks, cropped.
+    BatchToSpaceNd,
+    /// Spatial blocks, padded, moved into batches.
+    SpaceToBatchNd,
 }
 
 impl OpKind {
@@ -568,6 +578,14 @@ operators! {
     ShapeI32 = Shape, I32;
     /// int8 RESIZE_BILINEAR.
     ResizeBilinearI8 = ResizeBilinear, I8;
+    /// int8 DEPTH_TO_SPACE.
+    DepthToSpaceI8 = DepthToSpace, I8;
+    /// int8 SPACE_TO_DEPTH.
+    SpaceToDepthI8 = SpaceToDepth, I8;
+    /// int8 BATCH_TO_SPACE_ND.
+    BatchToSpaceNdI8 = BatchToSpaceNd, I8;
+    /// int8 SPACE_TO_BATCH_ND.
+    SpaceToBatchNdI8 = SpaceToBatchNd, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -597,8 +615,10 @@ lowerings! {
     ArgMin => arg_min_max::lower: [ArgMinI8],
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
+    BatchToSpaceNd => space::lower_batch_to_space: [BatchToSpaceNdI8],
     Concatenation => concat::lower: [ConcatenationI8],
     Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
+    DepthToSpace => space::lower_depth_to_space: [DepthToSpaceI8],
     DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16],
     Dequantize => quantize::lower_dequantize: [DequantizeI8, DequantizeI16],
     ExpandDims => shape::lower_expand_dims: [],
@@ -643,6 +663,8 @@ lowerings! {
     Shape => shape::lower_shape: [ShapeI32],
     Slice => slice::lower_slice: [SliceI8, SliceI16],
     Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16],
+    SpaceToBatchNd => space::lower_space_to_batch: [SpaceToBatchNdI8],
+    SpaceToDepth => space::lower_space_to_depth: [SpaceToDepthI8],
     Split => slice::lower_split: [SliceI8, SliceI16],
     SplitV => slice::lower_split_v: [SliceI8, SliceI16],
     SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],

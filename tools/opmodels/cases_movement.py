@@ -1,5 +1,5 @@
 """Data movement: RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, GATHER, SHAPE, EXPAND_DIMS,
-SQUEEZE."""
+SQUEEZE, DEPTH_TO_SPACE, SPACE_TO_DEPTH, BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND."""
 import numpy as np
 import tensorflow as tf
 
@@ -85,4 +85,20 @@ CASES = {
                               edit=reshape_as_squeeze([2, -1])),
     "squeeze_int8_all": Case(lambda x: tf.squeeze(x), [In((1, 3, 1, 2))],
                              edit=reshape_as_squeeze([])),
+
+    # DEPTH_TO_SPACE and SPACE_TO_DEPTH.
+    "depth_to_space_int8_2": Case(lambda x: tf.nn.depth_to_space(x, 2), [In((2, 3, 2, 12))]),
+    "space_to_depth_int8_3": Case(lambda x: tf.nn.space_to_depth(x, 3), [In((1, 6, 3, 2))]),
+
+    # SPACE_TO_BATCH_ND without padding: TFLM pads with a value it never sets (whatever its
+    # arena held), so padded positions cannot be compared; the kernel pads with the zero
+    # point, as TensorFlow Lite does. BATCH_TO_SPACE_ND with crops. NHWC and NHC.
+    "space_to_batch_nd_int8": Case(
+        lambda x: tf.space_to_batch_nd(x, [2, 3], [[0, 0], [0, 0]]), [In((2, 4, 6, 2))]),
+    "space_to_batch_nd_int8_nhc": Case(
+        lambda x: tf.space_to_batch_nd(x, [2], [[0, 0]]), [In((1, 4, 3))]),
+    "batch_to_space_nd_int8_crop": Case(
+        lambda x: tf.batch_to_space(x, [2, 2], [[1, 0], [0, 1]]), [In((8, 2, 3, 2))]),
+    "batch_to_space_nd_int8_nhc": Case(
+        lambda x: tf.batch_to_space(x, [3], [[1, 1]]), [In((3, 4, 2))]),
 }
