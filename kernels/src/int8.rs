@@ -54,6 +54,7 @@
 //!   [`ConcatParams`]) and [`reshape`](mod@reshape) (with SHAPE): data movement;
 //! - [`resize`]: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR ([`ResizeNearestParams`],
 //!   [`ResizeBilinearParams`]); [`gather`](mod@gather): GATHER ([`GatherParams`]);
+//!   [`cast`](mod@cast): CAST between int8, int16, int32 and float32;
 //!   [`space`]: SPACE_TO_BATCH_ND and BATCH_TO_SPACE_ND ([`SpaceBatchParams`]; DEPTH_TO_SPACE
 //!   and SPACE_TO_DEPTH are transposes of a rank-6 view);
 //! - [`arg_min_max`](mod@arg_min_max): ARG_MAX and ARG_MIN, int32 indices
@@ -68,6 +69,7 @@ use crate::{check_len, FcShape, KernelError};
 pub mod arg_min_max;
 pub mod batch_matmul;
 pub mod broadcast;
+pub mod cast;
 pub mod concat;
 pub mod conv;
 pub mod dims;
@@ -97,6 +99,7 @@ pub mod window;
 pub use arg_min_max::{arg_min_max, ArgMinMaxParams};
 pub use batch_matmul::{batch_matmul, BatchMatmulParams};
 pub use broadcast::{add_broadcast, mul_broadcast, sub_broadcast, BroadcastShape};
+pub use cast::{cast, CastTo};
 pub use concat::{check_same_quant, concatenation, ConcatParams, MAX_CONCAT_INPUTS};
 pub use conv::{
     channel_multipliers, conv2d, depthwise_conv2d, ChannelMultiplier, Conv2dParams, Conv2dShape,

@@ -42,6 +42,7 @@ mod arg_min_max;
 mod batch_matmul;
 mod binary;
 mod binary_int16;
+mod cast;
 mod concat;
 mod conv;
 mod depthwise;
@@ -78,6 +79,7 @@ pub use arg_min_max::{ArgMaxI8, ArgMinI8};
 pub use batch_matmul::BatchMatmulI8;
 pub use binary::{AddBroadcastI8, AddF32, AddI8, MulBroadcastI8, MulF32, MulI8, SubI8};
 pub use binary_int16::{AddI16, MulI16};
+pub use cast::{CastF32, CastI16, CastI32, CastI8};
 pub use concat::ConcatenationI8;
 pub use conv::{Conv2dI16, Conv2dI8};
 pub use depthwise::{DepthwiseConv2dI16, DepthwiseConv2dI8};
@@ -298,6 +300,8 @@ op_kinds! {
     BatchToSpaceNd,
     /// Spatial blocks, padded, moved into batches.
     SpaceToBatchNd,
+    /// Element type conversion.
+    Cast,
 }
 
 impl OpKind {
@@ -586,6 +590,14 @@ operators! {
     BatchToSpaceNdI8 = BatchToSpaceNd, I8;
     /// int8 SPACE_TO_BATCH_ND.
     SpaceToBatchNdI8 = SpaceToBatchNd, I8;
+    /// CAST from int8.
+    CastI8 = Cast, I8;
+    /// CAST from int16.
+    CastI16 = Cast, I16;
+    /// CAST from int32.
+    CastI32 = Cast, I32;
+    /// CAST from float32.
+    CastF32 = Cast, F32;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -616,6 +628,7 @@ lowerings! {
     AveragePool2d => pool::lower: [AveragePool2dI8],
     BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
     BatchToSpaceNd => space::lower_batch_to_space: [BatchToSpaceNdI8],
+    Cast => cast::lower: [CastI8, CastI16, CastI32, CastF32],
     Concatenation => concat::lower: [ConcatenationI8],
     Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
     DepthToSpace => space::lower_depth_to_space: [DepthToSpaceI8],

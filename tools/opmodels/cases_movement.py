@@ -1,5 +1,5 @@
 """Data movement: RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, GATHER, SHAPE, EXPAND_DIMS,
-SQUEEZE, DEPTH_TO_SPACE, SPACE_TO_DEPTH, BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND."""
+SQUEEZE, DEPTH_TO_SPACE, SPACE_TO_DEPTH, BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND, CAST."""
 import numpy as np
 import tensorflow as tf
 
@@ -101,4 +101,20 @@ CASES = {
         lambda x: tf.batch_to_space(x, [2, 2], [[1, 0], [0, 1]]), [In((8, 2, 3, 2))]),
     "batch_to_space_nd_int8_nhc": Case(
         lambda x: tf.batch_to_space(x, [3], [[1, 1]]), [In((3, 4, 2))]),
+
+    # CAST: int32 indices to narrower integers (wrapping) and to float.
+    "cast_int32_to_int8_wrap": Case(lambda i: tf.cast(i, tf.int8),
+                                    [In((2, 7), kind="int32", lo=-300, hi=300)]),
+    "cast_int32_to_int16": Case(lambda i: tf.cast(i, tf.int16),
+                                [In((9,), kind="int32", lo=-70000, hi=70000)]),
+    "cast_int32_to_float32": Case(lambda i: tf.cast(i, tf.float32),
+                                  [In((2, 5), kind="int32", lo=-20000000, hi=20000000)],
+                                  float_io=True),
+    # float32 to integers: truncation toward zero, then int8's low bits.
+    "cast_float32_to_int32": Case(lambda x: tf.cast(x, tf.int32),
+                                  [In((3, 4), lo=-1000.0, hi=1000.0)], float_io=True),
+    "cast_float32_to_int8_wrap": Case(lambda x: tf.cast(x, tf.int8),
+                                      [In((3, 4), lo=-300.0, hi=300.0)], float_io=True),
+    "cast_float32_to_int16_saturate": Case(lambda x: tf.cast(x, tf.int16),
+                                           [In((10,), lo=-40000.0, hi=40000.0)], float_io=True),
 }
