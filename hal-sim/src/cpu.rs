@@ -182,6 +182,15 @@ impl CpuModel {
             // multiplies), fitted to the firmware's one synthetic shape (8 steps, 16 inputs,
             // 16 units: 264,259 instructions in int8, 265,379 in 16x8).
             Rates::new(CALL, 97, 0, 20576),
+            // ResizeNearest: 1.0 per element, 55.7 per output pixel (the firmware's two
+            // synthetic resizes, depths 16 and 2).
+            Rates::new(CALL, 16, 891, 0),
+            // ResizeBilinear: 72 per element, 86 per output pixel (likewise).
+            Rates::new(CALL, 1152, 1378, 0),
+            // SpaceDepth: 1.0 per element, 67 per run (two DEPTH_TO_SPACE, runs of 32 and 4).
+            Rates::new(CALL, 16, 1074, 0),
+            // Cast: 3.8 per element, 14 more per float-to-integer one (int32 and f32 to int8).
+            Rates::new(CALL, 61, 223, 0),
         ],
     };
 
@@ -235,6 +244,6 @@ mod tests {
     #[test]
     fn every_kernel_has_its_own_rates_slot() {
         // `COUNT` matches the enum: the last kernel indexes the last slot.
-        assert_eq!(CpuKernel::Lstm as usize + 1, CpuKernel::COUNT);
+        assert_eq!(CpuKernel::Cast as usize + 1, CpuKernel::COUNT);
     }
 }

@@ -68,8 +68,15 @@ macro_rules! cast_op {
                 run_from::<$from>(inputs, self.to, output)
             }
             fn cpu_kernel(&self) -> CpuKernel {
-                // A load, a conversion and a store per element: a copy's loop (an estimate).
-                CpuKernel::Concatenation
+                CpuKernel::Cast
+            }
+            fn taps(&self) -> u64 {
+                // Float to integer conversions saturate: the CPU model charges them apart.
+                if DType::$dtype == DType::F32 && self.to != DType::F32 {
+                    u64::from(self.len)
+                } else {
+                    0
+                }
             }
             fn output_elements(&self) -> Option<u64> {
                 Some(u64::from(self.len))

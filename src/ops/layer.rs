@@ -193,9 +193,21 @@ pub enum CpuKernel {
     Svdf,
     /// LSTM over a sequence (int8 or int16 activations).
     Lstm,
+    /// Nearest-neighbour resize: a copy per element, and per output pixel ([`Operator::taps`])
+    /// its input column and row.
+    ResizeNearest,
+    /// Int8 bilinear resize: four 64-bit products per element, and per output pixel
+    /// ([`Operator::taps`]) its four neighbours' positions.
+    ResizeBilinear,
+    /// A transpose moving runs of elements (DEPTH_TO_SPACE, SPACE_TO_DEPTH): a copy per
+    /// element, and per run ([`Operator::taps`]) the transpose's odometer step.
+    SpaceDepth,
+    /// CAST: a conversion per element, and per float-to-integer one ([`Operator::taps`]) the
+    /// saturation.
+    Cast,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 41;
+    pub const COUNT: usize = 45;
 }

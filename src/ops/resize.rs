@@ -48,6 +48,12 @@ fn elements(n: Nhwc) -> u64 {
         .fold(1u64, |a, &d| a.saturating_mul(u64::from(d)))
 }
 
+/// Pixels of an NHWC shape: what a resize works out input positions for (the CPU model's
+/// [`Operator::taps`]).
+fn pixels(n: Nhwc) -> u64 {
+    elements(Nhwc { channels: 1, ..n })
+}
+
 /// Operand sizes of an image resized from `i` to `o`, `size` bytes per element.
 fn resize_operands(i: Nhwc, o: Nhwc, size: u64) -> Option<Operands> {
     let b = |n: Nhwc| bytes(usize::try_from(elements(n).checked_mul(size)?).ok()?);
@@ -69,8 +75,10 @@ impl Operator for ResizeNearestI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // A copy of each output pixel from an index worked out per pixel: TRANSPOSE's loop.
-        CpuKernel::Transpose
+        CpuKernel::ResizeNearest
+    }
+    fn taps(&self) -> u64 {
+        pixels(self.params.output_shape())
     }
 }
 
@@ -89,7 +97,10 @@ impl Operator for ResizeNearestI16 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Transpose
+        CpuKernel::ResizeNearest
+    }
+    fn taps(&self) -> u64 {
+        pixels(self.params.output_shape())
     }
 }
 
@@ -108,9 +119,10 @@ impl Operator for ResizeBilinearI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // Four 64-bit products and a rounding shift per element: MUL's class of per-element
-        // fixed-point work (an estimate, not measured).
-        CpuKernel::Mul
+        CpuKernel::ResizeBilinear
+    }
+    fn taps(&self) -> u64 {
+        pixels(self.params.output_shape())
     }
 }
 

@@ -21,6 +21,9 @@ use crate::model::{BuiltinOptions, DataType};
 pub struct DepthToSpaceI8 {
     /// The rank-6 view and its permutation.
     pub params: TransposeParams,
+    /// Elements the kernel copies at once: a block row's `b · C` output channels, contiguous
+    /// in the input too.
+    pub run: u32,
 }
 
 /// int8 SPACE_TO_DEPTH, as the permutation it is.
@@ -29,6 +32,9 @@ pub struct DepthToSpaceI8 {
 pub struct SpaceToDepthI8 {
     /// The rank-6 view and its permutation.
     pub params: TransposeParams,
+    /// Elements the kernel copies at once: a block row's `b · C` input channels, contiguous
+    /// in the output too.
+    pub run: u32,
 }
 
 /// int8 BATCH_TO_SPACE_ND.
@@ -67,7 +73,10 @@ macro_rules! permutation {
                 )?)
             }
             fn cpu_kernel(&self) -> CpuKernel {
-                CpuKernel::Transpose
+                CpuKernel::SpaceDepth
+            }
+            fn taps(&self) -> u64 {
+                self.params.elements() as u64 / u64::from(self.run.max(1))
             }
         }
     };
@@ -175,7 +184,7 @@ pub(super) fn lower_depth_to_space(
         return Err(unsupported("DEPTH_TO_SPACE output shape"));
     }
     Ok(compute(
-        DepthToSpaceI8 { params },
+        DepthToSpaceI8 { params, run: b * c },
         operands(&[lower::Operand::Tensor(x.index)]),
     ))
 }
@@ -193,13 +202,16 @@ pub(super) fn lower_space_to_depth(
     let (h, w) = (n.height / b, n.width / b);
     let view = [n.batches, h, b, w, b, n.channels];
     let params = TransposeParams::new(&view, &[0, 1, 3, 2, 4, 5])?;
-    let depth = b.checked_mul(b).and_then(|bb| bb.checked_mul(n.channels));
+    let run = b
+        .checked_mul(n.channels)
+        .ok_or(unsupported("SPACE_TO_DEPTH depth"))?;
+    let depth = run.checked_mul(b);
     let out = [Some(n.batches), Some(h), Some(w), depth];
     if !out.iter().zip(y.shape.dims()).all(|(o, &d)| *o == Some(d)) || y.shape.rank() != 4 {
         return Err(unsupported("SPACE_TO_DEPTH output shape"));
     }
     Ok(compute(
-        SpaceToDepthI8 { params },
+        SpaceToDepthI8 { params, run },
         operands(&[lower::Operand::Tensor(x.index)]),
     ))
 }

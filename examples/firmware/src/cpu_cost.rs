@@ -45,35 +45,41 @@
 //! as [`KernelCost`]s.
 
 use npu_compute::graph::LoweredOperator;
-use npu_compute::kernels::int8::{CellGate, LstmParams, LstmQuant, LstmShape, SvdfParams, SvdfShape};
 use npu_compute::hal::MAX_JOB_INPUTS;
+use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
 use npu_compute::kernels::int8::{
     AbsParams, Activation, AddParams, ArgMinMaxParams, BatchMatmulParams, BroadcastShape,
     ConcatParams, Conv2dParams, Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams,
     FcPerChannelParams, HardSwishParams, IntType, LeakyReluParams, Logistic16Params,
     LogisticParams, MeanParams, MulParams, Nhwc, Padding, PoolParams, PoolShape, PreluParams,
-    Quant, Relu6Params, ReluParams, RequantizeParams, RsqrtParams, Softmax16Params,
-    SoftmaxParams, SquaredDifferenceParams, SubParams, Tanh16Params, TanhParams,
-    TransposeParams, Window2d,
+    Quant, Relu6Params, ReluParams, RequantizeParams, RsqrtParams, Softmax16Params, SoftmaxParams,
+    SquaredDifferenceParams, SubParams, Tanh16Params, TanhParams, TransposeParams, Window2d,
 };
-use npu_compute::kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
+use npu_compute::kernels::int8::{
+    CellGate, LstmParams, LstmQuant, LstmShape, SvdfParams, SvdfShape,
+};
+use npu_compute::kernels::int8::{
+    GatherParams, ResizeBilinearParams, ResizeNearestParams, SpaceBatchParams,
+};
 use npu_compute::kernels::int8::{LogSoftmaxParams, ReduceShape, TransposeConvParams};
 use npu_compute::kernels::movement::{MirrorPadParams, PackParams, PadParams, SliceParams};
 use npu_compute::kernels::{FcShape, KernelError};
 use npu_compute::ops::{
     AbsI8, AddBroadcastI8, AddF32, AddI16, AddI8, AveragePool2dI8, BatchMatmulI8, ConcatenationI8,
-    Conv2dI16, Conv2dI8, DepthwiseConv2dI16, FullyConnectedI16, MulI16,
-    DType, DepthwiseConv2dI8, DequantizeI8, FullyConnectedF32, FullyConnectedI8,
-    FullyConnectedPerChannelI8, HardSwishI8, LeakyReluI8, MaxPool2dI8, MaximumI8, MeanI8,
-    MinimumI8, MirrorPadI8, MulBroadcastI8, MulF32, MulI8, NegF32, Op, OpError, OpKind, PackI8,
-    PadI8, PreluI8, QuantizeF32, Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8,
-    SliceI16, SliceI8, SoftmaxI8, SquaredDifferenceI8, StridedSliceI8, SubI8, TransposeI8,
-    CHANNEL_MULTIPLIER_BYTES,
+    Conv2dI16, Conv2dI8, DType, DepthwiseConv2dI16, DepthwiseConv2dI8, DequantizeI8,
+    FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
+    HardSwishI8, LeakyReluI8, MaxPool2dI8, MaximumI8, MeanI8, MinimumI8, MirrorPadI8,
+    MulBroadcastI8, MulF32, MulI16, MulI8, NegF32, Op, OpError, OpKind, PackI8, PadI8, PreluI8,
+    QuantizeF32, Relu6I8, ReluF32, ReluI8, RequantizeI8, Reshape, RsqrtI8, SliceI16, SliceI8,
+    SoftmaxI8, SquaredDifferenceI8, StridedSliceI8, SubI8, TransposeI8, CHANNEL_MULTIPLIER_BYTES,
 };
-use npu_compute::ops::{LstmI16, LstmI8, SvdfI8};
 use npu_compute::ops::{
     ArgMaxI8, ArgMinI8, L2NormI8, LogSoftmaxI8, ReduceMaxI8, SumI8, TransposeConvI8,
 };
+use npu_compute::ops::{
+    CastF32, CastI32, DepthToSpaceI8, GatherI8, ResizeBilinearI8, ResizeNearestI8, SpaceToBatchNdI8,
+};
+use npu_compute::ops::{LstmI16, LstmI8, SvdfI8};
 
 use npu_compute::ops::{
     DequantizeI16, LogisticI16, LogisticI8, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
@@ -89,7 +95,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 88;
+const SYNTHETIC_OPS: usize = 98;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -1002,6 +1008,71 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
                 params: LstmParams::new::<i16>(lstm, &lstm_q16, 10.0, CellGate::Tanh)?,
             }),
         ),
+        entry(
+            "1x8x8x16 -> 16x16",
+            Op::ResizeNearestI8(ResizeNearestI8 {
+                params: ResizeNearestParams::new(image(8, 8, 16), 16, 16, false, false)?,
+            }),
+        ),
+        entry(
+            "1x8x8x2 -> 16x16",
+            Op::ResizeNearestI8(ResizeNearestI8 {
+                params: ResizeNearestParams::new(image(8, 8, 2), 16, 16, false, false)?,
+            }),
+        ),
+        entry(
+            "1x8x8x16 -> 16x16, half pixel",
+            Op::ResizeBilinearI8(ResizeBilinearI8 {
+                params: ResizeBilinearParams::new(image(8, 8, 16), 16, 16, false, true)?,
+            }),
+        ),
+        entry(
+            "1x8x8x2 -> 16x16, half pixel",
+            Op::ResizeBilinearI8(ResizeBilinearI8 {
+                params: ResizeBilinearParams::new(image(8, 8, 2), 16, 16, false, true)?,
+            }),
+        ),
+        entry(
+            "64x16 by 32 indices",
+            Op::GatherI8(GatherI8 {
+                params: GatherParams::new(&[64, 16], &[32], 0, 0)?,
+            }),
+        ),
+        entry(
+            "1x8x8x64, block 2",
+            Op::DepthToSpaceI8(DepthToSpaceI8 {
+                params: TransposeParams::new(&[1, 8, 8, 2, 2, 16], &[0, 1, 3, 2, 4, 5])?,
+                run: 32,
+            }),
+        ),
+        entry(
+            "1x8x8x8, block 2",
+            Op::DepthToSpaceI8(DepthToSpaceI8 {
+                params: TransposeParams::new(&[1, 8, 8, 2, 2, 2], &[0, 1, 3, 2, 4, 5])?,
+                run: 4,
+            }),
+        ),
+        entry(
+            "1x16x16x8, block 2x2",
+            Op::SpaceToBatchNdI8(SpaceToBatchNdI8 {
+                params: SpaceBatchParams::space_to_batch(image(16, 16, 8), [2, 2], [0; 4])?,
+                pad: 0,
+            }),
+        ),
+        entry(
+            "int32 -> int8, 1024 elements",
+            Op::CastI32(CastI32 {
+                len: 1024,
+                to: DType::I8,
+            }),
+        ),
+        entry(
+            "f32 -> int8, 1024 elements",
+            Op::CastF32(CastF32 {
+                len: 1024,
+                to: DType::I8,
+            }),
+        ),
     ];
     let mut list = heapless::Vec::new();
     for op in ops {
@@ -1023,6 +1094,8 @@ enum Role {
     Bias,
     /// int64 bias (the 16x8 operators').
     Bias64,
+    /// int32 indices within 0..8 (GATHER's).
+    Indices,
 }
 
 /// The role of input `i` of `op` (operand order as documented on [`Op`]).
@@ -1047,6 +1120,7 @@ fn role(op: &Op, i: usize) -> Role {
         (Op::QuantizeF32(_), _) => Role::Float,
         (Op::SvdfI8(_), 4) | (Op::LstmI8(_), 5) => Role::Bias,
         (Op::LstmI16(_), 5) => Role::Bias64,
+        (Op::GatherI8(_), 1) => Role::Indices,
         _ if op.dtype() == DType::F32 => Role::Float,
         _ => Role::Data,
     }
@@ -1073,6 +1147,11 @@ fn fill(bytes: &mut [u8], role: Role, seed: u32) {
                 let (m, s) = pair.split_at_mut(4);
                 m.copy_from_slice(&MULTIPLIER.to_le_bytes());
                 s.copy_from_slice(&SHIFT.to_le_bytes());
+            }
+        }
+        Role::Indices => {
+            for word in bytes.chunks_exact_mut(4) {
+                word.copy_from_slice(&i32::from(next() % 8).to_le_bytes());
             }
         }
         Role::Bias => {
