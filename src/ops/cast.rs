@@ -102,9 +102,17 @@ cast_op!(
     CastF32, f32, F32
 );
 
-/// CAST between int8, int16, int32 and float32.
+/// CAST between int8, int16, int32 and float32; between int32 and uint32 (the same bits, as
+/// `static_cast` keeps them) an alias of its input, like RESHAPE.
 pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
     let (x, y) = (ctx.input(0)?, ctx.output()?);
+    if matches!(
+        (x.dtype, y.dtype),
+        (DataType::Int32, DataType::UInt32) | (DataType::UInt32, DataType::Int32)
+    ) {
+        lower::check_elements(&y, x.shape.num_elements() as usize)?;
+        return Ok(lower::Lowered::Alias { input: x.index });
+    }
     let (Some(from), Some(to)) = (dtype(x.dtype), dtype(y.dtype)) else {
         return Err(unsupported(
             "CAST type other than int8, int16, int32 or float32",

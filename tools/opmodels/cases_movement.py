@@ -114,6 +114,9 @@ CASES = {
     "cast_int32_to_float32": Case(lambda i: tf.cast(i, tf.float32),
                                   [In((2, 5), kind="int32", lo=-20000000, hi=20000000)],
                                   float_io=True),
+    # int32 to uint32 and back: the same bits (an alias).
+    "cast_int32_to_uint32": Case(lambda i: tf.cast(i, tf.uint32),
+                                 [In((6,), kind="int32", lo=-1000, hi=1000)]),
     # float32 to integers: truncation toward zero, then int8's low bits.
     "cast_float32_to_int32": Case(lambda x: tf.cast(x, tf.int32),
                                   [In((3, 4), lo=-1000.0, hi=1000.0)], float_io=True),
