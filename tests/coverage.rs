@@ -139,6 +139,30 @@ const WHY_NOT: &[(&str, &str)] = &[
         "SVDF",
         "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
     ),
+    (
+        "GATHER",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
+    (
+        "RESIZE_BILINEAR",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
+    (
+        "DEPTH_TO_SPACE",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
+    (
+        "SPACE_TO_DEPTH",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
+    (
+        "BATCH_TO_SPACE_ND",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
+    (
+        "SPACE_TO_BATCH_ND",
+        "int16: TFLM has float32 and int8 only; float32: out of scope (an int8 / int16 runtime)",
+    ),
 ];
 
 /// The element types of the table's columns.
@@ -153,18 +177,22 @@ fn cell(builtin: &str, dtype: DType) -> Option<&'static str> {
     if lowering.ops.is_empty() {
         return Some("alias");
     }
+    // An operator whose only dtype is int32 (SHAPE: its output's, whatever the input's) runs
+    // for inputs of every type.
+    let any_input = lowering.ops.iter().all(|o| o.dtype == DType::I32);
     let kinds: Vec<OpKind> = lowering
         .ops
         .iter()
-        .filter(|o| o.dtype == dtype)
+        .filter(|o| o.dtype == dtype || any_input)
         .map(|o| o.kind)
         .collect();
     if kinds.is_empty() {
         return None;
     }
+    let op_dtype = if any_input { DType::I32 } else { dtype };
     let npu = kinds
         .iter()
-        .all(|&k| k == OpKind::Reshape || npu_sim::ETHOS_U55_OPS.contains(k, dtype));
+        .all(|&k| k == OpKind::Reshape || npu_sim::ETHOS_U55_OPS.contains(k, op_dtype));
     Some(if npu { "NPU" } else { "CPU" })
 }
 
