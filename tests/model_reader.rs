@@ -879,12 +879,13 @@ fn union_type_mismatch_is_rejected() {
     s.opcodes = vec![opcode(22)]; // RESHAPE... with SqueezeOptions (30)? mismatch.
     s.operators = vec![operator(0, &[0], &[3], Some((30, table(vec![]))))];
     assert!(matches!(s.parse_err(), ModelError::OptionsMismatch { .. }));
-    s.opcodes = vec![opcode(43)]; // SQUEEZE with SqueezeOptions
+    s.opcodes = vec![opcode(48)]; // TOPK_V2 with TopKV2Options
+    s.operators = vec![operator(0, &[0], &[3], Some((34, table(vec![]))))];
     let bytes = s.build();
     let m = Model::parse(&bytes).unwrap();
     assert_eq!(
         m.subgraph().operator(0).unwrap().options,
-        BuiltinOptions::Other { options_type: 30 }
+        BuiltinOptions::Other { options_type: 34 }
     );
 }
 
