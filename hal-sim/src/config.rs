@@ -127,9 +127,13 @@ const fn ethos_u55_ops() -> OpSet {
         (K::TransposeConv, &[I8]),
         (K::Logistic, &[I8, I16]),
         (K::Tanh, &[I8, I16]),
-        // SHAPE: int32 is allowed for it; it writes a few words. Not RESIZE_NEAREST_NEIGHBOR
-        // or RESIZE_BILINEAR (only some sizes), nor GATHER (not in the list).
+        // SHAPE: int32 is allowed for it; it writes a few words. Not GATHER, CAST or the
+        // space/depth/batch moves (not in the list).
         (K::Shape, &[I32]),
+        // RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR of the sizes Vela runs (checked when
+        // lowered: other sizes are the ResizeNearestOther / ResizeBilinearOther families).
+        (K::ResizeNearestNeighbor, &[I8, I16]),
+        (K::ResizeBilinear, &[I8]),
     ];
     let mut set = OpSet::EMPTY;
     let mut i = 0;

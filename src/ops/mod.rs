@@ -108,7 +108,10 @@ pub use quantize::{
 };
 pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
-pub use resize::{ResizeBilinearI8, ResizeNearestI16, ResizeNearestI8};
+pub use resize::{
+    ResizeBilinearI8, ResizeBilinearOtherI8, ResizeNearestI16, ResizeNearestI8,
+    ResizeNearestOtherI16, ResizeNearestOtherI8,
+};
 pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
 pub use shape::ShapeI32;
@@ -284,13 +287,13 @@ op_kinds! {
     /// Long short-term memory over a sequence, a stateful layer (TFLite
     /// UNIDIRECTIONAL_SEQUENCE_LSTM).
     Lstm,
-    /// Nearest-neighbour image resize.
+    /// Nearest-neighbour image resize, of a size Vela runs on the NPU.
     ResizeNearestNeighbor,
     /// Slices picked along an axis by indices.
     Gather,
     /// A tensor's dimensions as a vector.
     Shape,
-    /// Bilinear image resize.
+    /// Bilinear image resize, of a size Vela runs on the NPU.
     ResizeBilinear,
     /// Depth moved into spatial blocks.
     DepthToSpace,
@@ -302,6 +305,10 @@ op_kinds! {
     SpaceToBatchNd,
     /// Element type conversion.
     Cast,
+    /// Nearest-neighbour image resize of other sizes.
+    ResizeNearestOther,
+    /// Bilinear image resize of other sizes.
+    ResizeBilinearOther,
 }
 
 impl OpKind {
@@ -572,15 +579,15 @@ operators! {
     LstmI8 = Lstm, I8;
     /// int16 (16x8) UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
     LstmI16 = Lstm, I16;
-    /// int8 RESIZE_NEAREST_NEIGHBOR.
+    /// int8 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
     ResizeNearestI8 = ResizeNearestNeighbor, I8;
-    /// int16 RESIZE_NEAREST_NEIGHBOR.
+    /// int16 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
     ResizeNearestI16 = ResizeNearestNeighbor, I16;
     /// int8 GATHER (int32 indices).
     GatherI8 = Gather, I8;
     /// SHAPE (int32 output).
     ShapeI32 = Shape, I32;
-    /// int8 RESIZE_BILINEAR.
+    /// int8 RESIZE_BILINEAR of a size Vela runs on the NPU.
     ResizeBilinearI8 = ResizeBilinear, I8;
     /// int8 DEPTH_TO_SPACE.
     DepthToSpaceI8 = DepthToSpace, I8;
@@ -598,6 +605,12 @@ operators! {
     CastI32 = Cast, I32;
     /// CAST from float32.
     CastF32 = Cast, F32;
+    /// int8 RESIZE_NEAREST_NEIGHBOR of another size.
+    ResizeNearestOtherI8 = ResizeNearestOther, I8;
+    /// int16 RESIZE_NEAREST_NEIGHBOR of another size.
+    ResizeNearestOtherI16 = ResizeNearestOther, I16;
+    /// int8 RESIZE_BILINEAR of another size.
+    ResizeBilinearOtherI8 = ResizeBilinearOther, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -670,8 +683,13 @@ lowerings! {
     Relu => relu::lower: [ReluI8],
     Relu6 => relu::lower: [Relu6I8],
     Reshape => reshape::lower: [],
-    ResizeBilinear => resize::lower_bilinear: [ResizeBilinearI8],
-    ResizeNearestNeighbor => resize::lower_nearest: [ResizeNearestI8, ResizeNearestI16],
+    ResizeBilinear => resize::lower_bilinear: [ResizeBilinearI8, ResizeBilinearOtherI8],
+    ResizeNearestNeighbor => resize::lower_nearest: [
+        ResizeNearestI8,
+        ResizeNearestI16,
+        ResizeNearestOtherI8,
+        ResizeNearestOtherI16
+    ],
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Shape => shape::lower_shape: [ShapeI32],
     Slice => slice::lower_slice: [SliceI8, SliceI16],

@@ -5,10 +5,14 @@
 //! so the output's quantization is not checked against the input's: the bytes are TFLM's
 //! whatever it is.
 //!
-//! Where they run: Vela places both on an Ethos-U55 only for some sizes (a 1×1 input, an
-//! output the input's size, or equal height and width upscales of 2, 4 or 8), and the
-//! simulator's placement is per operator family and dtype, not per shape; so both run on the
-//! CPU fallback, which every size takes.
+//! Where they run: Vela places both on an Ethos-U55 for some sizes only (`SUPPORTED_OPS.md`,
+//! `constraint_resize`: a 1×1 input, an output of the input's size, or the same upscale of
+//! 2, 4 or 8 in height and width, of `size − 1` under `align_corners`; a batch of 1, every
+//! dimension at most 65,535, not both `align_corners` and `half_pixel_centers`; a bilinear
+//! resize with half-pixel centres only from 1×1 or by exactly 2). The simulator places by
+//! family, so a resize Vela runs lowers to [`ResizeNearestI8`] / [`ResizeBilinearI8`]
+//! (families `ResizeNearestNeighbor` and `ResizeBilinear`, on the simulated NPU) and any other
+//! to the `…Other…` descriptions (on the CPU fallback); both compute with the same kernel.
 
 use npu_kernels::int8::{self as ki, Nhwc, ResizeBilinearParams, ResizeNearestParams};
 
@@ -17,28 +21,131 @@ use super::lower::{self, compute, const_i32s, nhwc, operands, unsupported, Lower
 use super::{bytes, CpuKernel, OpError, Operands, Operator};
 use crate::model::{BuiltinOptions, DataType};
 
-/// int8 RESIZE_NEAREST_NEIGHBOR.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ResizeNearestI8 {
-    /// Shapes and sampling.
-    pub params: ResizeNearestParams,
+/// Declares a nearest-neighbour description over elements of `$t`, `$size` bytes each.
+macro_rules! nearest {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $size:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub struct $name {
+            /// Shapes and sampling.
+            pub params: ResizeNearestParams,
+        }
+
+        impl Operator for $name {
+            fn operands(&self) -> Option<Operands> {
+                resize_operands(self.params.input_shape(), self.params.output_shape(), $size)
+            }
+            fn macs(&self) -> u64 {
+                elements(self.params.output_shape())
+            }
+            fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+                Ok(ki::resize_nearest(
+                    &self.params,
+                    view::<$t>(input(inputs, 0), 0)?,
+                    view_mut::<$t>(output)?,
+                )?)
+            }
+            fn cpu_kernel(&self) -> CpuKernel {
+                CpuKernel::ResizeNearest
+            }
+            fn taps(&self) -> u64 {
+                pixels(self.params.output_shape())
+            }
+        }
+    };
 }
 
-/// int16 RESIZE_NEAREST_NEIGHBOR.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ResizeNearestI16 {
-    /// Shapes and sampling.
-    pub params: ResizeNearestParams,
+/// Declares an int8 bilinear description.
+macro_rules! bilinear {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub struct $name {
+            /// Shapes, sampling and fixed-point scales.
+            pub params: ResizeBilinearParams,
+        }
+
+        impl Operator for $name {
+            fn operands(&self) -> Option<Operands> {
+                resize_operands(self.params.input_shape(), self.params.output_shape(), 1)
+            }
+            fn macs(&self) -> u64 {
+                elements(self.params.output_shape())
+            }
+            fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+                Ok(ki::resize_bilinear(
+                    &self.params,
+                    i8s(inputs, 0)?,
+                    view_mut(output)?,
+                )?)
+            }
+            fn cpu_kernel(&self) -> CpuKernel {
+                CpuKernel::ResizeBilinear
+            }
+            fn taps(&self) -> u64 {
+                pixels(self.params.output_shape())
+            }
+        }
+    };
 }
 
-/// int8 RESIZE_BILINEAR.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ResizeBilinearI8 {
-    /// Shapes, sampling and fixed-point scales.
-    pub params: ResizeBilinearParams,
+nearest!(
+    /// int8 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
+    ResizeNearestI8, i8, 1
+);
+nearest!(
+    /// int16 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
+    ResizeNearestI16, i16, 2
+);
+nearest!(
+    /// int8 RESIZE_NEAREST_NEIGHBOR of any other size.
+    ResizeNearestOtherI8, i8, 1
+);
+nearest!(
+    /// int16 RESIZE_NEAREST_NEIGHBOR of any other size.
+    ResizeNearestOtherI16, i16, 2
+);
+bilinear!(
+    /// int8 RESIZE_BILINEAR of a size Vela runs on the NPU.
+    ResizeBilinearI8
+);
+bilinear!(
+    /// int8 RESIZE_BILINEAR of any other size.
+    ResizeBilinearOtherI8
+);
+
+/// Whether Vela places a resize of `input` to `h × w` on the NPU (see the [module
+/// docs](self)).
+fn vela_runs(input: Nhwc, (h, w): (u32, u32), align: bool, half: bool, bilinear: bool) -> bool {
+    let (ih, iw) = (input.height, input.width);
+    let dims = [input.batches, ih, iw, input.channels, h, w];
+    if input.batches != 1 || dims.iter().any(|&d| !(1..=65_535).contains(&d)) {
+        return false;
+    }
+    if align && half {
+        return false;
+    }
+    let one_by_one = ih == 1 && iw == 1;
+    if bilinear && half && !one_by_one && (h != 2 * ih || w != 2 * iw) {
+        return false;
+    }
+    if one_by_one || (ih == h && iw == w) {
+        return true;
+    }
+    // Vela divides: the same factor on both axes, exactly 2, 4 or 8 (and no factor at all for
+    // an input of one row or column under align_corners, where it would divide by zero).
+    let (from, to) = if align {
+        ((ih - 1, iw - 1), (h - 1, w - 1))
+    } else {
+        ((ih, iw), (h, w))
+    };
+    from.0 > 0
+        && from.1 > 0
+        && [2, 4, 8]
+            .iter()
+            .any(|&k| to.0 == k * from.0 && to.1 == k * from.1)
 }
 
 /// Elements of an NHWC shape (0 if they overflow: the kernel refuses such shapes first).
@@ -58,72 +165,6 @@ fn pixels(n: Nhwc) -> u64 {
 fn resize_operands(i: Nhwc, o: Nhwc, size: u64) -> Option<Operands> {
     let b = |n: Nhwc| bytes(usize::try_from(elements(n).checked_mul(size)?).ok()?);
     Operands::new(&[b(i)?], 0, b(o)?)
-}
-
-impl Operator for ResizeNearestI8 {
-    fn operands(&self) -> Option<Operands> {
-        resize_operands(self.params.input_shape(), self.params.output_shape(), 1)
-    }
-    fn macs(&self) -> u64 {
-        elements(self.params.output_shape())
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::resize_nearest(
-            &self.params,
-            i8s(inputs, 0)?,
-            view_mut::<i8>(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::ResizeNearest
-    }
-    fn taps(&self) -> u64 {
-        pixels(self.params.output_shape())
-    }
-}
-
-impl Operator for ResizeNearestI16 {
-    fn operands(&self) -> Option<Operands> {
-        resize_operands(self.params.input_shape(), self.params.output_shape(), 2)
-    }
-    fn macs(&self) -> u64 {
-        elements(self.params.output_shape())
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::resize_nearest(
-            &self.params,
-            view::<i16>(input(inputs, 0), 0)?,
-            view_mut::<i16>(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::ResizeNearest
-    }
-    fn taps(&self) -> u64 {
-        pixels(self.params.output_shape())
-    }
-}
-
-impl Operator for ResizeBilinearI8 {
-    fn operands(&self) -> Option<Operands> {
-        resize_operands(self.params.input_shape(), self.params.output_shape(), 1)
-    }
-    fn macs(&self) -> u64 {
-        elements(self.params.output_shape())
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::resize_bilinear(
-            &self.params,
-            i8s(inputs, 0)?,
-            view_mut(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::ResizeBilinear
-    }
-    fn taps(&self) -> u64 {
-        pixels(self.params.output_shape())
-    }
 }
 
 /// The input's shape, the output's height and width from the constant size tensor (checked
@@ -158,11 +199,15 @@ pub(super) fn lower_nearest(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lo
         return Err(unsupported("operator"));
     };
     let (input, h, w, dtype) = resize_shapes(ctx, "RESIZE_NEAREST_NEIGHBOR changing the type")?;
-    let params = ResizeNearestParams::new(input, h, w, o.align_corners, o.half_pixel_centers)?;
+    let (align, half) = (o.align_corners, o.half_pixel_centers);
+    let params = ResizeNearestParams::new(input, h, w, align, half)?;
     let list = operands(&[lower::Operand::Tensor(ctx.input(0)?.index)]);
-    match dtype {
-        DataType::Int8 => Ok(compute(ResizeNearestI8 { params }, list)),
-        DataType::Int16 => Ok(compute(ResizeNearestI16 { params }, list)),
+    let npu = vela_runs(input, (h, w), align, half, false);
+    match (dtype, npu) {
+        (DataType::Int8, true) => Ok(compute(ResizeNearestI8 { params }, list)),
+        (DataType::Int8, false) => Ok(compute(ResizeNearestOtherI8 { params }, list)),
+        (DataType::Int16, true) => Ok(compute(ResizeNearestI16 { params }, list)),
+        (DataType::Int16, false) => Ok(compute(ResizeNearestOtherI16 { params }, list)),
         _ => Err(unsupported(
             "RESIZE_NEAREST_NEIGHBOR type other than int8 or int16",
         )),
@@ -179,9 +224,60 @@ pub(super) fn lower_bilinear(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, l
     if dtype != DataType::Int8 {
         return Err(unsupported("RESIZE_BILINEAR type other than int8"));
     }
-    let params = ResizeBilinearParams::new(input, h, w, o.align_corners, o.half_pixel_centers)?;
-    Ok(compute(
-        ResizeBilinearI8 { params },
-        operands(&[lower::Operand::Tensor(ctx.input(0)?.index)]),
-    ))
+    let (align, half) = (o.align_corners, o.half_pixel_centers);
+    let params = ResizeBilinearParams::new(input, h, w, align, half)?;
+    let list = operands(&[lower::Operand::Tensor(ctx.input(0)?.index)]);
+    Ok(if vela_runs(input, (h, w), align, half, true) {
+        compute(ResizeBilinearI8 { params }, list)
+    } else {
+        compute(ResizeBilinearOtherI8 { params }, list)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(height: u32, width: u32) -> Nhwc {
+        Nhwc {
+            batches: 1,
+            height,
+            width,
+            channels: 3,
+        }
+    }
+
+    #[test]
+    fn the_sizes_vela_runs() {
+        let runs = |i, o, align, half, bilinear| vela_runs(i, o, align, half, bilinear);
+        // Upscales of 2, 4 and 8, equal on both axes.
+        assert!(runs(image(4, 5), (8, 10), false, false, false));
+        assert!(runs(image(4, 5), (32, 40), false, true, false));
+        assert!(!runs(image(4, 5), (8, 20), false, false, false));
+        assert!(!runs(image(4, 5), (12, 15), false, false, false));
+        // align_corners: of size − 1.
+        assert!(runs(image(4, 5), (7, 9), true, false, false));
+        assert!(!runs(image(4, 5), (8, 10), true, false, false));
+        assert!(!runs(image(1, 5), (1, 9), true, false, false));
+        // 1×1 inputs and same sizes, whatever the output.
+        assert!(runs(image(1, 1), (7, 3), false, false, true));
+        assert!(runs(image(6, 7), (6, 7), false, false, false));
+        // Bilinear with half-pixel centres: by exactly 2.
+        assert!(runs(image(4, 5), (8, 10), false, true, true));
+        assert!(!runs(image(4, 5), (16, 20), false, true, true));
+        // Never both flags, a batch of 2, a dimension beyond 65,535, or an empty one.
+        assert!(!runs(image(4, 5), (4, 5), true, true, false));
+        assert!(!runs(
+            Nhwc {
+                batches: 2,
+                ..image(4, 5)
+            },
+            (8, 10),
+            false,
+            false,
+            false
+        ));
+        assert!(!runs(image(1, 1), (70_000, 1), false, false, false));
+        assert!(!runs(image(4, 5), (0, 10), false, false, false));
+    }
 }

@@ -52,6 +52,8 @@ CASES = {
     "resize_nearest_int8_down": Case(nearest([3, 2]), [In((1, 7, 5, 4))]),
     "resize_nearest_int8_align_half_odd": Case(nearest([11, 13], align=True), [In((1, 3, 4, 1))]),
     "resize_nearest_int8_align_to_one_row": Case(nearest([1, 6], align=True), [In((1, 4, 3, 2))]),
+    # Sizes Vela runs on the NPU (the others above run on the CPU fallback).
+    "resize_nearest_int8_align_corners_2x": Case(nearest([5, 7], align=True), [In((1, 3, 4, 2))]),
     "resize_nearest_int16_2x": Case(nearest([6, 8], half=True), [In((1, 3, 4, 5))], quant="16x8"),
 
     # RESIZE_BILINEAR (int8): TFLM's integer interpolation.
@@ -59,6 +61,7 @@ CASES = {
     "resize_bilinear_int8_align_corners": Case(bilinear([7, 9], align=True), [In((2, 4, 5, 3))]),
     "resize_bilinear_int8_half_pixel": Case(bilinear([7, 3], half=True), [In((1, 5, 4, 2))]),
     "resize_bilinear_int8_down": Case(bilinear([3, 2]), [In((1, 7, 5, 4))]),
+    "resize_bilinear_int8_half_pixel_2x": Case(bilinear([16, 16], half=True), [In((1, 8, 8, 4))]),
     "resize_bilinear_int8_half_pixel_9x": Case(bilinear([18, 9], half=True), [In((1, 2, 1, 3))]),
     "resize_bilinear_int8_align_to_one_row": Case(bilinear([1, 7], align=True),
                                                   [In((2, 3, 4, 1))]),
