@@ -3,8 +3,10 @@
 //! - [`int8`]: quantized ADD, SUB and MUL (with broadcasting), RELU, FULLY_CONNECTED (per-tensor
 //!   and per-channel), CONV_2D, DEPTHWISE_CONV_2D, AVERAGE_POOL_2D, MAX_POOL_2D, MEAN (over any
 //!   axes), SOFTMAX, RSQRT, BATCH_MATMUL, TRANSPOSE, CONCATENATION, RESHAPE, QUANTIZE,
-//!   DEQUANTIZE, and the stateful SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM, bit-exact with TensorFlow Lite Micro's reference kernels (parameters
-//!   precomputed once, like TFLM's `Prepare`).
+//!   DEQUANTIZE, and the stateful SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM; the data movement of
+//!   RESIZE_NEAREST_NEIGHBOR (any element type), RESIZE_BILINEAR, GATHER, SHAPE,
+//!   SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND and CAST, bit-exact with TensorFlow Lite Micro's
+//!   reference kernels (parameters precomputed once, like TFLM's `Prepare`).
 //! - [`int16`]: TensorFlow Lite's 16x8 quantization (int16 activations, int8 weights):
 //!   FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D with int64 or int32 accumulators, ADD and
 //!   MUL with broadcasting, bit-exact with TFLM's int16 reference kernels.
