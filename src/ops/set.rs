@@ -5,6 +5,9 @@ use super::{DType, Op, OpKind};
 /// Words of an [`OpSet`]: room for 128 operator families in each of the four dtypes.
 const WORDS: usize = 16;
 
+// Every family's bits fit, and `WORDS` is a power of two (`OpSet::has` masks with it).
+const _: () = assert!(OpKind::ALL.len() * DType::ALL.len() <= WORDS * 32 && WORDS.is_power_of_two());
+
 /// A set of (operator family, dtype) pairs, as a bitset: bit `4 × family + dtype`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -65,8 +68,10 @@ impl OpSet {
     /// Whether bit `b` is set.
     #[inline]
     const fn has(self, b: u16) -> bool {
+        // Masked rather than bounds-checked: every bit of a family in `OpKind::ALL` is below
+        // `WORDS × 32` (checked at compile time below), and the mask spares the per-job check.
         let b = b as usize;
-        self.0[b / 32] & (1 << (b % 32)) != 0
+        self.0[(b / 32) & (WORDS - 1)] & (1 << (b % 32)) != 0
     }
 
     /// The set as little-endian bytes, for fingerprints that must not change with the host.
