@@ -6,7 +6,8 @@ use super::{DType, Op, OpKind};
 const WORDS: usize = 16;
 
 // Every family's bits fit, and `WORDS` is a power of two (`OpSet::has` masks with it).
-const _: () = assert!(OpKind::ALL.len() * DType::ALL.len() <= WORDS * 32 && WORDS.is_power_of_two());
+const _: () =
+    assert!(OpKind::ALL.len() * DType::ALL.len() <= WORDS * 32 && WORDS.is_power_of_two());
 
 /// A set of (operator family, dtype) pairs, as a bitset: bit `4 × family + dtype`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
