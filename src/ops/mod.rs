@@ -36,7 +36,11 @@
 //!
 //! (A kernel in a new file of `npu-kernels` also needs its `mod` line there.) Nothing else
 //! changes: the server, the HAL, the graph, the tuner and the simulator work from the
-//! description. A new operator family also takes a line in [`OpKind`], in this file.
+//! description. A new operator family also takes a line in [`OpKind`], in this file, and, if
+//! an Ethos-U55 runs it, one in the simulator's `ETHOS_U55_OPS`; a new CPU kernel class (a
+//! [`CpuKernel`]) takes its measured rates in the simulator's CPU model. Its tests are models:
+//! a case in `tools/opmodels/cases_<family>.py`, whose generated folder under
+//! `tests/models/ops/` `tests/operators.rs` runs against TFLM's bytes.
 
 mod arg_min_max;
 mod batch_matmul;
