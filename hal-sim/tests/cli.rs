@@ -60,6 +60,37 @@ fn run_writes_the_tflm_bytes_and_the_stats() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A stateful model (an LSTM's hidden and cell state carry from one invoke to the next):
+/// `run` writes the first invoke's bytes, as TFLM gives them, however many timed repeats or
+/// tuning invokes it makes.
+#[test]
+fn run_writes_a_stateful_models_first_invoke() {
+    let dir = std::env::temp_dir().join(format!("npu-sim-cli-state-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.bin");
+    let case = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models/ops/lstm_int8_seq");
+    let expected = std::fs::read(case.join("expected_0_0.bin")).unwrap();
+    for extra in [&["--repeat", "0"][..], &["--repeat", "3"], &["--autotune"]] {
+        let mut args = vec![
+            "run",
+            case.join("model.tflite").to_str().unwrap(),
+            "--input",
+            case.join("input_0_0.bin").to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = npu_sim(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::read(&out).unwrap(), expected, "{extra:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn an_arena_too_small_fails_with_a_message() {
     let m = models().join("convnet");

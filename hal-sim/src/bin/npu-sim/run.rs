@@ -9,7 +9,9 @@
 //! tune`) says, measuring nothing; with `--autotune` every layer shape is tuned in an
 //! untimed first invoke and the next one is reported.
 //!
-//! Output: the raw bytes of each output tensor to its `--output` file; with `--stats` the
+//! Output: the raw bytes of each output tensor to its `--output` file (those of the reported
+//! invoke, which starts from the model's initial state: for a stateful model such as an LSTM,
+//! what a first TFLM invoke gives, whatever `--repeat` and `--autotune`); with `--stats` the
 //! run's figures as JSON (the runner's report: `npu_cycles`, `jobs`, `transfers`,
 //! `arena_peak_bytes`, `runtime_state_bytes`, `host_us`, ...); on stdout the predicted class
 //! (the largest int8 of the first output, the lowest index on ties) with the first output's
