@@ -43,6 +43,9 @@ def tflm_outputs(model, xs):
     it = tflm.Interpreter.from_bytes(model, arena_size=ARENA)
     outs = []
     for inputs in xs:
+        # Each `npu-sim run` is a first invoke: start TFLM's from the initial state too
+        # (variable tensors of LSTM and SVDF models carry over otherwise).
+        it.reset()
         for i, x in enumerate(inputs):
             it.set_input(x, i)
         it.invoke()
