@@ -107,8 +107,8 @@ pub use pack::{PackI16, PackI8};
 pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{
-    DequantizeI16, DequantizeI8, QuantizeF32, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
-    RequantizeI16ToI32, RequantizeI32ToI16, RequantizeI32ToI8, RequantizeI8, RequantizeI8ToI16,
+    DequantizeI16, DequantizeI8, QuantizeF32, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI32,
+    RequantizeI16ToI8, RequantizeI32ToI16, RequantizeI32ToI8, RequantizeI8, RequantizeI8ToI16,
     RequantizeI8ToI32,
 };
 pub use relu::{Relu6I8, ReluF32, ReluI8};

@@ -133,7 +133,9 @@ impl Operator for SoftmaxI8ToI16 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // The int8 kernel's loop; only the final shift and offset differ.
+        // The int8 kernel's loop, storing int16: measured on the firmware at 5,300 and 132,860
+        // instructions for rows of 16 and 1,000, 13% and 18% above this class's model, within
+        // its tolerance (a class of its own would change the HAL's tuning fingerprint).
         CpuKernel::Softmax
     }
     fn output_elements(&self) -> Option<u64> {

@@ -393,7 +393,10 @@ mod tests_int16 {
                 .unwrap();
         let mut wide = [0i32; 3];
         requantize_i16_to_i32(&p, &[1, 2, -100], &mut wide).unwrap();
-        assert_eq!(wide, [1_000_000_000, 1_000_065_536, 1_000_000_000 - 101 * 65536]);
+        assert_eq!(
+            wide,
+            [1_000_000_000, 1_000_065_536, 1_000_000_000 - 101 * 65536]
+        );
         // int32 to int16, equal scales: the identity, then the clamp.
         let p = RequantizeParams::with_ranges(q(0.5, 0), i32t, q(0.5, 0), i16t).unwrap();
         assert_eq!(p.multiplier(), (1 << 30, 1));
