@@ -103,6 +103,9 @@ const fn ethos_u55_ops() -> OpSet {
         (K::Concatenation, &[F32, I8, I16]),
         (K::Sub, &[F32, I8, I16]),
         (K::Rsqrt, &[F32, I8]),
+        // Not QuantizeInt32 (QUANTIZE to or from int32: Vela takes int32 tensors for ADD,
+        // ARG_MAX, MUL, SHAPE, SUB and TRANSPOSE only) nor SoftmaxToInt16 (Vela's SOFTMAX needs
+        // one type in and out).
         (K::Quantize, &[F32, I8, I16]),
         (K::Dequantize, &[F32, I8]),
         // Vela 3.10: elementwise passes (MAXIMUM, MINIMUM, ABS), lookup tables (LEAKY_RELU,

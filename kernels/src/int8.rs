@@ -124,12 +124,13 @@ pub use mean::{mean, mean_hw, reduce_max, reduce_min, sum, MeanParams, ReduceSha
 pub use pool::{average_pool2d, max_pool2d, PoolParams, PoolShape};
 pub use quantize::{
     dequantize, dequantize_i16, quantize_f32, quantize_f32_to_i16, requantize, requantize_i16,
-    requantize_i16_to_i8, requantize_i8_to_i16, IntType, RequantizeParams,
+    requantize_i16_to_i32, requantize_i16_to_i8, requantize_i32_to_i16, requantize_i32_to_i8,
+    requantize_i8_to_i16, requantize_i8_to_i32, IntType, RequantizeParams,
 };
 pub use reshape::{reshape, shape};
 pub use resize::{resize_bilinear, resize_nearest, ResizeBilinearParams, ResizeNearestParams};
 pub use rsqrt::{rsqrt, RsqrtParams};
-pub use softmax::{softmax, SoftmaxParams};
+pub use softmax::{softmax, softmax_i8_to_i16, SoftmaxParams};
 pub use softmax16::{softmax_i16, Softmax16Params, MAX_SOFTMAX16_DEPTH};
 pub use space::{batch_to_space, space_to_batch, SpaceBatchParams};
 pub use sub::{sub, SubParams};

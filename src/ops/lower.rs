@@ -224,6 +224,10 @@ pub(super) fn quant_of(t: &TensorInfo<'_>, dtype: DataType) -> Result<Quant, Low
             "tensor type other than int16",
             "int16 tensor without quantization",
         ),
+        DataType::Int32 => (
+            "tensor type other than int32",
+            "int32 tensor without quantization",
+        ),
         _ => (
             "tensor type other than int8",
             "int8 tensor without quantization",

@@ -107,8 +107,9 @@ pub use pack::{PackI16, PackI8};
 pub use pad::{MirrorPadI8, PadI16, PadI8, PadV2I16, PadV2I8};
 pub use pool::{AveragePool2dI8, MaxPool2dI8};
 pub use quantize::{
-    DequantizeI16, DequantizeI8, QuantizeF32, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
-    RequantizeI8, RequantizeI8ToI16,
+    DequantizeI16, DequantizeI8, QuantizeF32, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI32,
+    RequantizeI16ToI8, RequantizeI32ToI16, RequantizeI32ToI8, RequantizeI8, RequantizeI8ToI16,
+    RequantizeI8ToI32,
 };
 pub use relu::{Relu6I8, ReluF32, ReluI8};
 pub use reshape::Reshape;
@@ -120,7 +121,7 @@ pub use rsqrt::RsqrtI8;
 pub use set::OpSet;
 pub use shape::ShapeI32;
 pub use slice::{SliceI16, SliceI8, StridedSliceI16, StridedSliceI8};
-pub use softmax::{SoftmaxI16, SoftmaxI8};
+pub use softmax::{SoftmaxI16, SoftmaxI8, SoftmaxI8ToI16};
 pub use space::{BatchToSpaceNdI8, DepthToSpaceI8, SpaceToBatchNdI8, SpaceToDepthI8};
 pub use svdf::SvdfI8;
 pub use transpose::TransposeI8;
@@ -313,6 +314,10 @@ op_kinds! {
     ResizeNearestOther,
     /// Bilinear image resize of other sizes.
     ResizeBilinearOther,
+    /// Quantization to or from int32 (Vela runs no QUANTIZE with int32).
+    QuantizeInt32,
+    /// Softmax of int8 input and int16 output (Vela's needs one type).
+    SoftmaxToInt16,
 }
 
 impl OpKind {
@@ -615,6 +620,16 @@ operators! {
     ResizeNearestOtherI16 = ResizeNearestOther, I16;
     /// int8 RESIZE_BILINEAR of another size.
     ResizeBilinearOtherI8 = ResizeBilinearOther, I8;
+    /// int8 to int32 QUANTIZE.
+    RequantizeI8ToI32 = QuantizeInt32, I8;
+    /// int16 to int32 QUANTIZE.
+    RequantizeI16ToI32 = QuantizeInt32, I16;
+    /// int32 to int8 QUANTIZE.
+    RequantizeI32ToI8 = QuantizeInt32, I32;
+    /// int32 to int16 QUANTIZE.
+    RequantizeI32ToI16 = QuantizeInt32, I32;
+    /// SOFTMAX of int8 input and int16 output.
+    SoftmaxI8ToI16 = SoftmaxToInt16, I8;
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
@@ -680,7 +695,11 @@ lowerings! {
         RequantizeI16,
         RequantizeI16ToI8,
         RequantizeI8ToI16,
-        QuantizeF32ToI16
+        QuantizeF32ToI16,
+        RequantizeI8ToI32,
+        RequantizeI16ToI32,
+        RequantizeI32ToI8,
+        RequantizeI32ToI16
     ],
     ReduceMax => mean::lower: [ReduceMaxI8],
     ReduceMin => mean::lower: [ReduceMinI8],
@@ -697,7 +716,7 @@ lowerings! {
     Rsqrt => rsqrt::lower: [RsqrtI8],
     Shape => shape::lower_shape: [ShapeI32],
     Slice => slice::lower_slice: [SliceI8, SliceI16],
-    Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16],
+    Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16, SoftmaxI8ToI16],
     SpaceToBatchNd => space::lower_space_to_batch: [SpaceToBatchNdI8],
     SpaceToDepth => space::lower_space_to_depth: [SpaceToDepthI8],
     Split => slice::lower_split: [SliceI8, SliceI16],

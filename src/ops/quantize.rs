@@ -7,6 +7,10 @@
 //! constraints only), so every QUANTIZE form is on the simulated NPU with the int8 ones (f32 to
 //! int16 shares f32 to int8's family and dtype, which the simulator has run since before the
 //! list was followed). Vela has no DEQUANTIZE: int16 to f32 runs on the CPU.
+//!
+//! TFLM's integer QUANTIZE forms with int32 on one side (int8 or int16 to int32, int32 to int8
+//! or int16) are their own family, [`OpKind::QuantizeInt32`](super::OpKind::QuantizeInt32),
+//! on the CPU: Vela takes int32 tensors only for ADD, ARG_MAX, MUL, SHAPE, SUB and TRANSPOSE.
 
 use npu_kernels::int8::{self as ki, IntType, Quant, RequantizeParams};
 
@@ -94,6 +98,64 @@ pub struct DequantizeI16 {
     /// The input's quantization.
     pub quant: Quant,
 }
+
+/// Declares an integer QUANTIZE with int32 on one side: its description and `impl Operator`
+/// (run on the CPU: no cycle-model layer), priced as the CPU kernel class `$cpu` (measured on
+/// the firmware: from int8 or int16 as the int16 requantizations, 29 per element; from int32
+/// as the int8 ones, 43: the wider input's rescaling costs more).
+macro_rules! requantize_int32 {
+    ($(#[$doc:meta])* $name:ident, $in:ty => $out:ty, $kernel:ident, $cpu:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub struct $name {
+            /// Elements.
+            pub len: u32,
+            /// Rescaling parameters.
+            pub params: RequantizeParams,
+        }
+
+        impl Operator for $name {
+            fn operands(&self) -> Option<Operands> {
+                conversion(
+                    self.len,
+                    core::mem::size_of::<$in>() as u32,
+                    core::mem::size_of::<$out>() as u32,
+                )
+            }
+            fn macs(&self) -> u64 {
+                u64::from(self.len)
+            }
+            fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+                let x = view::<$in>(input(inputs, 0), 0)?;
+                Ok(ki::$kernel(&self.params, x, view_mut(output)?)?)
+            }
+            fn cpu_kernel(&self) -> CpuKernel {
+                CpuKernel::$cpu
+            }
+            fn output_elements(&self) -> Option<u64> {
+                Some(u64::from(self.len))
+            }
+        }
+    };
+}
+
+requantize_int32!(
+    /// int8 to int32 QUANTIZE on `len` elements.
+    RequantizeI8ToI32, i8 => i32, requantize_i8_to_i32, Requantize16
+);
+requantize_int32!(
+    /// int16 to int32 QUANTIZE on `len` elements.
+    RequantizeI16ToI32, i16 => i32, requantize_i16_to_i32, Requantize16
+);
+requantize_int32!(
+    /// int32 to int8 QUANTIZE on `len` elements.
+    RequantizeI32ToI8, i32 => i8, requantize_i32_to_i8, Requantize
+);
+requantize_int32!(
+    /// int32 to int16 QUANTIZE on `len` elements.
+    RequantizeI32ToI16, i32 => i16, requantize_i32_to_i16, Requantize
+);
 
 /// Operands of a conversion of `len` elements from `in_size`-byte to `out_size`-byte ones.
 fn conversion(len: u32, in_size: u32, out_size: u32) -> Option<Operands> {
@@ -286,13 +348,14 @@ impl Operator for DequantizeI16 {
     }
 }
 
-/// QUANTIZE: from f32, or from int8 or int16 with another scale, to int8 or int16.
+/// QUANTIZE: from f32, or from int8, int16 or int32 with another scale, to int8 or int16; and
+/// from int8 or int16 to int32.
 pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::LowerError> {
     let (x, y) = (ctx.input(0)?, ctx.output()?);
     let len = x.shape.num_elements();
     lower::check_elements(&y, len as usize)?;
     let list = operands(&[lower::Operand::Tensor(x.index)]);
-    let (i8t, i16t) = (IntType::I8, IntType::I16);
+    let (i8t, i16t, i32t) = (IntType::I8, IntType::I16, IntType::I32);
     let rescale = |xt, yt| {
         RequantizeParams::with_ranges(quant_of(&x, x.dtype)?, xt, quant_of(&y, y.dtype)?, yt)
             .map_err(lower::LowerError::from)
@@ -340,11 +403,42 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
             },
             list,
         )),
-        (DataType::Float32 | DataType::Int8 | DataType::Int16, _) => {
+        (DataType::Int8, DataType::Int32) => Ok(compute(
+            RequantizeI8ToI32 {
+                len,
+                params: rescale(i8t, i32t)?,
+            },
+            list,
+        )),
+        (DataType::Int16, DataType::Int32) => Ok(compute(
+            RequantizeI16ToI32 {
+                len,
+                params: rescale(i16t, i32t)?,
+            },
+            list,
+        )),
+        (DataType::Int32, DataType::Int8) => Ok(compute(
+            RequantizeI32ToI8 {
+                len,
+                params: rescale(i32t, i8t)?,
+            },
+            list,
+        )),
+        (DataType::Int32, DataType::Int16) => Ok(compute(
+            RequantizeI32ToI16 {
+                len,
+                params: rescale(i32t, i16t)?,
+            },
+            list,
+        )),
+        (DataType::Int8 | DataType::Int16, _) => Err(unsupported(
+            "QUANTIZE output type other than int8, int16 or int32",
+        )),
+        (DataType::Float32 | DataType::Int32, _) => {
             Err(unsupported("QUANTIZE output type other than int8 or int16"))
         }
         _ => Err(unsupported(
-            "QUANTIZE input type other than float32, int8 or int16",
+            "QUANTIZE input type other than float32, int8, int16 or int32",
         )),
     }
 }

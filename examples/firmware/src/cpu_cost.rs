@@ -85,6 +85,9 @@ use npu_compute::ops::{
     DequantizeI16, LogisticI16, LogisticI8, QuantizeF32ToI16, RequantizeI16, RequantizeI16ToI8,
     RequantizeI8ToI16, SoftmaxI16, TanhI16, TanhI8,
 };
+use npu_compute::ops::{
+    RequantizeI16ToI32, RequantizeI32ToI16, RequantizeI32ToI8, RequantizeI8ToI32, SoftmaxI8ToI16,
+};
 
 use npu_sim::CpuModel;
 
@@ -95,7 +98,7 @@ pub const MAX_MODEL_OPS: usize = 16;
 /// Most figures [`measure`] returns: the model's operators and the synthetic ones.
 pub const MAX_COSTS: usize = MAX_MODEL_OPS + SYNTHETIC_OPS;
 /// Synthetic operators measured after the model's (see [`synthetic_ops`]).
-const SYNTHETIC_OPS: usize = 98;
+const SYNTHETIC_OPS: usize = 104;
 /// How far the simulator's CPU model may be from one operator's measurement, in percent.
 pub const OP_TOLERANCE_PERCENT: u64 = 20;
 /// How far it may be from the measured total of the model's operators, in percent.
@@ -317,6 +320,19 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
         zero_point: 127,
     };
     let log_softmax = LogSoftmaxParams::new(input, log_probabilities)?;
+    // TFLM's int16 output of an int8 softmax, and an int32 tensor of a fine scale.
+    let softmax_to16 = SoftmaxParams::with_i16_output(
+        input,
+        1.0,
+        Quant {
+            scale: 1.0 / 65536.0,
+            zero_point: -32768,
+        },
+    )?;
+    let wide = Quant {
+        scale: 1e-6,
+        zero_point: 1000,
+    };
     let transpose_conv = |i: Nhwc, o: Nhwc, k: u32, s: u32| {
         TransposeConvParams::new(i, o, (k, k), (s, s), Padding::Same, input, output, act)
     };
@@ -1071,6 +1087,50 @@ pub fn synthetic_ops() -> Result<heapless::Vec<Synthetic, SYNTHETIC_OPS>, CpuCos
             Op::CastF32(CastF32 {
                 len: 1024,
                 to: DType::I8,
+            }),
+        ),
+        entry(
+            "int8 -> int16, 1 row of 16",
+            Op::SoftmaxI8ToI16(SoftmaxI8ToI16 {
+                len: 16,
+                depth: 16,
+                params: softmax_to16,
+            }),
+        ),
+        entry(
+            "int8 -> int16, 1 row of 1000",
+            Op::SoftmaxI8ToI16(SoftmaxI8ToI16 {
+                len: 1000,
+                depth: 1000,
+                params: softmax_to16,
+            }),
+        ),
+        entry(
+            "int8 -> int32, 1024 elements",
+            Op::RequantizeI8ToI32(RequantizeI8ToI32 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(input, IntType::I8, wide, IntType::I32)?,
+            }),
+        ),
+        entry(
+            "int16 -> int32, 1024 elements",
+            Op::RequantizeI16ToI32(RequantizeI16ToI32 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(input16, IntType::I16, wide, IntType::I32)?,
+            }),
+        ),
+        entry(
+            "int32 -> int8, 1024 elements",
+            Op::RequantizeI32ToI8(RequantizeI32ToI8 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(wide, IntType::I32, output, IntType::I8)?,
+            }),
+        ),
+        entry(
+            "int32 -> int16, 1024 elements",
+            Op::RequantizeI32ToI16(RequantizeI32ToI16 {
+                len: 1024,
+                params: RequantizeParams::with_ranges(wide, IntType::I32, input16, IntType::I16)?,
             }),
         ),
     ];

@@ -26,6 +26,15 @@
 //! arithmetic, clamped to the output type; [`RequantizeParams::with_ranges`]),
 //! [`quantize_f32_to_i16`] and [`dequantize_i16`]. For int16 the products of step 1 and of
 //! DEQUANTIZE have at most 17 significant bits, so they stay exact in `double`.
+//!
+//! And TFLM's integer QUANTIZE forms with int32 on one side: [`requantize_i8_to_i32`],
+//! [`requantize_i16_to_i32`], [`requantize_i32_to_i8`], [`requantize_i32_to_i16`] (the same
+//! `Requantize` loop; an int32 zero point may be any int32). With an int32 input, `x − zp` and
+//! the final `+ zp` can overflow 32 bits, which TFLM's C++ leaves undefined; here they wrap, as
+//! they do on the Arm targets TFLM runs on; so does the multiplier's left shift (an input of
+//! `2^30` or more in magnitude with equal scales, whose shift is 1). `Requantize`'s equal-scale shortcut is for int8 ↔
+//! uint8 only, so none of these take it: equal scales multiply by `(2^30, 1)`, an exact
+//! identity.
 
 use super::{
     check_quant, check_scale, general_multiplier, requantized_to_i8, round_half_away_from_zero,
@@ -128,6 +137,8 @@ pub enum IntType {
     I8,
     /// int16.
     I16,
+    /// int32 (QUANTIZE only; every zero point fits, and clamping to it changes nothing).
+    I32,
 }
 
 impl IntType {
@@ -136,6 +147,7 @@ impl IntType {
         match self {
             IntType::I8 => (i8::MIN as i32, i8::MAX as i32),
             IntType::I16 => (i16::MIN as i32, i16::MAX as i32),
+            IntType::I32 => (i32::MIN, i32::MAX),
         }
     }
 
@@ -149,8 +161,8 @@ impl IntType {
     }
 }
 
-/// TFLM's `Requantize` loop for any pair of int8 / int16 element types, the output clamped to
-/// `output_type`'s range.
+/// TFLM's `Requantize` loop for any pair of int8 / int16 / int32 element types, the output
+/// clamped to `output_type`'s range.
 fn requantize_any<I: Copy + Into<i32>, O>(
     p: &RequantizeParams,
     output_type: IntType,
@@ -161,9 +173,12 @@ fn requantize_any<I: Copy + Into<i32>, O>(
     check_len("output", input.len(), out.len())?;
     let (min, max) = output_type.range();
     for (o, &x) in out.iter_mut().zip(input) {
-        // x − zp: int16 minus a zero point of the int16 range, which fits an i32.
-        let scaled =
-            multiply_by_quantized_multiplier(x.into() - p.input_zero_point, p.multiplier, p.shift);
+        // x − zp fits an i32 for int8 and int16; for int32 it wraps (see the module docs).
+        let scaled = multiply_by_quantized_multiplier(
+            x.into().wrapping_sub(p.input_zero_point),
+            p.multiplier,
+            p.shift,
+        );
         *o = narrow(scaled.wrapping_add(p.output_zero_point).max(min).min(max));
     }
     Ok(())
@@ -200,6 +215,54 @@ pub fn requantize_i16_to_i8(
 pub fn requantize_i8_to_i16(
     p: &RequantizeParams,
     input: &[i8],
+    out: &mut [i16],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I16, input, out, |v| v as i16)
+}
+
+/// int8 → int32 QUANTIZE, elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i8_to_i32(
+    p: &RequantizeParams,
+    input: &[i8],
+    out: &mut [i32],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I32, input, out, |v| v)
+}
+
+/// int16 → int32 QUANTIZE, elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i16_to_i32(
+    p: &RequantizeParams,
+    input: &[i16],
+    out: &mut [i32],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I32, input, out, |v| v)
+}
+
+/// int32 → int8 QUANTIZE, elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i32_to_i8(
+    p: &RequantizeParams,
+    input: &[i32],
+    out: &mut [i8],
+) -> Result<(), KernelError> {
+    requantize_any(p, IntType::I8, input, out, |v| v as i8)
+}
+
+/// int32 → int16 QUANTIZE, elementwise, with parameters from
+/// [`RequantizeParams::with_ranges`] (see the [module docs](self)).
+///
+/// `input` and `out` must have the same length ([`KernelError::LengthMismatch`] otherwise).
+pub fn requantize_i32_to_i16(
+    p: &RequantizeParams,
+    input: &[i32],
     out: &mut [i16],
 ) -> Result<(), KernelError> {
     requantize_any(p, IntType::I16, input, out, |v| v as i16)
@@ -319,6 +382,42 @@ mod tests_int16 {
         assert!(RequantizeParams::with_ranges(q(0.0, 0), i16t, q(1.0, 0), i16t).is_err());
         assert!(quantize_f32_to_i16(q(1.0, 40_000), &[], &mut []).is_err());
         assert!(dequantize_i16(q(f32::NAN, 0), &[], &mut []).is_err());
+    }
+
+    #[test]
+    fn int32_requantizations() {
+        let (i8t, i16t, i32t) = (IntType::I8, IntType::I16, IntType::I32);
+        // int16 to int32 with a finer scale and a large zero point: (x − 1) · 65536 + 10^9.
+        let p =
+            RequantizeParams::with_ranges(q(1.0, 1), i16t, q(1.0 / 65536.0, 1_000_000_000), i32t)
+                .unwrap();
+        let mut wide = [0i32; 3];
+        requantize_i16_to_i32(&p, &[1, 2, -100], &mut wide).unwrap();
+        assert_eq!(
+            wide,
+            [1_000_000_000, 1_000_065_536, 1_000_000_000 - 101 * 65536]
+        );
+        // int32 to int16, equal scales: the identity, then the clamp.
+        let p = RequantizeParams::with_ranges(q(0.5, 0), i32t, q(0.5, 0), i16t).unwrap();
+        assert_eq!(p.multiplier(), (1 << 30, 1));
+        let mut out = [0i16; 4];
+        requantize_i32_to_i16(&p, &[-5, 40_000, -(1 << 29), 1 << 29], &mut out).unwrap();
+        assert_eq!(out, [-5, i16::MAX, i16::MIN, i16::MAX]);
+        // From 2^30 in magnitude the multiplier's left shift wraps, as TFLM's does on Arm.
+        requantize_i32_to_i16(&p, &[i32::MIN, i32::MAX], &mut out[..2]).unwrap();
+        assert_eq!(out[..2], [0, -1]);
+        // int32 to int8 and int8 to int32.
+        let p = RequantizeParams::with_ranges(q(1.0, -7), i32t, q(4.0, 2), i8t).unwrap();
+        let mut out8 = [0i8; 3];
+        requantize_i32_to_i8(&p, &[-7, 1, 10_000], &mut out8).unwrap();
+        assert_eq!(out8, [2, 4, 127]);
+        let p = RequantizeParams::with_ranges(q(2.0, 3), i8t, q(1.0, -100_000), i32t).unwrap();
+        requantize_i8_to_i32(&p, &[3, -128], &mut wide[..2]).unwrap();
+        assert_eq!(wide[..2], [-100_000, -100_000 - 262]);
+        // An int32 zero point of any value; lengths checked.
+        assert!(RequantizeParams::with_ranges(q(1.0, i32::MIN), i32t, q(1.0, 0), i8t).is_ok());
+        assert!(requantize_i32_to_i8(&p, &[0; 2], &mut out8).is_err());
+        assert!(requantize_i8_to_i32(&p, &[0; 2], &mut wide).is_err());
     }
 
     #[test]

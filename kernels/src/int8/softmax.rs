@@ -1,4 +1,5 @@
-//! int8 SOFTMAX with int8 output (zero point −128, scale 1/256).
+//! int8 SOFTMAX with int8 output (zero point −128, scale 1/256), or with int16 output (zero
+//! point −32768, scale 1/65536: TFLM's int8-to-int16 form, [`softmax_i8_to_i16`]).
 //!
 //! Arithmetic (TFLM `kernels/internal/reference/softmax.h`, the quantized `Softmax`, with
 //! parameters from `micro/kernels/softmax_common.cc` and `kernels/internal/quantization_util.cc`),
@@ -14,14 +15,17 @@
 //! 4. The exponentials, each rescaled to Q12.19 (a rounding right shift by 12), are summed.
 //! 5. [`get_reciprocal`] gives `1 / sum` as a Q0.31 mantissa and `num_bits_over_unit`.
 //! 6. Each output is `RoundingDivideByPOT(reciprocal · exp, num_bits_over_unit + 31 − 8) − 128`,
-//!    clamped to int8 (the product is a doubling high multiply).
+//!    clamped to int8 (the product is a doubling high multiply). For int16 output (TFLM's
+//!    `Softmax<int8_t, int16_t>`) the shift is `num_bits_over_unit + 31 − 16`, the offset
+//!    −32768 and the clamp int16's; the parameters are the same but for the output check.
 //!
 //! `diff_min = −floor(31 · 2^26 / 2^shift)` (TFLM's `CalculateInputRadius(5, shift)`) is the
 //! most negative difference whose scaled value still fits Q5.26, roughly −31 in real units.
 //!
 //! TFLM aborts (`TFLITE_CHECK`) when step 6's exponent leaves `0..=31`, which happens once a
 //! row's sum of exponentials reaches 512 (for example 512 or more equal inputs); [`softmax`]
-//! returns [`KernelError::Unsupported`] instead.
+//! returns [`KernelError::Unsupported`] instead. With int16 output the exponent stays in range
+//! (`num_bits_over_unit` is at most 12).
 
 use super::{check_quant, check_scale, Quant};
 use crate::fixed_point::{
@@ -54,7 +58,6 @@ impl SoftmaxParams {
     /// not exactly `1/256` (TFLM's checks), or `beta · input_scale · 2^26` is not greater than
     /// one (TFLM's `QuantizeMultiplierGreaterThanOne` aborts on that; it includes `beta <= 0`).
     pub fn new(input: Quant, beta: f32, output: Quant) -> Result<Self, KernelError> {
-        check_quant(input, "input scale", "input zero point")?;
         check_scale(output.scale, "output scale")?;
         if output.zero_point != -128 {
             return Err(KernelError::InvalidQuantization {
@@ -66,6 +69,33 @@ impl SoftmaxParams {
                 what: "output scale (must be 1/256)",
             });
         }
+        Self::scaling(input, beta)
+    }
+
+    /// Parameters for [`softmax_i8_to_i16`]: as [`new`](Self::new), but the output must be
+    /// TFLM's int16 softmax output: zero point −32768 and a scale within `0.001 / 65536` of
+    /// `1/65536` (TFLM's `TF_LITE_ENSURE_NEAR`, in `float`).
+    ///
+    /// Errors as [`new`](Self::new), with those output checks.
+    pub fn with_i16_output(input: Quant, beta: f32, output: Quant) -> Result<Self, KernelError> {
+        check_scale(output.scale, "output scale")?;
+        if output.zero_point != -32768 {
+            return Err(KernelError::InvalidQuantization {
+                what: "output zero point (must be -32768)",
+            });
+        }
+        let unit = 1.0_f32 / 65536.0;
+        if (output.scale - unit).abs() > 0.001_f32 * unit {
+            return Err(KernelError::InvalidQuantization {
+                what: "output scale (must be 1/65536)",
+            });
+        }
+        Self::scaling(input, beta)
+    }
+
+    /// The input scaling, which does not depend on the output type.
+    fn scaling(input: Quant, beta: f32) -> Result<Self, KernelError> {
+        check_quant(input, "input scale", "input zero point")?;
         // PreprocessSoftmaxScaling: min(beta · input_scale · 2^(31 − 5), 2^31 − 1) in double.
         let max_real = f64::from(i32::MAX);
         let real = f64::from(beta) * f64::from(input.scale) * f64::from(1_u32 << 26);
@@ -106,6 +136,35 @@ impl SoftmaxParams {
     }
 }
 
+/// An output element type of int8 SOFTMAX (TFLM's `OutputT`).
+trait SoftmaxOutput: Copy {
+    /// `8 · sizeof(OutputT)`.
+    const BITS: i32;
+    /// The type's minimum, the offset added to every output (and the output of elements
+    /// below `diff_min`).
+    const MIN: Self;
+    /// `min(max(v + MIN, MIN), MAX)`.
+    fn from_unsaturated(v: i32) -> Self;
+}
+
+impl SoftmaxOutput for i8 {
+    const BITS: i32 = 8;
+    const MIN: i8 = i8::MIN;
+    #[inline(always)]
+    fn from_unsaturated(v: i32) -> i8 {
+        (v - 128).clamp(-128, 127) as i8
+    }
+}
+
+impl SoftmaxOutput for i16 {
+    const BITS: i32 = 16;
+    const MIN: i16 = i16::MIN;
+    #[inline(always)]
+    fn from_unsaturated(v: i32) -> i16 {
+        (v - 32768).clamp(-32768, 32767) as i16
+    }
+}
+
 /// int8 SOFTMAX along the innermost dimension (TFLM's quantized `reference_ops::Softmax`
 /// with int8 input and output).
 ///
@@ -120,6 +179,31 @@ pub fn softmax(
     depth: usize,
     input: &[i8],
     output: &mut [i8],
+) -> Result<(), KernelError> {
+    softmax_to(p, depth, input, output)
+}
+
+/// int8 SOFTMAX with int16 output along the innermost dimension (TFLM's
+/// `reference_ops::Softmax<int8_t, int16_t>`), with parameters from
+/// [`SoftmaxParams::with_i16_output`].
+///
+/// Errors as [`softmax`], but for the sum of exponentials, which has no limit here.
+pub fn softmax_i8_to_i16(
+    p: &SoftmaxParams,
+    depth: usize,
+    input: &[i8],
+    output: &mut [i16],
+) -> Result<(), KernelError> {
+    softmax_to(p, depth, input, output)
+}
+
+/// TFLM's quantized `Softmax<int8_t, OutputT>`.
+#[inline(always)]
+fn softmax_to<O: SoftmaxOutput>(
+    p: &SoftmaxParams,
+    depth: usize,
+    input: &[i8],
+    output: &mut [O],
 ) -> Result<(), KernelError> {
     check_len("output", input.len(), output.len())?;
     if input.is_empty() {
@@ -157,7 +241,7 @@ pub fn softmax(
             }
         }
         let (reciprocal, bits_over_unit) = get_reciprocal(sum, ACCUMULATION_INTEGER_BITS);
-        let exponent = bits_over_unit + 31 - 8;
+        let exponent = bits_over_unit + 31 - O::BITS;
         if !(0..=31).contains(&exponent) {
             return Err(KernelError::Unsupported {
                 what: "softmax sum of exponentials >= 512",
@@ -170,11 +254,56 @@ pub fn softmax(
                         saturating_rounding_doubling_high_mul(reciprocal, e),
                         exponent,
                     );
-                    (unsat - 128).clamp(-128, 127) as i8
+                    O::from_unsaturated(unsat)
                 }
-                None => i8::MIN,
+                None => O::MIN,
             };
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(scale: f32, zero_point: i32) -> Quant {
+        Quant { scale, zero_point }
+    }
+
+    #[test]
+    fn int16_output_checks_its_quantization() {
+        let input = q(0.1, 0);
+        let out16 = q(1.0 / 65536.0, -32768);
+        assert!(SoftmaxParams::with_i16_output(input, 1.0, out16).is_ok());
+        // Within TFLM's tolerance of 1/65536, and just outside it.
+        let near = q(1.0005 / 65536.0, -32768);
+        assert!(SoftmaxParams::with_i16_output(input, 1.0, near).is_ok());
+        let far = q(1.002 / 65536.0, -32768);
+        assert!(SoftmaxParams::with_i16_output(input, 1.0, far).is_err());
+        assert!(SoftmaxParams::with_i16_output(input, 1.0, q(1.0 / 65536.0, 0)).is_err());
+        assert!(SoftmaxParams::with_i16_output(input, 1.0, q(1.0 / 256.0, -128)).is_err());
+        assert!(SoftmaxParams::new(input, 1.0, out16).is_err());
+    }
+
+    #[test]
+    fn int16_output_of_equal_and_far_apart_inputs() {
+        let p = SoftmaxParams::with_i16_output(q(0.5, 0), 1.0, q(1.0 / 65536.0, -32768)).unwrap();
+        // Four equal inputs: a quarter each; one far below the rest: nothing.
+        let mut out = [0i16; 8];
+        softmax_i8_to_i16(&p, 4, &[3, 3, 3, 3, 100, 100, -128, 100], &mut out).unwrap();
+        assert_eq!(out[..4], [-16384; 4]);
+        assert_eq!(out[6], i16::MIN);
+        // 512 equal inputs: where int8 output aborts, int16 output is 1/512 each.
+        let mut wide = [0i16; 512];
+        softmax_i8_to_i16(&p, 512, &[7; 512], &mut wide).unwrap();
+        assert!(wide.iter().all(|&v| v == -32768 + 128));
+        let mut narrow = [0i8; 512];
+        let p8 = SoftmaxParams::new(q(0.5, 0), 1.0, q(1.0 / 256.0, -128)).unwrap();
+        assert!(softmax(&p8, 512, &[7; 512], &mut narrow).is_err());
+        // Lengths and depth are checked.
+        assert!(softmax_i8_to_i16(&p, 4, &[0; 4], &mut out).is_err());
+        assert!(softmax_i8_to_i16(&p, 3, &[0; 8], &mut out).is_err());
+        assert!(softmax_i8_to_i16(&p, 0, &[0; 8], &mut out).is_err());
+    }
 }
