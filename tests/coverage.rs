@@ -259,7 +259,7 @@ fn coverage_section() -> String {
         text += &format!("| `{builtin}` | {} | {why} |\n", shown.join(" | "));
     }
     text += &format!(
-        "\nNPU¹: on the NPU where Vela's constraints on the operator's parameters hold (checked \
+        "\nNPU¹: on the NPU where Vela's constraints on the operator's parameters and types hold (checked \
          when it is lowered), on the CPU fallback otherwise.\n\n{} operators × {} element types: \
          {npu} on the NPU (or aliases, which run nothing), {cpu} on the CPU fallback, {none} not \
          run.\n",
