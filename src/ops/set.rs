@@ -54,13 +54,13 @@ impl OpSet {
     }
 
     /// Whether the pair is in the set.
-    pub const fn contains(self, op: OpKind, dtype: DType) -> bool {
+    pub const fn contains(&self, op: OpKind, dtype: DType) -> bool {
         self.has(Self::bit(op, dtype))
     }
 
     /// Whether `op`'s (family, dtype) pair is in the set: what a dispatch asks of every job.
     #[inline]
-    pub fn runs(self, op: &Op) -> bool {
+    pub fn runs(&self, op: &Op) -> bool {
         // One match from variant to bit rather than `contains(op.kind(), op.dtype())`, whose
         // two matches cost a dozen instructions more per job on a Cortex-M4.
         self.has(op.set_bit())
@@ -68,7 +68,7 @@ impl OpSet {
 
     /// Whether bit `b` is set.
     #[inline]
-    const fn has(self, b: u16) -> bool {
+    const fn has(&self, b: u16) -> bool {
         // Masked rather than bounds-checked: every bit of a family in `OpKind::ALL` is below
         // `WORDS × 32` (checked at compile time below), and the mask spares the per-job check.
         let b = b as usize;
