@@ -37,7 +37,7 @@
 //! [`multiply_by_quantized_multiplier_i64`]: crate::fixed_point::multiply_by_quantized_multiplier_i64
 
 use crate::fixed_point::{multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_i64};
-use crate::int8::broadcast::{broadcast_untabulated, BinaryOp};
+use crate::int8::broadcast::{broadcast_untabulated, rescale_smaller_than_one, BinaryOp};
 use crate::int8::conv::int16 as conv16;
 use crate::int8::{
     activation_range_in, check_scale, general_multiplier, Activation, AddParams, MulParams, Quant,
@@ -389,11 +389,10 @@ impl AddParamsI16 {
     }
 }
 
-/// TFLM's `MultiplyByQuantizedMultiplierSmallerThanOneExp`, as the int8 ADD applies it.
+/// The int8 ADD's rescaling of a `(multiplier, shift)` pair.
 #[inline]
-fn rescale_smaller_than_one(x: i32, (multiplier, shift): (i32, i32)) -> i32 {
-    use crate::fixed_point::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
-    rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), -shift)
+fn rescale((multiplier, shift): (i32, i32), x: i32) -> i32 {
+    rescale_smaller_than_one(x, multiplier, shift)
 }
 
 impl BinaryOp for AddParamsI16 {
@@ -403,19 +402,19 @@ impl BinaryOp for AddParamsI16 {
     fn prep_a(&self, a: i16) -> i32 {
         // |a − zp| < 2^16, shifted below 2^31: TFLM's int32 product, which never overflows.
         let shifted = (i32::from(a) + self.0.input1_offset()).wrapping_shl(ADD_LEFT_SHIFT as u32);
-        rescale_smaller_than_one(shifted, self.0.input1_multiplier())
+        rescale(self.0.input1_multiplier(), shifted)
     }
 
     #[inline]
     fn prep_b(&self, b: i16) -> i32 {
         let shifted = (i32::from(b) + self.0.input2_offset()).wrapping_shl(ADD_LEFT_SHIFT as u32);
-        rescale_smaller_than_one(shifted, self.0.input2_multiplier())
+        rescale(self.0.input2_multiplier(), shifted)
     }
 
     #[inline]
     fn combine(&self, a: i32, b: i32) -> i16 {
         // Each rescaled input is at most half its shifted value: the sum fits.
-        let sum = rescale_smaller_than_one(a.wrapping_add(b), self.0.output_multiplier());
+        let sum = rescale(self.0.output_multiplier(), a.wrapping_add(b));
         let (min, max) = self.0.activation_range();
         requantized_to_i16(sum, self.0.output_offset(), min, max)
     }

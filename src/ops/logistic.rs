@@ -9,151 +9,64 @@
 
 use npu_kernels::int8::{self as ki, Logistic16Params, LogisticParams, Tanh16Params, TanhParams};
 
-use super::interp::{i8s, input, view, view_mut};
+use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
 use super::{rows_of, CpuKernel, Layer, LayerKind, OpError, Operands, Operator};
 use crate::model::DataType;
 
-/// int8 LOGISTIC on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct LogisticI8 {
-    /// Elements.
-    pub len: u32,
-    /// Fixed-point parameters.
-    pub params: LogisticParams,
+/// Declares one of the four: its description and `impl Operator`, on `$elem` elements through
+/// the kernel `$kernel`, priced as the CPU class `$cpu` and the cycle model's `$layer` pass.
+macro_rules! table_function {
+    ($(#[$doc:meta])* $name:ident, $params:ty, $elem:ty, $kernel:ident, $cpu:ident, $layer:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub struct $name {
+            /// Elements.
+            pub len: u32,
+            /// Fixed-point parameters (for int16: the input rescaling).
+            pub params: $params,
+        }
+
+        impl Operator for $name {
+            fn operands(&self) -> Option<Operands> {
+                let bytes = self.len.checked_mul(core::mem::size_of::<$elem>() as u32)?;
+                Operands::new(&[bytes], 0, bytes)
+            }
+            fn macs(&self) -> u64 {
+                u64::from(self.len)
+            }
+            fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
+                let x = view::<$elem>(input(inputs, 0), 0)?;
+                Ok(ki::$kernel(&self.params, x, view_mut(output)?)?)
+            }
+            fn cpu_kernel(&self) -> CpuKernel {
+                CpuKernel::$cpu
+            }
+            fn layer(&self) -> Option<Layer> {
+                let rows = rows_of(self.len, 1);
+                Some(Layer::new(LayerKind::$layer, rows, rows))
+            }
+        }
+    };
 }
 
-/// int16 LOGISTIC on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct LogisticI16 {
-    /// Elements.
-    pub len: u32,
-    /// Input rescaling.
-    pub params: Logistic16Params,
-}
-
-/// int8 TANH on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct TanhI8 {
-    /// Elements.
-    pub len: u32,
-    /// Fixed-point parameters.
-    pub params: TanhParams,
-}
-
-/// int16 TANH on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct TanhI16 {
-    /// Elements.
-    pub len: u32,
-    /// Input rescaling.
-    pub params: Tanh16Params,
-}
-
-/// The cycle model's view of `len` elements through a table.
-fn layer(kind: LayerKind, len: u32) -> Option<Layer> {
-    let rows = rows_of(len, 1);
-    Some(Layer::new(kind, rows, rows))
-}
-
-/// Operands of an int16 elementwise op on `len` elements.
-fn operands16(len: u32) -> Option<Operands> {
-    let bytes = len.checked_mul(2)?;
-    Operands::new(&[bytes], 0, bytes)
-}
-
-/// Input `i` as int16.
-fn i16s<'a>(inputs: &[&'a [u8]], i: usize) -> Result<&'a [i16], OpError> {
-    view(input(inputs, i), i)
-}
-
-impl Operator for LogisticI8 {
-    fn operands(&self) -> Option<Operands> {
-        Operands::new(&[self.len], 0, self.len)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::logistic(
-            &self.params,
-            i8s(inputs, 0)?,
-            view_mut(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Logistic
-    }
-    fn layer(&self) -> Option<Layer> {
-        layer(LayerKind::Logistic, self.len)
-    }
-}
-
-impl Operator for LogisticI16 {
-    fn operands(&self) -> Option<Operands> {
-        operands16(self.len)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::logistic_i16(
-            &self.params,
-            i16s(inputs, 0)?,
-            view_mut(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::SigmoidTable16
-    }
-    fn layer(&self) -> Option<Layer> {
-        layer(LayerKind::Logistic, self.len)
-    }
-}
-
-impl Operator for TanhI8 {
-    fn operands(&self) -> Option<Operands> {
-        Operands::new(&[self.len], 0, self.len)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::tanh(&self.params, i8s(inputs, 0)?, view_mut(output)?)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Tanh
-    }
-    fn layer(&self) -> Option<Layer> {
-        layer(LayerKind::Tanh, self.len)
-    }
-}
-
-impl Operator for TanhI16 {
-    fn operands(&self) -> Option<Operands> {
-        operands16(self.len)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::tanh_i16(
-            &self.params,
-            i16s(inputs, 0)?,
-            view_mut(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::SigmoidTable16
-    }
-    fn layer(&self) -> Option<Layer> {
-        layer(LayerKind::Tanh, self.len)
-    }
-}
+table_function!(
+    /// int8 LOGISTIC on `len` elements.
+    LogisticI8, LogisticParams, i8, logistic, Logistic, Logistic
+);
+table_function!(
+    /// int16 LOGISTIC on `len` elements.
+    LogisticI16, Logistic16Params, i16, logistic_i16, SigmoidTable16, Logistic
+);
+table_function!(
+    /// int8 TANH on `len` elements.
+    TanhI8, TanhParams, i8, tanh, Tanh, Tanh
+);
+table_function!(
+    /// int16 TANH on `len` elements.
+    TanhI16, Tanh16Params, i16, tanh_i16, SigmoidTable16, Tanh
+);
 
 /// The input and output of an elementwise LOGISTIC or TANH: same type, same element count.
 fn elementwise<'s>(

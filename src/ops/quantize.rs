@@ -49,36 +49,6 @@ pub struct DequantizeI8 {
     pub quant: Quant,
 }
 
-/// int16 to int16 QUANTIZE (requantization) on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RequantizeI16 {
-    /// Elements.
-    pub len: u32,
-    /// Rescaling parameters.
-    pub params: RequantizeParams,
-}
-
-/// int16 to int8 QUANTIZE on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RequantizeI16ToI8 {
-    /// Elements.
-    pub len: u32,
-    /// Rescaling parameters.
-    pub params: RequantizeParams,
-}
-
-/// int8 to int16 QUANTIZE on `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RequantizeI8ToI16 {
-    /// Elements.
-    pub len: u32,
-    /// Rescaling parameters.
-    pub params: RequantizeParams,
-}
-
 /// f32 to int16 QUANTIZE on `len` elements (operand `[input]` is f32).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -99,12 +69,13 @@ pub struct DequantizeI16 {
     pub quant: Quant,
 }
 
-/// Declares an integer QUANTIZE with int32 on one side: its description and `impl Operator`
-/// (run on the CPU: no cycle-model layer), priced as the CPU kernel class `$cpu` (measured on
-/// the firmware: from int8 or int16 as the int16 requantizations, 29 per element; from int32
-/// as the int8 ones, 43: the wider input's rescaling costs more).
-macro_rules! requantize_int32 {
-    ($(#[$doc:meta])* $name:ident, $in:ty => $out:ty, $kernel:ident, $cpu:ident) => {
+/// Declares an integer QUANTIZE between two integer types: its description and `impl
+/// Operator`, priced as the CPU kernel class `$cpu` (measured on the firmware: 29 per element
+/// into int16 or int32 or from int16 into int16, `Requantize16`; 43 into int8 or from int32,
+/// `Requantize`), and with `npu` a pass of the cycle model (those the Ethos-U55 runs; the
+/// int32 ones run on the CPU: no layer).
+macro_rules! requantize {
+    ($(#[$doc:meta])* $name:ident, $in:ty => $out:ty, $kernel:ident, $cpu:ident, npu: $npu:literal) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq)]
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -133,6 +104,9 @@ macro_rules! requantize_int32 {
             fn cpu_kernel(&self) -> CpuKernel {
                 CpuKernel::$cpu
             }
+            fn layer(&self) -> Option<Layer> {
+                $npu.then(|| layer(self.len))
+            }
             fn output_elements(&self) -> Option<u64> {
                 Some(u64::from(self.len))
             }
@@ -140,21 +114,34 @@ macro_rules! requantize_int32 {
     };
 }
 
-requantize_int32!(
+requantize!(
+    /// int16 to int16 QUANTIZE (requantization) on `len` elements.
+    RequantizeI16, i16 => i16, requantize_i16, Requantize16, npu: true
+);
+requantize!(
+    /// int16 to int8 QUANTIZE on `len` elements.
+    RequantizeI16ToI8, i16 => i8, requantize_i16_to_i8, Requantize, npu: true
+);
+requantize!(
+    /// int8 to int16 QUANTIZE on `len` elements.
+    RequantizeI8ToI16, i8 => i16, requantize_i8_to_i16, Requantize16, npu: true
+);
+
+requantize!(
     /// int8 to int32 QUANTIZE on `len` elements.
-    RequantizeI8ToI32, i8 => i32, requantize_i8_to_i32, Requantize16
+    RequantizeI8ToI32, i8 => i32, requantize_i8_to_i32, Requantize16, npu: false
 );
-requantize_int32!(
+requantize!(
     /// int16 to int32 QUANTIZE on `len` elements.
-    RequantizeI16ToI32, i16 => i32, requantize_i16_to_i32, Requantize16
+    RequantizeI16ToI32, i16 => i32, requantize_i16_to_i32, Requantize16, npu: false
 );
-requantize_int32!(
+requantize!(
     /// int32 to int8 QUANTIZE on `len` elements.
-    RequantizeI32ToI8, i32 => i8, requantize_i32_to_i8, Requantize
+    RequantizeI32ToI8, i32 => i8, requantize_i32_to_i8, Requantize, npu: false
 );
-requantize_int32!(
+requantize!(
     /// int32 to int16 QUANTIZE on `len` elements.
-    RequantizeI32ToI16, i32 => i16, requantize_i32_to_i16, Requantize
+    RequantizeI32ToI16, i32 => i16, requantize_i32_to_i16, Requantize, npu: false
 );
 
 /// Operands of a conversion of `len` elements from `in_size`-byte to `out_size`-byte ones.
@@ -228,79 +215,6 @@ impl Operator for DequantizeI8 {
     }
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::Dequantize
-    }
-    fn output_elements(&self) -> Option<u64> {
-        Some(u64::from(self.len))
-    }
-}
-
-impl Operator for RequantizeI16 {
-    fn operands(&self) -> Option<Operands> {
-        conversion(self.len, 2, 2)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let x = view(input(inputs, 0), 0)?;
-        Ok(ki::requantize_i16(&self.params, x, view_mut(output)?)?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Requantize16
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(layer(self.len))
-    }
-    fn output_elements(&self) -> Option<u64> {
-        Some(u64::from(self.len))
-    }
-}
-
-impl Operator for RequantizeI16ToI8 {
-    fn operands(&self) -> Option<Operands> {
-        conversion(self.len, 2, 1)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        let x = view(input(inputs, 0), 0)?;
-        Ok(ki::requantize_i16_to_i8(
-            &self.params,
-            x,
-            view_mut(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Requantize
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(layer(self.len))
-    }
-    fn output_elements(&self) -> Option<u64> {
-        Some(u64::from(self.len))
-    }
-}
-
-impl Operator for RequantizeI8ToI16 {
-    fn operands(&self) -> Option<Operands> {
-        conversion(self.len, 1, 2)
-    }
-    fn macs(&self) -> u64 {
-        u64::from(self.len)
-    }
-    fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
-        Ok(ki::requantize_i8_to_i16(
-            &self.params,
-            i8s(inputs, 0)?,
-            view_mut(output)?,
-        )?)
-    }
-    fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Requantize16
-    }
-    fn layer(&self) -> Option<Layer> {
-        Some(layer(self.len))
     }
     fn output_elements(&self) -> Option<u64> {
         Some(u64::from(self.len))

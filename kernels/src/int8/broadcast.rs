@@ -213,7 +213,7 @@ pub(crate) trait BinaryOp {
 
 /// TFLM's `MultiplyByQuantizedMultiplierSmallerThanOneExp`: the shift is a right shift (`≤ 0`).
 #[inline]
-fn rescale_smaller_than_one(x: i32, multiplier: i32, shift: i32) -> i32 {
+pub(crate) fn rescale_smaller_than_one(x: i32, multiplier: i32, shift: i32) -> i32 {
     rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), -shift)
 }
 

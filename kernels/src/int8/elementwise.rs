@@ -28,12 +28,10 @@
 //! TFLM has no int8 kernel for NEG, SQRT, EXP, LOG or RELU_N1_TO_1 (float only, or no
 //! registration at all), so none is here.
 
-use super::broadcast::{broadcast, BinaryOp, BroadcastShape};
+use super::broadcast::{broadcast, rescale_smaller_than_one, BinaryOp, BroadcastShape};
 use super::{check_quant, general_multiplier, requantized_to_i8, round_half_away_from_zero, Quant};
 use crate::fixed_point::{
-    multiply_by_quantized_multiplier, quantize_multiplier,
-    quantize_multiplier_smaller_than_one_exp, rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
+    multiply_by_quantized_multiplier, quantize_multiplier, quantize_multiplier_smaller_than_one_exp,
 };
 use crate::{check_len, KernelError};
 
@@ -412,12 +410,6 @@ impl SquaredDifferenceParams {
             output_shift,
         })
     }
-}
-
-/// TFLM's `MultiplyByQuantizedMultiplierSmallerThanOneExp` (a right shift, `shift <= 0`).
-#[inline]
-fn rescale_smaller_than_one(x: i32, multiplier: i32, shift: i32) -> i32 {
-    rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), -shift)
 }
 
 impl BinaryOp for SquaredDifferenceParams {
