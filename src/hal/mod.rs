@@ -264,6 +264,40 @@ impl core::fmt::Display for Queue {
     }
 }
 
+/// One execution unit as its driver declares it ([`Npu::execution_unit`]): what the static
+/// scheduler needs to weigh units against each other before it has measured anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ExecutionUnit {
+    /// A short name for reports and traces (`"u55-128"`).
+    pub name: &'static str,
+    /// Int8 multiply-accumulates per cycle of its MAC array; 0 when the driver does not say.
+    pub macs_per_cycle: u32,
+}
+
+impl ExecutionUnit {
+    /// What [`Npu::execution_unit`] answers by default: a unit with no name and no declared
+    /// throughput.
+    pub const UNDECLARED: ExecutionUnit = ExecutionUnit {
+        name: "npu",
+        macs_per_cycle: 0,
+    };
+}
+
+/// A driver's prediction of one job on the unit its queue names, run alone
+/// ([`Npu::estimate`]). The two memory figures are the cycles the job holds the memory ports
+/// that every unit shares: a schedule cannot run two jobs faster than those ports serve them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Estimate {
+    /// Cycles from start to end.
+    pub cycles: Cycles,
+    /// Cycles of the shared SRAM (arena) port the job occupies.
+    pub sram_cycles: Cycles,
+    /// Cycles of the shared flash port the job occupies.
+    pub flash_cycles: Cycles,
+}
+
 /// A non-blocking NPU driver.
 ///
 /// Contract:
@@ -324,6 +358,26 @@ pub trait Npu {
     /// here, so that a CPU fallback costs time as it would on the board.
     fn host_compute(&mut self, op: &Op) {
         let _ = op;
+    }
+    /// Execution unit `unit` (`unit < Capabilities::execution_units`): its name and
+    /// throughput. The default declares nothing ([`ExecutionUnit::UNDECLARED`]), and a
+    /// scheduler then treats the units as equals.
+    fn execution_unit(&self, unit: u8) -> ExecutionUnit {
+        let _ = unit;
+        ExecutionUnit::UNDECLARED
+    }
+    /// What `job` would cost on its queue's unit with nothing else running, without running
+    /// it; `None` when the driver cannot tell (the default). A static schedule is planned from
+    /// these; a driver without them gets schedules planned from a measured run instead.
+    fn estimate(&mut self, job: &Job<'_>) -> Option<Estimate> {
+        let _ = job;
+        None
+    }
+    /// What running `op` on the CPU fallback would cost, in the clock's cycles; `None` when
+    /// the driver cannot tell (the default).
+    fn estimate_host_compute(&self, op: &Op) -> Option<Cycles> {
+        let _ = op;
+        None
     }
     /// Whether [`now`](Npu::now) counts the CPU's own work, so that a tuner can time the CPU
     /// fallback against the NPU and find a true winner: a free-running CPU cycle counter does,
