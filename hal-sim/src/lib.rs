@@ -178,7 +178,7 @@ pub use exec::{
 pub use failures::FAILED_RECORD_CAPACITY;
 pub use memory::AlignedMemory;
 pub use stats::{queue_index, SimStats};
-pub use trace::{TraceEntry, TraceKind};
+pub use trace::{Lane, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
 
 use npu_compute::hal::{Cycles, Fence, Space, MAX_FLASH_SEGMENTS};
 
@@ -293,6 +293,18 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         self
     }
 
+    /// Like [`with_trace`](Self::with_trace), and records each entry's [`TraceRegions`] (what
+    /// the job read and wrote) into the same slot of `regions`. Both slices are cut to the
+    /// shorter one's length.
+    pub fn with_trace_regions(
+        mut self,
+        buf: &'a mut [TraceEntry],
+        regions: &'a mut [TraceRegions],
+    ) -> Self {
+        self.trace = TraceRing::with_regions(buf, regions);
+        self
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SimConfig {
         &self.config
@@ -382,6 +394,12 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// The recorded trace, oldest entry first (empty without [`with_trace`](Self::with_trace)).
     pub fn trace(&self) -> impl Iterator<Item = TraceEntry> + '_ {
         self.trace.iter()
+    }
+
+    /// The recorded trace like [`trace`](Self::trace), each entry with its regions (`None`
+    /// without [`with_trace_regions`](Self::with_trace_regions)).
+    pub fn trace_regions(&self) -> impl Iterator<Item = (TraceEntry, Option<&TraceRegions>)> + '_ {
+        self.trace.iter_regions()
     }
 
     /// Entries in the trace (at most the storage's length).

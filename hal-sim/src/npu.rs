@@ -9,7 +9,7 @@ use npu_compute::ops::Op;
 
 use crate::fingerprint::fingerprint;
 use crate::in_flight::{InFlight, Work};
-use crate::{queue_index, SimNpu};
+use crate::{queue_index, SimNpu, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
 
 #[cfg(doc)]
 use crate::{cost, CpuModel, SimConfig, SimStats, FAILED_RECORD_CAPACITY};
@@ -201,13 +201,27 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
 
     /// Advances the clock by the op's [`CpuModel::cycles`] when [`SimConfig::cpu`] is set:
     /// the CPU was busy computing, and jobs in flight went on meanwhile. Counted in
-    /// [`SimStats::cpu_ops`] and [`SimStats::cpu_cycles`].
+    /// [`SimStats::cpu_ops`] and [`SimStats::cpu_cycles`], and traced as a
+    /// [`TraceKind::Cpu`] entry from the clock before to the clock after.
     fn host_compute(&mut self, op: &Op) {
         if let Some(model) = self.config.cpu {
             let cycles = model.cycles(op);
+            let start = self.now;
             self.advance(cycles);
             self.stats.cpu_ops += 1;
             self.stats.cpu_cycles = self.stats.cpu_cycles.saturating_add(cycles);
+            let entry = TraceEntry {
+                fence: CPU_FENCE,
+                queue: Queue::Dma,
+                kind: TraceKind::Cpu {
+                    op: op.kind(),
+                    dtype: op.dtype(),
+                },
+                start,
+                end: self.now,
+                failure: None,
+            };
+            self.trace.record(entry, || TraceRegions::EMPTY);
         }
     }
 

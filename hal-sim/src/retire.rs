@@ -5,7 +5,9 @@
 use npu_compute::hal::JobKind;
 
 use crate::in_flight::InFlight;
-use crate::{exec, memory, queue_index, SimNpu, TraceEntry, TraceKind, CODE_DEPENDENCY_FAILED};
+use crate::{
+    exec, memory, queue_index, SimNpu, TraceEntry, TraceKind, TraceRegions, CODE_DEPENDENCY_FAILED,
+};
 
 impl<const JOBS: usize> SimNpu<'_, JOBS> {
     /// Index of the in-flight job to retire next: smallest `(end, fence)` with `end <= now`.
@@ -89,13 +91,33 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
                 dtype: op.dtype(),
             },
         };
-        self.trace.record(TraceEntry {
-            fence: job.fence,
-            queue: job.queue,
-            kind,
-            start: job.start,
-            end: job.end,
-            failure: outcome.err(),
-        });
+        let regions = || match &job_kind {
+            JobKind::Transfer { src, dst } => TraceRegions {
+                reads: heapless::Vec::from_iter([*src]),
+                write: Some(*dst),
+                scratch: None,
+            },
+            JobKind::Compute {
+                inputs,
+                output,
+                scratch,
+                ..
+            } => TraceRegions {
+                reads: inputs.clone(),
+                write: Some(*output),
+                scratch: *scratch,
+            },
+        };
+        self.trace.record(
+            TraceEntry {
+                fence: job.fence,
+                queue: job.queue,
+                kind,
+                start: job.start,
+                end: job.end,
+                failure: outcome.err(),
+            },
+            regions,
+        );
     }
 }

@@ -8,7 +8,7 @@ use npu_compute::ops::{
     AddF32, DType, FullyConnectedF32, FullyConnectedI8, MulF32, Op, OpKind, ReluF32,
 };
 use npu_kernels::FcShape;
-use npu_sim::{SimConfig, SimStats, TraceEntry, TraceKind};
+use npu_sim::{Lane, SimConfig, SimStats, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
 
 #[test]
 fn jobs_on_one_queue_serialize() {
@@ -366,6 +366,116 @@ fn trace_records_in_retire_order() {
         }
     );
     assert!(t[0].end <= t[1].end);
+}
+
+#[test]
+fn cpu_work_is_traced_on_its_own_lane() {
+    let mut npu = traced(SimConfig::default(), 8);
+    let relu = Op::ReluF32(ReluF32 { len: 64 });
+    // A job in flight while the CPU computes: the CPU's entry overlaps it.
+    let job = npu
+        .submit(&compute(
+            relu,
+            &[Region::device(0, 256)],
+            Region::device(256, 256),
+            Queue::Unit(0),
+            &[],
+        ))
+        .unwrap();
+    let before = npu.now();
+    let on_cpu = Op::ReluF32(ReluF32 { len: 4096 });
+    npu.host_compute(&on_cpu);
+    let after = npu.now();
+    assert!(after > before, "the CPU model charges cycles");
+    npu.run_until_idle();
+    let t = trace(&npu);
+    let cpu: Vec<&TraceEntry> = t.iter().filter(|e| e.lane() == Lane::Cpu).collect();
+    assert_eq!(cpu.len(), 1);
+    assert_eq!(
+        *cpu[0],
+        TraceEntry {
+            fence: CPU_FENCE,
+            queue: Queue::Dma,
+            kind: TraceKind::Cpu {
+                op: OpKind::Relu,
+                dtype: DType::F32
+            },
+            start: before,
+            end: after,
+            failure: None,
+        }
+    );
+    assert_eq!(after - before, npu.stats().cpu_cycles);
+    // The job keeps its own lane, and finding it by fence does not find the CPU's entry.
+    assert_eq!(entry(&npu, job).lane(), Lane::Unit(0));
+    // Without a CPU model the clock does not move and nothing is traced.
+    let mut free = traced(
+        SimConfig {
+            cpu: None,
+            ..SimConfig::default()
+        },
+        8,
+    );
+    free.host_compute(&on_cpu);
+    assert_eq!(free.trace().count(), 0);
+}
+
+#[test]
+fn trace_regions_record_what_each_job_touched() {
+    let entries = Box::leak(vec![TraceEntry::EMPTY; 8].into_boxed_slice());
+    let regions = Box::leak(vec![TraceRegions::EMPTY; 8].into_boxed_slice());
+    let mut npu = sim(SimConfig::default()).with_trace_regions(entries, regions);
+    let up = npu
+        .submit(&transfer(Region::host(0, 16), Region::device(64, 16), &[]))
+        .unwrap();
+    let add = Op::AddF32(AddF32 { len: 4 });
+    let sum = npu
+        .submit(&compute(
+            add,
+            &[Region::device(64, 16), Region::device(0, 16)],
+            Region::device(128, 16),
+            Queue::Unit(0),
+            &[up],
+        ))
+        .unwrap();
+    npu.host_compute(&add);
+    npu.run_until_idle();
+    let got: Vec<(Fence, TraceRegions)> = npu
+        .trace_regions()
+        .map(|(e, r)| (e.fence, r.cloned().expect("regions are kept")))
+        .collect();
+    let of = |fence: Fence| {
+        got.iter()
+            .find(|(f, _)| *f == fence)
+            .map(|(_, r)| r.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        of(up),
+        TraceRegions {
+            reads: heapless::Vec::from_slice(&[Region::host(0, 16)]).unwrap(),
+            write: Some(Region::device(64, 16)),
+            scratch: None,
+        }
+    );
+    assert_eq!(
+        of(sum),
+        TraceRegions {
+            reads: heapless::Vec::from_slice(&[Region::device(64, 16), Region::device(0, 16)])
+                .unwrap(),
+            write: Some(Region::device(128, 16)),
+            scratch: None,
+        }
+    );
+    assert_eq!(of(CPU_FENCE), TraceRegions::EMPTY);
+    // Plain trace storage keeps no regions.
+    let mut plain = traced(SimConfig::default(), 4);
+    plain
+        .submit(&transfer(Region::host(0, 16), Region::device(0, 16), &[]))
+        .unwrap();
+    plain.run_until_idle();
+    assert!(plain.trace_regions().all(|(_, r)| r.is_none()));
+    assert_eq!(plain.trace_regions().count(), 1);
 }
 
 #[test]
