@@ -148,10 +148,14 @@ mod error;
 pub mod exec;
 mod failures;
 mod fingerprint;
+#[cfg(feature = "std")]
+pub mod gantt;
 mod in_flight;
 pub mod layer;
 mod memory;
 mod npu;
+#[cfg(feature = "std")]
+pub mod occupancy;
 #[cfg(feature = "std")]
 pub mod pipeline;
 mod retire;
