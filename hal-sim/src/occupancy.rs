@@ -11,9 +11,12 @@
 //!   are the job's from then on) to the **end** of the last job that reads it before the next
 //!   write over it, or to the writer's end if nothing reads it;
 //! - data read before anything in the run writes it was there before the run (constants the
-//!   prepare uploaded, a stateful layer's state, an input staged earlier): live from the
-//!   run's first cycle to the end of its last read if a later write replaces it, else to the
-//!   run's last cycle (nothing says it died: constants stay for the next invoke);
+//!   prepare uploaded, a stateful layer's state): live from the run's first cycle to the end
+//!   of its last read if a later write replaces it, else past the run's last cycle (nothing
+//!   says it died: constants stay for the next invoke);
+//! - bytes that held data when the run began are the model's persistent memory: what is
+//!   written there is kept past the run's last cycle too, read or not (a stateful layer's
+//!   new state is for the next invoke);
 //! - an operator's scratch region is live for the operator's job.
 //!
 //! Bytes are tracked exactly, not per region: the regions' boundaries cut device memory into
@@ -34,8 +37,8 @@ use crate::{TraceEntry, TraceRegions};
 pub struct Occupancy {
     /// `(cycle, bytes)`: from `cycle` on (until the next step) `bytes` are live. Cycles
     /// increase strictly and each step changes the bytes, but for the last, at the run's
-    /// end, which gives the bytes still held then (data from before the run, kept). The
-    /// first is the run's start.
+    /// end, which gives the bytes held past the run (persistent memory). The first is the
+    /// run's start.
     pub steps: Vec<(Cycles, u64)>,
     /// The most bytes live at once.
     pub peak_bytes: u64,
@@ -124,22 +127,25 @@ pub fn occupancy(jobs: &[(TraceEntry, TraceRegions)]) -> Occupancy {
     for (s, list) in accesses.iter_mut().enumerate() {
         let bytes = cuts[s + 1] - cuts[s];
         list.sort_unstable();
-        // The data now in the segment: (born, last read or write end, from before the run).
-        let mut current: Option<(Cycles, Cycles, bool)> = None;
+        // Persistent memory: the segment held data when the run began.
+        let persistent = list.first().is_some_and(|a| !a.write);
+        // The data now in the segment: (born, last read or write end).
+        let mut current: Option<(Cycles, Cycles)> = None;
         for a in list.iter() {
             match (a.write, current.as_mut()) {
-                (false, Some((_, death, _))) => *death = (*death).max(a.end),
-                (false, None) => current = Some((run_start, a.end, true)),
+                (false, Some((_, death))) => *death = (*death).max(a.end),
+                (false, None) => current = Some((run_start, a.end)),
                 (true, _) => {
-                    if let Some((born, death, _)) = current.take() {
+                    if let Some((born, death)) = current.take() {
                         spans.push((born, death, bytes));
                     }
-                    current = Some((a.start, a.end, false));
+                    current = Some((a.start, a.end));
                 }
             }
         }
-        if let Some((born, death, before_run)) = current {
-            spans.push((born, if before_run { run_end } else { death }, bytes));
+        if let Some((born, death)) = current {
+            // Held past the run: no end within it.
+            spans.push((born, if persistent { Cycles::MAX } else { death }, bytes));
         }
     }
     // Spans of one segment do not overlap (a write ends the previous data). A scratch span
@@ -156,7 +162,8 @@ pub fn occupancy(jobs: &[(TraceEntry, TraceRegions)]) -> Occupancy {
     }
     let mut steps = Vec::with_capacity(deltas.len());
     let (mut live, mut peak_bytes, mut peak_at) = (0i128, 0u64, run_start);
-    for (cycle, delta) in deltas {
+    for (cycle, delta) in deltas.range(..=run_end) {
+        let cycle = *cycle;
         live += delta;
         let bytes = u64::try_from(live.max(0)).unwrap_or(u64::MAX);
         if bytes > peak_bytes {
@@ -248,11 +255,29 @@ mod tests {
             job(1, 20, 40, &[Region::device(80, 16)], Some(x)),
         ];
         let o = occupancy(&jobs);
-        // weights: 5..40 (held to the end); old x: 5..20; y: 5..40; new x: 20..40.
+        // weights: 5 on (held past the end); old x: 5..20; y: 5..40; new x: 20 on (x's bytes
+        // held data when the run began: they are kept).
         assert_eq!(o.at(5), 64 + 16 + 16);
         assert_eq!(o.at(20), 64 + 16 + 16);
-        assert_eq!(o.steps, [(5, 96), (40, 0)]);
+        assert_eq!(o.steps, [(5, 96), (40, 80)]);
         assert_eq!(o.peak_bytes, 96);
+    }
+
+    #[test]
+    fn state_written_back_is_kept_for_the_next_invoke() {
+        let state = Region::device(0, 32);
+        let out = Region::device(32, 8);
+        let jobs = [
+            // new state and output from the old state; the output is read, the state not.
+            job(0, 0, 10, &[state], Some(Region::device(64, 32))),
+            job(1, 10, 20, &[Region::device(64, 32)], Some(state)),
+            job(2, 10, 15, &[Region::device(64, 32)], Some(out)),
+            job(3, 20, 30, &[out], None),
+        ];
+        let o = occupancy(&jobs);
+        // state: held all along (old to 10, new from 10 on, to the end); the scratch copy at
+        // 64: 0..20; out: 10..30.
+        assert_eq!(o.steps, [(0, 64), (10, 72), (20, 40), (30, 32)]);
     }
 
     #[test]

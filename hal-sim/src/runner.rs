@@ -1,5 +1,5 @@
 //! Running `.tflite` models on the simulated NPU from the host (behind the `std` feature):
-//! what `npu-sim run`, `npu-sim inspect` and `npu-sim bench models` do.
+//! what `npu-sim run`, `npu-sim trace`, `npu-sim inspect` and `npu-sim bench models` do.
 //!
 //! A model runs through the whole stack — [`Graph`] over client, channel, server and
 //! [`SimNpu`] — exactly as firmware runs it. The figures of a run come from the simulator's
@@ -25,7 +25,8 @@ use npu_compute::server::{ComputeServer, TuneStats, DEFAULT_STAGING};
 use npu_compute::tune::{TuneConfig, TuneMode, DEFAULT_TUNE_ENTRIES};
 
 use crate::workloads::{self, WorkloadError};
-use crate::{SimConfig, SimNpu};
+use crate::{SimConfig, SimNpu, TraceEntry, TraceRegions};
+use npu_compute::hal::ExecutionUnit;
 
 // Capacities are const generics, so the runner has two stacks, and a model runs on the first
 // that holds it: the small one, whose figures (`runtime_state_bytes`) are those of a typical
@@ -504,10 +505,24 @@ fn invoke<C: ComputeChannel, const OPS_: usize, const TENSORS_: usize>(
 
 /// The memories the command line gives `model` when none are asked for: the defaults of
 /// [`RunOptions`] (1 MiB of arena, 256 KiB of host staging), or more where the model needs
-/// more: its planned arena for `optimise` on `config`'s NPU (plus a margin for the stack's
-/// alignment), and host staging for twice its largest input or output. Returns
-/// `(arena_bytes, host_bytes)`.
+/// more ([`planned_memory`]). Returns `(arena_bytes, host_bytes)`.
 pub fn default_memory(
+    model: &'static [u8],
+    config: SimConfig,
+    optimise: Optimise,
+) -> Result<(usize, usize), RunError> {
+    let (arena, host) = planned_memory(model, config, optimise)?;
+    let defaults = RunOptions::default();
+    Ok((
+        defaults.arena_bytes.max(arena),
+        defaults.host_bytes.max(host),
+    ))
+}
+
+/// The memories `model` needs: its planned arena for `optimise` on `config`'s NPU (plus a
+/// margin for the stack's alignment), and host staging for twice its largest input or output
+/// (plus the same margin). Returns `(arena_bytes, host_bytes)`.
+pub fn planned_memory(
     model: &'static [u8],
     config: SimConfig,
     optimise: Optimise,
@@ -516,12 +531,127 @@ pub fn default_memory(
         let largest = g.input_sizes().chain(g.output_sizes()).max().unwrap_or(0);
         (g.arena().arena_bytes(), largest)
     })?;
-    let defaults = RunOptions::default();
     let margin = 4096;
-    Ok((
-        defaults.arena_bytes.max(arena as usize + margin),
-        defaults.host_bytes.max(2 * io as usize + margin),
-    ))
+    Ok((arena as usize + margin, 2 * io as usize + margin))
+}
+
+/// A traced invoke of a model: what `npu-sim trace` draws ([`crate::gantt`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRun {
+    /// The traced invoke's jobs and CPU work, each with its regions, in trace order.
+    pub jobs: Vec<(TraceEntry, TraceRegions)>,
+    /// Each execution unit's declared name, by index (empty when the driver declares none).
+    pub units: Vec<&'static str>,
+    /// Whether the traced invoke replayed the graph's job plan (else it ran job by job: the
+    /// graph could not be planned).
+    pub planned: bool,
+}
+
+/// Prepares `model`, invokes it twice on `inputs` as firmware does (the first invoke job by
+/// job, which records the graph's job plan, the second from that plan) and returns the second
+/// invoke's trace, with its regions. The trace storage is sized from the model: a first run
+/// counts the second invoke's jobs and CPU operators, so the traced run loses none.
+pub fn trace(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<TraceRun, RunError> {
+    let (_, entries) = on_fitting_stack!(trace_on(model, inputs, opts, 0))?;
+    let (run, needed) = on_fitting_stack!(trace_on(model, inputs, opts, entries))?;
+    if needed > entries || run.jobs.len() != needed {
+        // The simulator is deterministic: the second run repeats the first.
+        return Err(RunError::Sizing {
+            what: "trace entries",
+            limit: entries,
+        });
+    }
+    Ok(run)
+}
+
+/// [`trace`] on one stack, with trace storage of `entries`; also returns the entries the
+/// traced invoke needs.
+fn trace_on<
+    const OPS_: usize,
+    const TENSORS_: usize,
+    const H: usize,
+    const K: usize,
+    const S: usize,
+    const T: usize,
+>(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+    entries: usize,
+) -> Result<(TraceRun, usize), RunError> {
+    let mut device = workloads::aligned_memory(opts.arena_bytes);
+    let mut host = workloads::aligned_memory(opts.host_bytes);
+    let mut trace = vec![TraceEntry::EMPTY; entries];
+    let mut regions = vec![TraceRegions::EMPTY; entries];
+    let stack = |e| RunError::Setup(WorkloadError::Stack(e));
+    let npu = SimNpu::new(
+        bytemuck::cast_slice_mut(&mut device),
+        bytemuck::cast_slice_mut(&mut host),
+        opts.config,
+    )
+    .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?
+    .with_trace_regions(&mut trace, &mut regions);
+    let server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
+        .map_err(stack)?
+        .with_tuning(opts.tune_mode, TuneConfig::default());
+    let channel = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+    let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> =
+        Box::new(Graph::prepare_with(client, model, opts.optimise)?);
+    for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
+        if input.len() != expected as usize {
+            return Err(RunError::InputSize {
+                index,
+                expected,
+                actual: input.len(),
+            });
+        }
+    }
+    let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
+    invoke(&mut graph, inputs, &mut outputs)?;
+    client.sync().map_err(stack)?;
+    let counts = |s: &ChannelOf<'_, H, K, S, T>| {
+        s.with(|s| {
+            let stats = s.npu().stats();
+            stats.jobs_submitted + stats.cpu_ops
+        })
+        .map_err(stack)
+    };
+    let before = counts(&channel)?;
+    channel.with(|s| s.npu_mut().clear_trace()).map_err(stack)?;
+    invoke(&mut graph, inputs, &mut outputs)?;
+    client.sync().map_err(stack)?;
+    let needed = usize::try_from(counts(&channel)? - before).unwrap_or(usize::MAX);
+    let (jobs, units) = channel
+        .with(|s| {
+            let npu = s.npu();
+            let jobs: Vec<(TraceEntry, TraceRegions)> = npu
+                .trace_regions()
+                .map(|(e, r)| (e, r.cloned().unwrap_or_default()))
+                .collect();
+            let units = (0..npu.capabilities().execution_units)
+                .map(|n| npu.execution_unit(n))
+                .map(|u| {
+                    if u == ExecutionUnit::UNDECLARED {
+                        ""
+                    } else {
+                        u.name
+                    }
+                })
+                .collect();
+            (jobs, units)
+        })
+        .map_err(stack)?;
+    let run = TraceRun {
+        jobs,
+        units,
+        planned: graph.job_plan().is_some(),
+    };
+    Ok((run, needed))
 }
 
 /// Bytes of each of `model`'s inputs.

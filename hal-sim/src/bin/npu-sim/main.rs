@@ -14,6 +14,10 @@
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
 //! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES]` ([`tune`]):
 //!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
+//! - `npu-sim trace MODEL.tflite --svg FILE [--input IN.bin] [--arena BYTES]` ([`trace`]):
+//!   runs the model twice as firmware does and draws the second invoke as a Gantt chart in
+//!   SVG (each execution unit, DMA and the CPU over cycles, the arena's occupancy beneath);
+//!   prints the makespan, each lane's busy cycles and the peak occupancy.
 //! - `npu-sim inspect MODEL.tflite` ([`inspect`]): tensors, quantization, and where each
 //!   operator runs.
 //! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory]` ([`plan`]): the exact
@@ -75,6 +79,7 @@ mod inspect;
 mod output;
 mod plan;
 mod run;
+mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -147,6 +152,24 @@ enum Command {
         input: Vec<PathBuf>,
         /// Bytes of NPU arena (device memory). Default 1 MiB, or the model's planned arena
         /// if it needs more.
+        #[arg(long)]
+        arena: Option<usize>,
+    },
+    /// Run a .tflite model twice (the first invoke job by job, the second from its job plan)
+    /// and draw the second invoke as a Gantt chart in SVG: each execution unit, DMA and the
+    /// CPU over cycles, with the arena's occupancy beneath.
+    Trace {
+        /// The model.
+        model: PathBuf,
+        /// Where to write the chart (an SVG document).
+        #[arg(long)]
+        svg: PathBuf,
+        /// Raw bytes of the input tensor (repeat for several; default zeros: the schedule
+        /// does not depend on the data).
+        #[arg(long)]
+        input: Vec<PathBuf>,
+        /// Bytes of NPU arena (device memory). Default: the model's planned arena plus a
+        /// small margin.
         #[arg(long)]
         arena: Option<usize>,
     },
@@ -292,6 +315,12 @@ fn main() -> ExitCode {
             input,
             arena,
         } => tune::run(&model, &export, &input, arena),
+        Command::Trace {
+            model,
+            svg,
+            input,
+            arena,
+        } => trace::run(&model, &svg, &input, arena),
         Command::Inspect { model } => inspect::run(&model),
         Command::Plan {
             model,

@@ -1,0 +1,78 @@
+//! `npu-sim trace MODEL --svg FILE [--input IN.bin...] [--arena BYTES]`: draws one invoke of a
+//! model as a Gantt chart.
+//!
+//! Runs the model as firmware does: prepare, a first invoke job by job (which records the
+//! graph's job plan), a second from that plan; the chart is of the **second** invoke, the one
+//! a deployed model repeats (a graph that cannot be planned runs it job by job too, and the
+//! summary says so). The trace keeps every job of that invoke: its storage is sized from the
+//! model. Without `--input` the inputs are zeros (the schedule does not depend on the data).
+//! Without `--arena` the arena is the model's planned arena (plus a small margin), so the
+//! arena line of the chart is the model's own.
+//!
+//! Output: the chart as a standalone SVG document to the `--svg` file (see
+//! [`npu_sim::gantt`]: a lane per execution unit, DMA and the CPU, the arena's occupancy
+//! beneath; the same model and options give the same bytes), and on stdout one line: the
+//! makespan in cycles, each lane's busy cycles and the peak occupancy.
+//!
+//! Failure modes: the model or an input file cannot be read, or the SVG cannot be written
+//! (the message names the file); the model is malformed, needs more than `--arena` bytes, or
+//! refuses an input (not the size of its input tensor), with the graph's reason.
+
+use crate::common::{read_inputs, read_model};
+use npu_compute::graph::Optimise;
+use npu_sim::gantt::{self, Chart};
+use npu_sim::runner::{self, RunOptions};
+use npu_sim::SimConfig;
+use std::path::{Path, PathBuf};
+
+/// `npu-sim trace MODEL --svg FILE`.
+pub fn run(
+    model: &Path,
+    svg: &Path,
+    inputs: &[PathBuf],
+    arena: Option<usize>,
+) -> Result<(), String> {
+    let model_bytes = read_model(model)?;
+    let config = SimConfig::default();
+    let (planned_arena, host_bytes) =
+        runner::planned_memory(model_bytes, config, Optimise::Cycles).map_err(|e| e.to_string())?;
+    let mut inputs = read_inputs(inputs)?;
+    if inputs.is_empty() {
+        let sizes = runner::input_sizes(model_bytes).map_err(|e| e.to_string())?;
+        inputs = sizes.into_iter().map(|n| vec![0; n as usize]).collect();
+    }
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let opts = RunOptions {
+        arena_bytes: arena.unwrap_or(planned_arena),
+        host_bytes: host_bytes.max(RunOptions::default().host_bytes),
+        config,
+        ..RunOptions::default()
+    };
+    let run = runner::trace(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
+    let title = format!("{}", model.display());
+    let chart = Chart {
+        title: &title,
+        jobs: &run.jobs,
+        units: &run.units,
+        arena_bytes: opts.arena_bytes as u64,
+    };
+    std::fs::write(svg, gantt::svg(&chart)).map_err(|e| format!("{}: {e}", svg.display()))?;
+    let figures = gantt::figures(&chart);
+    let busy = figures
+        .busy
+        .iter()
+        .map(|&(lane, cycles)| format!("{} {cycles}", gantt::lane_label(lane, &run.units)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    outln!(
+        "{}: makespan {} cycles ({} jobs, second invoke {}); busy cycles: {busy}; peak occupancy {} B of a {} B arena; chart written to {}",
+        model.display(),
+        figures.makespan,
+        run.jobs.len(),
+        if run.planned { "from the job plan" } else { "job by job: the graph has no job plan" },
+        figures.occupancy.peak_bytes,
+        opts.arena_bytes,
+        svg.display()
+    );
+    Ok(())
+}
