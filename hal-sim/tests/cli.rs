@@ -399,3 +399,100 @@ fn the_readme_quotes_plan_as_it_prints() {
         "README.md should quote:\n{quoted}"
     );
 }
+
+/// `trace` draws the second invoke: the same bytes every time, every lane labelled, and a
+/// summary whose figures are the chart's.
+#[test]
+fn trace_draws_a_chart_and_summarises_it() {
+    let dir = std::env::temp_dir().join(format!("npu-sim-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.svg"), dir.join("b.svg"));
+    let model = models().join("kws_dscnn/model.tflite");
+    let mut stdouts = Vec::new();
+    for svg in [&a, &b] {
+        let o = npu_sim(&[
+            "trace",
+            model.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        stdouts.push(String::from_utf8_lossy(&o.stdout).into_owned());
+    }
+    let svg = std::fs::read_to_string(&a).unwrap();
+    assert_eq!(svg, std::fs::read_to_string(&b).unwrap(), "deterministic");
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    for label in [">unit 0<", ">DMA<", ">CPU<", "arena occupancy", ">Conv2d<"] {
+        assert!(svg.contains(label), "{label} missing");
+    }
+    let stdout = &stdouts[0];
+    assert!(
+        stdout.contains("second invoke from the job plan"),
+        "{stdout}"
+    );
+    let makespan = stdout
+        .split("makespan ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap();
+    assert!(makespan.parse::<u64>().unwrap() > 1000, "{stdout}");
+    assert!(
+        svg.contains(&format!("makespan {makespan} cycles")),
+        "{stdout}"
+    );
+    // kws_dscnn runs wholly on the NPU: the CPU lane is empty.
+    assert!(stdout.contains("CPU 0;"), "{stdout}");
+
+    // An operator on the CPU fallback shows on the CPU lane.
+    let cpu_model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/models/ops/arg_min_int8_last/model.tflite");
+    let o = npu_sim(&[
+        "trace",
+        cpu_model.to_str().unwrap(),
+        "--svg",
+        a.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let cpu: u64 = stdout
+        .split("CPU ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cpu > 0, "{stdout}");
+    assert!(std::fs::read_to_string(&a).unwrap().contains(" on CPU: "));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trace_errors_exit_1_and_usage_errors_exit_2() {
+    let model = models().join("kws_dscnn/model.tflite");
+    let model = model.to_str().unwrap();
+    let no_svg = npu_sim(&["trace", model]);
+    assert_eq!(no_svg.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_svg.stderr).contains("--svg"));
+    for (args, says) in [
+        (
+            vec!["trace", "missing.tflite", "--svg", "x.svg"],
+            "missing.tflite",
+        ),
+        (
+            vec!["trace", model, "--svg", "/nonexistent-dir/x.svg"],
+            "/nonexistent-dir/x.svg",
+        ),
+        (
+            vec!["trace", model, "--svg", "x.svg", "--arena", "1000"],
+            "arena",
+        ),
+    ] {
+        let o = npu_sim(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.starts_with("npu-sim: error: ") && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}
