@@ -290,8 +290,9 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         })
     }
 
-    /// Records a [`TraceEntry`] for every job that retires from now on into `buf`,
-    /// overwriting the oldest entry when full (replaces any earlier trace storage).
+    /// Records a [`TraceEntry`] for every job that retires from now on, and for every
+    /// operator the CPU runs ([`TraceKind::Cpu`]), into `buf`, overwriting the oldest entry
+    /// when full (replaces any earlier trace storage).
     pub fn with_trace(mut self, buf: &'a mut [TraceEntry]) -> Self {
         self.trace = TraceRing::new(buf);
         self

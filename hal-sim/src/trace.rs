@@ -62,10 +62,13 @@ pub enum TraceKind {
         /// Element type.
         dtype: DType,
     },
-    /// An operator the CPU ran on the fallback kernels (see [the CPU in a
-    /// trace](self#the-cpu-in-a-trace)): it starts where the clock stood when
+    /// An operator the CPU ran on the fallback kernels: it starts where the clock stood when
     /// [`host_compute`](npu_compute::hal::Npu::host_compute) was called and ends where that
-    /// moved it.
+    /// moved it. CPU work is not a job: it has no fence and runs on no queue of the HAL, so
+    /// its entry holds [`CPU_FENCE`] (never issued: finding a job by its fence never finds
+    /// CPU work) and [`Queue::Dma`] as a placeholder queue; [`TraceEntry::lane`] gives
+    /// [`Lane::Cpu`]. Readers that count a queue's jobs by `queue` alone should skip these
+    /// entries.
     Cpu {
         /// Operator family.
         op: OpKind,
@@ -121,8 +124,10 @@ impl TraceEntry {
     }
 }
 
-/// The regions a traced job read and wrote, in every space (see [Regions](self#regions)).
-/// Empty for CPU work: the fallback's device traffic is the transfers around it.
+/// The regions a traced job read and wrote, in every space. Kept only when the caller gives
+/// storage for them ([`SimNpu::with_trace_regions`](crate::SimNpu::with_trace_regions)), each
+/// beside its [`TraceEntry`], which stays small and `Copy`. Empty for CPU work: the
+/// fallback's device traffic is the transfers around it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct TraceRegions {

@@ -5,6 +5,8 @@
 //!
 //! Chromium is required, not optional: without it the test fails and says how to install it
 //! (`.ci/run`'s install step does, with `apt-get install chromium`).
+//!
+//! And what the chart is drawn from: the runner's trace of an invoke on two units.
 #![cfg(feature = "std")]
 
 use std::path::{Path, PathBuf};
@@ -279,4 +281,78 @@ document.getElementById("widths").textContent = "[" + rows.join(";") + "]";
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_runner_traces_a_whole_invoke_on_every_unit() {
+    use npu_compute::graph::Optimise;
+    use npu_sim::gantt::{figures, Chart};
+    use npu_sim::runner::{self, RunOptions};
+    use npu_sim::{Lane, SimConfig, TraceKind};
+
+    let model = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/models/kws_dscnn/model.tflite"),
+    )
+    .unwrap();
+    let model = runner::leak_aligned(&model);
+    let config = SimConfig {
+        execution_units: 2,
+        ..SimConfig::default()
+    };
+    let (arena, host) = runner::planned_memory(model, config, Optimise::Cycles).unwrap();
+    let inputs: Vec<Vec<u8>> = runner::input_sizes(model)
+        .unwrap()
+        .into_iter()
+        .map(|n| vec![0; n as usize])
+        .collect();
+    let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let opts = RunOptions {
+        arena_bytes: arena,
+        host_bytes: host,
+        config,
+        ..RunOptions::default()
+    };
+    let run = runner::trace(model, &inputs, &opts).unwrap();
+    assert!(run.planned);
+    assert_eq!(run.units.len(), 2);
+    // An invoke: the input's upload first, the output's download last.
+    let mut jobs = run.jobs.clone();
+    jobs.sort_by_key(|(e, _)| e.fence);
+    assert!(matches!(
+        jobs.first().unwrap().0.kind,
+        TraceKind::Transfer { .. }
+    ));
+    assert!(matches!(
+        jobs.last().unwrap().0.kind,
+        TraceKind::Transfer { .. }
+    ));
+    assert!(run
+        .jobs
+        .iter()
+        .all(|(e, r)| e.failure.is_none() && r.write.is_some()));
+    let chart = Chart {
+        title: "kws",
+        jobs: &run.jobs,
+        units: &run.units,
+        arena_bytes: arena as u64,
+    };
+    let f = figures(&chart);
+    let busy = |lane| f.busy.iter().find(|(l, _)| *l == lane).unwrap().1;
+    assert!(
+        busy(Lane::Unit(0)) > 0 && busy(Lane::Unit(1)) > 0,
+        "{:?}",
+        f.busy
+    );
+    assert!(busy(Lane::Dma) > 0);
+    assert_eq!(busy(Lane::Cpu), 0);
+    // What is live at once fits the planned arena (the margin excluded), and is not nothing.
+    let planned = runner::plan(model, config, Optimise::Cycles)
+        .unwrap()
+        .arena_bytes();
+    assert!(f.occupancy.peak_bytes > 0);
+    assert!(
+        f.occupancy.peak_bytes <= u64::from(planned),
+        "peak {} B over the planned {planned} B",
+        f.occupancy.peak_bytes
+    );
 }

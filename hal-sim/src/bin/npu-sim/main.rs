@@ -320,7 +320,7 @@ fn main() -> ExitCode {
             svg,
             input,
             arena,
-        } => trace::run(&model, &svg, &input, arena),
+        } => trace::run(&model, &svg, &input, arena, npu_sim::SimConfig::default()),
         Command::Inspect { model } => inspect::run(&model),
         Command::Plan {
             model,

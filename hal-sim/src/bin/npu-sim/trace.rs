@@ -25,15 +25,15 @@ use npu_sim::runner::{self, RunOptions};
 use npu_sim::SimConfig;
 use std::path::{Path, PathBuf};
 
-/// `npu-sim trace MODEL --svg FILE`.
+/// `npu-sim trace MODEL --svg FILE`, on the simulated part `config`.
 pub fn run(
     model: &Path,
     svg: &Path,
     inputs: &[PathBuf],
     arena: Option<usize>,
+    config: SimConfig,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
-    let config = SimConfig::default();
     let (planned_arena, host_bytes) =
         runner::planned_memory(model_bytes, config, Optimise::Cycles).map_err(|e| e.to_string())?;
     let mut inputs = read_inputs(inputs)?;
