@@ -165,8 +165,9 @@ mod validate;
 pub mod workloads;
 
 pub use config::{
-    SimConfig, ADD_QUARTER_CYCLES_PER_ELEMENT, ETHOS_U55_OPS, F32_SLOWDOWN, MAX_EXECUTION_UNITS,
-    MAX_QUEUES, MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
+    parse_units, SimConfig, UnitConfig, UnitList, UnitsError, ADD_QUARTER_CYCLES_PER_ELEMENT,
+    ETHOS_U55_OPS, F32_SLOWDOWN, KNOWN_UNIT_NAMES, MAX_EXECUTION_UNITS, MAX_QUEUES,
+    MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
 pub use cpu::{CpuModel, Rates};
 pub use error::SimError;
@@ -210,6 +211,9 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     in_flight: heapless::Vec<InFlight, JOBS>,
     /// When each queue (by `queue_index`) finishes its last scheduled job.
     free_at: [Cycles; MAX_QUEUES],
+    /// When the shared SRAM and flash ports finish their last reservation (see
+    /// [Shared memory ports](SimConfig#shared-memory-ports)).
+    ports_free_at: timing::Ports,
     failed: FailedRing,
     stats: SimStats,
     trace: TraceRing<'a>,
@@ -277,6 +281,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             next_fence: 0,
             in_flight: heapless::Vec::new(),
             free_at: [0; MAX_QUEUES],
+            ports_free_at: timing::Ports::default(),
             failed: FailedRing::new(),
             stats: SimStats::default(),
             trace: TraceRing::default(),
