@@ -9,8 +9,18 @@
 //! with what is wrong, since every benchmark over the directory depends on it.
 
 use npu_compute::memory::MemoryStats;
-use npu_sim::runner;
+use npu_sim::{runner, SimConfig};
 use std::path::{Path, PathBuf};
+
+/// The default configuration with the execution units of a `--units` spec (see
+/// [`npu_sim::parse_units`]): clap's value parser, so that a bad spec is a usage error
+/// (status 2) naming the bad item and the accepted names.
+pub fn units_config(spec: &str) -> Result<SimConfig, String> {
+    let units = npu_sim::parse_units(spec).map_err(|e| e.to_string())?;
+    SimConfig::default()
+        .with_units(&units)
+        .map_err(|e| e.to_string())
+}
 
 /// The bytes of the file at `path`; errors name the file.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {

@@ -4,19 +4,23 @@
 //! module, each benchmark one module of [`bench`](mod@bench), and what several share is in
 //! [`common`].
 //!
+//! `--units SPEC` (on `run`, `tune`, `plan` and `bench pipeline`) gives the simulated part's
+//! execution units, a comma-separated list of `u55-128` and `u55-256` (default `u55-128`),
+//! which share the memory ports ([`npu_sim::SimConfig`]).
+//!
 //! Commands:
 //! - `npu-sim demo` ([`demo`]): runs the stack's main job on the simulated NPU (the static
 //!   conv net and the transformer through client, channel, server and simulator) and prints
 //!   results, virtual cycles and memory statistics.
 //! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--host BYTES]
 //!   [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
-//!   --autotune]`
+//!   --autotune] [--units SPEC]`
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
-//! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES]` ([`tune`]):
+//! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES] [--units SPEC]` ([`tune`]):
 //!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
 //! - `npu-sim inspect MODEL.tflite` ([`inspect`]): tensors, quantization, and where each
 //!   operator runs.
-//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory]` ([`plan`]): the exact
+//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory] [--units SPEC]` ([`plan`]): the exact
 //!   arena bytes the model needs (the size to give the firmware's arena section), from the
 //!   arena plan made at prepare, and the host staging bytes and fixed capacities it needs,
 //!   measured by running it.
@@ -44,7 +48,8 @@
 //!   printed: `bench models` and `bench tune` print their tables, then fail if an output
 //!   differs from TFLM's (or, for `bench tune`, a check fails).
 //! - 2: the command line is wrong (unknown command, missing argument or subcommand, a value
-//!   that does not parse, `--tune-table` with `--autotune`): clap prints the error and the
+//!   that does not parse, such as a `--units` spec naming an unknown unit, `--tune-table`
+//!   with `--autotune`): clap prints the error and the
 //!   usage on stderr and exits before anything runs.
 //! - Stdout closing early (`npu-sim bench memory | head -1`) ends the command quietly with
 //!   status 0 ([`output`]). A panic (status 101) is a bug.
@@ -132,6 +137,10 @@ enum Command {
         /// Tune every layer shape in an untimed first invoke, then report the next one.
         #[arg(long)]
         autotune: bool,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
+        units: npu_sim::SimConfig,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -141,6 +150,10 @@ enum Command {
         /// Where to write the tuning table.
         #[arg(long)]
         export: PathBuf,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
+        units: npu_sim::SimConfig,
         /// Raw bytes of the input tensor (repeat for several; default zeros: cycles do not
         /// depend on the data).
         #[arg(long)]
@@ -164,6 +177,10 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
+        units: npu_sim::SimConfig,
         /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
         /// fewest cycles (whole tensors).
         #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
@@ -258,6 +275,10 @@ enum Bench {
         /// tenths of one inference's cycles).
         #[arg(long)]
         cpu_cycles: Vec<u64>,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
+        units: npu_sim::SimConfig,
     },
 }
 
@@ -275,6 +296,7 @@ fn main() -> ExitCode {
             optimise,
             tune_table,
             autotune,
+            units,
         } => run::run(
             &model,
             &input,
@@ -285,19 +307,22 @@ fn main() -> ExitCode {
             optimise.into(),
             tune_table.as_deref(),
             autotune,
+            units,
         ),
         Command::Tune {
             model,
             export,
             input,
             arena,
-        } => tune::run(&model, &export, &input, arena),
+            units,
+        } => tune::run(&model, &export, &input, arena, units),
         Command::Inspect { model } => inspect::run(&model),
         Command::Plan {
             model,
             json,
             optimise,
-        } => plan::run(&model, json, optimise.into()),
+            units,
+        } => plan::run(&model, json, optimise.into(), units),
         Command::Bench {
             which: Bench::Memory { inferences },
         } => bench::memory::run(inferences).map_err(|e| e.to_string()),
@@ -325,8 +350,9 @@ fn main() -> ExitCode {
                     input,
                     frames,
                     cpu_cycles,
+                    units,
                 },
-        } => bench::pipeline::run(&model, input.as_deref(), frames, &cpu_cycles),
+        } => bench::pipeline::run(&model, input.as_deref(), frames, &cpu_cycles, units),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
