@@ -528,11 +528,11 @@ fn a_bad_units_spec_is_a_usage_error() {
         assert!(o.stdout.is_empty());
     }
     // `plan` and `tune` take it too.
-    let o = npu_sim(&[
-        "plan",
-        m.join("model.tflite").to_str().unwrap(),
-        "--units",
-        "npu",
-    ]);
+    let model = m.join("model.tflite");
+    let model = model.to_str().unwrap();
+    let o = npu_sim(&["plan", model, "--units", "npu"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = npu_sim(&["tune", model, "--export", "/dev/null", "--units", "u55-64"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`u55-64`"));
 }
