@@ -169,3 +169,45 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cycles: Cycles, sram: Cycles, flash: Cycles) -> JobTiming {
+        JobTiming {
+            cycles,
+            sram,
+            flash,
+        }
+    }
+
+    #[test]
+    fn ports_serve_one_job_at_a_time_in_submission_order() {
+        let mut ports = Ports::default();
+        // Memory-bound on SRAM: the second job's SRAM waits for the first's.
+        assert_eq!(ports.reserve(0, job(110, 100, 0)), 110);
+        assert_eq!(ports.reserve(0, job(110, 100, 0)), 200);
+        // A job that uses no port is not held back, and holds nothing.
+        assert_eq!(ports.reserve(0, job(50, 0, 0)), 50);
+        // Flash is a port of its own.
+        assert_eq!(ports.reserve(0, job(40, 0, 30)), 40);
+        assert_eq!(ports.reserve(10, job(20, 0, 30)), 60);
+        // No gap filling: a job starting before the last reservation ends still queues
+        // behind it.
+        assert_eq!(ports.reserve(0, job(5, 5, 0)), 205);
+    }
+
+    #[test]
+    fn one_unit_is_never_held_back() {
+        // Jobs of one unit start when the previous one ended and hold the ports no longer
+        // than they run: the ports are free at every start.
+        let mut ports = Ports::default();
+        let mut at = 0;
+        for (cycles, sram, flash) in [(10, 10, 0), (64, 3, 60), (5, 0, 0), (100, 99, 100)] {
+            let end = ports.reserve(at, job(cycles, sram, flash));
+            assert_eq!(end, at + cycles);
+            at = end;
+        }
+    }
+}
