@@ -46,10 +46,13 @@ pub const F32_SLOWDOWN: u64 = 4;
 /// The units are cores of one part: they share the memory system. By default (and there is
 /// no other mode) every compute job holds the arena's **SRAM port** and the **flash port**
 /// for the cycles its traffic needs at their bandwidth, and two jobs cannot hold one port at
-/// once. That is the Ethos-U55's system as Vela models it (`Shared_Sram`: one AXI port to the
-/// SRAM holding the arena, one to the flash holding the constants; Alif's Ensemble E7 puts
-/// its U55-256 and U55-128 on the same SRAM and MRAM), so a memory-bound layer split over
-/// two units takes no less time than on one. At [`submit`](npu_compute::hal::Npu::submit),
+/// once. Why: the memory system is Vela's default for the Ethos-U55 (`Shared_Sram`: the arena
+/// in one SRAM behind a 64-bit port, [`sram_bytes_per_cycle`](Self::sram_bytes_per_cycle),
+/// the constants in one flash behind the other), and the simulator has one arena and one
+/// flash, so units that run side by side divide those memories' bandwidth rather than each
+/// bringing its own. A memory-bound layer split over two units then takes no less time than
+/// on one. (A part whose units each have a private SRAM would need a mode this model does
+/// not have.) At [`submit`](npu_compute::hal::Npu::submit),
 /// a compute job on unit `q` whose start is `s` (as before: `max(now, unit free, deps)`):
 ///
 /// ```text
@@ -237,9 +240,9 @@ pub const KNOWN_UNIT_NAMES: &str = "u55-128, u55-256";
 /// Why [`parse_units`] refused a unit list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnitsError<'a> {
-    /// An item (between commas, spaces trimmed) names no known unit; empty for `a,,b`.
+    /// An item (between commas) names no known unit; empty for `a,,b`.
     Unknown {
-        /// The item as written.
+        /// The item, spaces around it trimmed.
         item: &'a str,
     },
     /// More than [`MAX_EXECUTION_UNITS`] units.
@@ -284,7 +287,7 @@ pub fn parse_units(spec: &str) -> Result<UnitList, UnitsError<'_>> {
         let unit = UnitConfig::KNOWN
             .iter()
             .find(|u| u.name.eq_ignore_ascii_case(name))
-            .ok_or(UnitsError::Unknown { item })?;
+            .ok_or(UnitsError::Unknown { item: name })?;
         // `count` was checked against the capacity.
         let _ = units.push(*unit);
     }

@@ -505,7 +505,7 @@ fn run_takes_the_units_and_reports_their_busy_cycles() {
 #[test]
 fn a_bad_units_spec_is_a_usage_error() {
     let m = models().join("kws_dscnn");
-    let nine = vec!["u55-128"; 9].join(",");
+    let nine = ["u55-128"; 9].join(",");
     for (spec, says) in [
         ("u55-128,u65-512", "`u65-512`"),
         ("", "``"),

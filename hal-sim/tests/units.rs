@@ -175,7 +175,11 @@ fn parse_units_names_the_bad_item_and_the_accepted_names() {
         parse_units("u55-128,,u55-256").unwrap_err(),
         UnitsError::Unknown { item: "" }
     );
-    let nine = vec!["u55-128"; MAX_EXECUTION_UNITS + 1].join(",");
+    assert_eq!(
+        parse_units("u55-128, u99 ").unwrap_err(),
+        UnitsError::Unknown { item: "u99" }
+    );
+    let nine = ["u55-128"; MAX_EXECUTION_UNITS + 1].join(",");
     assert_eq!(
         parse_units(&nine).unwrap_err(),
         UnitsError::TooMany {
@@ -186,7 +190,7 @@ fn parse_units_names_the_bad_item_and_the_accepted_names() {
         .unwrap_err()
         .to_string()
         .contains("at most 8"));
-    let eight = vec!["u55-256"; MAX_EXECUTION_UNITS].join(",");
+    let eight = ["u55-256"; MAX_EXECUTION_UNITS].join(",");
     assert_eq!(parse_units(&eight).unwrap().len(), MAX_EXECUTION_UNITS);
 }
 

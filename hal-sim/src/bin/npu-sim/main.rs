@@ -139,8 +139,8 @@ enum Command {
         autotune: bool,
         /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
         /// e.g. `u55-256,u55-128`. The CPU is always there besides.
-        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
-        units: npu_sim::SimConfig,
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -152,8 +152,8 @@ enum Command {
         export: PathBuf,
         /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
         /// e.g. `u55-256,u55-128`. The CPU is always there besides.
-        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
-        units: npu_sim::SimConfig,
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
         /// Raw bytes of the input tensor (repeat for several; default zeros: cycles do not
         /// depend on the data).
         #[arg(long)]
@@ -179,8 +179,8 @@ enum Command {
         json: bool,
         /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
         /// e.g. `u55-256,u55-128`. The CPU is always there besides.
-        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
-        units: npu_sim::SimConfig,
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
         /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
         /// fewest cycles (whole tensors).
         #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
@@ -277,8 +277,8 @@ enum Bench {
         cpu_cycles: Vec<u64>,
         /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
         /// e.g. `u55-256,u55-128`. The CPU is always there besides.
-        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_config)]
-        units: npu_sim::SimConfig,
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
     },
 }
 
@@ -307,7 +307,7 @@ fn main() -> ExitCode {
             optimise.into(),
             tune_table.as_deref(),
             autotune,
-            units,
+            units.config(),
         ),
         Command::Tune {
             model,
@@ -315,14 +315,14 @@ fn main() -> ExitCode {
             input,
             arena,
             units,
-        } => tune::run(&model, &export, &input, arena, units),
+        } => tune::run(&model, &export, &input, arena, units.config()),
         Command::Inspect { model } => inspect::run(&model),
         Command::Plan {
             model,
             json,
             optimise,
             units,
-        } => plan::run(&model, json, optimise.into(), units),
+        } => plan::run(&model, json, optimise.into(), units.config()),
         Command::Bench {
             which: Bench::Memory { inferences },
         } => bench::memory::run(inferences).map_err(|e| e.to_string()),
@@ -352,7 +352,13 @@ fn main() -> ExitCode {
                     cpu_cycles,
                     units,
                 },
-        } => bench::pipeline::run(&model, input.as_deref(), frames, &cpu_cycles, units),
+        } => bench::pipeline::run(
+            &model,
+            input.as_deref(),
+            frames,
+            &cpu_cycles,
+            units.config(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
