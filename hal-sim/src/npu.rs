@@ -235,7 +235,8 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     /// prefetch), `sram_cycles` and `flash_cycles` the
     /// [shared ports](SimConfig#shared-memory-ports) it holds (0 for a transfer, which uses
     /// the DMA engine's own port). Submitted alone to a fresh simulator, the job runs exactly
-    /// `cycles`. `None` for a job `submit` would refuse.
+    /// `cycles`. `None` for a job `submit` would refuse. [`SimNpu::estimate_prefetched`]
+    /// splits off the weight copy that a run of several layers overlaps with earlier ones.
     fn estimate(&mut self, job: &Job<'_>) -> Option<Estimate> {
         self.validate(job).ok()?;
         let t = self.job_timing_alone(job.queue, &job.kind);

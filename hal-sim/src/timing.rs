@@ -4,7 +4,7 @@
 //! each on the job's unit's configuration. [`Ports`] applies the
 //! [shared memory ports](crate::SimConfig#shared-memory-ports) to a job's start.
 
-use npu_compute::hal::{Cycles, JobKind, Queue};
+use npu_compute::hal::{Cycles, Estimate, Job, JobKind, Queue};
 
 use crate::config::io_bytes;
 use crate::cost::REFERENCE_MACS_PER_CYCLE;
@@ -91,6 +91,16 @@ impl Ports {
     }
 }
 
+/// A layer charged `charged` cycles by the weight pipeline: it runs for `prefetched` (the
+/// rest of `charged` waits for its weights), and cannot hold a port longer than it runs.
+fn layer_timing(cost: &cost::CostBreakdown, charged: Cycles) -> JobTiming {
+    JobTiming {
+        cycles: charged.max(1),
+        sram: cost.prefetched_sram.min(cost.prefetched),
+        flash: cost.prefetched_flash.min(cost.prefetched),
+    }
+}
+
 /// The execution unit a queue names (unit 0's configuration for the DMA queue, which runs
 /// transfers only).
 fn unit_of(queue: Queue) -> u8 {
@@ -137,6 +147,35 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
         self.timing(queue, kind, true)
     }
 
+    /// [`Npu::estimate`](npu_compute::hal::Npu::estimate) split for a planner that
+    /// overlaps weight copies with earlier jobs, as the simulator's weight
+    /// [`Pipeline`](cost::Pipeline) does when jobs follow each other: `(prefetch, estimate)`
+    /// where `prefetch` is the flash-port cycles of copying the job's weights and scales from
+    /// flash to SRAM ahead of it ([`CostBreakdown::prefetch`](cost::CostBreakdown::prefetch),
+    /// 0 when nothing is prefetched) and `estimate` the job once they have landed
+    /// ([`CostBreakdown::prefetched`](cost::CostBreakdown::prefetched), at least 1, with the
+    /// same port cycles as `Npu::estimate`). Alone, a job runs `prefetch + estimate.cycles`
+    /// (what `Npu::estimate` answers); after other layers it runs as little as
+    /// `estimate.cycles`. `None` for a job `submit` would refuse. Moves nothing but the cost
+    /// cache.
+    pub fn estimate_prefetched(&mut self, job: &Job<'_>) -> Option<(Cycles, Estimate)> {
+        self.validate(job).ok()?;
+        let (prefetch, t) = match self.layer_cost(unit_of(job.queue), &job.kind) {
+            Some(cost) if self.pipeline.is_some() => {
+                (cost.prefetch, layer_timing(&cost, cost.prefetched))
+            }
+            _ => (0, self.job_timing_alone(job.queue, &job.kind)),
+        };
+        Some((
+            prefetch,
+            Estimate {
+                cycles: t.cycles,
+                sram_cycles: t.sram,
+                flash_cycles: t.flash,
+            },
+        ))
+    }
+
     fn timing(&mut self, queue: Queue, kind: &JobKind<'_>, alone: bool) -> JobTiming {
         let unit = unit_of(queue);
         if let Some(cost) = self.layer_cost(unit, kind) {
@@ -148,13 +187,7 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
                 self.pipeline.as_mut().map(|p| p.push_cost(cost).total)
             };
             if let Some(charged) = charged {
-                // The layer runs for `prefetched` (the rest of `charged` waits for its
-                // weights): it cannot hold a port longer.
-                return JobTiming {
-                    cycles: charged.max(1),
-                    sram: cost.prefetched_sram.min(cost.prefetched),
-                    flash: cost.prefetched_flash.min(cost.prefetched),
-                };
+                return layer_timing(&cost, charged);
             }
         }
         let cycles = self.config.unit_job_cost(unit, kind);

@@ -404,6 +404,13 @@ fn an_estimate_is_the_duration_of_the_job_run_alone() {
                     job = with_flash_weights(&mut fresh, job);
                 }
                 let estimate = fresh.estimate(&job).expect("a valid job");
+                let (prefetch, prefetched) = fresh.estimate_prefetched(&job).expect("valid");
+                assert_eq!(prefetch + prefetched.cycles, estimate.cycles, "{op:?}");
+                assert_eq!(
+                    (prefetched.sram_cycles, prefetched.flash_cycles),
+                    (estimate.sram_cycles, estimate.flash_cycles)
+                );
+                assert_eq!(prefetch > 0, flash && config.layers.is_some(), "{op:?}");
                 fill(&mut fresh, &job);
                 let fence = fresh.submit(&job).expect("accepted");
                 let (start, end) = fresh.scheduled(fence).expect("in flight");
@@ -506,4 +513,37 @@ fn the_cpu_estimate_is_what_host_compute_charges() {
         ..SimConfig::default()
     });
     assert_eq!(free.estimate_host_compute(&op), None);
+}
+
+#[test]
+fn a_layer_after_another_runs_between_its_prefetched_and_its_alone_estimate() {
+    // Weights in flash: alone, a layer waits for their copy; after another layer, the copy
+    // overlapped that layer.
+    let mut npu = sim(SimConfig::default());
+    let first = with_flash_weights(&mut npu, job_at(conv(16, 16, 16, 32, 3), 0, Queue::Unit(0)));
+    let second = with_flash_weights(
+        &mut npu,
+        job_at(conv(16, 16, 16, 32, 3), 128 * 1024, Queue::Unit(0)),
+    );
+    let alone = npu.estimate(&second).expect("valid");
+    let (prefetch, after) = npu.estimate_prefetched(&second).expect("valid");
+    assert!(prefetch > 0);
+    for job in [&first, &second] {
+        fill(&mut npu, job);
+    }
+    let a = npu.submit(&first).expect("accepted");
+    let b = npu.submit(&second).expect("accepted");
+    let (first_start, first_end) = npu.scheduled(a).expect("in flight");
+    let (start, end) = npu.scheduled(b).expect("in flight");
+    assert_eq!(
+        first_end - first_start,
+        alone.cycles,
+        "the first runs as if alone"
+    );
+    let ran = end - start;
+    assert!(
+        after.cycles <= ran && ran < alone.cycles,
+        "{after:?} {ran} {alone:?}"
+    );
+    npu.run_until_idle();
 }
