@@ -7,7 +7,7 @@
 use npu_compute::hal::{Cycles, JobKind};
 use npu_compute::ops::{DType, Op, OpKind, OpSet};
 
-use crate::cost::U55Config;
+use crate::cost::{scale_by_mac_array, U55Config, REFERENCE_MACS_PER_CYCLE};
 use crate::cpu::CpuModel;
 use crate::error::SimError;
 
@@ -29,13 +29,64 @@ pub const F32_SLOWDOWN: u64 = 4;
 /// Parameters of the simulated part. `Default` is an Ethos-U55-128-like NPU with one
 /// execution unit on a shared-SRAM system (see each field for its default and where it comes
 /// from).
+///
+/// # Execution units
+///
+/// The part has [`execution_units`](Self::execution_units) units, unit `n` described by
+/// [`units[n]`](Self::units): a name and the size of its MAC array. The rates and the layer
+/// model below describe a unit of the reference size, 128 MACs
+/// ([`REFERENCE_MACS_PER_CYCLE`]); a unit of `m` MACs is costed with its MAC work `m / 128`
+/// times as fast ([`unit_macs_per_cycle`](Self::unit_macs_per_cycle),
+/// [`unit_layers`](Self::unit_layers)). Every unit of 128 MACs, which is what every
+/// constructor and `..SimConfig::default()` gives, is therefore exactly the configuration
+/// above.
+///
+/// # Shared memory ports
+///
+/// The units are cores of one part: they share the memory system. By default (and there is
+/// no other mode) every compute job holds the arena's **SRAM port** and the **flash port**
+/// for the cycles its traffic needs at their bandwidth, and two jobs cannot hold one port at
+/// once. Why: the memory system is Vela's default for the Ethos-U55 (`Shared_Sram`: the arena
+/// in one SRAM behind a 64-bit port, [`sram_bytes_per_cycle`](Self::sram_bytes_per_cycle),
+/// the constants in one flash behind the other), and the simulator has one arena and one
+/// flash, so units that run side by side divide those memories' bandwidth rather than each
+/// bringing its own. A memory-bound layer split over two units then takes no less time than
+/// on one. (A part whose units each have a private SRAM would need a mode this model does
+/// not have.) At [`submit`](npu_compute::hal::Npu::submit),
+/// a compute job on unit `q` whose start is `s` (as before: `max(now, unit free, deps)`):
+///
+/// ```text
+/// sram_start = max(s, sram_free);   sram_end  = sram_start  + sram cycles
+/// flash_start = max(s, flash_free); flash_end = flash_start + flash cycles
+/// end = max(s + its own cycles, sram_end, flash_end)
+/// sram_free = sram_end, flash_free = flash_end   (for a port the job uses)
+/// ```
+///
+/// A job's port cycles are, with the layer model, the layer's
+/// [`prefetched_sram`](crate::cost::CostBreakdown::prefetched_sram) and
+/// [`prefetched_flash`](crate::cost::CostBreakdown::prefetched_flash) (its weights are
+/// prefetched to SRAM by the [`Pipeline`](crate::cost::Pipeline), whose one DMA channel is the
+/// flash port's weight traffic, shared by every unit), and otherwise
+/// [`memory_cycles`](Self::memory_cycles) of its inputs and output on SRAM and none on
+/// flash; each at most the layer's run time (`prefetched`, or the job's cycles), since a job
+/// cannot hold a port longer than it runs. Reservations are made in submission order with no
+/// gap filling. Transfers do not take part: the DMA engine keeps its own port
+/// ([`dma_bytes_per_cycle`](Self::dma_bytes_per_cycle)), on whatever queue they run, as
+/// before. With one unit nothing changes: its jobs run one after another, each holding the
+/// ports no longer than it runs, so the ports are always free when the next one starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SimConfig {
-    /// Int8 multiply-accumulates per cycle of one execution unit. Default 128 (Ethos-U55-128).
+    /// Int8 multiply-accumulates per cycle of a reference execution unit (a
+    /// [`UnitConfig`] of 128 MACs) in the simple model. Default 128 (Ethos-U55-128). A unit
+    /// of `m` MACs runs `macs_per_cycle * m / 128`.
     pub macs_per_cycle: u32,
     /// Execution units (compute queues), 1..=[`MAX_EXECUTION_UNITS`]. Default 1.
     pub execution_units: u8,
+    /// Each execution unit's kind: the first [`execution_units`](Self::execution_units) are
+    /// used. Default [`UnitConfig::ETHOS_U55_128`] for all (see
+    /// [Execution units](Self#execution-units)).
+    pub units: [UnitConfig; MAX_EXECUTION_UNITS],
     /// Bytes per cycle an execution unit reads and writes device memory. Default 8 (a 64-bit
     /// AXI port to shared SRAM, as in Vela's default `Shared_Sram` memory mode).
     pub sram_bytes_per_cycle: u32,
@@ -151,11 +202,104 @@ const fn ethos_u55_ops() -> OpSet {
     set
 }
 
+/// One execution unit's kind ([`SimConfig::units`]): what
+/// [`Npu::execution_unit`](npu_compute::hal::Npu::execution_unit) declares, and the size of
+/// the MAC array its jobs are costed with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UnitConfig {
+    /// The name in reports, traces and `--units` (`"u55-128"`).
+    pub name: &'static str,
+    /// Int8 multiply-accumulates per cycle of its MAC array; at least 1. The layer model is
+    /// calibrated for 128 and scaled for other sizes ([`U55Config::with_mac_array`]).
+    pub macs_per_cycle: u32,
+}
+
+impl UnitConfig {
+    /// An Ethos-U55-128: the reference unit, costed exactly as the configuration says.
+    pub const ETHOS_U55_128: UnitConfig = UnitConfig {
+        name: "u55-128",
+        macs_per_cycle: 128,
+    };
+    /// An Ethos-U55-256: twice the MAC array of the reference, scaled rather than calibrated
+    /// (see [`U55Config::ETHOS_U55_256`] for what is modelled).
+    pub const ETHOS_U55_256: UnitConfig = UnitConfig {
+        name: "u55-256",
+        macs_per_cycle: 256,
+    };
+    /// The units [`parse_units`] accepts, by name.
+    pub const KNOWN: [UnitConfig; 2] = [Self::ETHOS_U55_128, Self::ETHOS_U55_256];
+}
+
+/// The units of a configuration, in order, as [`parse_units`] returns them.
+pub type UnitList = heapless::Vec<UnitConfig, MAX_EXECUTION_UNITS>;
+
+/// The names [`parse_units`] accepts, for messages.
+pub const KNOWN_UNIT_NAMES: &str = "u55-128, u55-256";
+
+/// Why [`parse_units`] refused a unit list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitsError<'a> {
+    /// An item (between commas) names no known unit; empty for `a,,b`.
+    Unknown {
+        /// The item, spaces around it trimmed.
+        item: &'a str,
+    },
+    /// More than [`MAX_EXECUTION_UNITS`] units.
+    TooMany {
+        /// Units listed.
+        units: usize,
+    },
+}
+
+impl core::fmt::Display for UnitsError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            UnitsError::Unknown { item } => write!(
+                f,
+                "unknown execution unit `{item}`: the units are a comma-separated list of {KNOWN_UNIT_NAMES}"
+            ),
+            UnitsError::TooMany { units } => write!(
+                f,
+                "{units} execution units listed: at most {MAX_EXECUTION_UNITS} (MAX_EXECUTION_UNITS)"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for UnitsError<'_> {}
+
+/// The units of `spec`, a comma-separated list of unit names (`u55-128`, `u55-256`; case and
+/// spaces around a name ignored), e.g. `"u55-256,u55-128"`: 1..=[`MAX_EXECUTION_UNITS`] of
+/// them, in order. Build a configuration from them with [`SimConfig::with_units`].
+///
+/// # Errors
+/// [`UnitsError::Unknown`] naming the first item that is no unit (an empty spec is one empty
+/// item), [`UnitsError::TooMany`].
+pub fn parse_units(spec: &str) -> Result<UnitList, UnitsError<'_>> {
+    let mut units = UnitList::new();
+    let count = spec.split(',').count();
+    if count > MAX_EXECUTION_UNITS {
+        return Err(UnitsError::TooMany { units: count });
+    }
+    for item in spec.split(',') {
+        let name = item.trim();
+        let unit = UnitConfig::KNOWN
+            .iter()
+            .find(|u| u.name.eq_ignore_ascii_case(name))
+            .ok_or(UnitsError::Unknown { item: name })?;
+        // `count` was checked against the capacity.
+        let _ = units.push(*unit);
+    }
+    Ok(units)
+}
+
 impl SimConfig {
     /// The default configuration as a constant (usable in `static` initialisers).
     pub const ETHOS_U55_128: SimConfig = SimConfig {
         macs_per_cycle: 128,
         execution_units: 1,
+        units: [UnitConfig::ETHOS_U55_128; MAX_EXECUTION_UNITS],
         sram_bytes_per_cycle: 8,
         dma_bytes_per_cycle: 8,
         job_overhead_cycles: 64,
@@ -168,12 +312,70 @@ impl SimConfig {
         cpu: Some(CpuModel::CORTEX_M4_SCALAR),
     };
 
+    /// This configuration with `units` as its execution units, in order (the rest of
+    /// [`units`](Self::units) keeps its entries, unused).
+    ///
+    /// # Errors
+    /// [`SimError::NoExecutionUnits`] for none, [`SimError::TooManyExecutionUnits`] for more
+    /// than [`MAX_EXECUTION_UNITS`], [`SimError::ZeroRate`] for a unit of 0 MACs.
+    pub fn with_units(mut self, units: &[UnitConfig]) -> Result<SimConfig, SimError> {
+        if units.len() > MAX_EXECUTION_UNITS {
+            return Err(SimError::TooManyExecutionUnits {
+                units: u8::try_from(units.len()).unwrap_or(u8::MAX),
+                max: MAX_EXECUTION_UNITS as u8,
+            });
+        }
+        for (slot, unit) in self.units.iter_mut().zip(units) {
+            *slot = *unit;
+        }
+        // At most MAX_EXECUTION_UNITS (8), checked above.
+        self.execution_units = units.len() as u8;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The configured units, [`units`](Self::units) up to
+    /// [`execution_units`](Self::execution_units).
+    pub fn active_units(&self) -> &[UnitConfig] {
+        let n = usize::from(self.execution_units).min(MAX_EXECUTION_UNITS);
+        self.units.get(..n).unwrap_or(&[])
+    }
+
+    /// Unit `unit`'s kind; `None` beyond [`execution_units`](Self::execution_units).
+    pub fn unit(&self, unit: u8) -> Option<&UnitConfig> {
+        self.active_units().get(usize::from(unit))
+    }
+
+    /// The simple model's MAC rate of unit `unit`:
+    /// `ceil(macs_per_cycle * units[unit].macs_per_cycle / 128)`, at least 1
+    /// ([`macs_per_cycle`](Self::macs_per_cycle) itself for a 128-MAC unit, or for a unit
+    /// that does not exist).
+    pub fn unit_macs_per_cycle(&self, unit: u8) -> u32 {
+        match self.unit(unit) {
+            Some(u) if u.macs_per_cycle != REFERENCE_MACS_PER_CYCLE => {
+                scale_by_mac_array(self.macs_per_cycle, u.macs_per_cycle)
+            }
+            _ => self.macs_per_cycle,
+        }
+    }
+
+    /// The layer model of unit `unit`: [`layers`](Self::layers)
+    /// [with its MAC array](U55Config::with_mac_array) (`layers` itself for a 128-MAC unit, or
+    /// for a unit that does not exist).
+    pub fn unit_layers(&self, unit: u8) -> Option<U55Config> {
+        let macs = self
+            .unit(unit)
+            .map_or(REFERENCE_MACS_PER_CYCLE, |u| u.macs_per_cycle);
+        self.layers.map(|l| l.with_mac_array(macs))
+    }
+
     /// Checks the configuration on its own (memories are checked by
     /// [`SimNpu::new`](crate::SimNpu::new)).
     ///
     /// # Errors
     /// [`SimError::BadAlignment`], [`SimError::NoExecutionUnits`],
-    /// [`SimError::TooManyExecutionUnits`] or [`SimError::ZeroRate`].
+    /// [`SimError::TooManyExecutionUnits`] or [`SimError::ZeroRate`] (a rate below, or a
+    /// configured unit's `macs_per_cycle`).
     pub fn validate(&self) -> Result<(), SimError> {
         if !self.alignment.is_power_of_two() || self.alignment < 4 {
             return Err(SimError::BadAlignment {
@@ -204,6 +406,11 @@ impl SimConfig {
                 return Err(SimError::ZeroRate { parameter });
             }
         }
+        if self.active_units().iter().any(|u| u.macs_per_cycle == 0) {
+            return Err(SimError::ZeroRate {
+                parameter: "units[].macs_per_cycle",
+            });
+        }
         Ok(())
     }
 
@@ -225,6 +432,11 @@ impl SimConfig {
     ///   [`RELU_QUARTER_CYCLES_PER_ELEMENT`]) and `r` as above. Elementwise ops run in the
     ///   output stage, so their cost does not scale with `macs_per_cycle`.
     pub fn compute_cycles(&self, op: &Op) -> Cycles {
+        self.compute_cycles_at(op, self.macs_per_cycle)
+    }
+
+    /// [`compute_cycles`](Self::compute_cycles) with a MAC array of `macs_per_cycle`.
+    fn compute_cycles_at(&self, op: &Op, macs_per_cycle: u32) -> Cycles {
         let rate = match op.dtype() {
             DType::F32 => F32_SLOWDOWN,
             // The Ethos-U55's MAC array takes 16-bit activations at half its 8-bit rate.
@@ -241,7 +453,7 @@ impl SimConfig {
                 return op
                     .macs()
                     .saturating_mul(rate)
-                    .div_ceil(u64::from(self.macs_per_cycle.max(1)))
+                    .div_ceil(u64::from(macs_per_cycle.max(1)))
             }
         };
         op.macs()
@@ -260,7 +472,14 @@ impl SimConfig {
     /// `max(1, job_overhead_cycles + max(compute_cycles(op), memory_cycles(io_bytes)))`
     /// (compute and memory traffic overlap; the slower one bounds the job).
     pub fn compute_cost(&self, op: &Op, io_bytes: u64) -> Cycles {
-        let body = self.compute_cycles(op).max(self.memory_cycles(io_bytes));
+        self.compute_cost_at(op, io_bytes, self.macs_per_cycle)
+    }
+
+    /// [`compute_cost`](Self::compute_cost) with a MAC array of `macs_per_cycle`.
+    fn compute_cost_at(&self, op: &Op, io_bytes: u64, macs_per_cycle: u32) -> Cycles {
+        let body = self
+            .compute_cycles_at(op, macs_per_cycle)
+            .max(self.memory_cycles(io_bytes));
         u64::from(self.job_overhead_cycles)
             .saturating_add(body)
             .max(1)
@@ -269,17 +488,34 @@ impl SimConfig {
     /// Cycles of a job as the simulator schedules it ([`transfer_cost`](Self::transfer_cost)
     /// of `src.len` or [`compute_cost`](Self::compute_cost) over the job's regions).
     /// Always at least 1, so a job always ends strictly after it starts.
+    /// That is the cost on a reference unit (128 MACs); see
+    /// [`unit_job_cost`](Self::unit_job_cost) for another.
     pub fn job_cost(&self, kind: &JobKind<'_>) -> Cycles {
+        self.job_cost_at(kind, self.macs_per_cycle)
+    }
+
+    /// [`job_cost`](Self::job_cost) on unit `unit`, whose MAC rate is
+    /// [`unit_macs_per_cycle`](Self::unit_macs_per_cycle).
+    pub fn unit_job_cost(&self, unit: u8, kind: &JobKind<'_>) -> Cycles {
+        self.job_cost_at(kind, self.unit_macs_per_cycle(unit))
+    }
+
+    fn job_cost_at(&self, kind: &JobKind<'_>, macs_per_cycle: u32) -> Cycles {
         match kind {
             JobKind::Transfer { src, .. } => self.transfer_cost(src.len),
-            JobKind::Compute {
-                op, inputs, output, ..
-            } => {
-                let io = inputs.iter().fold(u64::from(output.len), |acc, r| {
-                    acc.saturating_add(u64::from(r.len))
-                });
-                self.compute_cost(op, io)
-            }
+            JobKind::Compute { op, .. } => self.compute_cost_at(op, io_bytes(kind), macs_per_cycle),
+        }
+    }
+}
+
+/// Bytes a compute job reads and writes: every input plus the output (0 for a transfer).
+pub(crate) fn io_bytes(kind: &JobKind<'_>) -> u64 {
+    match kind {
+        JobKind::Transfer { .. } => 0,
+        JobKind::Compute { inputs, output, .. } => {
+            inputs.iter().fold(u64::from(output.len), |acc, r| {
+                acc.saturating_add(u64::from(r.len))
+            })
         }
     }
 }

@@ -25,7 +25,9 @@ pub(crate) fn fingerprint(config: &SimConfig) -> u64 {
     // someone decides whether it changes cycles (and so belongs in the hash).
     let SimConfig {
         macs_per_cycle,
+        // The count is in `Capabilities`; the units' MAC arrays are hashed below.
         execution_units: _,
+        units: _,
         sram_bytes_per_cycle,
         dma_bytes_per_cycle,
         job_overhead_cycles,
@@ -48,6 +50,15 @@ pub(crate) fn fingerprint(config: &SimConfig) -> u64 {
         dma_overhead_cycles,
     ] {
         h.word(v);
+    }
+    // Only units that differ from the reference, so that every configuration of 128-MAC
+    // units keeps the fingerprint it had before units had kinds.
+    for (n, unit) in (0u32..).zip(config.active_units()) {
+        if unit.macs_per_cycle != cost::REFERENCE_MACS_PER_CYCLE {
+            h.word(0x756e_6974); // "unit"
+            h.word(n);
+            h.word(unit.macs_per_cycle);
+        }
     }
     match layers {
         None => h.word(0),

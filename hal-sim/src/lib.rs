@@ -29,12 +29,23 @@
 //! ```text
 //! start = max(now, free_at[queue], end of every dependency still in flight)
 //! end   = start + cost            (cost >= 1, see the cycle model)
+//!         for a compute job, no earlier than its reservations of the shared SRAM and
+//!         flash ports end (see below)
 //! free_at[queue] = end
 //! ```
 //!
 //! So jobs on one queue run back to back in submission order, jobs on different queues
 //! overlap, and a dependency on another queue delays the start. A real driver does the same
 //! with its per-core job queue and IRQ chaining.
+//!
+//! Each unit has its own kind ([`SimConfig::units`]: a name and a MAC array, e.g. a
+//! U55-256 beside a U55-128) and its jobs are costed with it, but the units share the
+//! memory system: a compute job holds the arena's SRAM port and the flash port for the
+//! cycles its traffic needs, one job at a time per port, so a memory-bound layer split over
+//! two units is no faster than on one (see
+//! [Shared memory ports](SimConfig#shared-memory-ports)). With one unit the ports never
+//! delay anything. [`Npu::estimate`] answers what a job would cost on its unit alone, and
+//! the ports it would hold, without running it.
 //!
 //! ## Effects at retire
 //!
@@ -169,8 +180,9 @@ mod validate;
 pub mod workloads;
 
 pub use config::{
-    SimConfig, ADD_QUARTER_CYCLES_PER_ELEMENT, ETHOS_U55_OPS, F32_SLOWDOWN, MAX_EXECUTION_UNITS,
-    MAX_QUEUES, MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
+    parse_units, SimConfig, UnitConfig, UnitList, UnitsError, ADD_QUARTER_CYCLES_PER_ELEMENT,
+    ETHOS_U55_OPS, F32_SLOWDOWN, KNOWN_UNIT_NAMES, MAX_EXECUTION_UNITS, MAX_QUEUES,
+    MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
 pub use cpu::{CpuModel, Rates};
 pub use error::SimError;
@@ -200,7 +212,7 @@ use trace::TraceRing;
 /// with [`HalError::QueueFull`]. The in-flight table lives inside the struct (no heap); each
 /// slot holds a copy of the job (its op included), its schedule and its in-flight dependencies: about 216 bytes on
 /// 32-bit targets, so the default `SimNpu<'_, 32>` is about 7.5 KiB (size `JOBS` to fit).
-/// The layer-cost cache adds 64 entries of 144 bytes (9 KiB), whatever `JOBS`.
+/// The layer-cost cache adds 64 entries of 168 bytes (10.5 KiB), whatever `JOBS`.
 ///
 /// See the [crate documentation](crate) for the model.
 #[derive(Debug)]
@@ -214,6 +226,9 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     in_flight: heapless::Vec<InFlight, JOBS>,
     /// When each queue (by `queue_index`) finishes its last scheduled job.
     free_at: [Cycles; MAX_QUEUES],
+    /// When the shared SRAM and flash ports finish their last reservation (see
+    /// [Shared memory ports](SimConfig#shared-memory-ports)).
+    ports_free_at: timing::Ports,
     failed: FailedRing,
     stats: SimStats,
     trace: TraceRing<'a>,
@@ -281,6 +296,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             next_fence: 0,
             in_flight: heapless::Vec::new(),
             free_at: [0; MAX_QUEUES],
+            ports_free_at: timing::Ports::default(),
             failed: FailedRing::new(),
             stats: SimStats::default(),
             trace: TraceRing::default(),

@@ -2,8 +2,8 @@
 //! [Scheduling](crate#scheduling)) and retiring finished jobs when polled or interrupted.
 
 use npu_compute::hal::{
-    Capabilities, Cycles, Fence, HalError, Job, Npu, Queue, Region, Variant, MAX_FLASH_SEGMENTS,
-    MAX_JOB_INPUTS,
+    Capabilities, Cycles, Estimate, ExecutionUnit, Fence, HalError, Job, JobKind, Npu, Queue,
+    Region, Variant, MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS,
 };
 use npu_compute::ops::Op;
 
@@ -12,7 +12,7 @@ use crate::in_flight::{InFlight, Work};
 use crate::{queue_index, SimNpu, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
 
 #[cfg(doc)]
-use crate::{cost, CpuModel, SimConfig, SimStats, FAILED_RECORD_CAPACITY};
+use crate::{cost, CpuModel, SimConfig, SimStats, UnitConfig, FAILED_RECORD_CAPACITY};
 
 impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     /// Derived from the configuration and the memories; `max_in_flight = JOBS`.
@@ -70,7 +70,12 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
                 dep_failed = true;
             }
         }
-        let end = start.saturating_add(self.job_cycles(&job.kind));
+        let timing = self.job_timing(job.queue, &job.kind);
+        // Transfers keep the DMA engine's own port; compute jobs share the memory ports.
+        let end = match job.kind {
+            JobKind::Transfer { .. } => start.saturating_add(timing.cycles),
+            JobKind::Compute { .. } => self.ports_free_at.reserve(start, timing),
+        };
 
         let entry = InFlight {
             fence,
@@ -223,6 +228,43 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
             };
             self.trace.record(entry, || TraceRegions::EMPTY);
         }
+    }
+
+    /// Unit `unit`'s [`UnitConfig::name`] and its MAC rate in the simple model
+    /// ([`SimConfig::unit_macs_per_cycle`]: the unit's own MACs with the default rates);
+    /// [`ExecutionUnit::UNDECLARED`] beyond [`SimConfig::execution_units`].
+    fn execution_unit(&self, unit: u8) -> ExecutionUnit {
+        match self.config.unit(unit) {
+            Some(u) => ExecutionUnit {
+                name: u.name,
+                macs_per_cycle: self.config.unit_macs_per_cycle(unit),
+            },
+            None => ExecutionUnit::UNDECLARED,
+        }
+    }
+
+    /// The job's cost on its queue's unit with nothing else running, by the functions
+    /// `submit` uses, on nothing but the cost cache: `cycles` is its duration alone (a layer
+    /// op through an empty weight pipeline, so a layer with weights in flash waits for their
+    /// prefetch), `sram_cycles` and `flash_cycles` the
+    /// [shared ports](SimConfig#shared-memory-ports) it holds (0 for a transfer, which uses
+    /// the DMA engine's own port). Submitted alone to a fresh simulator, the job runs exactly
+    /// `cycles`. `None` for a job `submit` would refuse. [`SimNpu::estimate_prefetched`]
+    /// splits off the weight copy that a run of several layers overlaps with earlier ones.
+    fn estimate(&mut self, job: &Job<'_>) -> Option<Estimate> {
+        self.validate(job).ok()?;
+        let t = self.job_timing_alone(job.queue, &job.kind);
+        Some(Estimate {
+            cycles: t.cycles,
+            sram_cycles: t.sram,
+            flash_cycles: t.flash,
+        })
+    }
+
+    /// What [`host_compute`](Npu::host_compute) would charge: [`CpuModel::cycles`] of the op
+    /// when [`SimConfig::cpu`] is set, else `None` (CPU work is free and not timed).
+    fn estimate_host_compute(&self, op: &Op) -> Option<Cycles> {
+        self.config.cpu.map(|model| model.cycles(op))
     }
 
     /// `true` when [`SimConfig::cpu`] is set.

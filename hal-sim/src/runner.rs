@@ -189,13 +189,49 @@ pub struct RunReport {
     pub host_us: f64,
     /// The tuner's counters over the whole run (measuring invokes included).
     pub tuning: TuneStats,
+    /// The execution units, as `--units` names them: the names of
+    /// [`SimConfig::active_units`] joined by commas (`"u55-256,u55-128"`).
+    pub units: String,
+    /// Cycles each execution unit spent on the jobs of one invocation
+    /// ([`SimStats::busy_cycles`](crate::SimStats::busy_cycles)), unit 0 first.
+    pub unit_busy_cycles: Vec<u64>,
+    /// Cycles the CPU fallback was charged in one invocation
+    /// ([`SimStats::cpu_cycles`](crate::SimStats::cpu_cycles)).
+    pub cpu_busy_cycles: u64,
+}
+
+/// `text` as the inside of a JSON string.
+fn json_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The names of `config`'s execution units joined by commas: the normal form of a
+/// [`parse_units`](crate::parse_units) spec.
+pub fn units_spec(config: &SimConfig) -> String {
+    config
+        .active_units()
+        .iter()
+        .map(|u| u.name)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
@@ -218,6 +254,13 @@ impl RunReport {
             self.tuning.tuning_cycles,
             self.tuning.hits,
             self.tuning.fallbacks,
+            json_escape(&self.units),
+            self.unit_busy_cycles
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.cpu_busy_cycles,
         )
     }
 }
@@ -421,6 +464,14 @@ fn run_on<
         weights_in_flash: graph.weights_in_flash(),
         host_us: times.get(times.len() / 2).copied().unwrap_or(0.0),
         tuning: channel.with(|s| s.tune_stats()).map_err(stack)?,
+        units: units_spec(&opts.config),
+        unit_busy_cycles: (0..opts.config.execution_units)
+            .map(|n| {
+                let unit = npu_compute::hal::Queue::Unit(n);
+                after.1.busy(unit) - before.1.busy(unit)
+            })
+            .collect(),
+        cpu_busy_cycles: after.1.cpu_cycles - before.1.cpu_cycles,
     })
 }
 

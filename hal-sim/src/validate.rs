@@ -75,19 +75,34 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     /// a block or im2col only with the layer cost model configured (it alone knows what a
     /// forced block or a gather costs), on an op kind the variant
     /// [applies to](Variant::applies_to), whose scratch size fits `u32`, and where the cost
-    /// model says it fits ([`cost::supports_variant`]: a forced block whose input and
-    /// accumulators fit SHRAM, an ungrouped convolution with something to gather).
+    /// model says it fits on every unit ([`cost::supports_variant`] with the unit's
+    /// configuration: a forced block whose input and accumulators fit SHRAM, an ungrouped
+    /// convolution with something to gather).
     pub(crate) fn runs_variant(&self, op: &Op, variant: Variant, inputs: &[Region]) -> bool {
         if variant == Variant::Auto {
             return true;
         }
-        let Some(cfg) = self.config.layers.as_ref() else {
+        if self.config.layers.is_none() {
             return false;
-        };
+        }
+        // On every unit, so that a variant chosen once runs wherever the job is queued.
         variant.applies_to(op)
             && self.config.ops.runs(op)
             && variant.scratch_bytes(op).is_some()
-            && layer::describe(op, variant, inputs).is_some_and(|d| cost::supports_variant(&d, cfg))
+            && layer::describe(op, variant, inputs).is_some_and(|d| {
+                let units = self.config.active_units();
+                (0u8..).zip(units).all(|(n, unit)| {
+                    // Units of one size answer alike: ask once per size.
+                    let seen = units
+                        .iter()
+                        .take(usize::from(n))
+                        .any(|u| u.macs_per_cycle == unit.macs_per_cycle);
+                    seen || self
+                        .config
+                        .unit_layers(n)
+                        .is_some_and(|cfg| cost::supports_variant(&d, &cfg))
+                })
+            })
     }
 
     /// Variant checks of a compute job whose operands passed

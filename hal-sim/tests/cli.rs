@@ -496,3 +496,140 @@ fn trace_errors_exit_1_and_usage_errors_exit_2() {
         );
     }
 }
+
+/// `run --units SPEC`: the stats name the units (normalised) and give each unit's busy cycles
+/// and the CPU's; the default is one U55-128, exactly as without the option.
+#[test]
+fn run_takes_the_units_and_reports_their_busy_cycles() {
+    let dir = std::env::temp_dir().join(format!("npu-sim-cli-units-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = models().join("kws_dscnn");
+    let run = |units: Option<&str>, name: &str| -> serde_json::Value {
+        let (out, stats) = (
+            dir.join(format!("{name}.bin")),
+            dir.join(format!("{name}.json")),
+        );
+        let mut args = vec![
+            "run".to_string(),
+            m.join("model.tflite").to_str().unwrap().into(),
+            "--input".into(),
+            m.join("input_0.bin").to_str().unwrap().into(),
+            "--output".into(),
+            out.to_str().unwrap().into(),
+            "--stats".into(),
+            stats.to_str().unwrap().into(),
+        ];
+        if let Some(spec) = units {
+            args.extend(["--units".to_string(), spec.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = npu_sim(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(m.join("expected_tflm_0.bin")).unwrap(),
+            "{units:?}"
+        );
+        serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap()
+    };
+    let default = run(None, "default");
+    let one = run(Some("u55-128"), "one");
+    assert_eq!(default["units"], "u55-128");
+    let without_time = |mut j: serde_json::Value| {
+        j["host_us"] = 0.into();
+        j
+    };
+    assert_eq!(without_time(default.clone()), without_time(one));
+    let busy = |j: &serde_json::Value| -> Vec<u64> {
+        j["unit_busy_cycles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let cycles = default["npu_cycles"].as_u64().unwrap();
+    let [unit0] = busy(&default)[..] else {
+        panic!("one unit: {default}")
+    };
+    assert!(unit0 > cycles / 2 && unit0 <= cycles, "{default}");
+    assert_eq!(default["cpu_busy_cycles"], 0);
+    assert_eq!(default["cpu_ops"], 0);
+    // Every field of before is still there.
+    for key in [
+        "arena_peak_bytes",
+        "npu_cycles",
+        "jobs",
+        "transfers",
+        "tune_fallbacks",
+    ] {
+        assert!(default[key].is_number(), "{key} missing in {default}");
+    }
+
+    let mixed = run(Some(" U55-256 ,u55-128"), "mixed");
+    assert_eq!(mixed["units"], "u55-256,u55-128");
+    let per_unit = busy(&mixed);
+    assert_eq!(per_unit.len(), 2);
+    assert!(per_unit.iter().all(|&b| b > 0), "{mixed}");
+    // The U55-256 does its share in fewer cycles than the U55-128 would.
+    assert!(mixed["npu_cycles"].as_u64().unwrap() < cycles, "{mixed}");
+
+    // A CPU-fallback operator (GATHER) is charged to the CPU.
+    let case =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models/ops/gather_int8_embedding");
+    let stats = dir.join("gather.json");
+    let o = npu_sim(&[
+        "run",
+        case.join("model.tflite").to_str().unwrap(),
+        "--input",
+        case.join("input_0_0.bin").to_str().unwrap(),
+        "--stats",
+        stats.to_str().unwrap(),
+        "--units",
+        "u55-128,u55-128",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let gather: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert!(gather["cpu_ops"].as_u64().unwrap() > 0, "{gather}");
+    assert!(gather["cpu_busy_cycles"].as_u64().unwrap() > 0, "{gather}");
+    assert_eq!(busy(&gather).len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `--units` spec naming no known unit, or too many, is a usage error (status 2) that names
+/// the bad item and the accepted names, before anything runs.
+#[test]
+fn a_bad_units_spec_is_a_usage_error() {
+    let m = models().join("kws_dscnn");
+    let nine = ["u55-128"; 9].join(",");
+    for (spec, says) in [
+        ("u55-128,u65-512", "`u65-512`"),
+        ("", "``"),
+        (nine.as_str(), "at most 8"),
+    ] {
+        let o = npu_sim(&[
+            "run",
+            m.join("model.tflite").to_str().unwrap(),
+            "--input",
+            m.join("input_0.bin").to_str().unwrap(),
+            "--units",
+            spec,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{spec}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--units") && err.contains(says), "{err}");
+        if !spec.is_empty() && spec != nine {
+            assert!(err.contains("u55-128, u55-256"), "{err}");
+        }
+        assert!(o.stdout.is_empty());
+    }
+    // `plan` and `tune` take it too.
+    let model = m.join("model.tflite");
+    let model = model.to_str().unwrap();
+    let o = npu_sim(&["plan", model, "--units", "npu"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = npu_sim(&["tune", model, "--export", "/dev/null", "--units", "u55-64"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`u55-64`"));
+}

@@ -83,12 +83,11 @@ pub(super) fn pass_cost(
                 };
                 let traffic = access(&staged, &block, false, cfg);
                 cost.prefetch = cfg.flash_to_sram_cycles(constants);
+                cost.prefetched_sram = traffic.sram / sram.bytes_per_cycle;
+                cost.prefetched_flash = traffic.flash / flash.bytes_per_cycle;
                 cost.prefetched = max(
                     mac_op_cycles(&staged, &block, false, cfg),
-                    max(
-                        traffic.sram / sram.bytes_per_cycle,
-                        traffic.flash / flash.bytes_per_cycle,
-                    ),
+                    max(cost.prefetched_sram, cost.prefetched_flash),
                 );
             }
             cost
@@ -107,6 +106,8 @@ fn finish(compute: u64, sram: u64, flash: u64) -> CostBreakdown {
         total,
         prefetch: 0,
         prefetched: total,
+        prefetched_sram: sram,
+        prefetched_flash: flash,
     }
 }
 

@@ -337,9 +337,9 @@ pub(super) fn im2col_cycles(desc: &LayerDesc, cfg: &U55Config) -> Option<CostBre
     product.consts_in_flash = desc.weights_in_flash;
     let mut cost = pass_cost(&product, cfg, None)?;
     cost.compute = cost.compute.saturating_add(gather);
-    cost.sram = cost
-        .sram
-        .saturating_add(read.saturating_add(matrix) / sram.bytes_per_cycle);
+    let gather_sram = read.saturating_add(matrix) / sram.bytes_per_cycle;
+    cost.sram = cost.sram.saturating_add(gather_sram);
+    cost.prefetched_sram = cost.prefetched_sram.saturating_add(gather_sram);
     cost.total = cost.total.saturating_add(gather);
     cost.prefetched = cost.prefetched.saturating_add(gather);
     Some(cost)

@@ -335,6 +335,36 @@ impl U55Config {
         weight_buffer_bytes: 128 * 1024,
     };
 
+    /// Ethos-U55 with 256 MACs/cycle in the same memory system as
+    /// [`ETHOS_U55_128`](Self::ETHOS_U55_128): that configuration
+    /// [with the MAC array](Self::with_mac_array) of 256. **Scaled, not calibrated.** Vela's
+    /// `ethos-u55-256` (`architecture_features.py`, `accelerator_configs`) differs from
+    /// `ethos-u55-128` in its MAC array (256 MACs, an OFM micro-block of 2 x 2 x 8 instead of
+    /// 1 x 2 x 8), its SHRAM (48 banks instead of 24, with bank granules doubled), its output
+    /// stage (8 elementwise units instead of 4: about 0.5x to 0.75x the cycles per output
+    /// element) and nothing else (the system configuration, hence the memories, is the same).
+    /// This model has the first two: MAC cycles halved (`macs_per_cycle` 256, the formulas'
+    /// `128 / macs_per_cycle`) and 48 banks for the block search (with the 128's granules).
+    /// The output stage keeps the 128's rates, so output-bound and elementwise layers cost as
+    /// on a U55-128: an overestimate for them.
+    pub const ETHOS_U55_256: U55Config = U55Config::ETHOS_U55_128.with_mac_array(256);
+
+    /// This configuration with a MAC array of `macs` multiply-accumulates per cycle instead of
+    /// [`REFERENCE_MACS_PER_CYCLE`] (128): `macs_per_cycle` and `shram_banks` scaled by
+    /// `macs / 128` (rounded up, at least 1), everything else (memories, block limits, weight
+    /// encoding) unchanged. `with_mac_array(128)` is `self`. Only 256 corresponds to a real
+    /// part ([`ETHOS_U55_256`](Self::ETHOS_U55_256)); other sizes are extrapolations.
+    pub const fn with_mac_array(self, macs: u32) -> U55Config {
+        if macs == REFERENCE_MACS_PER_CYCLE {
+            return self;
+        }
+        U55Config {
+            macs_per_cycle: scale_by_mac_array(self.macs_per_cycle, macs),
+            shram_banks: scale_by_mac_array(self.shram_banks, macs),
+            ..self
+        }
+    }
+
     /// Cycles to copy `bytes` from flash to SRAM by DMA: the slower of reading flash and
     /// writing SRAM, each with its latency (Vela's `MemToMemCycles`).
     pub fn flash_to_sram_cycles(&self, bytes: u64) -> u64 {
@@ -355,6 +385,23 @@ impl U55Config {
             .saturating_mul(u64::from(num))
             .div_ceil(u64::from(den.max(1)))
             .saturating_add(u64::from(self.weight_stream_overhead))
+    }
+}
+
+/// The MAC array the calibrated figures are for (Ethos-U55-128): a unit of another size is
+/// costed as this one scaled by `its MACs / 128` ([`U55Config::with_mac_array`]).
+pub const REFERENCE_MACS_PER_CYCLE: u32 = 128;
+
+/// `value * macs / 128`, rounded up, at least 1, saturating: a per-unit figure scaled to a
+/// MAC array of `macs` from the reference's.
+pub(crate) const fn scale_by_mac_array(value: u32, macs: u32) -> u32 {
+    let scaled = (value as u64 * macs as u64).div_ceil(REFERENCE_MACS_PER_CYCLE as u64);
+    if scaled == 0 {
+        1
+    } else if scaled > u32::MAX as u64 {
+        u32::MAX
+    } else {
+        scaled as u32
     }
 }
 
@@ -388,6 +435,13 @@ pub struct CostBreakdown {
     pub prefetch: u64,
     /// The layer's cycles once `prefetch` has been done: weights and scales read from SRAM.
     pub prefetched: u64,
+    /// SRAM port cycles of the layer once `prefetch` has been done (the prefetched weights
+    /// and scales read from SRAM, with the feature maps). Equals `sram` when nothing is
+    /// prefetched.
+    pub prefetched_sram: u64,
+    /// Flash port cycles of the layer once `prefetch` has been done (constant operands left
+    /// in flash). Equals `flash` when nothing is prefetched.
+    pub prefetched_flash: u64,
 }
 
 impl CostBreakdown {
@@ -399,6 +453,8 @@ impl CostBreakdown {
         self.total = self.total.saturating_add(other.total);
         self.prefetch = self.prefetch.saturating_add(other.prefetch);
         self.prefetched = self.prefetched.saturating_add(other.prefetched);
+        self.prefetched_sram = self.prefetched_sram.saturating_add(other.prefetched_sram);
+        self.prefetched_flash = self.prefetched_flash.saturating_add(other.prefetched_flash);
     }
 }
 

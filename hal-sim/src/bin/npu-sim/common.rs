@@ -9,8 +9,30 @@
 //! with what is wrong, since every benchmark over the directory depends on it.
 
 use npu_compute::memory::MemoryStats;
-use npu_sim::runner;
+use npu_sim::{runner, SimConfig, UnitConfig};
 use std::path::{Path, PathBuf};
+
+/// The execution units of a `--units` spec (see [`npu_sim::parse_units`]), checked.
+#[derive(Clone, Debug)]
+pub struct Units(Vec<UnitConfig>);
+
+impl Units {
+    /// The default configuration with these execution units.
+    pub fn config(&self) -> SimConfig {
+        // `units_arg` built it from the same list.
+        SimConfig::default().with_units(&self.0).unwrap_or_default()
+    }
+}
+
+/// clap's value parser of `--units`, so that a bad spec is a usage error (status 2) naming
+/// the bad item and the accepted names.
+pub fn units_arg(spec: &str) -> Result<Units, String> {
+    let units = npu_sim::parse_units(spec).map_err(|e| e.to_string())?;
+    SimConfig::default()
+        .with_units(&units)
+        .map_err(|e| e.to_string())?;
+    Ok(Units(units.to_vec()))
+}
 
 /// The bytes of the file at `path`; errors name the file.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {

@@ -4,15 +4,19 @@
 //! module, each benchmark one module of [`bench`](mod@bench), and what several share is in
 //! [`common`].
 //!
+//! `--units SPEC` (on `run`, `tune`, `plan`, `trace` and `bench pipeline`) gives the simulated part's
+//! execution units, a comma-separated list of `u55-128` and `u55-256` (default `u55-128`),
+//! which share the memory ports ([`npu_sim::SimConfig`]).
+//!
 //! Commands:
 //! - `npu-sim demo` ([`demo`]): runs the stack's main job on the simulated NPU (the static
 //!   conv net and the transformer through client, channel, server and simulator) and prints
 //!   results, virtual cycles and memory statistics.
 //! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--host BYTES]
 //!   [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
-//!   --autotune]`
+//!   --autotune] [--units SPEC]`
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
-//! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES]` ([`tune`]):
+//! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES] [--units SPEC]` ([`tune`]):
 //!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
 //! - `npu-sim trace MODEL.tflite --svg FILE [--input IN.bin] [--arena BYTES]` ([`trace`]):
 //!   runs the model twice as firmware does and draws the second invoke as a Gantt chart in
@@ -20,7 +24,7 @@
 //!   prints the makespan, each lane's busy cycles and the peak occupancy.
 //! - `npu-sim inspect MODEL.tflite` ([`inspect`]): tensors, quantization, and where each
 //!   operator runs.
-//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory]` ([`plan`]): the exact
+//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory] [--units SPEC]` ([`plan`]): the exact
 //!   arena bytes the model needs (the size to give the firmware's arena section), from the
 //!   arena plan made at prepare, and the host staging bytes and fixed capacities it needs,
 //!   measured by running it.
@@ -48,7 +52,8 @@
 //!   printed: `bench models` and `bench tune` print their tables, then fail if an output
 //!   differs from TFLM's (or, for `bench tune`, a check fails).
 //! - 2: the command line is wrong (unknown command, missing argument or subcommand, a value
-//!   that does not parse, `--tune-table` with `--autotune`): clap prints the error and the
+//!   that does not parse, such as a `--units` spec naming an unknown unit, `--tune-table`
+//!   with `--autotune`): clap prints the error and the
 //!   usage on stderr and exits before anything runs.
 //! - Stdout closing early (`npu-sim bench memory | head -1`) ends the command quietly with
 //!   status 0 ([`output`]). A panic (status 101) is a bug.
@@ -137,6 +142,10 @@ enum Command {
         /// Tune every layer shape in an untimed first invoke, then report the next one.
         #[arg(long)]
         autotune: bool,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -146,6 +155,10 @@ enum Command {
         /// Where to write the tuning table.
         #[arg(long)]
         export: PathBuf,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
         /// Raw bytes of the input tensor (repeat for several; default zeros: cycles do not
         /// depend on the data).
         #[arg(long)]
@@ -172,6 +185,10 @@ enum Command {
         /// small margin.
         #[arg(long)]
         arena: Option<usize>,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
     },
     /// Describe a .tflite model: tensors, quantization, and where each operator runs.
     Inspect {
@@ -187,6 +204,10 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
         /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
         /// fewest cycles (whole tensors).
         #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
@@ -281,6 +302,10 @@ enum Bench {
         /// tenths of one inference's cycles).
         #[arg(long)]
         cpu_cycles: Vec<u64>,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
+        /// e.g. `u55-256,u55-128`. The CPU is always there besides.
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
     },
 }
 
@@ -298,6 +323,7 @@ fn main() -> ExitCode {
             optimise,
             tune_table,
             autotune,
+            units,
         } => run::run(
             &model,
             &input,
@@ -308,25 +334,29 @@ fn main() -> ExitCode {
             optimise.into(),
             tune_table.as_deref(),
             autotune,
+            units.config(),
         ),
         Command::Tune {
             model,
             export,
             input,
             arena,
-        } => tune::run(&model, &export, &input, arena),
+            units,
+        } => tune::run(&model, &export, &input, arena, units.config()),
         Command::Trace {
             model,
             svg,
             input,
             arena,
-        } => trace::run(&model, &svg, &input, arena, npu_sim::SimConfig::default()),
+            units,
+        } => trace::run(&model, &svg, &input, arena, units.config()),
         Command::Inspect { model } => inspect::run(&model),
         Command::Plan {
             model,
             json,
             optimise,
-        } => plan::run(&model, json, optimise.into()),
+            units,
+        } => plan::run(&model, json, optimise.into(), units.config()),
         Command::Bench {
             which: Bench::Memory { inferences },
         } => bench::memory::run(inferences).map_err(|e| e.to_string()),
@@ -354,8 +384,15 @@ fn main() -> ExitCode {
                     input,
                     frames,
                     cpu_cycles,
+                    units,
                 },
-        } => bench::pipeline::run(&model, input.as_deref(), frames, &cpu_cycles),
+        } => bench::pipeline::run(
+            &model,
+            input.as_deref(),
+            frames,
+            &cpu_cycles,
+            units.config(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

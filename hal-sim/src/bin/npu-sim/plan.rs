@@ -1,8 +1,9 @@
-//! `npu-sim plan MODEL [--json] [--optimise cycles|memory]`: the exact arena bytes a model
-//! needs, the host staging memory and every fixed capacity.
+//! `npu-sim plan MODEL [--json] [--optimise cycles|memory] [--units SPEC]`: the exact arena
+//! bytes a model needs, the host staging memory and every fixed capacity, on a part with the
+//! execution units of `--units` (default one `u55-128`).
 //!
 //! The arena comes from the model's arena plan, made as the runtime makes it at prepare (with
-//! the simulator's default configuration). The arena size printed is exact: an arena of
+//! the simulator's default configuration and the `--units` given). The arena size printed is exact: an arena of
 //! that size runs the model, one alignment unit less does not, so it is the size to give
 //! the firmware's arena section. `--optimise memory` plans the smallest arena (chains of
 //! layers run in stripes, recomputing some multiply-accumulates), `cycles` (the default)
@@ -31,9 +32,8 @@ use npu_sim::SimConfig;
 use std::path::Path;
 
 /// `npu-sim plan MODEL`.
-pub fn run(path: &Path, json: bool, optimise: Optimise) -> Result<(), String> {
+pub fn run(path: &Path, json: bool, optimise: Optimise, config: SimConfig) -> Result<(), String> {
     let model = read_model(path)?;
-    let config = SimConfig::default();
     let caps = runner::capacities(model, config, optimise).map_err(|e| e.to_string())?;
     let plan = caps.arena;
     if json {

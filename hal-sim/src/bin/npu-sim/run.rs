@@ -1,9 +1,10 @@
 //! `npu-sim run MODEL --input IN.bin... [--output OUT.bin...] [--arena BYTES] [--host BYTES]
 //! [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
-//! --autotune]`: runs a TensorFlow Lite model on the simulated NPU.
+//! --autotune] [--units SPEC]`: runs a TensorFlow Lite model on the simulated NPU.
 //!
 //! Prepares the model in an arena of `--arena` bytes, with `--host` bytes of host staging
-//! memory, and invokes it on the raw input bytes;
+//! memory, on a part with the execution units of `--units` (default one `u55-128`), and
+//! invokes it on the raw input bytes;
 //! host time is the median of `--repeat` timed invocations. Kernel variants: by default the
 //! graph's own choice; with `--tune-table` each layer runs as the table (from `npu-sim
 //! tune`) says, measuring nothing; with `--autotune` every layer shape is tuned in an
@@ -13,7 +14,9 @@
 //! invoke, which starts from the model's initial state: for a stateful model such as an LSTM,
 //! what a first TFLM invoke gives, whatever `--repeat` and `--autotune`); with `--stats` the
 //! run's figures as JSON (the runner's report: `npu_cycles`, `jobs`, `transfers`,
-//! `arena_peak_bytes`, `runtime_state_bytes`, `host_us`, ...); on stdout the predicted class
+//! `arena_peak_bytes`, `runtime_state_bytes`, `host_us`, ..., and `units` (the spec,
+//! normalised: lower case, no spaces), `unit_busy_cycles` (one number per unit) and
+//! `cpu_busy_cycles`); on stdout the predicted class
 //! (the largest int8 of the first output, the lowest index on ties) with the first output's
 //! bytes, the tuning counts when a table or autotuning was asked for, and the NPU cycles,
 //! jobs, transfers, CPU-fallback ops, arena peak, runtime state and where the weights live.
@@ -45,14 +48,15 @@ pub fn run(
     optimise: Optimise,
     tune_table: Option<&Path>,
     autotune: bool,
+    config: SimConfig,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
     let inputs = read_inputs(inputs)?;
     let (arena, host) = match (arena, host) {
         (Some(a), Some(h)) => (a, h),
         _ => {
-            let (a, h) = runner::default_memory(model_bytes, SimConfig::default(), optimise)
-                .map_err(|e| e.to_string())?;
+            let (a, h) =
+                runner::default_memory(model_bytes, config, optimise).map_err(|e| e.to_string())?;
             (arena.unwrap_or(a), host.unwrap_or(h))
         }
     };
@@ -72,7 +76,7 @@ pub fn run(
             (None, false) => TuneMode::Off,
         },
         tune_table: table,
-        ..RunOptions::default()
+        config,
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
     if !outputs.is_empty() && outputs.len() != report.outputs.len() {

@@ -1,5 +1,6 @@
-//! `npu-sim tune MODEL --export TABLE [--input IN.bin...] [--arena BYTES]`: makes a tuning
-//! table for a model.
+//! `npu-sim tune MODEL --export TABLE [--input IN.bin...] [--arena BYTES] [--units SPEC]`:
+//! makes a tuning table for a model, for a part with the execution units of `--units` (the
+//! table's fingerprint names their MAC arrays).
 //!
 //! Times each layer shape's kernel variants once on the simulated NPU (virtual cycles, so
 //! the result is deterministic), keeps the fastest and writes the choices as a tuning table
@@ -26,11 +27,11 @@ pub fn run(
     export: &Path,
     inputs: &[PathBuf],
     arena: Option<usize>,
+    config: SimConfig,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
     let (default_arena, host_bytes) =
-        runner::default_memory(model_bytes, SimConfig::default(), Optimise::Cycles)
-            .map_err(|e| e.to_string())?;
+        runner::default_memory(model_bytes, config, Optimise::Cycles).map_err(|e| e.to_string())?;
     let mut inputs = read_inputs(inputs)?;
     if inputs.is_empty() {
         let sizes = runner::input_sizes(model_bytes).map_err(|e| e.to_string())?;
@@ -40,6 +41,7 @@ pub fn run(
     let opts = RunOptions {
         arena_bytes: arena.unwrap_or(default_arena),
         host_bytes,
+        config,
         ..RunOptions::default()
     };
     let (table, stats) = runner::tune(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;

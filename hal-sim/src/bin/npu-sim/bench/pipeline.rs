@@ -1,5 +1,5 @@
-//! `npu-sim bench pipeline MODEL [--input IN.bin] [--frames N] [--cpu-cycles N...]`: how
-//! busy the NPU stays over a stream of frames.
+//! `npu-sim bench pipeline MODEL [--input IN.bin] [--frames N] [--cpu-cycles N...]
+//! [--units SPEC]`: how busy the NPU stays over a stream of frames.
 //!
 //! Each frame costs a fixed number of host preprocessing cycles (on the simulator's virtual
 //! clock) before its inference. The stream runs one frame after another, then pipelined
@@ -27,6 +27,7 @@ pub fn run(
     input: Option<&Path>,
     frames: usize,
     cpu_cycles: &[u64],
+    config: SimConfig,
 ) -> Result<(), String> {
     let model = read_model(model_path)?;
     let input_path = match input {
@@ -34,7 +35,6 @@ pub fn run(
         None => model_path.with_file_name("input_0.bin"),
     };
     let input = read_file(&input_path)?;
-    let config = SimConfig::default();
     let run = |cpu, pipelined| {
         npu_sim::pipeline::run(model, &input, config, cpu, frames, pipelined)
             .map_err(|e| e.to_string())
