@@ -25,6 +25,8 @@ pub enum Capacity {
     PlanSteps,
     /// Distinct tensors in a job plan (`JobPlan`'s `TENSORS` const generic).
     PlanTensors,
+    /// Tasks in a static schedule (`Schedule`'s `TASKS` const generic).
+    ScheduleTasks,
 }
 
 impl Capacity {
@@ -37,6 +39,7 @@ impl Capacity {
             Capacity::ChannelSlots => "the channel's N",
             Capacity::PlanSteps => "the job plan's STEPS",
             Capacity::PlanTensors => "the job plan's TENSORS",
+            Capacity::ScheduleTasks => "the schedule's TASKS",
         }
     }
 
@@ -49,6 +52,7 @@ impl Capacity {
             Capacity::ChannelSlots => "deferred-release slots",
             Capacity::PlanSteps => "jobs in one job plan",
             Capacity::PlanTensors => "tensors in one job plan",
+            Capacity::ScheduleTasks => "tasks in one schedule",
         }
     }
 }

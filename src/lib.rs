@@ -18,6 +18,7 @@
 //! memory     chunks and slices, access records, guided passes, arena plans
 //! handle     reference-counted, generation-checked tensor ids
 //! (error)    Error and Capacity, at the crate root
+//! schedule   static schedules of tasks over execution units and the CPU, and their tables
 //! tune       tuning keys, cache and tables
 //! hal        the Npu trait, jobs, regions, fences, variants; driver guide; conformance
 //! ops        every operator described once, with its computation over bytes
@@ -59,6 +60,7 @@ pub mod handle;
 pub mod memory;
 pub mod model;
 pub mod ops;
+pub mod schedule;
 pub mod server;
 pub mod storage;
 pub mod tune;
