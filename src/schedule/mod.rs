@@ -67,8 +67,11 @@
 //! Which ready task is placed next is tried three ways, and the shortest schedule is kept:
 //! highest *bottom level* first (the longest path from the task to the end, each task at its
 //! cheapest cost: the critical path goes first), earliest start first, and earliest end first
-//! (for the many independent tasks of a split operator). Ties go to the lower task index, so a
-//! schedule is a deterministic function of its tasks.
+//! (for the many independent tasks of a split operator). A short local search then improves
+//! it: a task onto another unit (cost-effective only), or to a nearby place in the placement
+//! sequence, kept when the schedule gets shorter, timed by the same model. Of two schedules as
+//! long, the one whose tasks end sooner in sum is preferred. Ties go to the lower task index,
+//! so a schedule is a deterministic function of its tasks.
 //!
 //! **The lower bound** ([`lower_bound`], [`LowerBound`]) is what no schedule can beat, so a
 //! schedule's quality can be stated as its ratio to it. Three terms, the bound is their largest:
@@ -99,9 +102,10 @@
 //!
 //! No heap: a schedule holds at most `TASKS` tasks (a const generic, at most
 //! [`MAX_TASKS`]), and running out is [`ScheduleError::CapacityExceeded`] naming it.
-//! Scheduling `n` tasks on `k` units takes `O(n²·(k + MAX_TASK_DEPS))` steps per try (each step
-//! looks at every ready task), which suits the hundreds of tasks of a model on a host or at
-//! prepare.
+//! Scheduling `n` tasks on `k` units takes `O(n²·(k + MAX_TASK_DEPS))` steps per list try
+//! (each step looks at every ready task), and the local search at most about 2¹⁸ task timings
+//! (1,000 tasks on three units: about 20 ms on a host, built with optimisations), which suits
+//! the hundreds of tasks of a model on a host or at prepare.
 //!
 //! # Using it
 //!
@@ -161,6 +165,7 @@
 //! bytes make it panic.
 
 mod bound;
+mod improve;
 mod list;
 mod table;
 
