@@ -230,6 +230,19 @@ impl Clock {
     }
 }
 
+/// When `task`'s dependencies are all done, and when those on the CPU are, in `placed` (0 where
+/// it has none).
+fn inputs(task: &Task, placed: &[Placed]) -> (Cycles, Cycles) {
+    let (mut ready, mut cpu) = (0, 0);
+    for p in task.deps.iter().filter_map(|&d| placed.get(usize::from(d))) {
+        ready = ready.max(p.end);
+        if p.unit == Unit::Cpu {
+            cpu = cpu.max(p.end);
+        }
+    }
+    (ready, cpu)
+}
+
 /// The end of a reservation of `len` cycles on a port free at `free`, for a task starting at
 /// `start`; `None` for an empty one, which neither waits for the port nor moves it.
 fn reserve(start: Cycles, free: Cycles, len: Cycles) -> Option<Cycles> {
@@ -289,8 +302,9 @@ fn place<const TASKS: usize>(
                     .then(|| out.placed.get(d).map_or(r, |p| r.max(p.end)))
             })
         };
-        // The key is (primary, then the lower bottom level's complement, then the index):
-        // smallest wins, so equal tasks go by index.
+        // The key is (primary, then MAX − bottom level, then the index): the smallest wins, so
+        // of equal primaries the higher bottom level goes first, and of equal tasks the lower
+        // index.
         let mut chosen: Option<((Cycles, Cycles, usize), usize, Cycles)> = None;
         for (i, t) in tasks.iter().enumerate().skip(first) {
             if done.get(i) != Some(&false) {
@@ -324,14 +338,7 @@ fn place<const TASKS: usize>(
         let Some(trial) = clock.choose(&task.cost, at, assign, npu_units) else {
             break;
         };
-        let cpu_deps_end = task
-            .deps
-            .iter()
-            .filter_map(|&d| out.placed.get(usize::from(d)))
-            .filter(|p| p.unit == Unit::Cpu)
-            .map(|p| p.end)
-            .max()
-            .unwrap_or(0);
+        let (_, cpu_deps_end) = inputs(task, &out.placed);
         clock.commit(&trial, cpu_deps_end);
         if let Some(p) = out.placed.get_mut(i) {
             *p = trial.placed;
@@ -423,15 +430,7 @@ pub(super) fn retime_within<const TASKS: usize>(
         let (Some(task), Some(unit)) = (tasks.get(i), out.placed.get(i).map(|p| p.unit)) else {
             continue;
         };
-        let (mut ready, mut cpu_deps_end) = (0, 0);
-        for &d in &task.deps {
-            if let Some(p) = out.placed.get(usize::from(d)) {
-                ready = ready.max(p.end);
-                if p.unit == Unit::Cpu {
-                    cpu_deps_end = cpu_deps_end.max(p.end);
-                }
-            }
-        }
+        let (ready, cpu_deps_end) = inputs(task, &out.placed);
         let Some(trial) = clock.try_on(&task.cost, ready, unit) else {
             continue;
         };
