@@ -2,6 +2,7 @@
 //! reserved as they are placed.
 
 use super::bound::bottom_levels;
+use super::improve::improve;
 use super::{check, units, Placed, Policy, Schedule, ScheduleError, Task, TaskCost, Unit};
 use crate::hal::{Cycles, MAX_EXECUTION_UNITS};
 
@@ -45,25 +46,61 @@ pub fn schedule<const TASKS: usize>(
     check::<TASKS>(tasks, npu_units)?;
     let mut levels = [0; TASKS];
     bottom_levels(tasks, npu_units, &mut levels);
-    let assigns: &[Assign] = match policy {
-        Policy::CostEffective => &[Assign::EarliestEnd, Assign::FastestAlone],
-        Policy::FastestAlone => &[Assign::FastestAlone],
-    };
     let mut out = Schedule {
         placed: heapless::Vec::new(),
         order: heapless::Vec::new(),
         npu_units,
     };
-    // Each try writes into `out`; only the makespans are compared (then the sums of the ends:
-    // of two schedules as long, the one whose tasks finish sooner), and the best try is run
-    // again at the end unless it was the last, so that no second schedule is kept in memory.
+    let fastest =
+        |out: &mut Schedule<TASKS>| plan(tasks, npu_units, &[Assign::FastestAlone], &levels, out);
+    match policy {
+        Policy::FastestAlone => {
+            fastest(&mut out);
+        }
+        Policy::CostEffective => {
+            // Its own plan starts from the fastest-alone list schedules too, but the two
+            // improvements can end apart: the fastest-alone plan is made first and made
+            // again if it is the better one, so that cost-effective is never the worse.
+            let alone = fastest(&mut out);
+            let effective = plan(
+                tasks,
+                npu_units,
+                &[Assign::EarliestEnd, Assign::FastestAlone],
+                &levels,
+                &mut out,
+            );
+            if alone < effective {
+                fastest(&mut out);
+            }
+        }
+    }
+    submission_order(tasks, &mut out);
+    Ok(out)
+}
+
+/// A schedule's score, smaller is better: its makespan, then the sum of its tasks' ends (of two
+/// schedules as long, the one whose tasks finish sooner).
+pub(super) type Score = (Cycles, u128);
+
+/// Places the tasks into `out` by the best of the list schedules that `assigns` and every
+/// [`Pick`] give, improves it ([`improve`], with unit changes only if `assigns` includes
+/// [`Assign::EarliestEnd`]), and returns its score. Leaves the placement order in `out.order`.
+fn plan<const TASKS: usize>(
+    tasks: &[Task],
+    npu_units: u8,
+    assigns: &[Assign],
+    levels: &[Cycles; TASKS],
+    out: &mut Schedule<TASKS>,
+) -> Score {
+    // Each try writes into `out` and only the scores are kept; the best try is run again
+    // unless it was the last, so that no second schedule is held in memory.
     let tries = assigns
         .iter()
         .flat_map(|&a| PICKS.iter().map(move |&p| (a, p)));
-    let mut best: Option<((Cycles, u128), (Assign, Pick))> = None;
+    let mut best: Option<(Score, (Assign, Pick))> = None;
     let mut last = None;
     for (assign, pick) in tries {
-        let makespan = place(tasks, npu_units, assign, pick, &levels, &mut out);
+        let makespan = place(tasks, npu_units, assign, pick, levels, out);
         let ends = out.placed.iter().map(|p| u128::from(p.end)).sum::<u128>();
         if best.is_none_or(|(m, _)| (makespan, ends) < m) {
             best = Some(((makespan, ends), (assign, pick)));
@@ -72,11 +109,15 @@ pub fn schedule<const TASKS: usize>(
     }
     if let Some((_, (assign, pick))) = best {
         if last != Some((assign, pick)) {
-            place(tasks, npu_units, assign, pick, &levels, &mut out);
+            place(tasks, npu_units, assign, pick, levels, out);
         }
     }
-    submission_order(tasks, &mut out);
-    Ok(out)
+    improve(
+        tasks,
+        npu_units,
+        assigns.contains(&Assign::EarliestEnd),
+        out,
+    )
 }
 
 /// The units' and ports' state while tasks are placed.
@@ -189,6 +230,19 @@ impl Clock {
     }
 }
 
+/// When `task`'s dependencies are all done, and when those on the CPU are, in `placed` (0 where
+/// it has none).
+fn inputs(task: &Task, placed: &[Placed]) -> (Cycles, Cycles) {
+    let (mut ready, mut cpu) = (0, 0);
+    for p in task.deps.iter().filter_map(|&d| placed.get(usize::from(d))) {
+        ready = ready.max(p.end);
+        if p.unit == Unit::Cpu {
+            cpu = cpu.max(p.end);
+        }
+    }
+    (ready, cpu)
+}
+
 /// The end of a reservation of `len` cycles on a port free at `free`, for a task starting at
 /// `start`; `None` for an empty one, which neither waits for the port nor moves it.
 fn reserve(start: Cycles, free: Cycles, len: Cycles) -> Option<Cycles> {
@@ -248,8 +302,9 @@ fn place<const TASKS: usize>(
                     .then(|| out.placed.get(d).map_or(r, |p| r.max(p.end)))
             })
         };
-        // The key is (primary, then the lower bottom level's complement, then the index):
-        // smallest wins, so equal tasks go by index.
+        // The key is (primary, then MAX − bottom level, then the index): the smallest wins, so
+        // of equal primaries the higher bottom level goes first, and of equal tasks the lower
+        // index.
         let mut chosen: Option<((Cycles, Cycles, usize), usize, Cycles)> = None;
         for (i, t) in tasks.iter().enumerate().skip(first) {
             if done.get(i) != Some(&false) {
@@ -283,14 +338,7 @@ fn place<const TASKS: usize>(
         let Some(trial) = clock.choose(&task.cost, at, assign, npu_units) else {
             break;
         };
-        let cpu_deps_end = task
-            .deps
-            .iter()
-            .filter_map(|&d| out.placed.get(usize::from(d)))
-            .filter(|p| p.unit == Unit::Cpu)
-            .map(|p| p.end)
-            .max()
-            .unwrap_or(0);
+        let (_, cpu_deps_end) = inputs(task, &out.placed);
         clock.commit(&trial, cpu_deps_end);
         if let Some(p) = out.placed.get_mut(i) {
             *p = trial.placed;
@@ -358,4 +406,43 @@ fn submission_order<const TASKS: usize>(tasks: &[Task], out: &mut Schedule<TASKS
         let _ = order.push(t);
     }
     flush(usize::MAX, order);
+}
+
+/// Times the placement sequence in `out.order` with the units in `out.placed`, writing the
+/// times; returns the makespan and the sum of the ends.
+pub(super) fn retime<const TASKS: usize>(tasks: &[Task], out: &mut Schedule<TASKS>) -> Score {
+    // With no limit, every task is timed.
+    retime_within(tasks, out, Cycles::MAX).unwrap_or((Cycles::MAX, u128::MAX))
+}
+
+/// [`retime`], given up (`None`) as soon as a task ends after `limit`: a search needs only
+/// to know that a move is worse, and stopping there saves most of the work of a bad move.
+/// The times written are then partial.
+pub(super) fn retime_within<const TASKS: usize>(
+    tasks: &[Task],
+    out: &mut Schedule<TASKS>,
+    limit: Cycles,
+) -> Option<Score> {
+    let mut clock = Clock::new();
+    let (mut makespan, mut ends) = (0, 0u128);
+    for &t in &out.order {
+        let i = usize::from(t);
+        let (Some(task), Some(unit)) = (tasks.get(i), out.placed.get(i).map(|p| p.unit)) else {
+            continue;
+        };
+        let (ready, cpu_deps_end) = inputs(task, &out.placed);
+        let Some(trial) = clock.try_on(&task.cost, ready, unit) else {
+            continue;
+        };
+        if trial.placed.end > limit {
+            return None;
+        }
+        clock.commit(&trial, cpu_deps_end);
+        if let Some(p) = out.placed.get_mut(i) {
+            *p = trial.placed;
+        }
+        makespan = makespan.max(trial.placed.end);
+        ends += u128::from(trial.placed.end);
+    }
+    Some((makespan, ends))
 }
