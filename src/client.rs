@@ -34,11 +34,13 @@
 
 use crate::channel::ComputeChannel;
 use crate::error::Error;
-use crate::hal::{Capabilities, MAX_JOB_INPUTS};
+use crate::hal::{Capabilities, Estimate, ExecutionUnit, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryStats, PassStats};
 use crate::ops::Op;
-use crate::server::{ComputeServer, JobPlanState, PassServer, Residency, ServerStats, TuneStats};
+use crate::server::{
+    ComputeServer, JobPlanState, PassServer, Placement, Residency, ServerStats, TuneStats,
+};
 
 /// The firmware's entry point to the compute stack.
 pub struct ComputeClient<'c, C> {
@@ -397,6 +399,34 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.call(|s| s.execute(op, &ids, out))
     }
 
+    /// [`execute`](Self::execute) on the unit `placement` names, decided by the caller (a
+    /// static schedule) rather than round robin at dispatch. See [`Placement`].
+    pub fn execute_on(
+        &self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[&Tensor<'c, C>],
+        output: &Tensor<'c, C>,
+    ) -> Result<(), Error> {
+        let ids = self.ids(op, inputs)?;
+        let out = self.own(output)?;
+        self.call(|s| s.execute_on(placement, op, &ids, out))
+    }
+
+    /// What `op` on `inputs` into `output` would cost at `placement`, as the HAL predicts it
+    /// with nothing else running (`None`: the HAL cannot tell). Nothing runs.
+    pub fn estimate(
+        &self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[&Tensor<'c, C>],
+        output: &Tensor<'c, C>,
+    ) -> Result<Option<Estimate>, Error> {
+        let ids = self.ids(op, inputs)?;
+        let out = self.own(output)?;
+        self.call(|s| s.estimate(placement, op, &ids, out))
+    }
+
     /// An empty [`JobPlan`] of at most `STEPS` jobs over at most `TENSORS` tensors, released
     /// when dropped: build it once with [`JobPlan::push`], then [`JobPlan::run`] it as often as
     /// needed, each run costing the driver's submit and little more per job.
@@ -461,6 +491,11 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// What the NPU behind the channel can do.
     pub fn capabilities(&self) -> Result<Capabilities, Error> {
         self.channel.with(|s| s.capabilities())
+    }
+
+    /// Execution unit `unit` as the HAL declares it (name and throughput).
+    pub fn execution_unit(&self, unit: u8) -> Result<ExecutionUnit, Error> {
+        self.channel.with(|s| s.execution_unit(unit))
     }
 
     /// Device memory figures.
@@ -584,6 +619,22 @@ impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize>
         let out = self.client.own(output)?;
         let plan = &mut self.plan;
         self.client.call(|s| s.plan_step(plan, op, &ids, out))
+    }
+
+    /// [`push`](Self::push) at a placement the caller decided (a static schedule's): see
+    /// [`Placement`].
+    pub fn push_on(
+        &mut self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[&Tensor<'c, C>],
+        output: &Tensor<'c, C>,
+    ) -> Result<(), Error> {
+        let ids = self.client.ids(op, inputs)?;
+        let out = self.client.own(output)?;
+        let plan = &mut self.plan;
+        self.client
+            .call(|s| s.plan_step_on(plan, placement, op, &ids, out))
     }
 
     /// Hands `tensor` to the plan (see [`ComputeServer::plan_adopt`]): once the plan holds

@@ -246,18 +246,17 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     /// The job's cost on its queue's unit with nothing else running, by the functions
     /// `submit` uses, on nothing but the cost cache: `cycles` is its duration alone (a layer
     /// op through an empty weight pipeline, so a layer with weights in flash waits for their
-    /// prefetch), `sram_cycles` and `flash_cycles` the
-    /// [shared ports](SimConfig#shared-memory-ports) it holds (0 for a transfer, which uses
-    /// the DMA engine's own port). Submitted alone to a fresh simulator, the job runs exactly
-    /// `cycles`. `None` for a job `submit` would refuse. [`SimNpu::estimate_prefetched`]
-    /// splits off the weight copy that a run of several layers overlaps with earlier ones.
+    /// prefetch, which `prefetch_cycles` gives: the flash-port cycles of copying its weights
+    /// and scales ahead of it, which a run of several layers overlaps with earlier ones),
+    /// `sram_cycles` and `flash_cycles` the [shared ports](SimConfig#shared-memory-ports) it
+    /// holds (0 for a transfer, which uses the DMA engine's own port). Submitted alone to a
+    /// fresh simulator, the job runs exactly `cycles`. `None` for a job `submit` would refuse.
     fn estimate(&mut self, job: &Job<'_>) -> Option<Estimate> {
-        self.validate(job).ok()?;
-        let t = self.job_timing_alone(job.queue, &job.kind);
+        let (prefetch, prefetched) = self.estimate_prefetched(job)?;
         Some(Estimate {
-            cycles: t.cycles,
-            sram_cycles: t.sram,
-            flash_cycles: t.flash,
+            cycles: prefetched.cycles.saturating_add(prefetch),
+            prefetch_cycles: prefetch,
+            ..prefetched
         })
     }
 

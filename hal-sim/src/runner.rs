@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use npu_compute::channel::ComputeChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{ArenaReport, Graph, GraphError, Optimise};
+use npu_compute::graph::{
+    ArenaReport, Graph, GraphError, Optimise, PrepareOptions, ScheduleReport, Scheduling,
+};
 use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::model::{DataType, Model, ModelError};
@@ -134,6 +136,19 @@ pub struct RunOptions {
     /// A tuning table to import before the model is prepared (then use
     /// [`TuneMode::CacheOnly`] to run from it alone).
     pub tune_table: Option<&'static [u8]>,
+    /// How operators are spread over the execution units ([`Scheduling::Static`] by default).
+    pub scheduling: Scheduling,
+}
+
+impl RunOptions {
+    /// How the graph is prepared: [`optimise`](Self::optimise) and
+    /// [`scheduling`](Self::scheduling).
+    pub fn prepare(&self) -> PrepareOptions {
+        PrepareOptions {
+            optimise: self.optimise,
+            scheduling: self.scheduling,
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -146,6 +161,7 @@ impl Default for RunOptions {
             optimise: Optimise::Cycles,
             tune_mode: TuneMode::Off,
             tune_table: None,
+            scheduling: Scheduling::Static,
         }
     }
 }
@@ -198,6 +214,9 @@ pub struct RunReport {
     /// Cycles the CPU fallback was charged in one invocation
     /// ([`SimStats::cpu_cycles`](crate::SimStats::cpu_cycles)).
     pub cpu_busy_cycles: u64,
+    /// The schedule the graph followed: how it was asked to schedule, the makespan it
+    /// predicted and the lower bound of its tasks on these units.
+    pub schedule: ScheduleReport,
 }
 
 /// `text` as the inside of a JSON string.
@@ -231,7 +250,7 @@ impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {},\n  \"schedule\": \"{}\",\n  \"schedule_planned\": {},\n  \"schedule_tasks\": {},\n  \"schedule_split_operators\": {},\n  \"schedule_predicted_cycles\": {},\n  \"schedule_lower_bound_cycles\": {},\n  \"schedule_bound_critical_path_cycles\": {},\n  \"schedule_bound_work_cycles\": {},\n  \"schedule_bound_memory_cycles\": {}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
@@ -261,6 +280,15 @@ impl RunReport {
                 .collect::<Vec<_>>()
                 .join(", "),
             self.cpu_busy_cycles,
+            self.schedule.scheduling.name(),
+            self.schedule.planned,
+            self.schedule.tasks,
+            self.schedule.split_operators,
+            self.schedule.predicted_cycles,
+            self.schedule.lower_bound.max(),
+            self.schedule.lower_bound.critical_path,
+            self.schedule.lower_bound.work,
+            self.schedule.lower_bound.memory,
         )
     }
 }
@@ -404,7 +432,7 @@ fn run_on<
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
     // Boxed: the large stack's graph is too large for a test thread's stack.
     let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> =
-        Box::new(Graph::prepare_with(client, model, opts.optimise)?);
+        Box::new(Graph::prepare_with(client, model, opts.prepare())?);
     for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
         if input.len() != expected as usize {
             return Err(RunError::InputSize {
@@ -472,6 +500,7 @@ fn run_on<
             })
             .collect(),
         cpu_busy_cycles: after.1.cpu_cycles - before.1.cpu_cycles,
+        schedule: graph.schedule(),
     })
 }
 

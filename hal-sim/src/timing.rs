@@ -158,7 +158,7 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     /// (what `Npu::estimate` answers); after other layers it runs as little as
     /// `estimate.cycles`. `None` for a job `submit` would refuse. Moves nothing but the cost
     /// cache.
-    pub fn estimate_prefetched(&mut self, job: &Job<'_>) -> Option<(Cycles, Estimate)> {
+    pub(crate) fn estimate_prefetched(&mut self, job: &Job<'_>) -> Option<(Cycles, Estimate)> {
         self.validate(job).ok()?;
         let (prefetch, t) = match self.layer_cost(unit_of(job.queue), &job.kind) {
             Some(cost) if self.pipeline.is_some() => {
@@ -172,6 +172,7 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
                 cycles: t.cycles,
                 sram_cycles: t.sram,
                 flash_cycles: t.flash,
+                prefetch_cycles: 0,
             },
         ))
     }

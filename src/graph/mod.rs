@@ -77,11 +77,13 @@ mod arena;
 mod error;
 mod planned;
 mod run;
+mod schedule;
 mod tile;
 
 pub use arena::PLAN_EFFORT;
 pub use error::GraphError;
 pub use planned::JobPlanReport;
+pub use schedule::{ScheduleReport, Scheduling};
 
 use planned::Path;
 
@@ -90,6 +92,7 @@ use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
 use crate::hal::MAX_JOB_INPUTS;
 use crate::model::{BuiltinOp, Model, SubGraph};
+use crate::server::Placement;
 use crate::ops::{LowerCtx, LowerError, Lowered, Operand};
 use crate::ops::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES};
 use npu_kernels::int8::ChannelMultiplier;
@@ -117,6 +120,26 @@ pub enum Optimise {
     /// The smallest arena: chains of convolutions and pools run in stripes of rows wherever
     /// that shrinks the arena (recomputing the halo rows between stripes).
     Memory,
+}
+
+/// How to prepare a graph ([`Graph::prepare_with`]). An [`Optimise`] converts into it with
+/// the default scheduling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PrepareOptions {
+    /// What the arena plan optimises.
+    pub optimise: Optimise,
+    /// How operators are spread over the execution units.
+    pub scheduling: Scheduling,
+}
+
+impl From<Optimise> for PrepareOptions {
+    fn from(optimise: Optimise) -> Self {
+        PrepareOptions {
+            optimise,
+            scheduling: Scheduling::default(),
+        }
+    }
 }
 
 /// Includes a file as a `&'static [u8]` aligned to 16 bytes, the alignment NPUs need to read a
@@ -156,6 +179,12 @@ pub(super) struct Step {
     /// The arena plan put every input where the output wants it (a concatenation whose
     /// producers wrote straight into its output): the step runs nothing.
     in_place: bool,
+    /// Where the schedule runs it ([`Placement::Auto`] without a static schedule).
+    placement: Placement,
+    /// For a band step (appended after the model's steps): its rows of its parent step.
+    band: Option<schedule::Band>,
+    /// The schedule cut it into band steps: it runs nothing itself.
+    split: bool,
 }
 
 /// A model tensor's state.
@@ -220,6 +249,12 @@ pub struct Graph<
     path: Path<'c, C, OPS, TENSORS>,
     /// Whether invokes may replay a job plan ([`Graph::set_replay`]).
     replay: bool,
+    /// Steps in the static schedule's submission order (band steps included); empty when
+    /// the model's order is followed.
+    order: heapless::Vec<u16, OPS>,
+    /// The model's own steps (band steps follow them).
+    model_steps: u16,
+    schedule: ScheduleReport,
 }
 
 /// Pinned input and output buffers of one in-flight invoke ([`Graph::io_buffers`],
@@ -391,13 +426,16 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     pub fn prepare(client: ComputeClient<'c, C>, model: &'static [u8]) -> Result<Self, GraphError> {
         Self::prepare_with(client, model, Optimise::Cycles)
     }
-    /// [`prepare`](Self::prepare), with the arena plan optimised for `optimise`:
-    /// [`Optimise::Memory`] runs chains of layers in stripes where that shrinks the arena.
+    /// [`prepare`](Self::prepare) with [`PrepareOptions`] (or just an [`Optimise`]): the
+    /// arena plan optimised for `optimise` ([`Optimise::Memory`] runs chains of layers in
+    /// stripes where that shrinks the arena), and the operators spread over the execution
+    /// units as `scheduling` says.
     pub fn prepare_with(
         client: ComputeClient<'c, C>,
         model: &'static [u8],
-        optimise: Optimise,
+        options: impl Into<PrepareOptions>,
     ) -> Result<Self, GraphError> {
+        let options = options.into();
         let parsed = Model::parse(model)?;
         let sub = parsed.subgraph();
         let tensor_count = usize::from(sub.tensor_count());
@@ -422,6 +460,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             memory: ArenaReport::default(),
             path: Path::First,
             replay: true,
+            order: heapless::Vec::new(),
+            model_steps: 0,
+            schedule: ScheduleReport::default(),
         };
         for t in sub.tensors() {
             let t = t?;
@@ -463,8 +504,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 slot.last_use = u16::MAX;
             }
         }
-        graph.plan_arena(optimise)?;
+        graph.plan_arena(options.optimise)?;
         graph.place_variables()?;
+        graph.model_steps = graph.steps.len() as u16;
+        graph.plan_schedule(options.scheduling)?;
         Ok(graph)
     }
     /// Places each variable tensor in its block of the pool for the graph's lifetime and sets
@@ -672,6 +715,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             operands,
             output,
             in_place: false,
+            placement: Placement::Auto,
+            band: None,
+            split: false,
         };
         self.steps
             .push(step)
@@ -696,7 +742,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         // Every invoke after the first takes this path: kept short and first.
         if let (true, Path::Planned(plan)) = (self.replay, &mut self.path) {
             let io = (self.inputs.as_slice(), self.outputs.as_slice());
-            match plan.invoke(&self.steps, io, inputs, outputs) {
+            match plan.invoke((&self.steps, &self.order), io, inputs, outputs) {
                 // Built before the server's tuning changed: nothing ran; build it again.
                 Err(e) if planned::stale(&e) => self.path = Path::Build,
                 other => return other,
@@ -716,7 +762,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         if self.use_plan()? {
             if let Path::Planned(plan) = &mut self.path {
                 let io = (self.inputs.as_slice(), self.outputs.as_slice());
-                return plan.invoke(&self.steps, io, inputs, outputs);
+                return plan.invoke((&self.steps, &self.order), io, inputs, outputs);
             }
         }
         let result = self.run(inputs, outputs);
@@ -801,7 +847,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
             if let Path::Planned(plan) = &mut self.path {
                 let names = (self.inputs.as_slice(), self.outputs.as_slice());
-                match plan.submit(&self.steps, names, io) {
+                match plan.submit((&self.steps, &self.order), names, io) {
                     // Built before the server's tuning changed: nothing ran; build it again.
                     Err(e) if planned::stale(&e) => self.path = Path::Build,
                     other => return other,
@@ -857,7 +903,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .capabilities()
             .map(|c| c.ops)
             .unwrap_or_default();
-        self.steps.iter().map(move |s| LoweredOperator {
+        self.model_steps().iter().map(move |s| LoweredOperator {
             op_index: s.op_index,
             builtin: s.builtin,
             op: s.op,
@@ -865,6 +911,14 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 op.kind() == OpKind::Reshape || ops.contains(op.kind(), op.dtype())
             }),
         })
+    }
+    /// The static schedule the graph's invokes follow (see [`Scheduling`]).
+    pub fn schedule(&self) -> ScheduleReport {
+        self.schedule
+    }
+    /// The model's own steps, without the band steps a schedule appended.
+    pub(super) fn model_steps(&self) -> &[Step] {
+        &self.steps[..usize::from(self.model_steps).min(self.steps.len())]
     }
     /// Whether the weights are read in place from flash (else they were copied to the arena).
     pub fn weights_in_flash(&self) -> bool {

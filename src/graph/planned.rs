@@ -100,7 +100,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
     /// output tensors, `steps` the graph's (for their ops).
     pub(super) fn invoke(
         &mut self,
-        steps: &[Step],
+        (steps, order): (&[Step], &[u16]),
         names: (&[u16], &[u16]),
         inputs: &[&[u8]],
         outputs: &mut [&mut [u8]],
@@ -109,7 +109,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         for (&t, input) in names.0.iter().zip(inputs) {
             client.write(self.view(t)?, input).map_err(not_one_op)?;
         }
-        self.run(steps)?;
+        self.run(steps, order)?;
         for (&t, out) in names.1.iter().zip(outputs.iter_mut()) {
             client.read(self.view(t)?, out).map_err(not_one_op)?;
         }
@@ -121,7 +121,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
     /// waiting.
     pub(super) fn submit(
         &mut self,
-        steps: &[Step],
+        (steps, order): (&[Step], &[u16]),
         names: (&[u16], &[u16]),
         io: &IoBuffers<'c, C>,
     ) -> Result<(), GraphError> {
@@ -129,20 +129,29 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         for (&t, input) in names.0.iter().zip(&io.inputs) {
             client.copy(input, self.view(t)?).map_err(not_one_op)?;
         }
-        self.run(steps)?;
+        self.run(steps, order)?;
         for (&t, out) in names.1.iter().zip(&io.outputs) {
             client.copy(self.view(t)?, out).map_err(not_one_op)?;
         }
         Ok(())
     }
 
-    /// Submits the plan's jobs, each with its step's op (nothing when the plan is stale).
-    fn run(&mut self, steps: &[Step]) -> Result<(), GraphError> {
+    /// Submits the plan's jobs, each with its step's op (nothing when the plan is stale), in
+    /// `order` when the graph follows a static schedule.
+    fn run(&mut self, steps: &[Step], order: &[u16]) -> Result<(), GraphError> {
         let mut ops: heapless::Vec<&Op, OPS> = heapless::Vec::new();
-        for step in steps.iter().filter(|s| !s.in_place) {
-            if let Some(op) = &step.op {
-                // At most one per step: OPS.
-                let _ = ops.push(op);
+        if order.is_empty() {
+            for step in steps.iter().filter(|s| !s.in_place) {
+                if let Some(op) = &step.op {
+                    // At most one per step: OPS.
+                    let _ = ops.push(op);
+                }
+            }
+        } else {
+            for &si in order {
+                if let Some(op) = steps.get(usize::from(si)).and_then(|s| s.op.as_ref()) {
+                    let _ = ops.push(op);
+                }
             }
         }
         self.plan.run(&ops).map_err(not_one_op)
@@ -189,6 +198,66 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
     }
 
+    /// Records the static schedule's tasks in its order, each on its unit: every output
+    /// placed first in model order (as the per-job path does), band steps over views of
+    /// their rows, which the plan then owns.
+    fn push_scheduled(
+        &self,
+        pool: &Tensor<'c, C>,
+        views: &mut heapless::Vec<Option<Tensor<'c, C>>, TENSORS>,
+        plan: &mut JobPlan<'c, C, OPS, TENSORS>,
+    ) -> Result<(), GraphError> {
+        let client = self.client;
+        for (si, step) in self.model_steps().iter().enumerate() {
+            let out = usize::from(step.output);
+            if step.op.is_none() {
+                let input = match step.operands.first() {
+                    Some(StepOperand::Tensor(t)) => views[usize::from(*t)].clone(),
+                    _ => None,
+                };
+                views[out] = input;
+                continue;
+            }
+            if views[out].is_none() {
+                let slot = &self.tensors[out];
+                let view = client.place(pool, slot.offset, slot.bytes);
+                views[out] = Some(view.map_err(self.failed(si))?);
+            }
+            if step.in_place {
+                if let Some(view) = &views[out] {
+                    plan.include(view).map_err(self.failed(si))?;
+                }
+            }
+        }
+        for &si in &self.order {
+            let si = usize::from(si);
+            let step = &self.steps[si];
+            let failed = self.failed(si);
+            let op = step.op.as_ref().ok_or(failed(Error::StaleHandle { index: 0 }))?;
+            match step.band {
+                Some(band) => {
+                    let (input, output) = self.band_views(pool, si, band)?;
+                    let mut refs = self.operands_with(si, 1, |t| views[usize::from(t)].as_ref())?;
+                    refs.insert(0, &input)
+                        .map_err(|_| failed(Error::StaleHandle { index: 0 }))?;
+                    plan.push_on(step.placement, op, &refs, &output)
+                        .map_err(&failed)?;
+                    drop(refs);
+                    plan.adopt(input).map_err(&failed)?;
+                    plan.adopt(output).map_err(&failed)?;
+                }
+                None => {
+                    let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
+                    let out = views[usize::from(step.output)].as_ref();
+                    let out = out.ok_or(failed(Error::StaleHandle { index: 0 }))?;
+                    plan.push_on(step.placement, op, &refs, out)
+                        .map_err(&failed)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Places every activation at its planned offset for the plan's lifetime and records each
     /// operator's job, choosing each as the server's tuning says now.
     fn build_plan(&self) -> Result<GraphJobPlan<'c, C, OPS, TENSORS>, GraphError> {
@@ -218,7 +287,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             place(&mut views, t).map_err(not_one_op)?;
         }
         let mut plan = client.job_plan();
+        if !self.order.is_empty() {
+            self.push_scheduled(&pool, &mut views, &mut plan)?;
+        }
         for (si, step) in self.steps.iter().enumerate() {
+            if !self.order.is_empty() {
+                break;
+            }
             let failed = self.failed(si);
             let Some(op) = &step.op else {
                 // RESHAPE: another name for its input's memory.
@@ -241,7 +316,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
             let output = views[usize::from(step.output)].as_ref();
             let output = output.ok_or(failed(Error::StaleHandle { index: 0 }))?;
-            plan.push(op, &refs, output).map_err(&failed)?;
+            match step.placement {
+                crate::server::Placement::Auto => plan.push(op, &refs, output),
+                at => plan.push_on(at, op, &refs, output),
+            }
+            .map_err(&failed)?;
         }
         // Only the plan's jobs touch the activations between input and output: it adopts
         // them, and its runs skip their bookkeeping. (A RESHAPE's output is its input's

@@ -11,6 +11,7 @@ use crate::channel::ComputeChannel;
 use crate::client::Tensor;
 use crate::error::Error;
 use crate::hal::MAX_JOB_INPUTS;
+use crate::server::Placement;
 
 impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
     pub(super) fn submit_steps(&mut self, io: &IoBuffers<'c, C>) -> Result<(), GraphError> {
@@ -103,6 +104,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     }
     /// Submits every step; returns once they are queued.
     fn run_steps(&mut self, pool: &Tensor<'c, C>) -> Result<(), GraphError> {
+        if !self.order.is_empty() {
+            return self.run_scheduled(pool);
+        }
         let mut si = 0;
         while si < self.steps.len() {
             let last = match self.tiles.iter().find(|t| usize::from(t.first) == si) {
@@ -128,6 +132,121 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             si = last + 1;
         }
         Ok(())
+    }
+
+    /// Submits every task in the static schedule's order, each on its unit. Each output is
+    /// placed just before its job is submitted, as on the model-ordered path: a placement
+    /// takes over the access records of the placements under it, which must already hold the
+    /// jobs it has to wait for (the schedule keeps every pair of tasks whose memory meets in
+    /// model order). A split step's whole output is placed after its last band, so its readers
+    /// wait for every band. Steps that run nothing (RESHAPE, a concatenation done in place)
+    /// are bound once their inputs are. Activations stay placed until the invoke ends.
+    fn run_scheduled(&mut self, pool: &Tensor<'c, C>) -> Result<(), GraphError> {
+        let client = self.client;
+        self.bind_passive(pool)?;
+        for k in 0..self.order.len() {
+            let si = usize::from(self.order[k]);
+            let step = &self.steps[si];
+            let failed = self.failed(si);
+            let op = step.op.as_ref().ok_or(failed(Error::StaleHandle { index: 0 }))?;
+            let output = usize::from(step.output);
+            match step.band {
+                Some(band) => {
+                    let (input, out) = self.band_views(pool, si, band)?;
+                    let mut refs = self.operand_refs(si, 1)?;
+                    refs.insert(0, &input)
+                        .map_err(|_| failed(Error::StaleHandle { index: 0 }))?;
+                    client
+                        .execute_on(step.placement, op, &refs, &out)
+                        .map_err(&failed)?;
+                    drop(refs);
+                    drop((input, out));
+                    let last = self.order[k + 1..].iter().all(|&later| {
+                        self.steps[usize::from(later)]
+                            .band
+                            .is_none_or(|b| b.parent != band.parent)
+                    });
+                    if last {
+                        let slot = &self.tensors[output];
+                        let whole = client.place(pool, slot.offset, slot.bytes);
+                        self.tensors[output].value = Some(whole.map_err(&failed)?);
+                    }
+                }
+                None => {
+                    let slot = &self.tensors[output];
+                    let out = client.place(pool, slot.offset, slot.bytes).map_err(&failed)?;
+                    let refs = self.operand_refs(si, 0)?;
+                    client
+                        .execute_on(step.placement, op, &refs, &out)
+                        .map_err(&failed)?;
+                    drop(refs);
+                    self.tensors[output].value = Some(out);
+                }
+            }
+            self.bind_passive(pool)?;
+        }
+        Ok(())
+    }
+
+    /// Binds the outputs of the steps that run nothing whose inputs are all bound: a
+    /// RESHAPE's is its input's tensor, an in-place concatenation's is placed over the blocks
+    /// its producers wrote.
+    fn bind_passive(&mut self, pool: &Tensor<'c, C>) -> Result<(), GraphError> {
+        for si in 0..usize::from(self.model_steps) {
+            let step = &self.steps[si];
+            let output = usize::from(step.output);
+            if self.tensors[output].value.is_some() || (step.op.is_some() && !step.in_place) {
+                continue;
+            }
+            let ready = step.operands.iter().all(|o| match *o {
+                StepOperand::Tensor(t) => self.tensors[usize::from(t)].value.is_some(),
+                StepOperand::Aux(_) => true,
+            });
+            if !ready {
+                continue;
+            }
+            let value = if step.op.is_none() {
+                self.operand_refs(si, 0)?[0].clone()
+            } else {
+                let slot = &self.tensors[output];
+                self.client
+                    .place(pool, slot.offset, slot.bytes)
+                    .map_err(self.failed(si))?
+            };
+            self.tensors[output].value = Some(value);
+        }
+        Ok(())
+    }
+
+    /// A band step's views: its rows of its parent's first input and of the output.
+    pub(super) fn band_views(
+        &self,
+        pool: &Tensor<'c, C>,
+        si: usize,
+        band: super::schedule::Band,
+    ) -> Result<(Tensor<'c, C>, Tensor<'c, C>), GraphError> {
+        let failed = self.failed(si);
+        let step = &self.steps[si];
+        let parent = &self.steps[usize::from(band.parent)];
+        let shapes = parent.op.as_ref().and_then(tile::shapes);
+        let (Some((i, o)), Some(StepOperand::Tensor(input))) = (shapes, step.operands.first())
+        else {
+            return Err(failed(Error::StaleHandle { index: 0 }));
+        };
+        let (in_row, out_row) = (tile::row_bytes(i), tile::row_bytes(o));
+        let in_offset = self.tensors[usize::from(*input)].offset;
+        let out_offset = self.tensors[usize::from(step.output)].offset;
+        let (a, b) = band.in_rows;
+        let input = self
+            .client
+            .place(pool, in_offset + a * in_row, (b - a) * in_row)
+            .map_err(&failed)?;
+        let (a, b) = band.out_rows;
+        let output = self
+            .client
+            .place(pool, out_offset + a * out_row, (b - a) * out_row)
+            .map_err(&failed)?;
+        Ok((input, output))
     }
 
     pub(super) fn failed(&self, si: usize) -> impl Fn(Error) -> GraphError {
@@ -181,11 +300,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 // producers' writes.
                 let out = self.client.place(pool, slot.offset, slot.bytes);
                 let out = out.map_err(self.failed(si))?;
-                if !step.in_place {
+                if !step.in_place && !step.split {
                     // As the server's tune mode says: `execute` when tuning is off.
-                    self.client
-                        .execute(op, &refs, &out)
-                        .map_err(self.failed(si))?;
+                    let done = match step.placement {
+                        Placement::Auto => self.client.execute(op, &refs, &out),
+                        at => self.client.execute_on(at, op, &refs, &out),
+                    };
+                    done.map_err(self.failed(si))?;
                 }
                 out
             }

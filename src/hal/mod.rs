@@ -296,6 +296,10 @@ pub struct Estimate {
     pub sram_cycles: Cycles,
     /// Cycles of the shared flash port the job occupies.
     pub flash_cycles: Cycles,
+    /// Of `cycles`, those spent before the job proper copying what it reads ahead of time
+    /// (a layer's weights from flash to SRAM): a driver that prefetches overlaps them with
+    /// the jobs before, so in a sequence the job takes `cycles - prefetch_cycles` at least.
+    pub prefetch_cycles: Cycles,
 }
 
 /// A non-blocking NPU driver.

@@ -109,8 +109,8 @@ fn weighted(tasks: &[Task], npu_units: u8, w: &Weights) -> Cycles {
     let mut sum: u128 = 0;
     for t in tasks {
         let c = &t.cost;
-        let ports =
-            weight(SRAM) * u128::from(c.sram_cycles) + weight(FLASH) * u128::from(c.flash_cycles);
+        let ports = weight(SRAM) * u128::from(c.sram_cycles)
+            + weight(FLASH) * u128::from(c.flash_cycles);
         let cheapest = units(npu_units)
             .filter_map(|u| {
                 let held = u128::from(c.alone(u)?);
@@ -256,6 +256,8 @@ fn memory(tasks: &[Task], npu_units: u8) -> Cycles {
     sram_cpu[CPU] = cpu_weight(|c| c.sram_cycles);
     let mut flash_cpu = alone(FLASH);
     flash_cpu[CPU] = cpu_weight(|c| c.flash_cycles);
+    // The weight pipeline's copies are not counted: on several units its timeline is not the
+    // units', so a schedule can take less than all of them end to end (see the module docs).
     search(
         tasks,
         npu_units,

@@ -127,6 +127,10 @@ struct Clock {
     cpu_free: Cycles,
     sram_free: Cycles,
     flash_free: Cycles,
+    /// The weight pipeline: where its layer sequence ends and where its weight DMA is free,
+    /// on its own timeline (see the module docs).
+    pipe_end: Cycles,
+    dma_free: Cycles,
     /// The end of the latest CPU task that a placed NPU task reads: the runtime submits the NPU
     /// tasks placed after that one only once it has computed that CPU task, so none of them
     /// starts earlier.
@@ -140,6 +144,8 @@ struct Trial {
     placed: Placed,
     sram_end: Option<Cycles>,
     flash_end: Option<Cycles>,
+    dma_end: Option<Cycles>,
+    pipe_end: Option<Cycles>,
 }
 
 impl Clock {
@@ -149,6 +155,8 @@ impl Clock {
             cpu_free: 0,
             sram_free: 0,
             flash_free: 0,
+            pipe_end: 0,
+            dma_free: 0,
             cpu_floor: 0,
         }
     }
@@ -167,10 +175,17 @@ impl Clock {
                     },
                     sram_end: None,
                     flash_end: None,
+                    dma_end: None,
+                    pipe_end: None,
                 })
             }
             Unit::Npu(n) => {
                 let free = *self.npu_free.get(usize::from(n))?;
+                // The weight pipeline charges the task its cycles plus any wait for its copy.
+                let dma_end = reserve(0, self.dma_free, cost.prefetch_cycles);
+                let pipe_start = self.pipe_end.max(dma_end.unwrap_or(0));
+                let pipe_end = pipe_start.saturating_add(cycles);
+                let cycles = pipe_end - self.pipe_end;
                 let start = ready.max(free).max(self.cpu_floor);
                 let sram_end = reserve(start, self.sram_free, cost.sram_cycles);
                 let flash_end = reserve(start, self.flash_free, cost.flash_cycles);
@@ -182,6 +197,8 @@ impl Clock {
                     placed: Placed { unit, start, end },
                     sram_end,
                     flash_end,
+                    dma_end,
+                    pipe_end: Some(pipe_end),
                 })
             }
         }
@@ -218,6 +235,7 @@ impl Clock {
                 if let Some(free) = self.npu_free.get_mut(usize::from(n)) {
                     *free = t.placed.end;
                 }
+
                 self.cpu_floor = self.cpu_floor.max(cpu_deps_end);
             }
         }
@@ -226,6 +244,12 @@ impl Clock {
         }
         if let Some(e) = t.flash_end {
             self.flash_free = e;
+        }
+        if let Some(e) = t.dma_end {
+            self.dma_free = e;
+        }
+        if let Some(e) = t.pipe_end {
+            self.pipe_end = e;
         }
     }
 }

@@ -31,6 +31,13 @@
 //!   cycles is no reservation: it neither waits for the port nor moves it.
 //! - The task ends at `max(s + cycles, sram_end, flash_end)`, and holds its unit until then; the
 //!   ports' free times advance to the ends of its reservations.
+//! - A task that copies data ahead of itself (a layer's weights, [`TaskCost::prefetch_cycles`])
+//!   goes through the weight pipeline a driver runs (and the simulator models): one weight
+//!   DMA copies each layer's weights in the order the layers are submitted, back to back, and
+//!   the pipeline runs the layers on its own timeline, each after the one before and after its
+//!   copy. The task is charged what it adds to that timeline (its cycles plus any wait for its
+//!   copy) as its own cycles. The pipeline's timeline is not the units': on several units it
+//!   only approximates when the copies land, as the simulator's does.
 //! - CPU tasks use no port (they work on host memory).
 //! - Ports are reserved in the order NPU tasks are placed, which is the order
 //!   [`Schedule::order`] submits them in: a simulator that times a job when it is submitted
@@ -224,6 +231,10 @@ pub struct TaskCost {
     /// Cycles it holds the shared flash port when it runs on an NPU unit
     /// ([`Estimate::flash_cycles`](crate::hal::Estimate::flash_cycles)).
     pub flash_cycles: Cycles,
+    /// Cycles the weight DMA spends copying what it reads ahead of it when it runs on an NPU
+    /// unit ([`Estimate::prefetch_cycles`](crate::hal::Estimate::prefetch_cycles)): the copy
+    /// starts as soon as the DMA is free and the task starts once it has landed.
+    pub prefetch_cycles: Cycles,
 }
 
 impl TaskCost {
@@ -233,6 +244,7 @@ impl TaskCost {
         cpu: None,
         sram_cycles: 0,
         flash_cycles: 0,
+        prefetch_cycles: 0,
     };
 
     /// Its cycles on `unit` as given, `None` where it cannot run.

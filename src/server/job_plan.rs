@@ -197,6 +197,11 @@ impl<const STEPS: usize, const TENSORS: usize> Default for JobPlanState<STEPS, T
 }
 
 impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
+    /// The unit the next step goes to (the round robin continues from it).
+    pub(super) fn set_next_unit(&mut self, unit: u8) {
+        self.next_unit = unit;
+    }
+
     /// An empty plan.
     pub const fn new() -> Self {
         JobPlanState {
@@ -272,11 +277,22 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
             write_queues: 0,
             read_queues: 0,
         };
-        for u in self.tensors.iter().filter(|u| u.overlaps(&region)) {
-            merge_newest(&mut t.writes, &u.writes);
-            merge_newest(&mut t.reads, &u.reads);
-            t.write_queues |= u.write_queues;
-            t.read_queues |= u.read_queues;
+        // The steps so far that touched memory overlapping it, step by step: inheriting the
+        // records of the tensors it overlaps instead would take in their other steps too (a
+        // band of a tensor would wait for writers of the tensor's other rows).
+        for (k, step) in self.steps.iter().enumerate() {
+            let q = step.queue.index();
+            let touches = |i: u8| self.tensors.get(usize::from(i)).is_some_and(|u| u.overlaps(&region));
+            let wrote = touches(step.output)
+                || (step.scratch && self.scratch.is_some_and(|i| touches(i)));
+            if let (Some(slot), true) = (t.writes.get_mut(q), wrote) {
+                *slot = k as u16;
+                t.write_queues |= 1 << q;
+            }
+            if let (Some(slot), true) = (t.reads.get_mut(q), step.inputs.iter().any(|&i| touches(i))) {
+                *slot = k as u16;
+                t.read_queues |= 1 << q;
+            }
         }
         // A plan indexes its tensors with a byte: more than 255 is its capacity too.
         let index = u8::try_from(self.tensors.len())

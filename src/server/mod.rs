@@ -43,6 +43,7 @@ mod fallback;
 mod job_plan;
 mod passes;
 mod pinned;
+mod placement;
 mod release;
 mod residency;
 mod staging;
@@ -52,6 +53,7 @@ mod tuning;
 
 pub use job_plan::JobPlanState;
 pub use passes::PassServer;
+pub use placement::Placement;
 pub use residency::Residency;
 pub use tensors::TensorState;
 pub use tuning::{TuneStats, VERIFY_CHUNK};
@@ -155,6 +157,26 @@ pub trait ComputeServer {
     /// follows the tuning the server was built with (see [`NpuServer::with_tuning`]): the
     /// NPU's own choice by default, or the CPU fallback kernels where the NPU lacks the op.
     fn execute(&mut self, op: &Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error>;
+    /// [`execute`](Self::execute) at a placement the caller decided (a static schedule's):
+    /// see [`Placement`]. Errors: [`HalError::NoSuchUnit`](crate::hal::HalError::NoSuchUnit)
+    /// for a unit the NPU lacks, and those of `execute`.
+    fn execute_on(
+        &mut self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error>;
+    /// What `op` on `inputs` into `output` would cost at `placement`, as the HAL predicts it
+    /// ([`Npu::estimate`](crate::hal::Npu::estimate)); `None` when the HAL cannot tell.
+    /// Nothing runs. Errors: those of `execute`'s checks, and `NoSuchUnit`.
+    fn estimate(
+        &mut self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<Option<crate::hal::Estimate>, Error>;
     /// Waits for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
     /// The completion interrupt: retire finished jobs.
@@ -174,6 +196,16 @@ pub trait ComputeServer {
     fn plan_step<const S: usize, const T: usize>(
         &mut self,
         plan: &mut JobPlanState<S, T>,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error>;
+    /// [`plan_step`](Self::plan_step) at a placement the caller decided (a static
+    /// schedule's): see [`Placement`]. Errors: those of `plan_step`, and `NoSuchUnit`.
+    fn plan_step_on<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
+        placement: Placement,
         op: &Op,
         inputs: &[HandleId],
         output: HandleId,
@@ -218,6 +250,8 @@ pub trait ComputeServer {
 
     /// What the NPU behind this server can do.
     fn capabilities(&self) -> Capabilities;
+    /// Execution unit `unit` as the HAL declares it ([`Npu::execution_unit`]).
+    fn execution_unit(&self, unit: u8) -> crate::hal::ExecutionUnit;
     /// Job and transfer counters.
     fn stats(&self) -> ServerStats;
     /// Memory figures of the device arena.
@@ -549,6 +583,26 @@ impl<
         Self::execute(self, op, inputs, output)
     }
 
+    fn execute_on(
+        &mut self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        Self::execute_on(self, placement, op, inputs, output)
+    }
+
+    fn estimate(
+        &mut self,
+        placement: Placement,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<Option<crate::hal::Estimate>, Error> {
+        Self::estimate(self, placement, op, inputs, output)
+    }
+
     fn sync(&mut self) -> Result<(), Error> {
         Self::sync(self)
     }
@@ -565,6 +619,17 @@ impl<
         output: HandleId,
     ) -> Result<(), Error> {
         Self::plan_step(self, plan, op, inputs, output)
+    }
+
+    fn plan_step_on<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
+        placement: Placement,
+        op: &Op,
+        inputs: &[HandleId],
+        output: HandleId,
+    ) -> Result<(), Error> {
+        Self::plan_step_on(self, plan, placement, op, inputs, output)
     }
 
     fn run_plan<const S: usize, const T: usize>(
@@ -600,6 +665,10 @@ impl<
 
     fn capabilities(&self) -> Capabilities {
         self.caps
+    }
+
+    fn execution_unit(&self, unit: u8) -> crate::hal::ExecutionUnit {
+        self.npu.execution_unit(unit)
     }
 
     fn stats(&self) -> ServerStats {

@@ -88,7 +88,7 @@ mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
-use npu_compute::graph::Optimise;
+use npu_compute::graph::{Optimise, Scheduling};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -146,6 +146,11 @@ enum Command {
         /// e.g. `u55-256,u55-128`. The CPU is always there besides.
         #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
         units: common::Units,
+        /// How operators are spread over the units: `static` (a schedule planned at
+        /// prepare), `dynamic` (round robin at dispatch) or `op-by-op` (one operator at a
+        /// time, split over every unit).
+        #[arg(long, value_enum, default_value_t = ScheduleArg::Static)]
+        schedule: ScheduleArg,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -238,6 +243,27 @@ impl From<OptimiseArg> for Optimise {
     }
 }
 
+/// How operators are spread over the execution units (`npu_compute::graph::Scheduling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ScheduleArg {
+    /// A static schedule planned at prepare.
+    Static,
+    /// Round robin at dispatch.
+    Dynamic,
+    /// One operator at a time, split over every unit.
+    OpByOp,
+}
+
+impl From<ScheduleArg> for Scheduling {
+    fn from(s: ScheduleArg) -> Self {
+        match s {
+            ScheduleArg::Static => Scheduling::Static,
+            ScheduleArg::Dynamic => Scheduling::Dynamic,
+            ScheduleArg::OpByOp => Scheduling::OpByOp,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Bench {
     /// Peak arena bytes of Burn's strategy: deallocation period x slice ratio, two workloads.
@@ -324,6 +350,7 @@ fn main() -> ExitCode {
             tune_table,
             autotune,
             units,
+            schedule,
         } => run::run(
             &model,
             &input,
@@ -335,6 +362,7 @@ fn main() -> ExitCode {
             tune_table.as_deref(),
             autotune,
             units.config(),
+            schedule.into(),
         ),
         Command::Tune {
             model,

@@ -1,6 +1,7 @@
 //! `npu-sim run MODEL --input IN.bin... [--output OUT.bin...] [--arena BYTES] [--host BYTES]
 //! [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
-//! --autotune] [--units SPEC]`: runs a TensorFlow Lite model on the simulated NPU.
+//! --autotune] [--units SPEC] [--schedule static|dynamic|op-by-op]`: runs a TensorFlow Lite
+//! model on the simulated NPU.
 //!
 //! Prepares the model in an arena of `--arena` bytes, with `--host` bytes of host staging
 //! memory, on a part with the execution units of `--units` (default one `u55-128`), and
@@ -15,8 +16,12 @@
 //! what a first TFLM invoke gives, whatever `--repeat` and `--autotune`); with `--stats` the
 //! run's figures as JSON (the runner's report: `npu_cycles`, `jobs`, `transfers`,
 //! `arena_peak_bytes`, `runtime_state_bytes`, `host_us`, ..., and `units` (the spec,
-//! normalised: lower case, no spaces), `unit_busy_cycles` (one number per unit) and
-//! `cpu_busy_cycles`); on stdout the predicted class
+//! normalised: lower case, no spaces), `unit_busy_cycles` (one number per unit),
+//! `cpu_busy_cycles`, and the schedule: `schedule` (`static`, `dynamic` or `op-by-op`),
+//! `schedule_planned` (whether a static schedule was followed), `schedule_tasks`,
+//! `schedule_split_operators`, `schedule_predicted_cycles` and `schedule_lower_bound_cycles`
+//! (the largest of the critical path, the work over the units' throughput and the shared
+//! memory ports' traffic, each with every task at its cheapest)); on stdout the predicted class
 //! (the largest int8 of the first output, the lowest index on ties) with the first output's
 //! bytes, the tuning counts when a table or autotuning was asked for, and the NPU cycles,
 //! jobs, transfers, CPU-fallback ops, arena peak, runtime state and where the weights live.
@@ -30,7 +35,7 @@
 //! anything is written).
 
 use crate::common::{read_file, read_inputs, read_model};
-use npu_compute::graph::Optimise;
+use npu_compute::graph::{Optimise, Scheduling};
 use npu_compute::tune::TuneMode;
 use npu_sim::runner::{self, RunOptions};
 use npu_sim::SimConfig;
@@ -49,6 +54,7 @@ pub fn run(
     tune_table: Option<&Path>,
     autotune: bool,
     config: SimConfig,
+    scheduling: Scheduling,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
     let inputs = read_inputs(inputs)?;
@@ -77,6 +83,7 @@ pub fn run(
         },
         tune_table: table,
         config,
+        scheduling,
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
     if !outputs.is_empty() && outputs.len() != report.outputs.len() {

@@ -1,0 +1,724 @@
+//! The static schedule of a graph: its operators split into tasks, and every task given an
+//! execution unit and a place in the submission order at prepare (Rammer's rTasks on vEUs).
+//!
+//! # Design
+//!
+//! Without a schedule, each operator is one job and `execute` picks its unit round robin at
+//! dispatch ([`Scheduling::Dynamic`]). With one, every decision is made once, at prepare:
+//!
+//! - **Tasks.** Each operator that runs is one task, or, where it is row-local (a
+//!   convolution, depthwise convolution or pool of one batch whose rows are whole alignment
+//!   units) and there are several NPU units, one task per unit over a band of output rows, the
+//!   bands sized to the units' throughputs. A band reads the input rows under its window (the
+//!   halo is read twice) and pays its own job overhead: the HAL's estimates include both.
+//! - **Costs** come from the HAL ([`Npu::estimate`](crate::hal::Npu::estimate)) for each task
+//!   on each unit that can run it, the CPU included (its fallback kernels, with the
+//!   transfers the fallback makes). A HAL that cannot estimate gets no static schedule.
+//! - **Dependencies come from memory**, as the server computes them at run time: a task
+//!   waits for every earlier task (in model order) that writes memory it reads, or reads or
+//!   writes memory it writes. The arena plan made for the model order shares memory between
+//!   tensors whose lifetimes do not meet in that order, and those edges keep such tensors
+//!   apart in time too: the schedule never needs more memory than the arena plan gave, and
+//!   what it predicts is what the server's own dependency tracking allows. Edges implied by
+//!   others are dropped, so each task keeps its few direct ones.
+//! - **The schedule** is list scheduling on the critical path with each task placed where it
+//!   finishes earliest ([`Policy::CostEffective`](crate::schedule::Policy)): a slower unit
+//!   that is idle beats a faster one that is busy. [`Scheduling::Static`] plans three task
+//!   sets and keeps the shortest: operators whole, operators split where a split is faster
+//!   than the whole on the best unit, and one operator at a time split over every unit
+//!   ([`Scheduling::OpByOp`], which runs the operators in model order, each spread over all
+//!   units).
+//! - **Replay.** Band tasks become steps of their own, after the model's (so `OPS` bounds the
+//!   model's operators and the bands together; a split that would not fit is not made). The
+//!   graph keeps the submission order: by start cycle, except that a CPU task is submitted
+//!   at its end, after every NPU task the schedule starts before it ends. The CPU computes
+//!   when it is submitted, so the NPU jobs meant to run meanwhile must already be queued.
+//!   Each job goes to its unit ([`Placement`]); the server still tracks dependencies from
+//!   memory, so a schedule can never make a result wrong, only slower than predicted.
+//!
+//! With one NPU unit and every operator on it, the static schedule is the model order on
+//! that unit: the graph then keeps the plain path, which costs nothing more per job.
+
+use core::cmp::Ordering;
+
+use super::tile;
+use super::{not_one_op, Graph, GraphError, Step, StepOperand};
+use crate::channel::ComputeChannel;
+use crate::client::Tensor;
+use crate::error::Error;
+use crate::hal::{Cycles, Estimate, MAX_EXECUTION_UNITS, MAX_JOB_INPUTS};
+use crate::ops::Op;
+use crate::schedule::{self as sched, LowerBound, Policy, Task, TaskCost, Unit};
+use crate::server::Placement;
+
+/// How a graph's operators are spread over the execution units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Scheduling {
+    /// A static schedule planned at prepare (see the [module docs](self)): tasks, units and
+    /// order decided once, the shortest of the task sets tried.
+    #[default]
+    Static,
+    /// No schedule: each operator one job, its unit picked round robin at dispatch.
+    Dynamic,
+    /// One operator at a time in model order, each split over every NPU unit where it can be.
+    OpByOp,
+}
+
+impl Scheduling {
+    /// The command-line name: `static`, `dynamic` or `op-by-op`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scheduling::Static => "static",
+            Scheduling::Dynamic => "dynamic",
+            Scheduling::OpByOp => "op-by-op",
+        }
+    }
+}
+
+/// A band step's rows: the rows of its operator's input it reads and of the output it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Band {
+    /// The model step it is a band of.
+    pub(super) parent: u16,
+    /// Input rows read, `start..end`.
+    pub(super) in_rows: (u32, u32),
+    /// Output rows written, `start..end`.
+    pub(super) out_rows: (u32, u32),
+}
+
+/// The schedule a graph's invokes follow ([`Graph::schedule`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ScheduleReport {
+    /// How the graph was asked to schedule.
+    pub scheduling: Scheduling,
+    /// Whether a static schedule is followed (`false` for [`Scheduling::Dynamic`], and where
+    /// the HAL gives no estimates or the graph runs tiled chains).
+    pub planned: bool,
+    /// Tasks per invoke.
+    pub tasks: u16,
+    /// Operators split into bands.
+    pub split_operators: u16,
+    /// Tasks placed on the CPU.
+    pub cpu_tasks: u16,
+    /// The makespan the schedule predicts, in cycles.
+    pub predicted_cycles: Cycles,
+    /// What no schedule of these tasks on these units can beat.
+    pub lower_bound: LowerBound,
+}
+
+/// Where a task reads and writes the graph's pool: `(offset, len)` byte ranges.
+#[derive(Clone, Debug, Default)]
+struct Access {
+    reads: heapless::Vec<(u32, u32), MAX_JOB_INPUTS>,
+    writes: heapless::Vec<(u32, u32), 2>,
+}
+
+impl Access {
+    fn meets(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
+        a.iter().any(|&(ao, al)| {
+            b.iter().any(|&(bo, bl)| {
+                al != 0 && bl != 0 && u64::from(ao) < u64::from(bo) + u64::from(bl)
+                    && u64::from(bo) < u64::from(ao) + u64::from(al)
+            })
+        })
+    }
+
+    /// Whether `self` (later) must wait for `earlier`.
+    fn conflicts(&self, earlier: &Access) -> bool {
+        Self::meets(&earlier.writes, &self.reads)
+            || Self::meets(&earlier.writes, &self.writes)
+            || Self::meets(&earlier.reads, &self.writes)
+    }
+}
+
+/// One task being planned.
+#[derive(Clone, Debug)]
+struct Draft {
+    step: u16,
+    /// Output rows of a band, `None` for the whole operator.
+    rows: Option<(u32, u32)>,
+    access: Access,
+    task: Task,
+}
+
+/// A task set and its schedule.
+struct Candidate<const OPS: usize> {
+    drafts: heapless::Vec<Draft, OPS>,
+    schedule: sched::Schedule<OPS>,
+}
+
+/// A task set the scheduler could not take (dependencies over [`MAX_TASK_DEPS`], or more
+/// tasks than `OPS`): that alternative is dropped.
+struct Unschedulable;
+
+impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
+    /// Plans the schedule (see the [module docs](self)); called at the end of prepare.
+    pub(super) fn plan_schedule(&mut self, scheduling: Scheduling) -> Result<(), GraphError> {
+        self.schedule = ScheduleReport {
+            scheduling,
+            ..ScheduleReport::default()
+        };
+        if scheduling == Scheduling::Dynamic || !self.tiles.is_empty() {
+            return Ok(());
+        }
+        let caps = self.client.capabilities().map_err(not_one_op)?;
+        let units = caps.execution_units.clamp(1, MAX_EXECUTION_UNITS as u8);
+        let pool = match &self.pool {
+            Some(pool) => pool.clone(),
+            None => return Ok(()),
+        };
+        let mut views: heapless::Vec<Option<Tensor<'c, C>>, TENSORS> = heapless::Vec::new();
+        for slot in self.tensors.iter() {
+            let view = if slot.kept() || slot.bytes == 0 {
+                None
+            } else {
+                Some(
+                    self.client
+                        .place(&pool, slot.offset, slot.bytes)
+                        .map_err(not_one_op)?,
+                )
+            };
+            // As many as the graph's tensors: TENSORS at most.
+            let _ = views.push(view);
+        }
+        let alignment = caps.alignment.max(1);
+        let tries: &[(bool, bool)] = match scheduling {
+            Scheduling::OpByOp => &[(true, true)],
+            // (split, one operator at a time)
+            _ => &[(false, false), (true, false), (true, true)],
+        };
+        let mut best: Option<Candidate<OPS>> = None;
+        for &(split, chain) in tries {
+            let Some(c) = self.candidate(&pool, &views, units, alignment, split, chain)? else {
+                continue;
+            };
+            if best
+                .as_ref()
+                .is_none_or(|b| c.schedule.makespan() < b.schedule.makespan())
+            {
+                best = Some(c);
+            }
+        }
+        drop(views);
+        if let Some(best) = best {
+            self.follow(best, units)?;
+        }
+        Ok(())
+    }
+
+    /// One task set with its schedule; `None` where the HAL gives no estimates or the
+    /// scheduler cannot take it.
+    fn candidate(
+        &self,
+        pool: &Tensor<'c, C>,
+        views: &[Option<Tensor<'c, C>>],
+        units: u8,
+        alignment: u32,
+        split: bool,
+        chain: bool,
+    ) -> Result<Option<Candidate<OPS>>, GraphError> {
+        let mut drafts: heapless::Vec<Draft, OPS> = heapless::Vec::new();
+        let model_steps = self.steps.len();
+        let mut bands_left = OPS.saturating_sub(model_steps);
+        for si in 0..model_steps {
+            let step = &self.steps[si];
+            let Some(op) = &step.op else { continue };
+            if step.in_place {
+                continue;
+            }
+            let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
+            let out = views[usize::from(step.output)]
+                .as_ref()
+                .ok_or(self.failed(si)(Error::StaleHandle { index: step.output }))?;
+            let whole = match self.costs(si, op, &refs, out, units)? {
+                Some(cost) => cost,
+                None => return Ok(None),
+            };
+            let first_of_step = drafts.len();
+            let bands = if split && units > 1 && bands_left >= usize::from(units) {
+                self.bands(si, op, pool, &refs, units, alignment)?
+            } else {
+                None
+            };
+            let use_bands = bands.as_ref().is_some_and(|b| {
+                let slowest = b.iter().filter_map(|d| cheapest(&d.task.cost, units)).max();
+                chain || slowest < cheapest(&whole, units)
+            });
+            match bands {
+                Some(bands) if use_bands => {
+                    bands_left -= bands.len() - 1;
+                    for d in bands {
+                        if drafts.push(d).is_err() {
+                            return Ok(None);
+                        }
+                    }
+                }
+                _ => {
+                    let access = self.access(si, None);
+                    let task = Task {
+                        deps: heapless::Vec::new(),
+                        cost: whole,
+                    };
+                    let draft = Draft {
+                        step: si as u16,
+                        rows: None,
+                        access,
+                        task,
+                    };
+                    if drafts.push(draft).is_err() {
+                        return Ok(None);
+                    }
+                }
+            }
+            let (head, tail) = drafts.split_at_mut(first_of_step);
+            for d in tail.iter_mut() {
+                if chain {
+                    if depend_on_previous_step(head, &mut d.task).is_err() {
+                        return Ok(None);
+                    }
+                } else if depend_by_memory(head, d).is_err() {
+                    return Ok(None);
+                }
+            }
+        }
+        let tasks: heapless::Vec<Task, OPS> = drafts.iter().map(|d| d.task.clone()).collect();
+        match sched::schedule::<OPS>(&tasks, units, Policy::CostEffective) {
+            Ok(schedule) => Ok(Some(Candidate { drafts, schedule })),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// A whole operator's cost on every unit that can run it: the NPU units where the NPU
+    /// runs it, and the CPU. `None` where the HAL gives no estimate.
+    fn costs(
+        &self,
+        si: usize,
+        op: &Op,
+        refs: &[&Tensor<'c, C>],
+        out: &Tensor<'c, C>,
+        units: u8,
+    ) -> Result<Option<TaskCost>, GraphError> {
+        let failed = self.failed(si);
+        let mut cost = TaskCost::NONE;
+        let on_npu = self
+            .client
+            .capabilities()
+            .map_err(&failed)?
+            .ops
+            .runs(op);
+        if on_npu {
+            for u in 0..units {
+                let Some(e) = self
+                    .client
+                    .estimate(Placement::Unit(u), op, refs, out)
+                    .map_err(&failed)?
+                else {
+                    return Ok(None);
+                };
+                set_npu(&mut cost, u, e);
+            }
+        }
+        // The CPU takes the operators the NPU lacks. It could take others where it finishes
+        // first, but its estimate and the NPU's are made by different models (the NPU's weight
+        // pipeline is approximate on several units), and a wrong move there costs a whole
+        // layer on the CPU: measured on the shared models, it lost more than it won.
+        if !on_npu {
+            match self
+                .client
+                .estimate(Placement::Cpu, op, refs, out)
+                .map_err(&failed)?
+            {
+                Some(e) => cost.cpu = Some(e.cycles),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(cost))
+    }
+
+    /// Step `si` cut into one band per unit, rows shared by the units' throughputs; `None`
+    /// where it cannot be cut. A band is placed at its rows' offsets, which must be aligned:
+    /// each cut is moved to the nearest row where both its input and its output start at an
+    /// alignment unit (an input whose rows are not whole units, such as a spectrogram's first
+    /// layer, still has such rows every few).
+    fn bands(
+        &self,
+        si: usize,
+        op: &Op,
+        pool: &Tensor<'c, C>,
+        refs: &[&Tensor<'c, C>],
+        units: u8,
+        alignment: u32,
+    ) -> Result<Option<heapless::Vec<Draft, MAX_EXECUTION_UNITS>>, GraphError> {
+        let step = &self.steps[si];
+        let failed = self.failed(si);
+        if !self.runs_on_npu(si) {
+            return Ok(None);
+        }
+        let Some((in_shape, out_shape)) = tile::shapes(op) else {
+            return Ok(None);
+        };
+        let Some(StepOperand::Tensor(input)) = step.operands.first().copied() else {
+            return Ok(None);
+        };
+        let (in_slot, out_slot) = (
+            &self.tensors[usize::from(input)],
+            &self.tensors[usize::from(step.output)],
+        );
+        if in_slot.kept() || out_slot.kept() || in_shape.batches != 1 || out_shape.batches != 1 {
+            return Ok(None);
+        }
+        let height = out_shape.height;
+        let (in_row, out_row) = (tile::row_bytes(in_shape), tile::row_bytes(out_shape));
+        // Whether output rows from `r` on make a band that starts at aligned offsets.
+        let cut_at = |r: u32| {
+            let starts = tile::band_op(op, r..height).map(|(_, rows)| rows.start);
+            starts.is_some_and(|i| {
+                (in_slot.offset + i * in_row).is_multiple_of(alignment)
+                    && (out_slot.offset + r * out_row).is_multiple_of(alignment)
+            })
+        };
+        let mut weights = [1u64; MAX_EXECUTION_UNITS];
+        for (u, w) in weights.iter_mut().enumerate().take(usize::from(units)) {
+            let macs = self
+                .client
+                .execution_unit(u as u8)
+                .map_err(&failed)?
+                .macs_per_cycle;
+            *w = u64::from(macs.max(1));
+        }
+        let total: u64 = weights[..usize::from(units)].iter().sum();
+        let mut cuts: heapless::Vec<u32, { MAX_EXECUTION_UNITS + 1 }> = heapless::Vec::new();
+        let _ = cuts.push(0);
+        let mut acc = 0u64;
+        for u in 0..units - 1 {
+            acc += weights[usize::from(u)];
+            let ideal = (u64::from(height) * acc / total) as u32;
+            let last = cuts.last().copied().unwrap_or(0);
+            // The aligned row nearest the ideal cut, strictly between the last cut and the end.
+            let found = (0..height).find_map(|d| {
+                [ideal.checked_sub(d), ideal.checked_add(d)]
+                    .into_iter()
+                    .flatten()
+                    .find(|&r| r > last && r < height && cut_at(r))
+            });
+            match found {
+                Some(r) => {
+                    let _ = cuts.push(r);
+                }
+                None => return Ok(None),
+            }
+        }
+        let _ = cuts.push(height);
+        let mut drafts = heapless::Vec::new();
+        for (u, pair) in cuts.windows(2).enumerate() {
+            let (start, end) = (pair[0], pair[1]);
+            let Some((band, in_rows)) = tile::band_op(op, start..end) else {
+                return Ok(None);
+            };
+            let client = self.client;
+            let input_view = client
+                .place(
+                    pool,
+                    in_slot.offset + in_rows.start * in_row,
+                    (in_rows.end - in_rows.start) * in_row,
+                )
+                .map_err(&failed)?;
+            let out_view = client
+                .place(pool, out_slot.offset + start * out_row, (end - start) * out_row)
+                .map_err(&failed)?;
+            let mut band_refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
+            let _ = band_refs.push(&input_view);
+            for r in refs.iter().skip(1) {
+                let _ = band_refs.push(*r);
+            }
+            let u = u as u8;
+            let Some(e) = client
+                .estimate(Placement::Unit(u), &band, &band_refs, &out_view)
+                .map_err(&failed)?
+            else {
+                return Ok(None);
+            };
+            let mut cost = TaskCost::NONE;
+            set_npu(&mut cost, u, e);
+            let rows = (start, end);
+            let draft = Draft {
+                step: si as u16,
+                rows: Some(rows),
+                access: self.access(si, Some(((in_rows.start, in_rows.end), rows))),
+                task: Task {
+                    deps: heapless::Vec::new(),
+                    cost,
+                },
+            };
+            // At most MAX_EXECUTION_UNITS bands.
+            let _ = drafts.push(draft);
+        }
+        Ok(Some(drafts))
+    }
+
+    /// The pool memory step `si` reads and writes; for a band, only its rows of the first
+    /// input and of the output.
+    fn access(&self, si: usize, band: Option<((u32, u32), (u32, u32))>) -> Access {
+        let step = &self.steps[si];
+        let mut access = Access::default();
+        let shapes = step.op.as_ref().and_then(tile::shapes);
+        let state = step.op.as_ref().map_or(0, |op| usize::from(op.state_inputs()));
+        for (k, operand) in step.operands.iter().enumerate() {
+            let StepOperand::Tensor(t) = *operand else {
+                continue;
+            };
+            let slot = &self.tensors[usize::from(t)];
+            if slot.constant {
+                continue;
+            }
+            let range = match (k, band, shapes) {
+                (0, Some((rows, _)), Some((i, _))) => {
+                    let row = tile::row_bytes(i);
+                    (slot.offset + rows.0 * row, (rows.1 - rows.0) * row)
+                }
+                _ => (slot.offset, slot.bytes),
+            };
+            // Operands above MAX_JOB_INPUTS cannot exist (steps hold at most that many).
+            let _ = access.reads.push(range);
+            if k < state {
+                let _ = access.writes.push(range);
+            }
+        }
+        let slot = &self.tensors[usize::from(step.output)];
+        let out = match (band, shapes) {
+            (Some((_, rows)), Some((_, o))) => {
+                let row = tile::row_bytes(o);
+                (slot.offset + rows.0 * row, (rows.1 - rows.0) * row)
+            }
+            _ => (slot.offset, slot.bytes),
+        };
+        if access.writes.push(out).is_err() {
+            // A stateful operator with two state operands and an output: its first state
+            // write stands for the rest (they are adjacent blocks of the pool).
+            if let Some(last) = access.writes.last_mut() {
+                *last = out;
+            }
+        }
+        access
+    }
+
+    /// Follows `best`: band steps appended, placements set, the submission order kept.
+    fn follow(&mut self, best: Candidate<OPS>, units: u8) -> Result<(), GraphError> {
+        let Candidate { drafts, schedule } = best;
+        let tasks: heapless::Vec<Task, OPS> = drafts.iter().map(|d| d.task.clone()).collect();
+        let mut report = ScheduleReport {
+            scheduling: self.schedule.scheduling,
+            planned: true,
+            tasks: drafts.len() as u16,
+            split_operators: 0,
+            cpu_tasks: 0,
+            predicted_cycles: schedule.makespan(),
+            lower_bound: sched::lower_bound::<OPS>(&tasks, units).unwrap_or_default(),
+        };
+        let placed = |i: usize| {
+            schedule.placed(i).unwrap_or(sched::Placed {
+                unit: Unit::Npu(0),
+                start: 0,
+                end: 0,
+            })
+        };
+        let order = schedule.order();
+        let identity = units == 1
+            && order.iter().enumerate().all(|(k, &i)| usize::from(i) == k)
+            && drafts.iter().enumerate().all(|(i, d)| {
+                d.rows.is_none()
+                    && (placed(i).unit == Unit::Npu(0)
+                        || !self.runs_on_npu(usize::from(d.step)))
+            });
+        let mut steps_in_order: heapless::Vec<u16, OPS> = heapless::Vec::new();
+        for &i in order {
+            let d = &drafts[usize::from(i)];
+            let placement = match placed(usize::from(i)).unit {
+                Unit::Npu(u) if !identity => Placement::Unit(u),
+                Unit::Npu(_) => Placement::Auto,
+                Unit::Cpu => {
+                    report.cpu_tasks += 1;
+                    if identity {
+                        Placement::Auto
+                    } else {
+                        Placement::Cpu
+                    }
+                }
+            };
+            let si = match d.rows {
+                None => {
+                    self.steps[usize::from(d.step)].placement = placement;
+                    d.step
+                }
+                Some(rows) => {
+                    let parent = &self.steps[usize::from(d.step)];
+                    let Some(op) = parent.op.as_ref() else {
+                        continue;
+                    };
+                    let Some((band, in_rows)) = tile::band_op(op, rows.0..rows.1) else {
+                        continue;
+                    };
+                    let step = Step {
+                        op_index: parent.op_index,
+                        builtin: parent.builtin,
+                        op: Some(band),
+                        operands: parent.operands.clone(),
+                        output: parent.output,
+                        in_place: false,
+                        placement,
+                        band: Some(Band {
+                            parent: d.step,
+                            in_rows: (in_rows.start, in_rows.end),
+                            out_rows: rows,
+                        }),
+                        split: false,
+                    };
+                    let index = self.steps.len() as u16;
+                    self.steps
+                        .push(step)
+                        .map_err(|_| super::capacity("OPS", OPS, OPS + 1))?;
+                    if !self.steps[usize::from(d.step)].split {
+                        self.steps[usize::from(d.step)].split = true;
+                        report.split_operators += 1;
+                    }
+                    index
+                }
+            };
+            // At most OPS tasks.
+            let _ = steps_in_order.push(si);
+        }
+        if !identity {
+            self.order = steps_in_order;
+        }
+        self.schedule = report;
+        Ok(())
+    }
+
+    /// Whether the NPU runs step `si`'s operator.
+    fn runs_on_npu(&self, si: usize) -> bool {
+        let ops = self.client.capabilities().map(|c| c.ops).unwrap_or_default();
+        self.steps[si].op.as_ref().is_some_and(|op| ops.runs(op))
+    }
+}
+
+/// The least a task can take: on its fastest unit, alone.
+fn cheapest(cost: &TaskCost, units: u8) -> Option<Cycles> {
+    (0..units)
+        .map(Unit::Npu)
+        .chain(core::iter::once(Unit::Cpu))
+        .filter_map(|u| cost.alone(u))
+        .min()
+}
+
+/// Sets unit `u`'s cost from an estimate: the weight copy the driver runs ahead of the job is
+/// the weight DMA's, the rest the unit's and the ports'.
+fn set_npu(cost: &mut TaskCost, u: u8, e: Estimate) {
+    if let Some(slot) = cost.npu.get_mut(usize::from(u)) {
+        *slot = Some(e.cycles.saturating_sub(e.prefetch_cycles).max(1));
+    }
+    cost.sram_cycles = cost.sram_cycles.max(e.sram_cycles);
+    cost.flash_cycles = cost.flash_cycles.max(e.flash_cycles);
+    cost.prefetch_cycles = cost.prefetch_cycles.max(e.prefetch_cycles);
+}
+
+/// One operator at a time: `task` waits for every task of the step before it.
+fn depend_on_previous_step(earlier: &[Draft], task: &mut Task) -> Result<(), Unschedulable> {
+    let Some(last) = earlier.last() else {
+        return Ok(());
+    };
+    for (i, d) in earlier.iter().enumerate().rev() {
+        if d.step != last.step {
+            break;
+        }
+        task.deps.push(i as u16).map_err(|_| Unschedulable)?;
+    }
+    Ok(())
+}
+
+/// `draft` waits for every earlier task whose memory it conflicts with, less those another
+/// of its dependencies already waits for.
+fn depend_by_memory(earlier: &[Draft], draft: &mut Draft) -> Result<(), Unschedulable> {
+    // Ancestors of the dependencies kept so far: a conflict among them is implied.
+    let mut covered = [0u64; 16];
+    let mut covered_big: bool = earlier.len() > covered.len() * 64;
+    for (i, d) in earlier.iter().enumerate().rev() {
+        if !draft.access.conflicts(&d.access) {
+            continue;
+        }
+        if !covered_big && bit(&covered, i) {
+            continue;
+        }
+        if covered_big && reaches(earlier, &draft.task.deps, i) {
+            continue;
+        }
+        draft.task.deps.push(i as u16).map_err(|_| Unschedulable)?;
+        if !covered_big {
+            covered_big = !mark_ancestors(earlier, i, &mut covered);
+        }
+    }
+    draft.task.deps.sort_unstable();
+    Ok(())
+}
+
+fn bit(set: &[u64; 16], i: usize) -> bool {
+    set.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+}
+
+/// Marks the ancestors of task `i` (not `i` itself); `false` if some fall outside the set.
+fn mark_ancestors(tasks: &[Draft], i: usize, set: &mut [u64; 16]) -> bool {
+    let mut fits = true;
+    // Ancestors have lower indices: one backward sweep propagates the marks.
+    let mut reach = [0u64; 16];
+    if let Some(w) = reach.get_mut(i / 64) {
+        *w |= 1 << (i % 64);
+    } else {
+        return false;
+    }
+    for k in (0..=i).rev() {
+        if !bit(&reach, k) {
+            continue;
+        }
+        for &d in &tasks[k].task.deps {
+            let d = usize::from(d);
+            match (reach.get_mut(d / 64), set.get_mut(d / 64)) {
+                (Some(r), Some(s)) => {
+                    *r |= 1 << (d % 64);
+                    *s |= 1 << (d % 64);
+                }
+                _ => fits = false,
+            }
+        }
+    }
+    fits
+}
+
+/// Whether task `target` is an ancestor of any of `deps` (a search for graphs too large for
+/// the bit sets).
+fn reaches(tasks: &[Draft], deps: &[u16], target: usize) -> bool {
+    let mut stack: heapless::Vec<u16, 64> = heapless::Vec::new();
+    for &d in deps {
+        let _ = stack.push(d);
+    }
+    let mut steps = 0usize;
+    while let Some(d) = stack.pop() {
+        let d = usize::from(d);
+        match d.cmp(&target) {
+            Ordering::Equal => return true,
+            Ordering::Less => continue,
+            Ordering::Greater => {}
+        }
+        steps += 1;
+        if steps > 4096 {
+            // Too far to tell: keep the edge (an extra edge is only redundant).
+            return false;
+        }
+        for &p in &tasks[d].task.deps {
+            if stack.push(p).is_err() {
+                return false;
+            }
+        }
+    }
+    false
+}
