@@ -367,3 +367,110 @@ fn npu_work_independent_of_a_cpu_operator_overlaps_it() {
         invokes[1].0
     );
 }
+
+/// The example models, on the simulated Ethos-U55 as it is and with their most common NPU
+/// operators taken away (so that the CPU has work): every planned invoke gives TFLM's bytes
+/// and is no slower than the per-job one. Prints the figures (`--nocapture`).
+#[test]
+fn planned_invokes_of_models_with_cpu_operators_are_never_slower() {
+    let configs = [
+        ("U55", ETHOS_U55_OPS),
+        (
+            "U55 without DEPTHWISE_CONV_2D and SOFTMAX",
+            ETHOS_U55_OPS
+                .without(OpKind::DepthwiseConv2d, DType::I8)
+                .without(OpKind::Softmax, DType::I8),
+        ),
+        (
+            "U55 without MAX_POOL_2D and AVERAGE_POOL_2D",
+            ETHOS_U55_OPS
+                .without(OpKind::MaxPool2d, DType::I8)
+                .without(OpKind::AveragePool2d, DType::I8),
+        ),
+    ];
+    for name in ["kws_dscnn", "convnet", "inception", "tiny_transformer"] {
+        let model = leak_aligned(&product(name, "model.tflite"));
+        let input = product(name, "input_0.bin");
+        let want = product(name, "expected_tflm_0.bin");
+        for (what, ops) in configs {
+            let config = SimConfig {
+                ops,
+                ..SimConfig::default()
+            };
+            let mut device = vec![0u128; 1024 * 1024 / 16];
+            let mut host = vec![0u128; 256 * 1024 / 16];
+            let channel = runner::channel(&mut device, &mut host, config).unwrap();
+            let client = ComputeClient::new(&channel);
+            let mut graph: SimGraph = Graph::prepare(client, model).unwrap();
+            client.sync().unwrap();
+            let (mut cycles, mut cpu_steps) = (Vec::new(), 0);
+            // The first invoke job by job, the next two from the plan, the last job by job
+            // again (the per-job figure: the first invoke also makes the first placements).
+            for invoke in 0..4 {
+                graph.set_replay(invoke < 3);
+                let mut out = vec![0u8; want.len()];
+                let before = clock(&channel);
+                graph.invoke(&[&input], &mut [&mut out]).unwrap();
+                let after = clock(&channel);
+                cycles.push((after.0 - before.0, after.1 - before.1, after.2 - before.2));
+                assert_eq!(out, want, "{name} on {what}");
+                if invoke == 2 {
+                    let report = graph.job_plan().expect("planned");
+                    cpu_steps = report.cpu_steps;
+                }
+            }
+            let ((per_job, npu, cpu), (planned, ..)) = (cycles[3], cycles[2]);
+            println!(
+                "{name} on {what}: {cpu_steps} CPU steps; npu_cycles per-job {per_job}, \
+                 planned {planned}; unit busy {npu}, CPU busy {cpu}"
+            );
+            assert!(planned <= per_job, "{name} on {what}");
+        }
+    }
+}
+
+#[test]
+fn an_npu_step_overwriting_what_a_cpu_step_read_comes_after_it() {
+    // `y = relu(x)` on the CPU, then `x = add(c, c)` over the memory it read, then
+    // `w = add(y, x)`: the second step needs no fence of the CPU's (its download is over when
+    // its turn ends), but must not be submitted before it.
+    for units in [1, 2] {
+        let ch = channel_with::<16>(relu_on_cpu(units), 65536);
+        let client = ComputeClient::new(&ch);
+        let c = client.create(&bytes(2)).unwrap();
+        let x = client.empty(LEN).unwrap();
+        let [y, w] = [0; 2].map(|_| client.empty(LEN).unwrap());
+        let (add, relu) = (add(), relu());
+        let mut plan: JobPlan<_, 4, 8> = client.job_plan();
+        plan.push(&relu, &[&x], &y).unwrap();
+        plan.push(&add, &[&c, &c], &x).unwrap();
+        plan.push(&add, &[&y, &x], &w).unwrap();
+        assert_eq!(plan.jobs().submission_order(), &[0, 1, 2]);
+        // The reference, job by job on an NPU that runs everything.
+        let reference = |input: &[u8]| {
+            let ch = channel_with::<16>(SimConfig::default(), 65536);
+            let client = ComputeClient::new(&ch);
+            let (x, c) = (
+                client.create(input).unwrap(),
+                client.create(&bytes(2)).unwrap(),
+            );
+            let [y, w] = [0; 2].map(|_| client.empty(LEN).unwrap());
+            client.execute(relu.clone(), &[&x], &y).unwrap();
+            client.execute(add.clone(), &[&c, &c], &x).unwrap();
+            client.execute(add.clone(), &[&y, &x], &w).unwrap();
+            let (mut yb, mut wb) = (vec![0; LEN as usize], vec![0; LEN as usize]);
+            client.read(&y, &mut yb).unwrap();
+            client.read(&w, &mut wb).unwrap();
+            (yb, wb)
+        };
+        for run in 0..3 {
+            let input = bytes(20 + run);
+            client.write(&x, &input).unwrap();
+            plan.run(&[&relu, &add, &add]).unwrap();
+            let (mut yb, mut wb) = (vec![0; LEN as usize], vec![0; LEN as usize]);
+            client.read(&y, &mut yb).unwrap();
+            client.read(&w, &mut wb).unwrap();
+            assert_eq!((yb, wb), reference(&input), "{units} units, run {run}");
+        }
+    }
+}

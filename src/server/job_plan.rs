@@ -370,18 +370,19 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
         Ok(index)
     }
 
-    /// Where a new NPU step is submitted ([`PlanStep::at`]), given the steps it waits for
-    /// (`deps`, and `prev`, the step before it on its queue, or `NONE`): before the first CPU
+    /// Where a new NPU step is submitted ([`PlanStep::at`]), given the steps it must come
+    /// after (`deps`, and in `also` the step before it on its queue and a CPU step it follows
+    /// without waiting for its fence, each `NONE` if there is none): before the first CPU
     /// step that comes after all of them in the order, or at its own `index` when there is
     /// none. Work at build, once per step.
-    fn hoisted_to(&self, deps: &[u16], prev: u16, index: u16) -> u16 {
+    fn hoisted_to(&self, deps: &[u16], also: [u16; 2], index: u16) -> u16 {
         if self.cpu_steps == 0 {
             return index;
         }
         // The earliest time it may take: not before any step it waits for, and after a CPU
         // step it waits for has computed (the next even time).
         let mut earliest = 0u32;
-        for &d in deps.iter().chain((prev != NONE).then_some(&prev)) {
+        for &d in deps.iter().chain(also.iter().filter(|&&s| s != NONE)) {
             if let Some(s) = self.steps.get(usize::from(d)) {
                 let t = s.time();
                 earliest = earliest.max(t + (t & 1));
@@ -414,6 +415,14 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
                 *mask |= 1 << q;
             }
         }
+    }
+}
+
+/// The newer of two steps of one queue (`NONE` for none).
+fn newest(a: u16, b: u16) -> u16 {
+    match (a, b) {
+        (NONE, s) | (s, NONE) => s,
+        (a, b) => a.max(b),
     }
 }
 

@@ -2,7 +2,7 @@
 //! from the tuning cache, giving it an execution unit, and working out from the memory its
 //! tensors overlap which earlier steps it waits for.
 
-use super::{merge_newest, plan_tensors, JobPlanState, PlanStep, Role, NONE};
+use super::{merge_newest, newest, plan_tensors, JobPlanState, PlanStep, Role, NONE};
 use crate::error::{Capacity, Error, JobPlanError};
 use crate::hal::{HalError, Npu, Queue, Variant, MAX_JOB_INPUTS, MAX_QUEUES};
 use crate::handle::HandleId;
@@ -192,10 +192,21 @@ impl<
             merge_newest(&mut read_after, &plan.tensors[usize::from(i)].writes);
         }
         let mut after = read_after;
+        let dma = Queue::Dma.index();
+        let mut dma_writer = read_after[dma];
         for i in written() {
             let t = &plan.tensors[usize::from(i)];
             merge_newest(&mut after, &t.writes);
             merge_newest(&mut after, &t.reads);
+            dma_writer = newest(dma_writer, t.writes[dma]);
+        }
+        // An NPU step that overwrites what a CPU step only read needs no fence for it: the
+        // CPU step waited for its downloads (and so for every DMA job before them) before
+        // its turn in the order ended. It must only come after it in the order.
+        let mut follows = NONE;
+        if !cpu && after[dma] != NONE && after[dma] != dma_writer {
+            follows = after[dma];
+            after[dma] = NONE;
         }
         let mut deps = heapless::Vec::new();
         let mut reads = 0u8;
@@ -230,7 +241,7 @@ impl<
         let at = if cpu {
             step_index
         } else {
-            plan.hoisted_to(deps.as_slice(), plan.last_step[q], step_index)
+            plan.hoisted_to(deps.as_slice(), [plan.last_step[q], follows], step_index)
         };
         let step = PlanStep {
             kind: op.kind(),
