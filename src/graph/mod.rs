@@ -746,7 +746,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             outputs: pinned(&self.outputs)?,
         })
     }
-    /// Submits one invoke over the pinned buffers `io` and returns without waiting: the
+    /// Submits one invoke over the pinned buffers `io` and returns without waiting (but for
+    /// operators on the CPU fallback, which wait for their inputs and compute): the
     /// inputs are uploaded straight from `io`'s blocks, every job is queued, and so are the
     /// downloads of the outputs into `io`'s output blocks. Read them with
     /// [`ComputeClient::host_ref`] (which waits for that download only) or
