@@ -474,3 +474,63 @@ fn an_npu_step_overwriting_what_a_cpu_step_read_comes_after_it() {
         }
     }
 }
+
+/// A stateful operator on the CPU (SVDF, between two QUANTIZEs the NPU runs) is a CPU step
+/// whose state goes back up with its output: its sequence of invokes gives TFLM's bytes, the
+/// first job by job and the rest from the plan.
+#[test]
+fn a_stateful_cpu_operator_keeps_its_state_from_run_to_run_of_the_plan() {
+    let dir = format!(
+        "{}/tests/models/ops/svdf_int8_between_ops",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let read = |file: String| std::fs::read(format!("{dir}/{file}")).unwrap();
+    let model = leak_aligned(&read("model.tflite".into()));
+    let mut device = vec![0u128; 256 * 1024 / 16];
+    let mut host = vec![0u128; 64 * 1024 / 16];
+    let channel = runner::channel(&mut device, &mut host, SimConfig::default()).unwrap();
+    let client = ComputeClient::new(&channel);
+    let mut graph: SimGraph = Graph::prepare(client, model).unwrap();
+    for run in 0..6 {
+        let input = read(format!("input_{run}_0.bin"));
+        let want = read(format!("expected_{run}_0.bin"));
+        let mut out = vec![0u8; want.len()];
+        graph.invoke(&[&input], &mut [&mut out]).unwrap();
+        assert_eq!(out, want, "run {run}");
+        if run > 0 {
+            let report = graph.job_plan().expect("planned");
+            assert_eq!((report.jobs, report.cpu_steps), (3, 1), "run {run}");
+        }
+    }
+}
+
+/// Pipelined invokes over pinned buffers replay the plan with its CPU steps too.
+#[test]
+fn pipelined_invokes_of_a_graph_with_cpu_operators_give_tflms_bytes() {
+    let kws = leak_aligned(&product("kws_dscnn", "model.tflite"));
+    let config = SimConfig {
+        ops: ETHOS_U55_OPS.without(OpKind::Softmax, DType::I8),
+        ..SimConfig::default()
+    };
+    let mut device = vec![0u128; 256 * 1024 / 16];
+    let mut host = vec![0u128; 64 * 1024 / 16];
+    let channel = runner::channel(&mut device, &mut host, config).unwrap();
+    let client = ComputeClient::new(&channel);
+    let mut graph: SimGraph = Graph::prepare(client, kws).unwrap();
+    let sets = [graph.io_buffers().unwrap(), graph.io_buffers().unwrap()];
+    for frame in 0..6 {
+        let k = frame % 3;
+        let io = &sets[frame % 2];
+        let input = product("kws_dscnn", &format!("input_{k}.bin"));
+        client
+            .host_mut(io.input(0).unwrap(), |b| b.copy_from_slice(&input))
+            .unwrap();
+        graph.submit(io).unwrap();
+        let want = product("kws_dscnn", &format!("expected_tflm_{k}.bin"));
+        let out = client
+            .host_ref(io.output(0).unwrap(), |b| b.to_vec())
+            .unwrap();
+        assert_eq!(out, want, "frame {frame}");
+    }
+    assert_eq!(graph.job_plan().map(|r| r.cpu_steps), Some(1));
+}
