@@ -455,9 +455,9 @@ fn an_npu_step_overwriting_what_a_cpu_step_read_comes_after_it() {
                 client.create(&bytes(2)).unwrap(),
             );
             let [y, w] = [0; 2].map(|_| client.empty(LEN).unwrap());
-            client.execute(relu.clone(), &[&x], &y).unwrap();
-            client.execute(add.clone(), &[&c, &c], &x).unwrap();
-            client.execute(add.clone(), &[&y, &x], &w).unwrap();
+            client.execute(relu, &[&x], &y).unwrap();
+            client.execute(add, &[&c, &c], &x).unwrap();
+            client.execute(add, &[&y, &x], &w).unwrap();
             let (mut yb, mut wb) = (vec![0; LEN as usize], vec![0; LEN as usize]);
             client.read(&y, &mut yb).unwrap();
             client.read(&w, &mut wb).unwrap();
