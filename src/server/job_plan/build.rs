@@ -1,6 +1,7 @@
 //! Building a plan: checking each step's operands as `execute` does, choosing its variant
-//! from the tuning cache, giving it an execution unit, and working out from the memory its
-//! tensors overlap which earlier steps it waits for.
+//! from the tuning cache (or the CPU fallback), giving it an execution unit, working out from
+//! the memory its tensors overlap which earlier steps it waits for, and placing it in the
+//! submission order.
 
 use super::{merge_newest, newest, plan_tensors, JobPlanState, PlanStep, Role, NONE};
 use crate::error::{Capacity, Error, JobPlanError};

@@ -1,6 +1,7 @@
 //! Running a plan: gathering the jobs before the run its first steps wait for, submitting each
-//! step as built, then handing the plan's newest jobs to its tensors' access records (at every
-//! run for shared tensors, at release for the others).
+//! step as built (in the submission order, computing CPU steps when their turn comes, where
+//! the plan has any), then handing the plan's newest jobs to its tensors' access records (at
+//! every run for shared tensors, at release for the others).
 
 use super::{JobPlanState, PlanStep, PlanTensor, Role};
 use crate::error::{Error, JobPlanError};
