@@ -595,7 +595,8 @@ where
     }
 }
 
-/// A job plan: a list of NPU jobs over fixed tensors, checked once and submitted many times
+/// A job plan: a list of jobs over fixed tensors (NPU jobs, and operators the CPU fallback
+/// computes), checked once and submitted many times
 /// (see [`JobPlanState`] for the design), owned through a client: its tensors are released
 /// when it is dropped (see [`ComputeClient::job_plan`]). A [`Graph`](crate::graph::Graph)
 /// runs every invoke from one.
@@ -661,7 +662,8 @@ impl<'c, C: ComputeChannel, const STEPS: usize, const TENSORS: usize>
     }
 
     /// Submits every job, `ops[k]` being the op of the `k`-th [`push`](Self::push), and
-    /// returns at once (see [`ComputeServer::run_plan`]).
+    /// returns at once, or once its CPU steps have computed (see
+    /// [`ComputeServer::run_plan`]).
     pub fn run(&mut self, ops: &[&Op]) -> Result<(), Error> {
         let plan = &mut self.plan;
         self.client.call(|s| s.run_plan(plan, ops))

@@ -85,8 +85,9 @@ pub enum JobPlanError {
         /// The kind given.
         actual: OpKind,
     },
-    /// The op would run on the CPU (the NPU does not run it, or its tuned choice is the
-    /// CPU): plans hold NPU jobs only.
+    /// The op cannot be a step of a job plan. Job plans hold CPU steps (an op the NPU does not
+    /// run, or whose tuned choice is the CPU), so building one no longer returns it; a graph
+    /// reports with it the tiled chains it keeps job by job.
     OnCpu {
         /// The op.
         op: OpKind,
@@ -118,10 +119,7 @@ impl core::fmt::Display for JobPlanError {
                 f,
                 "step {step} of the job plan was built for {expected}, and run with {actual}"
             ),
-            JobPlanError::OnCpu { op } => write!(
-                f,
-                "{op} would run on the CPU, and a job plan holds NPU jobs only"
-            ),
+            JobPlanError::OnCpu { op } => write!(f, "{op} cannot be a step of a job plan"),
             JobPlanError::Pinned { op } => write!(
                 f,
                 "{op} has a pinned operand, which a job plan cannot hold (its residency changes \

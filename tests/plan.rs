@@ -194,7 +194,7 @@ fn a_change_of_tuning_makes_a_plan_stale() {
 
 #[test]
 fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
-    // ReLU runs on the CPU here: the NPU runs ADD only.
+    // The NPU runs ADD only.
     let ch = channel(SimConfig {
         ops: OpSet::EMPTY.with(OpKind::Add, DType::I8),
         ..SimConfig::default()
@@ -205,10 +205,7 @@ fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
     let pinned = client.pinned(LEN).unwrap();
     let (add, relu) = (add(), relu());
     let mut plan: JobPlan<_, 1, 3> = client.job_plan();
-    assert_eq!(
-        plan.push(&relu, &[&x], &y),
-        Err(Error::JobPlan(JobPlanError::OnCpu { op: OpKind::Relu }))
-    );
+    // (A step on the CPU is one a plan holds: see `cpu_plan.rs`.)
     assert_eq!(
         plan.push(&add, &[&x, &pinned], &y),
         Err(Error::JobPlan(JobPlanError::Pinned { op: OpKind::Add }))

@@ -21,9 +21,10 @@
 //!   From the second invoke on, the same jobs replay from a [job plan](crate::client::JobPlan)
 //!   built once: operands checked, queues and candidates chosen, dependencies worked out,
 //!   activations placed for good; an invoke is then one channel call for all its jobs, with
-//!   the same results, cycles and transfers. A graph whose jobs a plan cannot hold (an
-//!   operator on the CPU fallback, tiled chains) keeps the per-job path; [`Graph::job_plan`]
-//!   says which.
+//!   the same results and transfers (and cycles, but for the overlap of CPU steps with the
+//!   NPU's). Operators on the CPU fallback are steps of the plan,
+//!   computed while the NPU runs what does not depend on them. A graph whose jobs a plan
+//!   cannot hold (tiled chains) keeps the per-job path; [`Graph::job_plan`] says which.
 //! - **Where each operator runs**: on the NPU, or on the CPU fallback kernels when the HAL
 //!   declares it unsupported: the server decides, per operator, following the tuning it was
 //!   built with ([`NpuServer::with_tuning`](crate::server::NpuServer::with_tuning)): off by
@@ -791,7 +792,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             outputs: pinned(&self.outputs)?,
         })
     }
-    /// Submits one invoke over the pinned buffers `io` and returns without waiting: the
+    /// Submits one invoke over the pinned buffers `io` and returns without waiting (but for
+    /// operators on the CPU fallback, which wait for their inputs and compute): the
     /// inputs are uploaded straight from `io`'s blocks, every job is queued, and so are the
     /// downloads of the outputs into `io`'s output blocks. Read them with
     /// [`ComputeClient::host_ref`] (which waits for that download only) or
@@ -862,7 +864,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     }
 
     /// Whether invokes may replay a job plan (the default) or run job by job, as the first
-    /// one does. Either way gives the same results, cycles and transfers; job by job costs
+    /// one does. Either way gives the same results and transfers, and the same cycles unless
+    /// an operator runs on the CPU (the plan then overlaps it with the NPU); job by job costs
     /// the CPU the dispatch work of every job at every invoke. For measuring what the plan
     /// saves, and for debugging: turning it off releases the plan, turning it on builds a new
     /// one at the next invoke.
@@ -874,9 +877,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     }
 
     /// The job plan invokes replay, with its figures: `None` before the second invoke, and
-    /// for a graph whose jobs a plan cannot hold (an operator on the CPU fallback, tiled
-    /// chains, a capacity too small for every activation placed at once), which runs job by
-    /// job.
+    /// for a graph whose jobs a plan cannot hold (tiled chains, a capacity too small for
+    /// every activation placed at once), which runs job by job.
     pub fn job_plan(&self) -> Option<JobPlanReport> {
         match &self.path {
             Path::Planned(plan) => Some(plan.report()),

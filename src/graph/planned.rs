@@ -10,10 +10,13 @@
 //!
 //! The plan is built at the second invoke, so that a server that tunes has measured every
 //! layer shape in the first one; it is built again when the server's tuning changes under it.
+//! Operators on the CPU fallback are steps of the plan too: the CPU computes them when their
+//! turn comes, while the NPU runs the steps that do not depend on them (see the server's
+//! [`JobPlanState`](crate::server::JobPlanState)).
+//!
 //! A graph whose jobs a plan cannot hold keeps the per-job path for good: tiled chains (their
-//! stripes are views made per invoke), an operator on the CPU (the fallback waits for its
-//! inputs), and a plan that does not fit a capacity (the handle or chunk table, which a plan
-//! fills with every activation at once, or the plan's own).
+//! stripes are views made per invoke), and a plan that does not fit a capacity (the handle or
+//! chunk table, which a plan fills with every activation at once, or the plan's own).
 
 use super::{not_one_op, Graph, GraphError, IoBuffers, Step, StepOperand, MAX_IO};
 use crate::channel::ComputeChannel;
@@ -57,6 +60,9 @@ pub struct JobPlanReport {
     /// inputs and outputs. Constants need no bookkeeping once uploaded, and the plan owns the
     /// activations between (see [`JobPlan::adopt`]).
     pub shared_tensors: usize,
+    /// Of the jobs, the operators the CPU fallback computes (the NPU lacks them, or the
+    /// server's tuning chose the CPU).
+    pub cpu_steps: usize,
 }
 
 /// Whether a planned invoke was refused, before it submitted anything, because the server's
@@ -76,6 +82,7 @@ fn unplannable(error: &GraphError) -> bool {
     matches!(
         error,
         GraphError::Compute {
+            // `OnCpu`: the tiled chains, refused below.
             error: Error::CapacityExceeded { .. }
                 | Error::JobPlan(JobPlanError::OnCpu { .. } | JobPlanError::Pinned { .. }),
             ..
@@ -163,6 +170,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
             jobs: jobs.len(),
             tensors: jobs.tensors(),
             shared_tensors: jobs.shared_tensors(),
+            cpu_steps: jobs.cpu_steps(),
         }
     }
 }

@@ -38,31 +38,21 @@ impl<
         result
     }
 
-    pub(super) fn compute_on_cpu(
+    /// Runs `op` with the kernels over staging: its inputs at `ranges` (offset, bytes), its
+    /// output into `out`, a stateful op's state operands (the first inputs) updated where
+    /// they are; then tells the HAL the CPU computed. The caller moves the bytes.
+    pub(super) fn compute_in_staging(
         &mut self,
         op: &Op,
-        inputs: &[Operand],
-        output: Operand,
-        staged: &mut heapless::Vec<(Fence, Block), MAX_JOB_INPUTS>,
+        ranges: &[(usize, usize)],
+        out: Region,
     ) -> Result<(), Error> {
-        let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
-        for e in inputs {
-            let (fence, block) = self.start_download(e.binding, e.bytes)?;
-            // Both vectors hold at most MAX_JOB_INPUTS, as many as `inputs` (checked by caller).
-            let _ = staged.push((fence, block));
-            let _ = ranges.push((block.offset as usize, e.bytes as usize));
-        }
-        for &(fence, _) in staged.iter() {
-            self.wait_for(fence)?;
-        }
-        let out_block = self.staging_alloc(output.bytes)?;
-        let out_region = Region::host(out_block.offset, output.bytes);
         let host = self.npu.host_memory();
         let space_bytes = host.len() as u32;
         let state = usize::from(op.state_inputs()).min(ranges.len());
-        let out_range = (out_block.offset as usize, output.bytes as usize);
+        let out_range = (out.offset as usize, out.len as usize);
         let run = if state == 0 {
-            split_operands(host, out_range, &ranges).map(|(out, ins)| op.run(&ins, out))
+            split_operands(host, out_range, ranges).map(|(out, ins)| op.run(&ins, out))
         } else {
             // A stateful op updates its state operands in their staging copies, which go
             // back to the device with the output.
@@ -85,12 +75,12 @@ impl<
                 | OpError::NotInPlace
                 | OpError::NotIm2col
                 | OpError::State => Error::Hal(HalError::Misaligned {
-                    region: out_region,
+                    region: out,
                     alignment: self.caps.alignment,
                 }),
             }),
             None => Err(HalError::OutOfBounds {
-                region: out_region,
+                region: out,
                 space_bytes,
             }
             .into()),
@@ -98,6 +88,30 @@ impl<
         if computed.is_ok() {
             self.npu.host_compute(op);
         }
+        computed
+    }
+
+    pub(super) fn compute_on_cpu(
+        &mut self,
+        op: &Op,
+        inputs: &[Operand],
+        output: Operand,
+        staged: &mut heapless::Vec<(Fence, Block), MAX_JOB_INPUTS>,
+    ) -> Result<(), Error> {
+        let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
+        for e in inputs {
+            let (fence, block) = self.start_download(e.binding, e.bytes)?;
+            // Both vectors hold at most MAX_JOB_INPUTS, as many as `inputs` (checked by caller).
+            let _ = staged.push((fence, block));
+            let _ = ranges.push((block.offset as usize, e.bytes as usize));
+        }
+        for &(fence, _) in staged.iter() {
+            self.wait_for(fence)?;
+        }
+        let out_block = self.staging_alloc(output.bytes)?;
+        let out_region = Region::host(out_block.offset, output.bytes);
+        let state = usize::from(op.state_inputs()).min(ranges.len());
+        let computed = self.compute_in_staging(op, &ranges, out_region);
         let out = match output.binding {
             Binding::Memory(m) => Ok(m),
             Binding::Flash(_) | Binding::Host => Err(Error::ReadOnlyTensor),

@@ -66,10 +66,11 @@ impl PlanTensor {
     }
 }
 
-/// One job of a plan.
+/// One step of a plan: a job on an execution unit, or an operator on the CPU.
 #[derive(Clone, Debug)]
 struct PlanStep {
     kind: OpKind,
+    /// Its execution unit; [`Queue::Dma`] for a CPU step, whose jobs are its transfers.
     queue: Queue,
     variant: Variant,
     /// Indices into the plan's tensors.
@@ -77,14 +78,34 @@ struct PlanStep {
     output: u8,
     /// Uses the plan's scratch tensor.
     scratch: bool,
-    /// Earlier steps on other queues to wait for (the newest per queue).
-    deps: heapless::Vec<u16, MAX_QUEUES>,
+    /// Runs on the CPU: its inputs come down through host staging and its output goes back
+    /// up (see [CPU steps](JobPlanState#cpu-steps)).
+    cpu: bool,
+    /// Earlier steps on other queues to wait for (the newest per queue). A CPU step's
+    /// downloads wait for the first `reads` (the writers of what it reads), its uploads for
+    /// the rest (the newer readers and writers of what it writes, on queues where those
+    /// differ): so at most two per queue.
+    deps: heapless::Vec<u16, { 2 * MAX_QUEUES }>,
+    /// See `deps`; 0 for an NPU step.
+    reads: u8,
     /// The first step on its queue: it also waits for the jobs before the run.
     first_on_queue: bool,
+    /// Where a run submits it ([`JobPlanState::order`]): before the CPU step of this index
+    /// when it is hoisted over CPU steps, else its own index.
+    at: u16,
 }
 
-/// The server's side of a job plan: a list of NPU jobs over fixed tensors, built once and run
-/// many times. Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most 255, as a step
+impl PlanStep {
+    /// Its place in the submission order: NPU steps submitted before CPU step `k` computes
+    /// have `2k`, CPU step `k` has `2k + 1`, and an NPU step no CPU step precedes in the
+    /// order has twice its own index.
+    fn time(&self) -> u32 {
+        2 * u32::from(self.at) + u32::from(self.cpu)
+    }
+}
+
+/// The server's side of a job plan: a list of jobs over fixed tensors (NPU jobs, and
+/// operators the CPU fallback computes), built once and run many times. Capacities: `STEPS` jobs and `TENSORS` distinct tensors (at most 255, as a step
 /// indexes its tensors with a byte: a larger `TENSORS` is allowed and stops there),
 /// each running out as [`Error::CapacityExceeded`] naming [`Capacity::PlanSteps`] or
 /// [`Capacity::PlanTensors`].
@@ -144,11 +165,42 @@ struct PlanStep {
 /// A plan is the CUDA-graph idea on a heap-free NPU stack: the cost of a job submitted from
 /// a plan is the driver's submit plus a few dozen instructions (see `BENCHMARKS.md`).
 ///
+/// # CPU steps
+///
+/// An op the NPU does not run, or whose tuned choice is the CPU (exactly where
+/// [`execute`](super::ComputeServer::execute) would run it on the CPU fallback), is a *CPU
+/// step*. Its jobs are its transfers, so it is a step of the DMA queue: it reads its inputs
+/// with their downloads into host staging and writes its output (and a stateful op's
+/// [state operands](crate::ops::Op::state_inputs)) with their uploads, and the tables above
+/// record it so. Building it works out two lists of dependencies rather than one: its
+/// downloads wait for the writers of what it reads, its uploads also for the readers and
+/// writers of what it writes (where those are newer). At a run, its downloads are submitted
+/// with those steps' fences (and, first on the DMA queue, the jobs before the run); the CPU
+/// waits for the downloads alone, computes with the kernels, and submits the uploads. The
+/// output's upload is the step's fence: an NPU step reading the output waits for it, and
+/// for nothing else of the CPU's. Host staging is taken at each run and freed after the
+/// transfers' fences, as the fallback does: reserving it for the plan's lifetime would hold
+/// back staging that the host's reads and writes (and other plans) need between runs, and
+/// the blocks would still have to wait for the last run's transfers before reuse.
+///
+/// # Submission order
+///
+/// A CPU step blocks the CPU while it computes, so a run does not simply submit steps in
+/// the order they were added: before a CPU step computes, it first submits every later NPU
+/// step that depends on no CPU step still to come, directly or through other steps,
+/// keeping each queue's order (a step after a deferred step on its queue is deferred too).
+/// The NPU then runs those while the CPU computes. The order is worked out once, as steps
+/// are added: each NPU step is given the first CPU step that comes after everything it waits
+/// for (its dependencies and the step before it on its queue) in the order, and is
+/// submitted just before that one computes, or at its own place when there is none; the
+/// steps, sorted by that place, are the permutation a run walks
+/// ([`submission_order`](Self::submission_order)). A plan with no CPU step runs in the order
+/// its steps were added, by the same loop as before CPU steps existed.
+///
 /// # Limits
 ///
-/// - NPU jobs only: an op the NPU does not run, or whose tuned choice is the CPU, is refused
-///   ([`JobPlanError::OnCpu`]); so is a pinned operand ([`JobPlanError::Pinned`]), whose residency
-///   changes between runs.
+/// - A pinned operand is refused ([`JobPlanError::Pinned`]): its residency changes between
+///   runs.
 /// - A change to the server's tuning (mode, imported table, a finished tuning) makes the
 ///   plan stale ([`JobPlanError::Stale`]): its choices may be outdated. Build it again.
 /// - Like [`place`](super::ComputeServer::place), the plan sees the jobs of tensors outside
@@ -169,6 +221,12 @@ pub struct JobPlanState<const STEPS: usize = 64, const TENSORS: usize = 64> {
     /// mostly constants and activations does not step over each of them.
     shared: heapless::Vec<u8, TENSORS>,
     steps: heapless::Vec<PlanStep, STEPS>,
+    /// The order a run submits the steps in: their indices, by [`PlanStep::time`] then index
+    /// (see [Submission order](JobPlanState#submission-order)). The identity while the plan
+    /// has no CPU step, and then not used.
+    order: heapless::Vec<u16, STEPS>,
+    /// Steps that run on the CPU.
+    cpu_steps: u16,
     /// The fence each step received at the last run.
     fences: [Fence; STEPS],
     /// The scratch tensor's index, once a step needs one.
@@ -208,6 +266,8 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
             tensors: heapless::Vec::new(),
             shared: heapless::Vec::new(),
             steps: heapless::Vec::new(),
+            order: heapless::Vec::new(),
+            cpu_steps: 0,
             fences: [Fence(0); STEPS],
             scratch: None,
             epoch: 0,
@@ -228,6 +288,24 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
     /// Whether the plan has no job.
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
+    }
+
+    /// Of its steps, those that run on the CPU fallback (an op the NPU does not run, or whose
+    /// tuned choice is the CPU), as [`execute`](super::ComputeServer::execute) would run them.
+    pub fn cpu_steps(&self) -> usize {
+        usize::from(self.cpu_steps)
+    }
+
+    /// Whether step `k` runs on the CPU (`false` out of range).
+    pub fn is_cpu_step(&self, k: usize) -> bool {
+        self.steps.get(k).is_some_and(|s| s.cpu)
+    }
+
+    /// The order a run submits the steps in, by index: the order they were added in, except
+    /// that NPU steps independent of a CPU step are submitted before it computes (see
+    /// [Submission order](JobPlanState#submission-order)).
+    pub fn submission_order(&self) -> &[u16] {
+        &self.order
     }
 
     /// Distinct tensors the plan holds (its scratch included).
@@ -308,6 +386,34 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
         Ok(index)
     }
 
+    /// Where a new NPU step is submitted ([`PlanStep::at`]), given the steps it must come
+    /// after (`deps`, and in `also` the step before it on its queue and a CPU step it follows
+    /// without waiting for its fence, each `NONE` if there is none): before the first CPU
+    /// step that comes after all of them in the order, or at its own `index` when there is
+    /// none. Work at build, once per step.
+    fn hoisted_to(&self, deps: &[u16], also: [u16; 2], index: u16) -> u16 {
+        if self.cpu_steps == 0 {
+            return index;
+        }
+        // The earliest time it may take: not before any step it waits for, and after a CPU
+        // step it waits for has computed (the next even time).
+        let mut earliest = 0u32;
+        for &d in deps.iter().chain(also.iter().filter(|&&s| s != NONE)) {
+            if let Some(s) = self.steps.get(usize::from(d)) {
+                let t = s.time();
+                earliest = earliest.max(t + (t & 1));
+            }
+        }
+        let first = usize::try_from(earliest / 2).unwrap_or(usize::MAX);
+        self.steps
+            .iter()
+            .enumerate()
+            .skip(first)
+            .find(|(_, s)| s.cpu)
+            .and_then(|(k, _)| u16::try_from(k).ok())
+            .unwrap_or(index)
+    }
+
     /// Records that `step` reads (or writes) tensor `t`: in every tensor overlapping it.
     fn record(&mut self, t: u8, step: u16, queue: Queue, write: bool) {
         let Some(region) = self.tensors.get(usize::from(t)).map(|t| t.region) else {
@@ -325,6 +431,14 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
                 *mask |= 1 << q;
             }
         }
+    }
+}
+
+/// The newer of two steps of one queue (`NONE` for none).
+fn newest(a: u16, b: u16) -> u16 {
+    match (a, b) {
+        (NONE, s) | (s, NONE) => s,
+        (a, b) => a.max(b),
     }
 }
 

@@ -184,11 +184,11 @@ pub trait ComputeServer {
 
     /// Appends a job to `plan` (see [`JobPlanState`]): `op` on `inputs` into `output`,
     /// checked as [`execute`](Self::execute) checks it, run the way the tuning cache says
-    /// (never measured), on the next execution unit. Nothing is submitted. The plan holds a
+    /// (never measured), on the next execution unit, or on the CPU fallback where `execute`
+    /// would run it there (a CPU step). Nothing is submitted. The plan holds a
     /// reference to each tensor until [`release_plan`](Self::release_plan). Errors: those of
-    /// `execute`'s checks; [`JobPlanError::OnCpu`](crate::JobPlanError::OnCpu) and
-    /// [`JobPlanError::Pinned`](crate::JobPlanError::Pinned) for a step a plan cannot
-    /// hold; [`JobPlanError::Stale`](crate::JobPlanError::Stale) when the tuning
+    /// `execute`'s checks; [`JobPlanError::Pinned`](crate::JobPlanError::Pinned) for a step
+    /// a plan cannot hold; [`JobPlanError::Stale`](crate::JobPlanError::Stale) when the tuning
     /// changed since the first step; [`Error::CapacityExceeded`] naming
     /// [`Capacity::PlanSteps`](crate::Capacity::PlanSteps) or
     /// [`Capacity::PlanTensors`](crate::Capacity::PlanTensors). A refused step leaves the
@@ -210,12 +210,17 @@ pub trait ComputeServer {
         inputs: &[HandleId],
         output: HandleId,
     ) -> Result<(), Error>;
-    /// Submits every job of `plan` and returns at once, `ops[k]` being step `k`'s op (the
-    /// plan does not copy ops: a model keeps its own). Errors:
+    /// Submits every job of `plan` and returns once the last is submitted, `ops[k]` being step
+    /// `k`'s op (the plan does not copy ops: a model keeps its own). A plan without CPU steps
+    /// never waits; a CPU step waits for the downloads of its inputs, then computes. Errors:
     /// [`JobPlanError::OpCount`](crate::JobPlanError::OpCount) and
     /// [`JobPlanError::OpMismatch`](crate::JobPlanError::OpMismatch) (nothing
     /// submitted), [`JobPlanError::Stale`](crate::JobPlanError::Stale), a
-    /// [`Error::StaleHandle`] for a tensor freed under the plan, and the HAL's errors.
+    /// [`Error::StaleHandle`] for a tensor freed under the plan, and the HAL's errors; from a
+    /// CPU step, the fallback's (a failed job it waited for, [`Error::StagingExhausted`] or
+    /// [`Error::CapacityExceeded`] naming
+    /// [`Capacity::StagingBlocks`](crate::Capacity::StagingBlocks), a kernel's error). A run
+    /// that fails leaves the plan reusable: the next run waits for what this one submitted.
     fn run_plan<const S: usize, const T: usize>(
         &mut self,
         plan: &mut JobPlanState<S, T>,

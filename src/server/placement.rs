@@ -105,9 +105,13 @@ impl<
     ) -> Result<(), Error> {
         self.check_placement(placement)?;
         match placement {
-            Placement::Auto => {}
             Placement::Unit(unit) => plan.set_next_unit(unit),
-            Placement::Cpu => return Err(JobPlanError::OnCpu { op: op.kind() }.into()),
+            // A plan runs on the CPU what `execute` would (an operator the NPU lacks, or the
+            // tuning's choice): it cannot be made to run another there.
+            Placement::Cpu if self.caps.ops.runs(op) => {
+                return Err(JobPlanError::OnCpu { op: op.kind() }.into())
+            }
+            Placement::Auto | Placement::Cpu => {}
         }
         self.plan_step(plan, op, inputs, output)
     }

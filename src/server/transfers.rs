@@ -10,7 +10,7 @@ use super::residency::Residency;
 use super::tensors::{Binding, TensorEntry};
 use super::NpuServer;
 use crate::error::Error;
-use crate::hal::{Fence, HalError, Job, JobKind, Npu, Queue, Region, Space};
+use crate::hal::{Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, MAX_JOB_DEPS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryBinding, MemoryManagement};
 use crate::storage::Block;
@@ -94,6 +94,28 @@ impl<
             }
             Side::Untracked => {}
         }
+        self.count_transfer(src, dst);
+        Ok(fence)
+    }
+    /// Queues the DMA transfer `src → dst` after exactly `deps`, touching no access record:
+    /// for a job plan, which works out its transfers' dependencies once. Counted as
+    /// `transfer` counts.
+    pub(super) fn transfer_after(
+        &mut self,
+        src: Region,
+        dst: Region,
+        deps: &heapless::Vec<Fence, MAX_JOB_DEPS>,
+    ) -> Result<Fence, Error> {
+        let job = Job {
+            kind: JobKind::Transfer { src, dst },
+            queue: Queue::Dma,
+            deps: deps.clone(),
+        };
+        let fence = self.submit(&job)?;
+        self.count_transfer(src, dst);
+        Ok(fence)
+    }
+    fn count_transfer(&mut self, src: Region, dst: Region) {
         let bytes = u64::from(src.len);
         match (src.space, dst.space) {
             (Space::Host, _) => {
@@ -106,7 +128,6 @@ impl<
             }
             _ => self.stats.device_copies += 1,
         }
-        Ok(fence)
     }
     /// Queue the transfer of staging region `src` into the tensor memory `binding`.
     pub(super) fn submit_upload(

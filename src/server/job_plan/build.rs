@@ -1,8 +1,9 @@
 //! Building a plan: checking each step's operands as `execute` does, choosing its variant
-//! from the tuning cache, giving it an execution unit, and working out from the memory its
-//! tensors overlap which earlier steps it waits for.
+//! from the tuning cache (or the CPU fallback), giving it an execution unit, working out from
+//! the memory its tensors overlap which earlier steps it waits for, and placing it in the
+//! submission order.
 
-use super::{merge_newest, plan_tensors, JobPlanState, PlanStep, Role, NONE};
+use super::{merge_newest, newest, plan_tensors, JobPlanState, PlanStep, Role, NONE};
 use crate::error::{Capacity, Error, JobPlanError};
 use crate::hal::{HalError, Npu, Queue, Variant, MAX_JOB_INPUTS, MAX_QUEUES};
 use crate::handle::HandleId;
@@ -20,11 +21,10 @@ impl<
     > NpuServer<H, M, HANDLES, STAGING, TUNE>
 {
     /// How a plan runs `op`: as `execute_tuned` would choose, from the tuning cache, without
-    /// claiming a key (a plan never measures).
-    fn planned_variant(&self, op: &Op) -> Result<Variant, Error> {
-        let on_cpu = JobPlanError::OnCpu { op: op.kind() };
+    /// claiming a key (a plan never measures). `None`: on the CPU.
+    fn planned_variant(&self, op: &Op) -> Option<Variant> {
         if !self.caps.ops.runs(op) {
-            return Err(on_cpu.into());
+            return None;
         }
         let choice = match self.tuning.mode {
             TuneMode::Off => None,
@@ -35,12 +35,12 @@ impl<
             },
         };
         match choice {
-            Some(Candidate::Cpu) => Err(on_cpu.into()),
+            Some(Candidate::Cpu) => None,
             // A choice this NPU cannot run falls back to the default, as in `execute_tuned`.
             Some(Candidate::Npu(v)) if v != Variant::Auto && self.npu.supports_variant(op, v) => {
-                Ok(v)
+                Some(v)
             }
-            _ => Ok(Variant::Auto),
+            _ => Some(Variant::Auto),
         }
     }
 
@@ -127,13 +127,17 @@ impl<
         if pinned {
             return Err(JobPlanError::Pinned { op: op.kind() }.into());
         }
-        let variant = self.planned_variant(op)?;
-        let scratch_bytes = variant
-            .scratch_bytes(op)
-            .ok_or(HalError::VariantUnsupported {
-                op: op.kind(),
-                variant,
-            })?;
+        let planned = self.planned_variant(op);
+        let variant = planned.unwrap_or(Variant::Auto);
+        let scratch_bytes = match planned {
+            Some(variant) => variant
+                .scratch_bytes(op)
+                .ok_or(HalError::VariantUnsupported {
+                    op: op.kind(),
+                    variant,
+                })?,
+            None => 0,
+        };
         // Room for every new tensor before any is added, so a refused step changes nothing.
         let mut new: heapless::Vec<HandleId, { MAX_JOB_INPUTS + 1 }> = heapless::Vec::new();
         for &id in inputs.iter().chain([&output]) {
@@ -156,34 +160,90 @@ impl<
         }
         let out = self.plan_tensor(plan, output)?;
 
-        let units = self.caps.execution_units.max(1);
-        let queue = Queue::Unit(plan.next_unit % units);
-        plan.next_unit = (plan.next_unit + 1) % units;
+        // The CPU fallback's jobs are its transfers, on the DMA queue; like `execute`, it
+        // leaves the round robin of the execution units alone.
+        let cpu = planned.is_none();
+        let queue = if cpu {
+            Queue::Dma
+        } else {
+            let units = self.caps.execution_units.max(1);
+            let queue = Queue::Unit(plan.next_unit % units);
+            plan.next_unit = (plan.next_unit + 1) % units;
+            queue
+        };
         let q = queue.index();
-        // The newest step per other queue this one must wait for.
-        let mut after = [NONE; MAX_QUEUES];
+        // A stateful op on the CPU writes its state inputs back, so the plan records them as
+        // written. (No NPU runs a stateful op: an NPU step's inputs are read only.)
+        let state = if cpu {
+            usize::from(op.state_inputs()).min(ins.len())
+        } else {
+            0
+        };
+        let written = || {
+            ins.iter()
+                .take(state)
+                .copied()
+                .chain(core::iter::once(out))
+                .chain(scratch)
+        };
+        // The newest step per other queue this one must wait for: to read (the writers of
+        // its inputs), then to write too (the readers and writers of what it writes).
+        let mut read_after = [NONE; MAX_QUEUES];
         for &i in &ins {
-            merge_newest(&mut after, &plan.tensors[usize::from(i)].writes);
+            merge_newest(&mut read_after, &plan.tensors[usize::from(i)].writes);
         }
-        for i in core::iter::once(out).chain(scratch) {
+        let mut after = read_after;
+        let dma = Queue::Dma.index();
+        let mut dma_writer = read_after[dma];
+        for i in written() {
             let t = &plan.tensors[usize::from(i)];
             merge_newest(&mut after, &t.writes);
             merge_newest(&mut after, &t.reads);
+            dma_writer = newest(dma_writer, t.writes[dma]);
+        }
+        // An NPU step that overwrites what a CPU step only read needs no fence for it: the
+        // CPU step waited for its downloads (and so for every DMA job before them) before
+        // its turn in the order ended. It must only come after it in the order.
+        let mut follows = NONE;
+        if !cpu && after[dma] != NONE && after[dma] != dma_writer {
+            follows = after[dma];
+            after[dma] = NONE;
         }
         let mut deps = heapless::Vec::new();
-        for (k, &s) in after.iter().enumerate() {
-            if k != q && s != NONE {
-                // One per queue: cannot overflow.
-                let _ = deps.push(s);
+        let mut reads = 0u8;
+        if cpu {
+            for (k, &s) in read_after.iter().enumerate() {
+                if k != q && s != NONE {
+                    // One per queue, then at most one more per queue: cannot overflow.
+                    let _ = deps.push(s);
+                    reads += 1;
+                }
+            }
+            for (k, (&s, &r)) in after.iter().zip(&read_after).enumerate() {
+                if k != q && s != NONE && s != r {
+                    let _ = deps.push(s);
+                }
+            }
+        } else {
+            for (k, &s) in after.iter().enumerate() {
+                if k != q && s != NONE {
+                    // One per queue: cannot overflow.
+                    let _ = deps.push(s);
+                }
             }
         }
         // Its own accesses, for the steps after it (its dependencies are worked out above).
         for &i in &ins {
             plan.record(i, step_index, queue, false);
         }
-        for i in core::iter::once(out).chain(scratch) {
+        for i in written() {
             plan.record(i, step_index, queue, true);
         }
+        let at = if cpu {
+            step_index
+        } else {
+            plan.hoisted_to(deps.as_slice(), [plan.last_step[q], follows], step_index)
+        };
         let step = PlanStep {
             kind: op.kind(),
             queue,
@@ -191,16 +251,29 @@ impl<
             inputs: ins,
             output: out,
             scratch: scratch.is_some(),
+            cpu,
             deps,
+            reads,
             first_on_queue: plan.last_step[q] == NONE,
+            at,
         };
         if plan.steps.is_empty() {
             plan.epoch = self.tuning.epoch;
         }
+        // Sorted by (time, index), and the new step has the largest index: it goes after
+        // every step whose time is not later than its own.
+        let time = step.time();
+        let place = plan
+            .order
+            .iter()
+            .position(|&k| plan.steps[usize::from(k)].time() > time)
+            .unwrap_or(plan.order.len());
         plan.queues |= 1 << q;
         plan.last_step[q] = step_index;
-        // Checked above: the plan has room.
+        plan.cpu_steps += u16::from(cpu);
+        // Checked above: the plan has room (`order` is as long as `steps`).
         let _ = plan.steps.push(step);
+        let _ = plan.order.insert(place, step_index);
         Ok(())
     }
 

@@ -1,15 +1,17 @@
 //! Running a plan: gathering the jobs before the run its first steps wait for, submitting each
-//! step as built, then handing the plan's newest jobs to its tensors' access records (at every
-//! run for shared tensors, at release for the others).
+//! step as built (in the submission order, computing CPU steps when their turn comes, where
+//! the plan has any), then handing the plan's newest jobs to its tensors' access records (at
+//! every run for shared tensors, at release for the others).
 
-use super::{JobPlanState, PlanTensor, Role};
+use super::{JobPlanState, PlanStep, PlanTensor, Role};
 use crate::error::{Error, JobPlanError};
-use crate::hal::{Job, JobKind, Npu};
+use crate::hal::{Fence, Job, JobKind, Npu, Queue, Region, MAX_JOB_INPUTS};
 use crate::memory::{queues_in, MemoryManagement};
 use crate::ops::Op;
 use crate::server::deps::DepSet;
 use crate::server::tensors::Binding;
 use crate::server::NpuServer;
+use crate::storage::Block;
 
 impl<
         H: Npu,
@@ -49,52 +51,221 @@ impl<
         let mut before = DepSet::default();
         self.jobs_before(plan, &mut before)?;
         let scratch = plan.scratch.map(|i| plan.tensors[usize::from(i)].region);
-        for (k, (step, &op)) in plan.steps.iter().zip(ops).enumerate() {
-            let mut job = Job {
-                kind: JobKind::Compute {
-                    op,
-                    variant: step.variant,
-                    inputs: heapless::Vec::new(),
-                    output: plan.tensors[usize::from(step.output)].region,
-                    scratch: if step.scratch { scratch } else { None },
-                },
-                queue: step.queue,
-                deps: heapless::Vec::new(),
-            };
-            if let JobKind::Compute { inputs, .. } = &mut job.kind {
-                for &i in &step.inputs {
-                    // As many as the step's inputs, at most MAX_JOB_INPUTS.
-                    let _ = inputs.push(plan.tensors[usize::from(i)].region);
+        if plan.cpu_steps == 0 {
+            for (k, (step, &op)) in plan.steps.iter().zip(ops).enumerate() {
+                match self.submit_step(plan, step, op, scratch, &before) {
+                    Ok(fence) => plan.fences[k] = fence,
+                    Err(e) => {
+                        self.record_partial_run(plan, k);
+                        return Err(e);
+                    }
                 }
             }
-            // At most one fence per queue: this run's steps are newer than any job before it,
-            // so a step's fence stands for its queue's.
-            let mut queues = 1u16 << step.queue.index();
-            for &s in &step.deps {
-                let s = usize::from(s);
-                queues |= 1 << plan.steps[s].queue.index();
-                // One per queue: cannot overflow.
-                let _ = job.deps.push(plan.fences[s]);
-            }
-            if step.first_on_queue {
-                before.fences_except(queues, &mut job.deps);
-            }
-            match self.submit(&job) {
-                Ok(fence) => plan.fences[k] = fence,
-                Err(e) => {
-                    self.record_partial_run(plan, k);
-                    return Err(e);
-                }
-            }
+        } else {
+            self.run_in_order(plan, ops, scratch, &before)?;
         }
         for q in queues_in(plan.queues) {
             plan.last[q] = Some(plan.fences[usize::from(plan.last_step[q])]);
         }
-        self.stats.compute_jobs += plan.steps.len() as u32;
+        self.stats.compute_jobs += (plan.steps.len() - usize::from(plan.cpu_steps)) as u32;
         self.stats.plan_runs += 1;
         self.record_run(plan)?;
         plan.settled = true;
         Ok(())
+    }
+
+    /// Submits NPU step `step` of `plan` as built, its dependencies mapped to the fences this
+    /// run's steps received.
+    #[inline(always)]
+    fn submit_step<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+        step: &PlanStep,
+        op: &Op,
+        scratch: Option<Region>,
+        before: &DepSet,
+    ) -> Result<Fence, Error> {
+        let mut job = Job {
+            kind: JobKind::Compute {
+                op,
+                variant: step.variant,
+                inputs: heapless::Vec::new(),
+                output: plan.tensors[usize::from(step.output)].region,
+                scratch: if step.scratch { scratch } else { None },
+            },
+            queue: step.queue,
+            deps: heapless::Vec::new(),
+        };
+        if let JobKind::Compute { inputs, .. } = &mut job.kind {
+            for &i in &step.inputs {
+                // As many as the step's inputs, at most MAX_JOB_INPUTS.
+                let _ = inputs.push(plan.tensors[usize::from(i)].region);
+            }
+        }
+        // At most one fence per queue: this run's steps are newer than any job before it,
+        // so a step's fence stands for its queue's.
+        let mut queues = 1u16 << step.queue.index();
+        for &s in &step.deps {
+            let s = usize::from(s);
+            queues |= 1 << plan.steps[s].queue.index();
+            // One per queue: cannot overflow.
+            let _ = job.deps.push(plan.fences[s]);
+        }
+        if step.first_on_queue {
+            before.fences_except(queues, &mut job.deps);
+        }
+        self.submit(&job)
+    }
+
+    /// Submits the steps of a plan with CPU steps in its submission order, computing each
+    /// CPU step when its turn comes.
+    fn run_in_order<const S: usize, const T: usize>(
+        &mut self,
+        plan: &mut JobPlanState<S, T>,
+        ops: &[&Op],
+        scratch: Option<Region>,
+        before: &DepSet,
+    ) -> Result<(), Error> {
+        for n in 0..plan.order.len() {
+            let k = usize::from(plan.order[n]);
+            // `ops` is as long as `steps` (checked by the caller), and `order` indexes them.
+            let op = ops[k];
+            let submitted = if plan.steps[k].cpu {
+                let mut newest = None;
+                let result = self.run_cpu_step(plan, k, op, before, &mut newest);
+                if let (Err(_), Some(fence)) = (&result, newest) {
+                    // Some of its transfers are in flight: they count as the step's.
+                    plan.fences[k] = fence;
+                    self.record_partial_run(plan, n + 1);
+                    return result.map(|_| ());
+                }
+                result
+            } else {
+                self.submit_step(plan, &plan.steps[k], op, scratch, before)
+            };
+            match submitted {
+                Ok(fence) => plan.fences[k] = fence,
+                Err(e) => {
+                    self.record_partial_run(plan, n);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU step `k`, as the fallback runs it but with its dependencies from the plan: its
+    /// inputs come down into host staging after the writers of what it reads (and, first on
+    /// its queue, the jobs before the run); the CPU waits for those downloads alone,
+    /// computes, and sends the output (and a stateful op's state) back up after the readers
+    /// and writers of what it writes. Returns the output upload's fence, which stands for
+    /// the step. `newest` is the newest transfer it submitted, for a run that fails in it.
+    /// Staging is taken here and freed after the transfers' fences, as by the fallback.
+    fn run_cpu_step<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+        k: usize,
+        op: &Op,
+        before: &DepSet,
+        newest: &mut Option<Fence>,
+    ) -> Result<Fence, Error> {
+        let mut staged = heapless::Vec::new();
+        let result = self.cpu_step_in(plan, k, op, before, newest, &mut staged);
+        for (fence, block) in staged {
+            self.staging.free_after(fence, block)?;
+        }
+        result
+    }
+
+    fn cpu_step_in<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+        k: usize,
+        op: &Op,
+        before: &DepSet,
+        newest: &mut Option<Fence>,
+        staged: &mut heapless::Vec<(Fence, Block), MAX_JOB_INPUTS>,
+    ) -> Result<Fence, Error> {
+        let step = &plan.steps[k];
+        let (reads, writes) = step
+            .deps
+            .split_at(usize::from(step.reads).min(step.deps.len()));
+        // The steps' fences, and the jobs before the run on the queues no step names: at
+        // most one per queue.
+        let deps_of = |list: &[u16], first: bool| {
+            let mut deps = heapless::Vec::new();
+            let mut queues = 1u16 << Queue::Dma.index();
+            for &s in list {
+                let s = usize::from(s);
+                queues |= 1 << plan.steps[s].queue.index();
+                let _ = deps.push(plan.fences[s]);
+            }
+            if first {
+                before.fences_except(queues, &mut deps);
+            }
+            deps
+        };
+        let down = deps_of(reads, step.first_on_queue);
+        let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
+        for &i in &step.inputs {
+            let src = plan.tensors[usize::from(i)].region;
+            let block = self.staging_alloc(src.len)?;
+            match self.transfer_after(src, Region::host(block.offset, src.len), &down) {
+                Ok(fence) => {
+                    *newest = Some(fence);
+                    // As many as the step's inputs, at most MAX_JOB_INPUTS.
+                    let _ = staged.push((fence, block));
+                    let _ = ranges.push((block.offset as usize, src.len as usize));
+                }
+                Err(e) => {
+                    self.staging.free(block)?;
+                    return Err(e);
+                }
+            }
+        }
+        for &(fence, _) in staged.iter() {
+            self.wait_for(fence)?;
+        }
+        let out = plan.tensors[usize::from(step.output)];
+        let out_block = self.staging_alloc(out.region.len)?;
+        let out_region = Region::host(out_block.offset, out.region.len);
+        // After the downloads (on the same queue, and waited for), the uploads need only the
+        // readers and writers of what the step writes that its reads did not cover; with no
+        // input, the jobs before the run too.
+        let up = deps_of(writes, step.first_on_queue && step.inputs.is_empty());
+        let state = usize::from(op.state_inputs()).min(step.inputs.len());
+        let uploaded = self
+            .compute_in_staging(op, &ranges, out_region)
+            .and_then(|()| {
+                for (&i, (fence, block)) in step.inputs.iter().zip(staged.iter_mut()).take(state) {
+                    let t = &plan.tensors[usize::from(i)];
+                    if !matches!(t.binding, Binding::Memory(_)) {
+                        return Err(Error::ReadOnlyTensor);
+                    }
+                    *fence = self.transfer_after(
+                        Region::host(block.offset, t.region.len),
+                        t.region,
+                        &up,
+                    )?;
+                    *newest = Some(*fence);
+                }
+                if !matches!(out.binding, Binding::Memory(_)) {
+                    return Err(Error::ReadOnlyTensor);
+                }
+                self.transfer_after(out_region, out.region, &up)
+            });
+        match uploaded {
+            Ok(fence) => {
+                *newest = Some(fence);
+                self.stats.cpu_ops += 1;
+                self.staging.free_after(fence, out_block)?;
+                Ok(fence)
+            }
+            Err(e) => {
+                self.staging.free(out_block)?;
+                Err(e)
+            }
+        }
     }
 
     /// The jobs before the run that the plan's first step on each queue must wait for, from
@@ -170,17 +341,20 @@ impl<
         Ok(())
     }
 
-    /// A run that failed at step `failed`: the steps before it are submitted, and every
+    /// A run that failed after submitting the first `submitted` steps of its order: every
     /// tensor's record takes the plan's newest jobs as writers, so nothing reuses the plan's
     /// memory before they end. The next run walks every record again.
     fn record_partial_run<const S: usize, const T: usize>(
         &mut self,
         plan: &mut JobPlanState<S, T>,
-        failed: usize,
+        submitted: usize,
     ) {
-        for (step, &fence) in plan.steps.iter().zip(&plan.fences).take(failed) {
-            if let Some(last) = plan.last.get_mut(step.queue.index()) {
-                *last = Some(fence);
+        for &k in plan.order.iter().take(submitted) {
+            let k = usize::from(k);
+            if let (Some(step), Some(&fence)) = (plan.steps.get(k), plan.fences.get(k)) {
+                if let Some(last) = plan.last.get_mut(step.queue.index()) {
+                    *last = Some(fence);
+                }
             }
         }
         plan.settled = false;
