@@ -329,7 +329,7 @@ fn npu_work_independent_of_a_cpu_operator_overlaps_it() {
     let mut host = vec![0u128; 64 * 1024 / 16];
     let channel = runner::channel(&mut device, &mut host, config).unwrap();
     let client = ComputeClient::new(&channel);
-    let mut graph: SimGraph = Graph::prepare(client, model).unwrap();
+    let mut graph: SimGraph = Graph::prepare_with(client, model, dynamic()).unwrap();
     client.sync().unwrap();
     // (cycles, unit busy cycles, CPU cycles, output) of each invoke.
     let mut invokes = Vec::new();
@@ -401,7 +401,7 @@ fn planned_invokes_of_models_with_cpu_operators_are_never_slower() {
             let mut host = vec![0u128; 256 * 1024 / 16];
             let channel = runner::channel(&mut device, &mut host, config).unwrap();
             let client = ComputeClient::new(&channel);
-            let mut graph: SimGraph = Graph::prepare(client, model).unwrap();
+            let mut graph: SimGraph = Graph::prepare_with(client, model, dynamic()).unwrap();
             client.sync().unwrap();
             let (mut cycles, mut cpu_steps) = (Vec::new(), 0);
             // The first invoke job by job, the next two from the plan, the last job by job
@@ -533,4 +533,13 @@ fn pipelined_invokes_of_a_graph_with_cpu_operators_give_tflms_bytes() {
         assert_eq!(out, want, "frame {frame}");
     }
     assert_eq!(graph.job_plan().map(|r| r.cpu_steps), Some(1));
+}
+
+/// Round-robin dispatch: the per-job path submits in model order, the plan orders itself (a
+/// static schedule would order both; `tests/schedule.rs` covers it).
+fn dynamic() -> npu_compute::graph::PrepareOptions {
+    npu_compute::graph::PrepareOptions {
+        scheduling: npu_compute::graph::Scheduling::Dynamic,
+        ..Default::default()
+    }
 }

@@ -147,6 +147,7 @@ impl RunOptions {
         PrepareOptions {
             optimise: self.optimise,
             scheduling: self.scheduling,
+            schedule_table: None,
         }
     }
 }

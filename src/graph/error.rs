@@ -76,6 +76,9 @@ pub enum GraphError {
         /// Bytes (or buffers) given.
         actual: u32,
     },
+    /// A schedule table given to prepare was refused (made for another model or other
+    /// units, damaged, or naming steps this model does not have).
+    ScheduleTable(super::schedule_table::GraphTableError),
 }
 
 impl From<ModelError> for GraphError {
@@ -121,6 +124,7 @@ impl core::fmt::Display for GraphError {
         match self {
             GraphError::Model(e) => e.fmt(f),
             GraphError::Plan(e) => write!(f, "the arena plan failed: {e}"),
+            GraphError::ScheduleTable(e) => e.fmt(f),
             GraphError::Unsupported { op_index, op, what } => write!(
                 f,
                 "operator {op_index} ({}): unsupported {what}",

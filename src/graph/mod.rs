@@ -79,12 +79,14 @@ mod error;
 mod planned;
 mod run;
 mod schedule;
+mod schedule_table;
 mod tile;
 
 pub use arena::PLAN_EFFORT;
 pub use error::GraphError;
 pub use planned::JobPlanReport;
 pub use schedule::{ScheduleReport, Scheduling};
+pub use schedule_table::{fingerprint, GraphTableError, GRAPH_TABLE_FORMAT, GRAPH_TABLE_MAGIC};
 
 use planned::Path;
 
@@ -93,9 +95,9 @@ use crate::client::{ComputeClient, Tensor};
 use crate::error::Error;
 use crate::hal::MAX_JOB_INPUTS;
 use crate::model::{BuiltinOp, Model, SubGraph};
-use crate::server::Placement;
 use crate::ops::{LowerCtx, LowerError, Lowered, Operand};
 use crate::ops::{Op, OpKind, CHANNEL_MULTIPLIER_BYTES};
+use crate::server::Placement;
 use npu_kernels::int8::ChannelMultiplier;
 use tile::Tile;
 
@@ -132,13 +134,18 @@ pub struct PrepareOptions {
     pub optimise: Optimise,
     /// How operators are spread over the execution units.
     pub scheduling: Scheduling,
+    /// A schedule exported from a graph of the same model on the same units
+    /// ([`Graph::export_schedule`], `npu-sim plan MODEL --schedule FILE`): followed instead of
+    /// planning one, so prepare does no scheduling work. Checked against the model and the
+    /// units ([`GraphError::ScheduleTable`]).
+    pub schedule_table: Option<&'static [u8]>,
 }
 
 impl From<Optimise> for PrepareOptions {
     fn from(optimise: Optimise) -> Self {
         PrepareOptions {
             optimise,
-            scheduling: Scheduling::default(),
+            ..PrepareOptions::default()
         }
     }
 }
@@ -256,6 +263,12 @@ pub struct Graph<
     /// The model's own steps (band steps follow them).
     model_steps: u16,
     schedule: ScheduleReport,
+    /// The model, for the schedule table's fingerprint.
+    model: &'static [u8],
+    /// For each task of the static schedule (in the scheduler's task order), its step.
+    task_steps: heapless::Vec<u16, OPS>,
+    /// The static schedule, kept for [`Graph::export_schedule`].
+    plan: Option<crate::schedule::Schedule<OPS>>,
 }
 
 /// Pinned input and output buffers of one in-flight invoke ([`Graph::io_buffers`],
@@ -464,6 +477,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             order: heapless::Vec::new(),
             model_steps: 0,
             schedule: ScheduleReport::default(),
+            model,
+            task_steps: heapless::Vec::new(),
+            plan: None,
         };
         for t in sub.tensors() {
             let t = t?;
@@ -508,7 +524,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         graph.plan_arena(options.optimise)?;
         graph.place_variables()?;
         graph.model_steps = graph.steps.len() as u16;
-        graph.plan_schedule(options.scheduling)?;
+        match options.schedule_table {
+            Some(table) => graph.follow_table(table)?,
+            None => graph.plan_schedule(options.scheduling)?,
+        }
         Ok(graph)
     }
     /// Places each variable tensor in its block of the pool for the graph's lifetime and sets

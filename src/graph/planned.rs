@@ -237,11 +237,22 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 }
             }
         }
+        // The model's inputs and outputs are the plan's even where only band views of them
+        // are read or written: their access records are where the host's uploads and reads
+        // meet the plan's jobs.
+        for &t in self.inputs.iter().chain(&self.outputs) {
+            if let Some(view) = &views[usize::from(t)] {
+                plan.include(view).map_err(not_one_op)?;
+            }
+        }
         for &si in &self.order {
             let si = usize::from(si);
             let step = &self.steps[si];
             let failed = self.failed(si);
-            let op = step.op.as_ref().ok_or(failed(Error::StaleHandle { index: 0 }))?;
+            let op = step
+                .op
+                .as_ref()
+                .ok_or(failed(Error::StaleHandle { index: 0 }))?;
             match step.band {
                 Some(band) => {
                     let (input, output) = self.band_views(pool, si, band)?;

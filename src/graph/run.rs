@@ -148,7 +148,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let si = usize::from(self.order[k]);
             let step = &self.steps[si];
             let failed = self.failed(si);
-            let op = step.op.as_ref().ok_or(failed(Error::StaleHandle { index: 0 }))?;
+            let op = step
+                .op
+                .as_ref()
+                .ok_or(failed(Error::StaleHandle { index: 0 }))?;
             let output = usize::from(step.output);
             match step.band {
                 Some(band) => {
@@ -174,7 +177,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 }
                 None => {
                     let slot = &self.tensors[output];
-                    let out = client.place(pool, slot.offset, slot.bytes).map_err(&failed)?;
+                    let out = client
+                        .place(pool, slot.offset, slot.bytes)
+                        .map_err(&failed)?;
                     let refs = self.operand_refs(si, 0)?;
                     client
                         .execute_on(step.placement, op, &refs, &out)

@@ -41,6 +41,7 @@
 
 use core::cmp::Ordering;
 
+use super::schedule_table::GraphTableError;
 use super::tile;
 use super::{not_one_op, Graph, GraphError, Step, StepOperand};
 use crate::channel::ComputeChannel;
@@ -119,7 +120,9 @@ impl Access {
     fn meets(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
         a.iter().any(|&(ao, al)| {
             b.iter().any(|&(bo, bl)| {
-                al != 0 && bl != 0 && u64::from(ao) < u64::from(bo) + u64::from(bl)
+                al != 0
+                    && bl != 0
+                    && u64::from(ao) < u64::from(bo) + u64::from(bl)
                     && u64::from(bo) < u64::from(ao) + u64::from(al)
             })
         })
@@ -135,10 +138,10 @@ impl Access {
 
 /// One task being planned.
 #[derive(Clone, Debug)]
-struct Draft {
-    step: u16,
+pub(super) struct Draft {
+    pub(super) step: u16,
     /// Output rows of a band, `None` for the whole operator.
-    rows: Option<(u32, u32)>,
+    pub(super) rows: Option<(u32, u32)>,
     access: Access,
     task: Task,
 }
@@ -169,20 +172,6 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             Some(pool) => pool.clone(),
             None => return Ok(()),
         };
-        let mut views: heapless::Vec<Option<Tensor<'c, C>>, TENSORS> = heapless::Vec::new();
-        for slot in self.tensors.iter() {
-            let view = if slot.kept() || slot.bytes == 0 {
-                None
-            } else {
-                Some(
-                    self.client
-                        .place(&pool, slot.offset, slot.bytes)
-                        .map_err(not_one_op)?,
-                )
-            };
-            // As many as the graph's tensors: TENSORS at most.
-            let _ = views.push(view);
-        }
         let alignment = caps.alignment.max(1);
         let tries: &[(bool, bool)] = match scheduling {
             Scheduling::OpByOp => &[(true, true)],
@@ -191,8 +180,16 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         };
         let mut best: Option<Candidate<OPS>> = None;
         for &(split, chain) in tries {
-            let Some(c) = self.candidate(&pool, &views, units, alignment, split, chain)? else {
-                continue;
+            let c = match self.candidate(&pool, units, alignment, split, chain) {
+                Ok(Some(c)) => c,
+                Ok(None) => continue,
+                // Planning places a step's tensors to ask for its costs: a stack too small for
+                // that runs without a static schedule rather than not at all.
+                Err(GraphError::Compute {
+                    error: Error::CapacityExceeded { .. } | Error::OutOfMemory { .. },
+                    ..
+                }) => continue,
+                Err(e) => return Err(e),
             };
             if best
                 .as_ref()
@@ -201,7 +198,6 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 best = Some(c);
             }
         }
-        drop(views);
         if let Some(best) = best {
             self.follow(best, units)?;
         }
@@ -213,7 +209,6 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     fn candidate(
         &self,
         pool: &Tensor<'c, C>,
-        views: &[Option<Tensor<'c, C>>],
         units: u8,
         alignment: u32,
         split: bool,
@@ -228,9 +223,24 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if step.in_place {
                 continue;
             }
-            let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
-            let out = views[usize::from(step.output)]
-                .as_ref()
+            // The step's activations, placed for as long as it is costed.
+            let mut views: heapless::Vec<(u16, Tensor<'c, C>), { MAX_JOB_INPUTS + 1 }> =
+                heapless::Vec::new();
+            let tensors = step.operands.iter().filter_map(|o| match *o {
+                StepOperand::Tensor(t) => Some(t),
+                StepOperand::Aux(_) => None,
+            });
+            for t in tensors.chain(core::iter::once(step.output)) {
+                let slot = &self.tensors[usize::from(t)];
+                if slot.kept() || views.iter().any(|(u, _)| *u == t) {
+                    continue;
+                }
+                let view = self.client.place(pool, slot.offset, slot.bytes.max(1));
+                let _ = views.push((t, view.map_err(self.failed(si))?));
+            }
+            let view = |t: u16| views.iter().find(|(u, _)| *u == t).map(|(_, v)| v);
+            let refs = self.operands_with(si, 0, view)?;
+            let out = view(step.output)
                 .ok_or(self.failed(si)(Error::StaleHandle { index: step.output }))?;
             let whole = match self.costs(si, op, &refs, out, units)? {
                 Some(cost) => cost,
@@ -302,12 +312,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     ) -> Result<Option<TaskCost>, GraphError> {
         let failed = self.failed(si);
         let mut cost = TaskCost::NONE;
-        let on_npu = self
-            .client
-            .capabilities()
-            .map_err(&failed)?
-            .ops
-            .runs(op);
+        let on_npu = self.client.capabilities().map_err(&failed)?.ops.runs(op);
         if on_npu {
             for u in 0..units {
                 let Some(e) = self
@@ -426,7 +431,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 )
                 .map_err(&failed)?;
             let out_view = client
-                .place(pool, out_slot.offset + start * out_row, (end - start) * out_row)
+                .place(
+                    pool,
+                    out_slot.offset + start * out_row,
+                    (end - start) * out_row,
+                )
                 .map_err(&failed)?;
             let mut band_refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
             let _ = band_refs.push(&input_view);
@@ -464,7 +473,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         let step = &self.steps[si];
         let mut access = Access::default();
         let shapes = step.op.as_ref().and_then(tile::shapes);
-        let state = step.op.as_ref().map_or(0, |op| usize::from(op.state_inputs()));
+        let state = step
+            .op
+            .as_ref()
+            .map_or(0, |op| usize::from(op.state_inputs()));
         for (k, operand) in step.operands.iter().enumerate() {
             let StepOperand::Tensor(t) = *operand else {
                 continue;
@@ -529,10 +541,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             && order.iter().enumerate().all(|(k, &i)| usize::from(i) == k)
             && drafts.iter().enumerate().all(|(i, d)| {
                 d.rows.is_none()
-                    && (placed(i).unit == Unit::Npu(0)
-                        || !self.runs_on_npu(usize::from(d.step)))
+                    && (placed(i).unit == Unit::Npu(0) || !self.runs_on_npu(usize::from(d.step)))
             });
         let mut steps_in_order: heapless::Vec<u16, OPS> = heapless::Vec::new();
+        let mut task_steps: heapless::Vec<u16, OPS> = drafts.iter().map(|d| d.step).collect();
         for &i in order {
             let d = &drafts[usize::from(i)];
             let placement = match placed(usize::from(i)).unit {
@@ -588,17 +600,144 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
             // At most OPS tasks.
             let _ = steps_in_order.push(si);
+            if let Some(slot) = task_steps.get_mut(usize::from(i)) {
+                *slot = si;
+            }
         }
         if !identity {
             self.order = steps_in_order;
         }
         self.schedule = report;
+        self.task_steps = task_steps;
+        self.plan = Some(schedule);
         Ok(())
+    }
+
+    /// Follows a schedule table instead of planning (see [`schedule_table`](super::schedule_table)):
+    /// its tasks checked against the model, the units and the order taken as they are.
+    pub(super) fn follow_table(&mut self, table: &'static [u8]) -> Result<(), GraphError> {
+        self.schedule = ScheduleReport::default();
+        let fingerprint = self.fingerprint()?;
+        let (entries, schedule) = super::schedule_table::import::<OPS>(table, fingerprint)?;
+        let caps = self.client.capabilities().map_err(not_one_op)?;
+        let units = caps.execution_units.clamp(1, MAX_EXECUTION_UNITS as u8);
+        let alignment = caps.alignment.max(1);
+        let mut drafts: heapless::Vec<Draft, OPS> = heapless::Vec::new();
+        // The next output row each split step's bands must start at.
+        let mut next_row: heapless::Vec<u32, OPS> = heapless::Vec::new();
+        let _ = next_row.resize(self.steps.len(), 0);
+        for (k, &(step, (a, b))) in entries.iter().enumerate() {
+            let bad = GraphTableError::BadTask { task: k as u16 };
+            let si = usize::from(step);
+            let s = self
+                .model_steps()
+                .get(si)
+                .filter(|s| s.op.is_some() && !s.in_place)
+                .ok_or(bad)?;
+            let rows = match (a, b) {
+                (0, 0) => {
+                    if next_row[si] != 0 {
+                        return Err(bad.into());
+                    }
+                    next_row[si] = u32::MAX;
+                    None
+                }
+                (a, b) => {
+                    let (a, b) = (u32::from(a), u32::from(b));
+                    let op = s.op.as_ref().ok_or(bad)?;
+                    let shapes = tile::shapes(op).ok_or(bad)?;
+                    let (_, in_rows) = tile::band_op(op, a..b).ok_or(bad)?;
+                    let Some(StepOperand::Tensor(input)) = s.operands.first().copied() else {
+                        return Err(bad.into());
+                    };
+                    let (i, o) = shapes;
+                    let in_at = self.tensors[usize::from(input)].offset
+                        + in_rows.start * tile::row_bytes(i);
+                    let out_at =
+                        self.tensors[usize::from(s.output)].offset + a * tile::row_bytes(o);
+                    if next_row[si] != a
+                        || b <= a
+                        || b > o.height
+                        || !in_at.is_multiple_of(alignment)
+                        || !out_at.is_multiple_of(alignment)
+                    {
+                        return Err(bad.into());
+                    }
+                    next_row[si] = if b == o.height { u32::MAX } else { b };
+                    Some((a, b))
+                }
+            };
+            let draft = Draft {
+                step,
+                rows,
+                access: Access::default(),
+                task: Task {
+                    deps: heapless::Vec::new(),
+                    cost: TaskCost::NONE,
+                },
+            };
+            drafts
+                .push(draft)
+                .map_err(|_| GraphTableError::TooManyTasks { tasks: k as u16 })?;
+        }
+        // Every step that runs is covered, whole or by bands to its last row.
+        for (si, s) in self.model_steps().iter().enumerate() {
+            if s.op.is_some() && !s.in_place && next_row[si] != u32::MAX {
+                return Err(GraphTableError::BadTask {
+                    task: entries.len() as u16,
+                }
+                .into());
+            }
+        }
+        self.schedule.scheduling = Scheduling::Static;
+        self.follow(Candidate { drafts, schedule }, units)
+    }
+
+    /// The fingerprint a schedule table of this graph carries: its model and the units.
+    fn fingerprint(&self) -> Result<u64, GraphError> {
+        let caps = self.client.capabilities().map_err(not_one_op)?;
+        let mut units: heapless::Vec<crate::hal::ExecutionUnit, MAX_EXECUTION_UNITS> =
+            heapless::Vec::new();
+        for u in 0..caps.execution_units.min(MAX_EXECUTION_UNITS as u8) {
+            let _ = units.push(self.client.execution_unit(u).map_err(not_one_op)?);
+        }
+        Ok(super::schedule_table::fingerprint(
+            self.model, &caps, &units,
+        ))
+    }
+
+    /// Writes the static schedule the graph follows as a schedule table (see
+    /// [`PrepareOptions::schedule_table`](super::PrepareOptions::schedule_table)) into `out`;
+    /// returns its length. Errors: [`GraphError::ScheduleTable`] when `out` is too small or
+    /// the graph follows no static schedule ([`ScheduleReport::planned`] is `false`).
+    pub fn export_schedule(&self, out: &mut [u8]) -> Result<usize, GraphError> {
+        let plan = self.plan.as_ref().ok_or(GraphTableError::NoSchedule)?;
+        let mut tasks: heapless::Vec<(u16, (u16, u16)), OPS> = heapless::Vec::new();
+        for &si in &self.task_steps {
+            let step = &self.steps[usize::from(si)];
+            let entry = match &step.band {
+                Some(band) => super::schedule_table::band_entry(band),
+                None => (si, (0, 0)),
+            };
+            // As many as the tasks: OPS at most.
+            let _ = tasks.push(entry);
+        }
+        let fingerprint = self.fingerprint()?;
+        Ok(super::schedule_table::export(
+            &tasks,
+            plan,
+            fingerprint,
+            out,
+        )?)
     }
 
     /// Whether the NPU runs step `si`'s operator.
     fn runs_on_npu(&self, si: usize) -> bool {
-        let ops = self.client.capabilities().map(|c| c.ops).unwrap_or_default();
+        let ops = self
+            .client
+            .capabilities()
+            .map(|c| c.ops)
+            .unwrap_or_default();
         self.steps[si].op.as_ref().is_some_and(|op| ops.runs(op))
     }
 }

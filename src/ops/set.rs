@@ -15,6 +15,11 @@ const _: () =
 pub struct OpSet([u32; WORDS]);
 
 impl OpSet {
+    /// The set's bits, word by word (bit `kind × 4 + dtype`), to fingerprint it.
+    pub const fn words(&self) -> [u32; WORDS] {
+        self.0
+    }
+
     /// No operator.
     pub const EMPTY: OpSet = OpSet([0; WORDS]);
 

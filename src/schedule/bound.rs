@@ -109,8 +109,8 @@ fn weighted(tasks: &[Task], npu_units: u8, w: &Weights) -> Cycles {
     let mut sum: u128 = 0;
     for t in tasks {
         let c = &t.cost;
-        let ports = weight(SRAM) * u128::from(c.sram_cycles)
-            + weight(FLASH) * u128::from(c.flash_cycles);
+        let ports =
+            weight(SRAM) * u128::from(c.sram_cycles) + weight(FLASH) * u128::from(c.flash_cycles);
         let cheapest = units(npu_units)
             .filter_map(|u| {
                 let held = u128::from(c.alone(u)?);

@@ -81,6 +81,8 @@ struct PlanStep {
     /// Runs on the CPU: its inputs come down through host staging and its output goes back
     /// up (see [CPU steps](JobPlanState#cpu-steps)).
     cpu: bool,
+    /// Its leading inputs that it also writes (a stateful CPU step's state).
+    state: u8,
     /// Earlier steps on other queues to wait for (the newest per queue). A CPU step's
     /// downloads wait for the first `reads` (the writers of what it reads), its uploads for
     /// the rest (the newer readers and writers of what it writes, on queues where those
@@ -360,14 +362,24 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
         // band of a tensor would wait for writers of the tensor's other rows).
         for (k, step) in self.steps.iter().enumerate() {
             let q = step.queue.index();
-            let touches = |i: u8| self.tensors.get(usize::from(i)).is_some_and(|u| u.overlaps(&region));
+            let touches = |i: u8| {
+                self.tensors
+                    .get(usize::from(i))
+                    .is_some_and(|u| u.overlaps(&region))
+            };
+            let read = step.inputs.iter().any(|&i| touches(i));
             let wrote = touches(step.output)
-                || (step.scratch && self.scratch.is_some_and(|i| touches(i)));
+                || (step.scratch && self.scratch.is_some_and(|i| touches(i)))
+                || step
+                    .inputs
+                    .iter()
+                    .take(usize::from(step.state))
+                    .any(|&i| touches(i));
             if let (Some(slot), true) = (t.writes.get_mut(q), wrote) {
                 *slot = k as u16;
                 t.write_queues |= 1 << q;
             }
-            if let (Some(slot), true) = (t.reads.get_mut(q), step.inputs.iter().any(|&i| touches(i))) {
+            if let (Some(slot), true) = (t.reads.get_mut(q), read) {
                 *slot = k as u16;
                 t.read_queues |= 1 << q;
             }

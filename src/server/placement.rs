@@ -16,8 +16,8 @@
 
 use super::dispatch::Operand;
 use super::tensors::Binding;
-use super::NpuServer;
 use super::JobPlanState;
+use super::NpuServer;
 use crate::error::{Error, JobPlanError};
 use crate::hal::{
     Estimate, HalError, Job, JobKind, Npu, Queue, Region, Variant, MAX_JOB_DEPS, MAX_JOB_INPUTS,

@@ -252,6 +252,8 @@ impl<
             output: out,
             scratch: scratch.is_some(),
             cpu,
+            // At most MAX_JOB_INPUTS.
+            state: state as u8,
             deps,
             reads,
             first_on_queue: plan.last_step[q] == NONE,
