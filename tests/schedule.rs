@@ -78,7 +78,7 @@ fn options(scheduling: Scheduling) -> PrepareOptions {
     PrepareOptions {
         optimise: Optimise::Cycles,
         scheduling,
-        schedule_table: None,
+        ..PrepareOptions::default()
     }
 }
 

@@ -18,6 +18,7 @@ use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::model::{DataType, Model, ModelError};
 use npu_compute::ops::{LowerCtx, Lowered, OpKind};
+use npu_compute::schedule::Policy;
 
 use npu_compute::channel::RefCellChannel;
 use npu_compute::memory::ChunkSliceMemory;
@@ -138,6 +139,8 @@ pub struct RunOptions {
     pub tune_table: Option<&'static [u8]>,
     /// How operators are spread over the execution units ([`Scheduling::Static`] by default).
     pub scheduling: Scheduling,
+    /// How a static schedule picks units ([`Policy::CostEffective`] by default).
+    pub policy: Policy,
 }
 
 impl RunOptions {
@@ -147,6 +150,7 @@ impl RunOptions {
         PrepareOptions {
             optimise: self.optimise,
             scheduling: self.scheduling,
+            policy: self.policy,
             schedule_table: None,
         }
     }
@@ -163,6 +167,7 @@ impl Default for RunOptions {
             tune_mode: TuneMode::Off,
             tune_table: None,
             scheduling: Scheduling::Static,
+            policy: Policy::CostEffective,
         }
     }
 }
@@ -774,6 +779,23 @@ pub fn plan(
     optimise: Optimise,
 ) -> Result<ArenaReport, RunError> {
     with_large_graph(model, config, optimise, |g| g.arena())
+}
+
+/// The static schedule a graph of `model` plans on `config`'s units, as a schedule table
+/// ([`Graph::export_schedule`]) for firmware to follow
+/// ([`PrepareOptions::schedule_table`]).
+pub fn schedule_table(
+    model: &'static [u8],
+    config: SimConfig,
+    optimise: Optimise,
+) -> Result<Vec<u8>, RunError> {
+    with_large_graph(model, config, optimise, |g| {
+        // The graph section and the schedule: 6 + 20 bytes a task, two headers.
+        let mut table = vec![0; 64 + 26 * large::OPS];
+        let n = g.export_schedule(&mut table)?;
+        table.truncate(n);
+        Ok(table)
+    })?
 }
 
 /// The fixed capacities and the host staging memory a model needs, measured by running it.

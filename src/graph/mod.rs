@@ -134,6 +134,10 @@ pub struct PrepareOptions {
     pub optimise: Optimise,
     /// How operators are spread over the execution units.
     pub scheduling: Scheduling,
+    /// How a static schedule picks each task's unit: where it finishes earliest given the
+    /// tasks placed before it (the default, the most cost-effective), or where it alone is
+    /// fastest (to compare).
+    pub policy: crate::schedule::Policy,
     /// A schedule exported from a graph of the same model on the same units
     /// ([`Graph::export_schedule`], `npu-sim plan MODEL --schedule FILE`): followed instead of
     /// planning one, so prepare does no scheduling work. Checked against the model and the
@@ -526,7 +530,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         graph.model_steps = graph.steps.len() as u16;
         match options.schedule_table {
             Some(table) => graph.follow_table(table)?,
-            None => graph.plan_schedule(options.scheduling)?,
+            None => graph.plan_schedule(options.scheduling, options.policy)?,
         }
         Ok(graph)
     }

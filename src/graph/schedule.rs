@@ -158,7 +158,11 @@ struct Unschedulable;
 
 impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
     /// Plans the schedule (see the [module docs](self)); called at the end of prepare.
-    pub(super) fn plan_schedule(&mut self, scheduling: Scheduling) -> Result<(), GraphError> {
+    pub(super) fn plan_schedule(
+        &mut self,
+        scheduling: Scheduling,
+        policy: Policy,
+    ) -> Result<(), GraphError> {
         self.schedule = ScheduleReport {
             scheduling,
             ..ScheduleReport::default()
@@ -180,7 +184,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         };
         let mut best: Option<Candidate<OPS>> = None;
         for &(split, chain) in tries {
-            let c = match self.candidate(&pool, units, alignment, split, chain) {
+            let c = match self.candidate(&pool, units, alignment, (split, chain), policy) {
                 Ok(Some(c)) => c,
                 Ok(None) => continue,
                 // Planning places a step's tensors to ask for its costs: a stack too small for
@@ -211,8 +215,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         pool: &Tensor<'c, C>,
         units: u8,
         alignment: u32,
-        split: bool,
-        chain: bool,
+        (split, chain): (bool, bool),
+        policy: Policy,
     ) -> Result<Option<Candidate<OPS>>, GraphError> {
         let mut drafts: heapless::Vec<Draft, OPS> = heapless::Vec::new();
         let model_steps = self.steps.len();
@@ -294,7 +298,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         let tasks: heapless::Vec<Task, OPS> = drafts.iter().map(|d| d.task.clone()).collect();
-        match sched::schedule::<OPS>(&tasks, units, Policy::CostEffective) {
+        match sched::schedule::<OPS>(&tasks, units, policy) {
             Ok(schedule) => Ok(Some(Candidate { drafts, schedule })),
             Err(_) => Ok(None),
         }

@@ -52,7 +52,7 @@ use defmt_semihosting as _;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{Graph, GraphError};
+use npu_compute::graph::{Graph, GraphError, PrepareOptions};
 use npu_compute::hal::Npu;
 use npu_compute::kernels::FcShape;
 use npu_compute::memory::MemoryConfig;
@@ -187,6 +187,11 @@ static KWS_EXPECTED: &[u8; 12] = include_bytes!("../../models/kws_dscnn/expected
 /// Its fingerprint is the simulator's default configuration's: if the cost model changes, the
 /// import below fails with `OtherHal` and the table must be made again.
 static KWS_TUNING: &[u8] = include_bytes!("../kws_tuning.bin");
+/// The model's static schedule for the simulator's one U55-128, made on the host with
+/// `npu-sim plan ../models/kws_dscnn/model.tflite --schedule kws_schedule.bin` (from this
+/// folder): prepare follows it and plans nothing. Its fingerprint is the model's and the
+/// units': prepare refuses it (`ScheduleTable(OtherModel)`) if either changes.
+static KWS_SCHEDULE: &[u8] = include_bytes!("../kws_schedule.bin");
 
 /// Why the run failed.
 #[derive(defmt::Format)]
@@ -328,8 +333,24 @@ fn run() -> Result<(), Failure> {
 
         // The keyword-spotting model: 12 operators, at most 64 tensors.
         let start = now()?;
-        let mut kws: Graph<'_, _, 16, 64> = Graph::prepare(client, KWS_MODEL)?;
+        let options = PrepareOptions {
+            schedule_table: Some(KWS_SCHEDULE),
+            ..PrepareOptions::default()
+        };
+        let mut kws: Graph<'_, _, 16, 64> = Graph::prepare_with(client, KWS_MODEL, options)?;
         let prepared = now()?;
+        let schedule = kws.schedule();
+        defmt::info!(
+            "kws_dscnn: static schedule followed from kws_schedule.bin: {=u16} tasks, {=u16} split, {=u16} on the CPU",
+            schedule.tasks,
+            schedule.split_operators,
+            schedule.cpu_tasks
+        );
+        if !schedule.planned {
+            return Err(Failure::Graph(GraphError::ScheduleTable(
+                npu_compute::graph::GraphTableError::NoSchedule,
+            )));
+        }
         // The model's HAL operations, for the CPU kernel measurement below.
         let kws_ops = cpu_cost::model_ops(kws.operators())?;
         let mut scores = [0u8; 12];

@@ -24,7 +24,8 @@
 //!   prints the makespan, each lane's busy cycles and the peak occupancy.
 //! - `npu-sim inspect MODEL.tflite` ([`inspect`]): tensors, quantization, and where each
 //!   operator runs.
-//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory] [--units SPEC]` ([`plan`]): the exact
+//! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory] [--units SPEC]
+//!   [--schedule FILE]` ([`plan`]): the exact
 //!   arena bytes the model needs (the size to give the firmware's arena section), from the
 //!   arena plan made at prepare, and the host staging bytes and fixed capacities it needs,
 //!   measured by running it.
@@ -35,6 +36,8 @@
 //!   figures, and the transfers of one invoke.
 //! - `npu-sim bench tune DIR` ([`bench::tune`]): NPU cycles per model with each kernel
 //!   variant fixed and tuned, and the one-time tuning cost.
+//! - `npu-sim bench schedule DIR` ([`bench::schedule`]): static schedules against dynamic
+//!   dispatch and one operator at a time, on one, two and mixed execution units.
 //! - `npu-sim bench dispatch` ([`bench::dispatch`]): host nanoseconds per `execute` of a
 //!   tiny op.
 //! - `npu-sim bench chain` ([`bench::chain`]): a chain of 1,000 dependent tiny jobs: virtual
@@ -217,6 +220,10 @@ enum Command {
         /// fewest cycles (whole tensors).
         #[arg(long, value_enum, default_value_t = OptimiseArg::Cycles)]
         optimise: OptimiseArg,
+        /// Also write the static schedule planned for these units to this file, for firmware
+        /// to follow (`PrepareOptions::schedule_table`).
+        #[arg(long, value_name = "FILE")]
+        schedule: Option<PathBuf>,
     },
     /// Benchmarks.
     Bench {
@@ -288,6 +295,12 @@ enum Bench {
     /// if a tuned model is slower than its best fixed choice, a run from the table measures,
     /// or an output differs from TFLM's.
     Tune {
+        /// The directory (e.g. examples/models or ../shared/models).
+        dir: PathBuf,
+    },
+    /// Static schedules against dynamic dispatch and one operator at a time, on one, two and
+    /// mixed execution units, per model of a directory.
+    Schedule {
         /// The directory (e.g. examples/models or ../shared/models).
         dir: PathBuf,
     },
@@ -384,7 +397,14 @@ fn main() -> ExitCode {
             json,
             optimise,
             units,
-        } => plan::run(&model, json, optimise.into(), units.config()),
+            schedule,
+        } => plan::run(
+            &model,
+            json,
+            optimise.into(),
+            units.config(),
+            schedule.as_deref(),
+        ),
         Command::Bench {
             which: Bench::Memory { inferences },
         } => bench::memory::run(inferences).map_err(|e| e.to_string()),
@@ -394,6 +414,9 @@ fn main() -> ExitCode {
         Command::Bench {
             which: Bench::Tune { dir },
         } => bench::tune::run(&dir),
+        Command::Bench {
+            which: Bench::Schedule { dir },
+        } => bench::schedule::run(&dir),
         Command::Bench {
             which: Bench::Dispatch { batches, per_batch },
         } => bench::dispatch::run(batches, per_batch).map_err(|e| e.to_string()),

@@ -32,7 +32,13 @@ use npu_sim::SimConfig;
 use std::path::Path;
 
 /// `npu-sim plan MODEL`.
-pub fn run(path: &Path, json: bool, optimise: Optimise, config: SimConfig) -> Result<(), String> {
+pub fn run(
+    path: &Path,
+    json: bool,
+    optimise: Optimise,
+    config: SimConfig,
+    schedule: Option<&Path>,
+) -> Result<(), String> {
     let model = read_model(path)?;
     let caps = runner::capacities(model, config, optimise).map_err(|e| e.to_string())?;
     let plan = caps.arena;
@@ -126,6 +132,19 @@ pub fn run(path: &Path, json: bool, optimise: Optimise, config: SimConfig) -> Re
                 ""
             }
         );
+    }
+    if let Some(file) = schedule {
+        let model = read_model(path)?;
+        let table = runner::schedule_table(model, config, optimise).map_err(|e| e.to_string())?;
+        std::fs::write(file, &table).map_err(|e| format!("{}: {e}", file.display()))?;
+        if !json {
+            outln!(
+                "static schedule for {}: {} bytes written to {}",
+                runner::units_spec(&config),
+                table.len(),
+                file.display()
+            );
+        }
     }
     Ok(())
 }

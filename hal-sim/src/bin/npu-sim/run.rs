@@ -84,6 +84,7 @@ pub fn run(
         tune_table: table,
         config,
         scheduling,
+        ..RunOptions::default()
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
     if !outputs.is_empty() && outputs.len() != report.outputs.len() {

@@ -3,6 +3,7 @@
 //! - [`memory`]: peak arena bytes of the chunk/slice strategy, and the guided rows.
 //! - [`models`]: every model of a reference-model directory against TFLM and the peers.
 //! - [`tune`]: tuned kernel variants against every fixed choice.
+//! - [`schedule`]: static schedules against dynamic dispatch and one operator at a time.
 //! - [`dispatch`]: host nanoseconds per `execute` of a tiny op.
 //! - [`chain`]: a chain of dependent tiny jobs: virtual time, idle gaps, CPU waits.
 //! - [`pipeline`]: a stream of frames one after another and pipelined: NPU busy fraction.
@@ -15,4 +16,5 @@ pub mod dispatch;
 pub mod memory;
 pub mod models;
 pub mod pipeline;
+pub mod schedule;
 pub mod tune;
