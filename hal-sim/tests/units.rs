@@ -490,6 +490,7 @@ fn an_invalid_job_has_no_estimate() {
             cycles: SimConfig::default().transfer_cost(64),
             sram_cycles: 0,
             flash_cycles: 0,
+            prefetch_cycles: 0,
         })
     );
 }

@@ -716,7 +716,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// the graph follows no static schedule ([`ScheduleReport::planned`] is `false`).
     pub fn export_schedule(&self, out: &mut [u8]) -> Result<usize, GraphError> {
         let plan = self.plan.as_ref().ok_or(GraphTableError::NoSchedule)?;
-        let mut tasks: heapless::Vec<(u16, (u16, u16)), OPS> = heapless::Vec::new();
+        let mut tasks: heapless::Vec<super::schedule_table::TaskEntry, OPS> = heapless::Vec::new();
         for &si in &self.task_steps {
             let step = &self.steps[usize::from(si)];
             let entry = match &step.band {

@@ -39,6 +39,10 @@ const HEADER: usize = 20;
 /// Bytes of one task's entry in the graph section.
 const ENTRY: usize = 6;
 
+/// A task as a table names it: its step, and the output rows of a band (`(0, 0)` for the
+/// whole operator).
+pub(super) type TaskEntry = (u16, (u16, u16));
+
 /// Why a graph's schedule table was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -138,7 +142,7 @@ pub fn fingerprint(model: &[u8], caps: &Capabilities, units: &[ExecutionUnit]) -
 /// Writes the graph section of `tasks` (`(step, rows)` per task) and `schedule` into `out`;
 /// returns the bytes written, or `None` when `out` is too small.
 pub(super) fn export<const OPS: usize>(
-    tasks: &[(u16, (u16, u16))],
+    tasks: &[TaskEntry],
     schedule: &Schedule<OPS>,
     fingerprint: u64,
     out: &mut [u8],
@@ -179,7 +183,7 @@ fn section_crc(section: &[u8]) -> u32 {
 pub(super) fn import<const OPS: usize>(
     bytes: &[u8],
     fingerprint: u64,
-) -> Result<(heapless::Vec<(u16, (u16, u16)), OPS>, Schedule<OPS>), GraphTableError> {
+) -> Result<(heapless::Vec<TaskEntry, OPS>, Schedule<OPS>), GraphTableError> {
     let len = bytes.len();
     let head = bytes.get(..HEADER).ok_or(GraphTableError::Truncated {
         needed: HEADER,
@@ -226,7 +230,7 @@ pub(super) fn import<const OPS: usize>(
 }
 
 /// A band step's entry.
-pub(super) fn band_entry(band: &Band) -> (u16, (u16, u16)) {
+pub(super) fn band_entry(band: &Band) -> TaskEntry {
     (
         band.parent,
         (band.out_rows.0 as u16, band.out_rows.1 as u16),

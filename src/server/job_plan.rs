@@ -369,7 +369,7 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
             };
             let read = step.inputs.iter().any(|&i| touches(i));
             let wrote = touches(step.output)
-                || (step.scratch && self.scratch.is_some_and(|i| touches(i)))
+                || (step.scratch && self.scratch.is_some_and(&touches))
                 || step
                     .inputs
                     .iter()
