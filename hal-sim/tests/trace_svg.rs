@@ -221,7 +221,7 @@ fn every_lane_label_is_laid_out() {
     let dir = scratch("labels");
     let (_, svg) = chart(&dir);
     let labels = lane_labels(&svg);
-    for lane in ["unit 0", "DMA", "CPU"] {
+    for lane in ["unit 0 (u55-128)", "DMA", "CPU"] {
         assert!(
             labels.iter().any(|l| l == lane),
             "{lane} missing: {labels:?}"

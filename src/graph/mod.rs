@@ -46,6 +46,23 @@
 //!   operators reading them need; [`Graph::reset_state`] sets them back. An operator updates
 //!   its state in place, as a [state operand](crate::ops::Operator::state_inputs).
 //!
+//! # Static schedules
+//!
+//! At prepare, a graph plans where and when each operator runs ([`Scheduling::Static`], the
+//! default; [`PrepareOptions`]): each row-local operator (a convolution, depthwise
+//! convolution or pool of one batch) may be split into one band of output rows per NPU unit,
+//! sized to the units' throughputs; every task is costed on every unit that runs it by the
+//! HAL's estimates ([`Npu::estimate`](crate::hal::Npu::estimate)); tasks whose memory meets in
+//! model order are ordered as in the model, so the schedule never needs more arena than the
+//! arena plan gave; and the [`schedule`](crate::schedule) module list-schedules them, each
+//! where it finishes earliest. Of three task sets (operators whole, split where a split is
+//! faster, one operator at a time) the graph keeps the one predicted shortest and replays it
+//! with no decisions, job by job and from its job plan: each job on its unit, in the
+//! schedule's order. On one unit with every operator on the NPU, that is the model's order on
+//! it, and the graph keeps its plain path. The schedule exports as a table
+//! ([`Graph::export_schedule`]) that firmware follows at prepare instead of planning
+//! ([`PrepareOptions::schedule_table`]). [`Graph::schedule`] reports it.
+//!
 //! Several graphs can be prepared over the same client and run one after another; each maps
 //! its model as its own flash segment. Capacities are const generics: `OPS` operators and
 //! `TENSORS` tensors per model (those of its job plan included, which also holds the

@@ -12,8 +12,9 @@
 //!   bands sized to the units' throughputs. A band reads the input rows under its window (the
 //!   halo is read twice) and pays its own job overhead: the HAL's estimates include both.
 //! - **Costs** come from the HAL ([`Npu::estimate`](crate::hal::Npu::estimate)) for each task
-//!   on each unit that can run it, the CPU included (its fallback kernels, with the
-//!   transfers the fallback makes). A HAL that cannot estimate gets no static schedule.
+//!   on each NPU unit that runs its operator; an operator the NPU lacks runs on the CPU, costed
+//!   with the fallback's transfers ([`Npu::estimate_host_compute`](crate::hal::Npu::estimate_host_compute)).
+//!   A HAL that cannot estimate gets no static schedule.
 //! - **Dependencies come from memory**, as the server computes them at run time: a task
 //!   waits for every earlier task (in model order) that writes memory it reads, or reads or
 //!   writes memory it writes. The arena plan made for the model order shares memory between
@@ -30,11 +31,11 @@
 //!   units).
 //! - **Replay.** Band tasks become steps of their own, after the model's (so `OPS` bounds the
 //!   model's operators and the bands together; a split that would not fit is not made). The
-//!   graph keeps the submission order: by start cycle, except that a CPU task is submitted
-//!   at its end, after every NPU task the schedule starts before it ends. The CPU computes
-//!   when it is submitted, so the NPU jobs meant to run meanwhile must already be queued.
-//!   Each job goes to its unit ([`Placement`]); the server still tracks dependencies from
-//!   memory, so a schedule can never make a result wrong, only slower than predicted.
+//!   graph keeps the scheduler's submission order ([`Schedule::order`](crate::schedule::Schedule::order):
+//!   NPU tasks as they were placed, each CPU task just before the first NPU task that reads
+//!   it, since the CPU computes when it is submitted). Each job goes to its unit
+//!   ([`Placement`]); the server still tracks dependencies from memory, so a schedule can
+//!   never make a result wrong, only slower than predicted.
 //!
 //! With one NPU unit and every operator on it, the static schedule is the model order on
 //! that unit: the graph then keeps the plain path, which costs nothing more per job.
@@ -56,7 +57,7 @@ use crate::server::Placement;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Scheduling {
-    /// A static schedule planned at prepare (see the [module docs](self)): tasks, units and
+    /// A static schedule planned at prepare (see [Static schedules](crate::graph#static-schedules)): tasks, units and
     /// order decided once, the shortest of the task sets tried.
     #[default]
     Static,
@@ -157,7 +158,7 @@ struct Candidate<const OPS: usize> {
 struct Unschedulable;
 
 impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
-    /// Plans the schedule (see the [module docs](self)); called at the end of prepare.
+    /// Plans the schedule (see the module docs); called at the end of prepare.
     pub(super) fn plan_schedule(
         &mut self,
         scheduling: Scheduling,

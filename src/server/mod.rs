@@ -158,7 +158,7 @@ pub trait ComputeServer {
     /// NPU's own choice by default, or the CPU fallback kernels where the NPU lacks the op.
     fn execute(&mut self, op: &Op, inputs: &[HandleId], output: HandleId) -> Result<(), Error>;
     /// [`execute`](Self::execute) at a placement the caller decided (a static schedule's):
-    /// see [`Placement`]. Errors: [`HalError::NoSuchUnit`](crate::hal::HalError::NoSuchUnit)
+    /// see [`Placement`]. Errors: [`HalError::NoSuchUnit`]
     /// for a unit the NPU lacks, and those of `execute`.
     fn execute_on(
         &mut self,
@@ -168,7 +168,7 @@ pub trait ComputeServer {
         output: HandleId,
     ) -> Result<(), Error>;
     /// What `op` on `inputs` into `output` would cost at `placement`, as the HAL predicts it
-    /// ([`Npu::estimate`](crate::hal::Npu::estimate)); `None` when the HAL cannot tell.
+    /// ([`Npu::estimate`]); `None` when the HAL cannot tell.
     /// Nothing runs. Errors: those of `execute`'s checks, and `NoSuchUnit`.
     fn estimate(
         &mut self,
