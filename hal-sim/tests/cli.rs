@@ -422,7 +422,13 @@ fn trace_draws_a_chart_and_summarises_it() {
     let svg = std::fs::read_to_string(&a).unwrap();
     assert_eq!(svg, std::fs::read_to_string(&b).unwrap(), "deterministic");
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
-    for label in [">unit 0 (u55-128)<", ">DMA<", ">CPU<", "arena occupancy", ">Conv2d<"] {
+    for label in [
+        ">unit 0 (u55-128)<",
+        ">DMA<",
+        ">CPU<",
+        "arena occupancy",
+        ">Conv2d<",
+    ] {
         assert!(svg.contains(label), "{label} missing");
     }
     let stdout = &stdouts[0];
