@@ -53,10 +53,15 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         for (t, slot) in self.tensors.iter().enumerate() {
             if !slot.constant {
                 let r = usize::from(root[t]);
+                // With several units, a buffer lives one step past its last reader, so that
+                // the next step's output never overwrites what the bands of the step before
+                // still read: the memory a schedule's concurrent tasks need does not overlap.
                 let used = if slot.last_use == u16::MAX {
                     end
                 } else {
                     slot.last_use
+                        .saturating_add(u16::from(self.overlap))
+                        .min(end)
                 };
                 last[r] = last[r].max(used);
             }

@@ -290,6 +290,9 @@ pub struct Graph<
     task_steps: heapless::Vec<u16, OPS>,
     /// The static schedule, kept for [`Graph::export_schedule`].
     plan: Option<crate::schedule::Schedule<OPS>>,
+    /// The arena plan keeps each activation one step past its last reader, for a schedule
+    /// that runs consecutive operators' tasks at once (several NPU units).
+    overlap: bool,
 }
 
 /// Pinned input and output buffers of one in-flight invoke ([`Graph::io_buffers`],
@@ -501,6 +504,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             model,
             task_steps: heapless::Vec::new(),
             plan: None,
+            overlap: false,
         };
         for t in sub.tensors() {
             let t = t?;
@@ -542,6 +546,12 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 slot.last_use = u16::MAX;
             }
         }
+        let units = graph
+            .client
+            .capabilities()
+            .map_err(not_one_op)?
+            .execution_units;
+        graph.overlap = units > 1 && options.scheduling != Scheduling::Dynamic;
         graph.plan_arena(options.optimise)?;
         graph.place_variables()?;
         graph.model_steps = graph.steps.len() as u16;

@@ -108,6 +108,10 @@ pub struct ScheduleReport {
     pub predicted_cycles: Cycles,
     /// What no schedule of these tasks on these units can beat.
     pub lower_bound: LowerBound,
+    /// Cycles the weight pipeline spends copying the tasks' weights from flash, all told
+    /// (left out of the bound: on several units the pipeline's timeline is not the units').
+    /// A model whose copies take most of its time is bound by them, not by compute.
+    pub weight_copy_cycles: Cycles,
 }
 
 /// Where a task reads and writes the graph's pool: `(offset, len)` byte ranges.
@@ -399,31 +403,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             *w = u64::from(macs.max(1));
         }
         let total: u64 = weights[..usize::from(units)].iter().sum();
-        let mut cuts: heapless::Vec<u32, { MAX_EXECUTION_UNITS + 1 }> = heapless::Vec::new();
-        let _ = cuts.push(0);
-        let mut acc = 0u64;
-        for u in 0..units - 1 {
-            acc += weights[usize::from(u)];
-            let ideal = (u64::from(height) * acc / total) as u32;
-            let last = cuts.last().copied().unwrap_or(0);
-            // The aligned row nearest the ideal cut, strictly between the last cut and the end.
-            let found = (0..height).find_map(|d| {
-                [ideal.checked_sub(d), ideal.checked_add(d)]
-                    .into_iter()
-                    .flatten()
-                    .find(|&r| r > last && r < height && cut_at(r))
-            });
-            match found {
-                Some(r) => {
-                    let _ = cuts.push(r);
-                }
-                None => return Ok(None),
-            }
-        }
-        let _ = cuts.push(height);
-        let mut drafts = heapless::Vec::new();
-        for (u, pair) in cuts.windows(2).enumerate() {
-            let (start, end) = (pair[0], pair[1]);
+        // What band `start..end` costs on unit `u`, and its task: `None` where it cannot be
+        // cut there or the HAL cannot tell.
+        let band_task = |u: u8, start: u32, end: u32| -> Result<Option<Draft>, GraphError> {
             let Some((band, in_rows)) = tile::band_op(op, start..end) else {
                 return Ok(None);
             };
@@ -436,18 +418,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 )
                 .map_err(&failed)?;
             let out_view = client
-                .place(
-                    pool,
-                    out_slot.offset + start * out_row,
-                    (end - start) * out_row,
-                )
+                .place(pool, out_slot.offset + start * out_row, (end - start) * out_row)
                 .map_err(&failed)?;
             let mut band_refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
             let _ = band_refs.push(&input_view);
             for r in refs.iter().skip(1) {
                 let _ = band_refs.push(*r);
             }
-            let u = u as u8;
             let Some(e) = client
                 .estimate(Placement::Unit(u), &band, &band_refs, &out_view)
                 .map_err(&failed)?
@@ -456,15 +433,69 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
             let mut cost = TaskCost::NONE;
             set_npu(&mut cost, u, e);
-            let rows = (start, end);
-            let draft = Draft {
+            Ok(Some(Draft {
                 step: si as u16,
-                rows: Some(rows),
-                access: self.access(si, Some(((in_rows.start, in_rows.end), rows))),
+                rows: Some((start, end)),
+                access: self.access(si, Some(((in_rows.start, in_rows.end), (start, end)))),
                 task: Task {
                     deps: heapless::Vec::new(),
                     cost,
                 },
+            }))
+        };
+        let time = |d: &Draft, u: u8| d.task.cost.alone(Unit::Npu(u)).unwrap_or(Cycles::MAX);
+        let mut cuts: heapless::Vec<u32, { MAX_EXECUTION_UNITS + 1 }> = heapless::Vec::new();
+        let _ = cuts.push(0);
+        let mut acc = 0u64;
+        for u in 0..units - 1 {
+            acc += weights[usize::from(u)];
+            let ideal = (u64::from(height) * acc / total) as u32;
+            let last = cuts.last().copied().unwrap_or(0);
+            // The aligned rows nearest the ideal cut, strictly between the last cut and the
+            // end; of those, the one whose band and the rest (on the next unit, scaled to the
+            // units after this one) take the least time, by the HAL's estimates: block
+            // shapes make a row more or less cost much more than a row's share.
+            let rest: u64 = weights[usize::from(u) + 1..usize::from(units)].iter().sum();
+            let next = weights[usize::from(u) + 1];
+            let mut best: Option<(Cycles, u32)> = None;
+            let mut tried = 0;
+            for d in 0..height {
+                for r in [ideal.checked_sub(d), ideal.checked_add(d).filter(|_| d > 0)]
+                    .into_iter()
+                    .flatten()
+                {
+                    if r <= last || r >= height || !cut_at(r) || tried >= 4 {
+                        continue;
+                    }
+                    tried += 1;
+                    let (Some(mine), Some(theirs)) =
+                        (band_task(u, last, r)?, band_task(u + 1, r, height)?)
+                    else {
+                        continue;
+                    };
+                    let theirs = (u128::from(time(&theirs, u + 1)) * u128::from(next)
+                        / u128::from(rest.max(1))) as Cycles;
+                    let score = time(&mine, u).max(theirs);
+                    if best.is_none_or(|(b, _)| score < b) {
+                        best = Some((score, r));
+                    }
+                }
+                if tried >= 4 {
+                    break;
+                }
+            }
+            match best {
+                Some((_, r)) => {
+                    let _ = cuts.push(r);
+                }
+                None => return Ok(None),
+            }
+        }
+        let _ = cuts.push(height);
+        let mut drafts = heapless::Vec::new();
+        for (u, pair) in cuts.windows(2).enumerate() {
+            let Some(draft) = band_task(u as u8, pair[0], pair[1])? else {
+                return Ok(None);
             };
             // At most MAX_EXECUTION_UNITS bands.
             let _ = drafts.push(draft);
@@ -533,6 +564,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             cpu_tasks: 0,
             predicted_cycles: schedule.makespan(),
             lower_bound: sched::lower_bound::<OPS>(&tasks, units).unwrap_or_default(),
+            weight_copy_cycles: tasks.iter().map(|t| t.cost.prefetch_cycles).sum(),
         };
         let placed = |i: usize| {
             schedule.placed(i).unwrap_or(sched::Placed {
