@@ -92,6 +92,7 @@
 //! ```
 
 mod arena;
+mod cut;
 mod error;
 mod planned;
 mod run;

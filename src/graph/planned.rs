@@ -255,14 +255,14 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 .ok_or(failed(Error::StaleHandle { index: 0 }))?;
             match step.band {
                 Some(band) => {
-                    let (input, output) = self.band_views(pool, si, band)?;
-                    let mut refs = self.operands_with(si, 1, |t| views[usize::from(t)].as_ref())?;
-                    refs.insert(0, &input)
-                        .map_err(|_| failed(Error::StaleHandle { index: 0 }))?;
+                    let (slices, output) = self.band_views(pool, si, band)?;
+                    let refs = self.band_refs(si, &slices, |t| views[usize::from(t)].as_ref())?;
                     plan.push_on(step.placement, op, &refs, &output)
                         .map_err(&failed)?;
                     drop(refs);
-                    plan.adopt(input).map_err(&failed)?;
+                    for (_, slice) in slices {
+                        plan.adopt(slice).map_err(&failed)?;
+                    }
                     plan.adopt(output).map_err(&failed)?;
                 }
                 None => {

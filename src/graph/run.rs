@@ -5,6 +5,7 @@
 //! every invoke of a graph whose jobs a job plan cannot hold (see
 //! [`planned`](super::planned)).
 
+use super::cut::Cut;
 use super::tile::{self, Tile};
 use super::{not_one_op, Graph, GraphError, IoBuffers, StepOperand};
 use crate::channel::ComputeChannel;
@@ -12,6 +13,12 @@ use crate::client::Tensor;
 use crate::error::Error;
 use crate::hal::MAX_JOB_INPUTS;
 use crate::server::Placement;
+
+/// A band step's slices of its operands (by operand index) and of its output.
+pub(super) type BandViews<'c, C> = (
+    heapless::Vec<(usize, Tensor<'c, C>), MAX_JOB_INPUTS>,
+    Tensor<'c, C>,
+);
 
 impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
     pub(super) fn submit_steps(&mut self, io: &IoBuffers<'c, C>) -> Result<(), GraphError> {
@@ -155,15 +162,14 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let output = usize::from(step.output);
             match step.band {
                 Some(band) => {
-                    let (input, out) = self.band_views(pool, si, band)?;
-                    let mut refs = self.operand_refs(si, 1)?;
-                    refs.insert(0, &input)
-                        .map_err(|_| failed(Error::StaleHandle { index: 0 }))?;
+                    let (slices, out) = self.band_views(pool, si, band)?;
+                    let refs = self
+                        .band_refs(si, &slices, |t| self.tensors[usize::from(t)].value.as_ref())?;
                     client
                         .execute_on(step.placement, op, &refs, &out)
                         .map_err(&failed)?;
                     drop(refs);
-                    drop((input, out));
+                    drop((slices, out));
                     let last = self.order[k + 1..].iter().all(|&later| {
                         self.steps[usize::from(later)]
                             .band
@@ -223,35 +229,56 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         Ok(())
     }
 
-    /// A band step's views: its rows of its parent's first input and of the output.
+    /// A band step's views: its slices of the operands its parent's cut slices (by operand
+    /// index), and of the output.
     pub(super) fn band_views(
         &self,
         pool: &Tensor<'c, C>,
         si: usize,
         band: super::schedule::Band,
-    ) -> Result<(Tensor<'c, C>, Tensor<'c, C>), GraphError> {
+    ) -> Result<BandViews<'c, C>, GraphError> {
         let failed = self.failed(si);
+        let stale = || failed(Error::StaleHandle { index: 0 });
         let step = &self.steps[si];
         let parent = &self.steps[usize::from(band.parent)];
-        let shapes = parent.op.as_ref().and_then(tile::shapes);
-        let (Some((i, o)), Some(StepOperand::Tensor(input))) = (shapes, step.operands.first())
-        else {
-            return Err(failed(Error::StaleHandle { index: 0 }));
-        };
-        let (in_row, out_row) = (tile::row_bytes(i), tile::row_bytes(o));
-        let in_offset = self.tensors[usize::from(*input)].offset;
+        let cut = parent.op.as_ref().and_then(Cut::of).ok_or(stale())?;
+        let (at, len) = cut.input_bytes(&(band.in_rows.0..band.in_rows.1));
+        let mut inputs = heapless::Vec::new();
+        for (k, operand) in step.operands.iter().enumerate() {
+            if !cut.slices(k) {
+                continue;
+            }
+            let StepOperand::Tensor(t) = *operand else {
+                return Err(stale());
+            };
+            let offset = self.tensors[usize::from(t)].offset;
+            let view = self.client.place(pool, offset + at, len).map_err(&failed)?;
+            // At most one per operand: MAX_JOB_INPUTS.
+            let _ = inputs.push((k, view));
+        }
+        let (at, len) = cut.output_bytes(&(band.out_rows.0..band.out_rows.1));
         let out_offset = self.tensors[usize::from(step.output)].offset;
-        let (a, b) = band.in_rows;
-        let input = self
-            .client
-            .place(pool, in_offset + a * in_row, (b - a) * in_row)
-            .map_err(&failed)?;
-        let (a, b) = band.out_rows;
         let output = self
             .client
-            .place(pool, out_offset + a * out_row, (b - a) * out_row)
+            .place(pool, out_offset + at, len)
             .map_err(&failed)?;
-        Ok((input, output))
+        Ok((inputs, output))
+    }
+
+    /// Step `si`'s operands with the band's slices in place of the tensors they slice.
+    pub(super) fn band_refs<'s>(
+        &'s self,
+        si: usize,
+        slices: &'s [(usize, Tensor<'c, C>)],
+        activation: impl Fn(u16) -> Option<&'s Tensor<'c, C>>,
+    ) -> Result<heapless::Vec<&'s Tensor<'c, C>, MAX_JOB_INPUTS>, GraphError> {
+        let mut refs = self.operands_with(si, 0, activation)?;
+        for (k, view) in slices {
+            if let Some(r) = refs.get_mut(*k) {
+                *r = view;
+            }
+        }
+        Ok(refs)
     }
 
     pub(super) fn failed(&self, si: usize) -> impl Fn(Error) -> GraphError {

@@ -42,8 +42,8 @@
 
 use core::cmp::Ordering;
 
+use super::cut::Cut;
 use super::schedule_table::GraphTableError;
-use super::tile;
 use super::{not_one_op, Graph, GraphError, Step, StepOperand};
 use crate::channel::ComputeChannel;
 use crate::client::Tensor;
@@ -370,27 +370,40 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         if !self.runs_on_npu(si) {
             return Ok(None);
         }
-        let Some((in_shape, out_shape)) = tile::shapes(op) else {
+        let Some(cut) = Cut::of(op) else {
             return Ok(None);
         };
-        let Some(StepOperand::Tensor(input)) = step.operands.first().copied() else {
-            return Ok(None);
-        };
-        let (in_slot, out_slot) = (
-            &self.tensors[usize::from(input)],
-            &self.tensors[usize::from(step.output)],
-        );
-        if in_slot.kept() || out_slot.kept() || in_shape.batches != 1 || out_shape.batches != 1 {
+        let out_slot = &self.tensors[usize::from(step.output)];
+        // The sliced operands: activations of the graph's pool, each with its offset.
+        let mut sliced: heapless::Vec<(usize, u32), MAX_JOB_INPUTS> = heapless::Vec::new();
+        for (k, operand) in step.operands.iter().enumerate() {
+            if !cut.slices(k) {
+                continue;
+            }
+            let StepOperand::Tensor(t) = *operand else {
+                return Ok(None);
+            };
+            let slot = &self.tensors[usize::from(t)];
+            if slot.kept() {
+                return Ok(None);
+            }
+            let _ = sliced.push((k, slot.offset));
+        }
+        if out_slot.kept() || sliced.is_empty() {
             return Ok(None);
         }
-        let height = out_shape.height;
-        let (in_row, out_row) = (tile::row_bytes(in_shape), tile::row_bytes(out_shape));
-        // Whether output rows from `r` on make a band that starts at aligned offsets.
+        let height = cut.len();
+        // Whether output units from `r` on make a band whose slices start aligned.
         let cut_at = |r: u32| {
-            let starts = tile::band_op(op, r..height).map(|(_, rows)| rows.start);
+            let starts = cut
+                .band(op, r..height)
+                .map(|(_, units)| cut.input_bytes(&units).0);
             starts.is_some_and(|i| {
-                (in_slot.offset + i * in_row).is_multiple_of(alignment)
-                    && (out_slot.offset + r * out_row).is_multiple_of(alignment)
+                sliced
+                    .iter()
+                    .all(|&(_, at)| (at + i).is_multiple_of(alignment))
+                    && (out_slot.offset + cut.output_bytes(&(r..height)).0)
+                        .is_multiple_of(alignment)
             })
         };
         let mut weights = [1u64; MAX_EXECUTION_UNITS];
@@ -406,25 +419,27 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         // What band `start..end` costs on unit `u`, and its task: `None` where it cannot be
         // cut there or the HAL cannot tell.
         let band_task = |u: u8, start: u32, end: u32| -> Result<Option<Draft>, GraphError> {
-            let Some((band, in_rows)) = tile::band_op(op, start..end) else {
+            let Some((band, in_units)) = cut.band(op, start..end) else {
                 return Ok(None);
             };
             let client = self.client;
-            let input_view = client
-                .place(
-                    pool,
-                    in_slot.offset + in_rows.start * in_row,
-                    (in_rows.end - in_rows.start) * in_row,
-                )
-                .map_err(&failed)?;
+            let (at, len) = cut.input_bytes(&in_units);
+            let mut views: heapless::Vec<(usize, Tensor<'c, C>), MAX_JOB_INPUTS> =
+                heapless::Vec::new();
+            for &(k, offset) in &sliced {
+                let view = client.place(pool, offset + at, len).map_err(&failed)?;
+                let _ = views.push((k, view));
+            }
+            let (out_at, out_len) = cut.output_bytes(&(start..end));
             let out_view = client
-                .place(pool, out_slot.offset + start * out_row, (end - start) * out_row)
+                .place(pool, out_slot.offset + out_at, out_len)
                 .map_err(&failed)?;
             let mut band_refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
-            let _ = band_refs.push(&input_view);
-            for r in refs.iter().skip(1) {
-                let _ = band_refs.push(*r);
+            for (k, r) in refs.iter().enumerate() {
+                let view = views.iter().find(|(j, _)| *j == k).map(|(_, v)| v);
+                let _ = band_refs.push(view.unwrap_or(r));
             }
+            let in_rows = in_units;
             let Some(e) = client
                 .estimate(Placement::Unit(u), &band, &band_refs, &out_view)
                 .map_err(&failed)?
@@ -503,12 +518,12 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         Ok(Some(drafts))
     }
 
-    /// The pool memory step `si` reads and writes; for a band, only its rows of the first
-    /// input and of the output.
+    /// The pool memory step `si` reads and writes; for a band, only its slices of the sliced
+    /// operands and of the output.
     fn access(&self, si: usize, band: Option<((u32, u32), (u32, u32))>) -> Access {
         let step = &self.steps[si];
         let mut access = Access::default();
-        let shapes = step.op.as_ref().and_then(tile::shapes);
+        let cut = step.op.as_ref().and_then(Cut::of);
         let state = step
             .op
             .as_ref()
@@ -521,10 +536,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if slot.constant {
                 continue;
             }
-            let range = match (k, band, shapes) {
-                (0, Some((rows, _)), Some((i, _))) => {
-                    let row = tile::row_bytes(i);
-                    (slot.offset + rows.0 * row, (rows.1 - rows.0) * row)
+            let range = match (band, cut) {
+                (Some((units, _)), Some(cut)) if cut.slices(k) => {
+                    let (at, len) = cut.input_bytes(&(units.0..units.1));
+                    (slot.offset + at, len)
                 }
                 _ => (slot.offset, slot.bytes),
             };
@@ -535,10 +550,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         let slot = &self.tensors[usize::from(step.output)];
-        let out = match (band, shapes) {
-            (Some((_, rows)), Some((_, o))) => {
-                let row = tile::row_bytes(o);
-                (slot.offset + rows.0 * row, (rows.1 - rows.0) * row)
+        let out = match (band, cut) {
+            (Some((_, units)), Some(cut)) => {
+                let (at, len) = cut.output_bytes(&(units.0..units.1));
+                (slot.offset + at, len)
             }
             _ => (slot.offset, slot.bytes),
         };
@@ -606,7 +621,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     let Some(op) = parent.op.as_ref() else {
                         continue;
                     };
-                    let Some((band, in_rows)) = tile::band_op(op, rows.0..rows.1) else {
+                    let Some((band, in_rows)) =
+                        Cut::of(op).and_then(|cut| cut.band(op, rows.0..rows.1))
+                    else {
                         continue;
                     };
                     let step = Step {
@@ -680,27 +697,28 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     None
                 }
                 (a, b) => {
-                    let (a, b) = (u32::from(a), u32::from(b));
                     let op = s.op.as_ref().ok_or(bad)?;
-                    let shapes = tile::shapes(op).ok_or(bad)?;
-                    let (_, in_rows) = tile::band_op(op, a..b).ok_or(bad)?;
-                    let Some(StepOperand::Tensor(input)) = s.operands.first().copied() else {
-                        return Err(bad.into());
-                    };
-                    let (i, o) = shapes;
-                    let in_at = self.tensors[usize::from(input)].offset
-                        + in_rows.start * tile::row_bytes(i);
+                    let cut = Cut::of(op).ok_or(bad)?;
+                    let (_, in_units) = cut.band(op, a..b).ok_or(bad)?;
+                    let in_at = cut.input_bytes(&in_units).0;
+                    let sliced_aligned = s.operands.iter().enumerate().all(|(k, o)| {
+                        !cut.slices(k)
+                            || matches!(*o, StepOperand::Tensor(t)
+                                if !self.tensors[usize::from(t)].kept()
+                                    && (self.tensors[usize::from(t)].offset + in_at)
+                                        .is_multiple_of(alignment))
+                    });
                     let out_at =
-                        self.tensors[usize::from(s.output)].offset + a * tile::row_bytes(o);
+                        self.tensors[usize::from(s.output)].offset + cut.output_bytes(&(a..b)).0;
                     if next_row[si] != a
                         || b <= a
-                        || b > o.height
-                        || !in_at.is_multiple_of(alignment)
+                        || b > cut.len()
+                        || !sliced_aligned
                         || !out_at.is_multiple_of(alignment)
                     {
                         return Err(bad.into());
                     }
-                    next_row[si] = if b == o.height { u32::MAX } else { b };
+                    next_row[si] = if b == cut.len() { u32::MAX } else { b };
                     Some((a, b))
                 }
             };

@@ -15,8 +15,8 @@
 //! | 6 | 2 | tasks `N` |
 //! | 8 | 8 | fingerprint of the model and the units ([`fingerprint`]) |
 //! | 16 | 4 | CRC-32 of the section's other bytes |
-//! | 20 | 6·N | per task: step (u16), first and one-past-last output row (u16 each; 0, 0 for the whole operator) |
-//! | 20 + 6·N | | the schedule table, with the same fingerprint |
+//! | 20 | 10·N | per task: step (u16), first and one-past-last output unit of a band (u32 each: rows, or elements of an elementwise operator; 0, 0 for the whole operator) |
+//! | 20 + 10·N | | the schedule table, with the same fingerprint |
 //!
 //! The fingerprint covers the model's bytes and what the HAL declares of its units (their
 //! number, names and throughputs, the operators the NPU runs, the alignment): a table made
@@ -37,11 +37,11 @@ pub const GRAPH_TABLE_FORMAT: u16 = 1;
 /// Bytes of the graph section's header.
 const HEADER: usize = 20;
 /// Bytes of one task's entry in the graph section.
-const ENTRY: usize = 6;
+const ENTRY: usize = 10;
 
-/// A task as a table names it: its step, and the output rows of a band (`(0, 0)` for the
-/// whole operator).
-pub(super) type TaskEntry = (u16, (u16, u16));
+/// A task as a table names it: its step, and the output units of a band, rows or elements
+/// (`(0, 0)` for the whole operator).
+pub(super) type TaskEntry = (u16, (u32, u32));
 
 /// Why a graph's schedule table was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,8 +161,8 @@ pub(super) fn export<const OPS: usize>(
     for (k, &(step, (a, b))) in tasks.iter().enumerate() {
         let at = HEADER + ENTRY * k;
         head[at..at + 2].copy_from_slice(&step.to_le_bytes());
-        head[at + 2..at + 4].copy_from_slice(&a.to_le_bytes());
-        head[at + 4..at + 6].copy_from_slice(&b.to_le_bytes());
+        head[at + 2..at + 6].copy_from_slice(&a.to_le_bytes());
+        head[at + 6..at + 10].copy_from_slice(&b.to_le_bytes());
     }
     let crc = section_crc(head);
     head[16..20].copy_from_slice(&crc.to_le_bytes());
@@ -216,9 +216,17 @@ pub(super) fn import<const OPS: usize>(
     let mut tasks = heapless::Vec::new();
     for k in 0..usize::from(count) {
         let at = HEADER + ENTRY * k;
-        let word = |i: usize| u16::from_le_bytes([head[at + i], head[at + i + 1]]);
+        let half = |i: usize| u16::from_le_bytes([head[at + i], head[at + i + 1]]);
+        let word = |i: usize| {
+            u32::from_le_bytes([
+                head[at + i],
+                head[at + i + 1],
+                head[at + i + 2],
+                head[at + i + 3],
+            ])
+        };
         tasks
-            .push((word(0), (word(2), word(4))))
+            .push((half(0), (word(2), word(6))))
             .map_err(|_| GraphTableError::TooManyTasks { tasks: count })?;
     }
     let schedule = Schedule::<OPS>::import(bytes.get(section..).unwrap_or(&[]), fingerprint)
@@ -231,10 +239,7 @@ pub(super) fn import<const OPS: usize>(
 
 /// A band step's entry.
 pub(super) fn band_entry(band: &Band) -> TaskEntry {
-    (
-        band.parent,
-        (band.out_rows.0 as u16, band.out_rows.1 as u16),
-    )
+    (band.parent, band.out_rows)
 }
 
 impl From<GraphTableError> for GraphError {

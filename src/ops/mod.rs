@@ -1022,6 +1022,11 @@ impl Op {
         self.description().rows()
     }
 
+    /// The same op over its first `len` elements (see [`Operator::prefix`]).
+    pub fn prefix(&self, len: u32) -> Option<Op> {
+        self.description().prefix(len)
+    }
+
     /// The band of it computing `out_rows` (see [`Operator::band`]).
     pub fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
         self.description().band(out_rows)

@@ -111,7 +111,11 @@ pub fn run(dir: &Path) -> Result<(), String> {
         );
         speedups += &format!(
             "| {name} | {} | {memory:.2} | {weights:.2} | {:.2} | {:.2} |\n",
-            if memory.max(weights) < 0.5 { "yes" } else { "no" },
+            if memory.max(weights) < 0.5 {
+                "yes"
+            } else {
+                "no"
+            },
             statics[1].npu_cycles as f64 / statics[0].npu_cycles.max(1) as f64,
             statics[3].npu_cycles as f64 / statics[2].npu_cycles.max(1) as f64,
         );
