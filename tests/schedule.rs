@@ -211,3 +211,22 @@ fn placements_name_units_the_npu_has() {
     assert_eq!(client.execution_unit(1).unwrap().name, "u55-256");
     assert_eq!(client.execution_unit(1).unwrap().macs_per_cycle, 256);
 }
+
+/// The firmware's `kws_schedule.bin` is a table this build follows: made again with `npu-sim
+/// plan ../models/kws_dscnn/model.tflite --schedule kws_schedule.bin` (from
+/// `examples/firmware`) whenever the table's layout, the model or the simulator's units change.
+#[test]
+fn the_firmware_schedule_table_is_current() {
+    let table = std::fs::read(format!(
+        "{}/examples/firmware/kws_schedule.bin",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let options = PrepareOptions {
+        schedule_table: Some(Vec::leak(table)),
+        ..options(Scheduling::Static)
+    };
+    let (_, report, _) = run("kws_dscnn", "u55-128", options);
+    assert!(report.planned);
+    assert_eq!(report.tasks, 12);
+}

@@ -51,7 +51,8 @@
 //! At prepare, a graph plans where and when each operator runs ([`Scheduling::Static`], the
 //! default; [`PrepareOptions`]): each row-local operator (a convolution, depthwise
 //! convolution or pool of one batch) may be split into one band of output rows per NPU unit,
-//! sized to the units' throughputs; every task is costed on every unit that runs it by the
+//! and each elementwise one into ranges of elements, cut where the HAL's estimates balance
+//! the units; every task is costed on every unit that runs it by the
 //! HAL's estimates ([`Npu::estimate`](crate::hal::Npu::estimate)); tasks whose memory meets in
 //! model order are ordered as in the model, so the schedule never needs more arena than the
 //! arena plan gave; and the [`schedule`](crate::schedule) module list-schedules them, each

@@ -6,11 +6,12 @@
 //! Without a schedule, each operator is one job and `execute` picks its unit round robin at
 //! dispatch ([`Scheduling::Dynamic`]). With one, every decision is made once, at prepare:
 //!
-//! - **Tasks.** Each operator that runs is one task, or, where it is row-local (a
-//!   convolution, depthwise convolution or pool of one batch whose rows are whole alignment
-//!   units) and there are several NPU units, one task per unit over a band of output rows, the
-//!   bands sized to the units' throughputs. A band reads the input rows under its window (the
-//!   halo is read twice) and pays its own job overhead: the HAL's estimates include both.
+//! - **Tasks.** Each operator that runs is one task, or, where there are several NPU units and
+//!   it can be cut ([`cut`](super::cut): a convolution, depthwise convolution or pool of one
+//!   batch by rows of its output, an elementwise operator by ranges of elements), one task per
+//!   unit, each cut placed at aligned offsets where the HAL's estimates of the two sides come
+//!   closest to the units' shares. A band reads its window's halo again and pays its own job
+//!   overhead: the estimates include both.
 //! - **Costs** come from the HAL ([`Npu::estimate`](crate::hal::Npu::estimate)) for each task
 //!   on each NPU unit that runs its operator; an operator the NPU lacks runs on the CPU, costed
 //!   with the fallback's transfers ([`Npu::estimate_host_compute`](crate::hal::Npu::estimate_host_compute)).
