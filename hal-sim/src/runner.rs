@@ -141,6 +141,11 @@ pub struct RunOptions {
     pub scheduling: Scheduling,
     /// How a static schedule picks units ([`Policy::CostEffective`] by default).
     pub policy: Policy,
+    /// Measure the second invoke, the first replaying the graph's job plan, rather than the
+    /// first, which runs job by job (default `false`). On one unit both take the same
+    /// cycles; on several, the plan's dependencies are worked out from memory once, the
+    /// per-job path's from each placement, which can be more cautious.
+    pub steady: bool,
 }
 
 impl RunOptions {
@@ -168,6 +173,7 @@ impl Default for RunOptions {
             tune_table: None,
             scheduling: Scheduling::Static,
             policy: Policy::CostEffective,
+            steady: false,
         }
     }
 }
@@ -452,7 +458,7 @@ fn run_on<
     // The prepare's uploads (multipliers, copied constants) finish before the measured invoke.
     client.sync().map_err(stack)?;
     let mut outputs: Vec<Vec<u8>> = graph.output_sizes().map(|n| vec![0; n as usize]).collect();
-    if opts.tune_mode == TuneMode::Tune {
+    if opts.tune_mode == TuneMode::Tune || opts.steady {
         invoke(&mut graph, inputs, &mut outputs)?;
         // A stateful model (LSTM, SVDF) moved its state on: the measured invoke, whose
         // outputs the report gives, starts from the initial state as a first invoke does.

@@ -258,7 +258,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
             let first_of_step = drafts.len();
             let bands = if split && units > 1 && bands_left >= usize::from(units) {
-                self.bands(si, op, pool, &refs, units, alignment)?
+                self.bands(si, op, pool, &refs, (units, &whole), alignment)?
             } else {
                 None
             };
@@ -363,7 +363,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         op: &Op,
         pool: &Tensor<'c, C>,
         refs: &[&Tensor<'c, C>],
-        units: u8,
+        (units, whole): (u8, &TaskCost),
         alignment: u32,
     ) -> Result<Option<heapless::Vec<Draft, MAX_EXECUTION_UNITS>>, GraphError> {
         let step = &self.steps[si];
@@ -407,14 +407,16 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                         .is_multiple_of(alignment)
             })
         };
+        // Each unit's share: its speed on this operator, by the HAL's estimates of the whole
+        // operator on it (an elementwise operator runs in the output stage, which a larger MAC
+        // array does not speed up).
         let mut weights = [1u64; MAX_EXECUTION_UNITS];
         for (u, w) in weights.iter_mut().enumerate().take(usize::from(units)) {
-            let macs = self
-                .client
-                .execution_unit(u as u8)
-                .map_err(&failed)?
-                .macs_per_cycle;
-            *w = u64::from(macs.max(1));
+            let cycles = whole
+                .alone(Unit::Npu(u as u8))
+                .unwrap_or(Cycles::MAX)
+                .max(1);
+            *w = (1u64 << 40) / cycles;
         }
         let total: u64 = weights[..usize::from(units)].iter().sum();
         // What band `start..end` costs on unit `u`, and its task: `None` where it cannot be

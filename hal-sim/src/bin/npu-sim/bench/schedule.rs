@@ -8,7 +8,7 @@
 //! picked fastest-alone rather than cost-effective.
 //!
 //! Output (stdout): two Markdown tables. The first, per model and units: NPU cycles of one
-//! invoke static, dynamic, op-by-op and static fastest-alone; the static schedule's lower
+//! steady invoke (the second, replaying the graph's job plan) static, dynamic, op-by-op and static fastest-alone; the static schedule's lower
 //! bound and the ratio to it; static against dynamic and against op-by-op; each unit's busy
 //! cycles, the CPU's, and the NPU's idle cycles (the makespan less the busiest unit's). The
 //! second, per model: static on two U55-128 against one, and U55-256 + U55-128 against the
@@ -58,6 +58,7 @@ pub fn run(dir: &Path) -> Result<(), String> {
                 config,
                 scheduling,
                 policy,
+                steady: true,
                 ..RunOptions::default()
             };
             runner::run(model, &[&input], &opts).map_err(|e| format!("{name}: {e}"))
