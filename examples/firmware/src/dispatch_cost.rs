@@ -48,7 +48,7 @@ use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::{HalError, Job, JobKind, Npu, Queue, Region, Variant};
 use npu_compute::kernels::int8::{Activation, AddParams, Quant};
 use npu_compute::memory::{Access, ChunkSliceMemory, MemoryConfig};
-use npu_compute::ops::{AddI8, Op, OpKind};
+use npu_compute::ops::{AddI8, Op, OpKind, OpSet};
 use npu_compute::server::{ComputeServer, NpuServer};
 use npu_compute::Error;
 
@@ -386,6 +386,8 @@ pub struct GraphCost {
     pub planned: u64,
     /// The input's write and the output's read alone, which both include.
     pub io: u64,
+    /// Of the jobs, operators the CPU fallback computes (steps of the plan too).
+    pub cpu_steps: u32,
 }
 
 impl GraphCost {
@@ -405,10 +407,11 @@ pub fn measure_graph(
     t: &Ticks,
     cal: &Calibration,
     host: &mut [u8],
-    model: &'static [u8],
-    input: &[u8],
+    (model, input): (&'static [u8], &[u8]),
+    ops: OpSet,
 ) -> Result<GraphCost, CostError> {
-    let server: GraphServer<'_> = NpuServer::new(NullNpu::new(host), MemoryConfig::default())?;
+    let npu = NullNpu::new(host).with_ops(ops);
+    let server: GraphServer<'_> = NpuServer::new(npu, MemoryConfig::default())?;
     let channel: RefCellChannel<GraphServer<'_>, 96> = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
     let mut graph: Graph<'_, _, 16, 64> = Graph::prepare(client, model)?;
@@ -446,14 +449,16 @@ pub fn measure_graph(
     let plan = plan.ok_or(CostError::NotPlanned)?;
     let jobs = plan.jobs as u32;
     let cost = GraphCost {
+        cpu_steps: plan.cpu_steps as u32,
         jobs,
         invoke: cal.centi_per_call(invoke, INVOKES),
         planned: cal.centi_per_call(planned, INVOKES),
         io: cal.centi_per_call(io, INVOKES),
     };
     defmt::info!(
-        "dispatch: kws_dscnn over the null NPU, {=u32} jobs over {=usize} tensors per invoke ({=usize} shared, the rest constants and the plan's own): invoke job by job {} instructions, from the job plan {}, of which the input write and output read {}; per job without them: job by job {}, from the job plan {}; Graph<16, 64> with its job plan {=usize} bytes",
+        "dispatch: kws_dscnn over the null NPU, {=u32} jobs ({=u32} on the CPU fallback) over {=usize} tensors per invoke ({=usize} shared, the rest constants and the plan's own): invoke job by job {} instructions, from the job plan {}, of which the input write and output read {}; per job without them: job by job {}, from the job plan {}; Graph<16, 64> with its job plan {=usize} bytes",
         jobs,
+        cost.cpu_steps,
         plan.tensors,
         plan.shared_tensors,
         Centi(cost.invoke),

@@ -56,7 +56,7 @@ use npu_compute::graph::{Graph, GraphError, PrepareOptions};
 use npu_compute::hal::Npu;
 use npu_compute::kernels::FcShape;
 use npu_compute::memory::MemoryConfig;
-use npu_compute::ops::{AddF32, FullyConnectedF32, Op};
+use npu_compute::ops::{AddF32, DType, FullyConnectedF32, Op, OpKind};
 use npu_compute::server::NpuServer;
 use npu_compute::tune::{TuneConfig, TuneMode};
 use npu_compute::Error;
@@ -466,7 +466,15 @@ fn dispatch(
         .ok_or(Failure::MemoryTaken)?
         .as_mut_slice();
     let cost = dispatch_cost::measure(ticks, calibration, host)?;
-    let graph = dispatch_cost::measure_graph(ticks, calibration, host, KWS_MODEL, KWS_INPUT)?;
+    let model = (KWS_MODEL, KWS_INPUT);
+    let graph = dispatch_cost::measure_graph(ticks, calibration, host, model, null_npu::OPS)?;
+    // The same model with its SOFTMAX on the CPU fallback: planned too, the CPU step
+    // included (its figure adds the softmax kernel's own instructions).
+    let ops = null_npu::OPS.without(OpKind::Softmax, DType::I8);
+    let with_cpu = dispatch_cost::measure_graph(ticks, calibration, host, model, ops)?;
+    if with_cpu.cpu_steps != 1 {
+        return Err(Failure::Cost(dispatch_cost::CostError::NotPlanned));
+    }
     if cost.end_to_end > DISPATCH_BOUND {
         return Err(Failure::DispatchTooSlow {
             measured: cost.end_to_end,

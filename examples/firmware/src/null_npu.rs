@@ -38,7 +38,7 @@ const _: () = assert!(IN_FLIGHT.is_power_of_two() && IN_FLIGHT <= u16::MAX as us
 
 /// Every operator in int8, none in f32: what an Ethos-U55 runs (the f32 ones would go to the
 /// server's CPU fallback).
-const OPS: OpSet = int8_ops();
+pub const OPS: OpSet = int8_ops();
 
 /// The set of every operator in int8 (see [`OPS`]).
 const fn int8_ops() -> OpSet {
@@ -78,6 +78,8 @@ pub struct NullNpu<'a> {
     completed: [u32; MAX_QUEUES],
     /// The clock [`Npu::now`] reads: one tick per submit and per retired job.
     clock: Cycles,
+    /// The operators it runs ([`OPS`] unless [`with_ops`](NullNpu::with_ops) says otherwise).
+    ops: OpSet,
 }
 
 impl<'a> NullNpu<'a> {
@@ -95,7 +97,13 @@ impl<'a> NullNpu<'a> {
             retired: 0,
             completed: [0; MAX_QUEUES],
             clock: 0,
+            ops: OPS,
         }
+    }
+
+    /// The same null NPU running only `ops`: the server runs the others on its CPU fallback.
+    pub fn with_ops(self, ops: OpSet) -> Self {
+        NullNpu { ops, ..self }
     }
 
     /// Jobs submitted so far.
@@ -131,7 +139,7 @@ impl<'a> NullNpu<'a> {
             }
         }
         if let JobKind::Compute { op, .. } = &job.kind {
-            if job.queue == Queue::Dma || !OPS.runs(op) {
+            if job.queue == Queue::Dma || !self.ops.runs(op) {
                 return Err(HalError::Unsupported {
                     op: op.kind(),
                     dtype: op.dtype(),
@@ -152,7 +160,7 @@ impl Npu for NullNpu<'_> {
             alignment: ALIGNMENT,
             execution_units: UNITS,
             max_in_flight: IN_FLIGHT as u16,
-            ops: OPS,
+            ops: self.ops,
             reads_flash: false,
             flash_alignment: ALIGNMENT,
         }
