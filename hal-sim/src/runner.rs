@@ -694,7 +694,7 @@ fn trace_on<
     let channel = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
     let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> =
-        Box::new(Graph::prepare_with(client, model, opts.optimise)?);
+        Box::new(Graph::prepare_with(client, model, opts.prepare())?);
     for (index, (input, expected)) in inputs.iter().zip(graph.input_sizes()).enumerate() {
         if input.len() != expected as usize {
             return Err(RunError::InputSize {

@@ -272,13 +272,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         slices: &'s [(usize, Tensor<'c, C>)],
         activation: impl Fn(u16) -> Option<&'s Tensor<'c, C>>,
     ) -> Result<heapless::Vec<&'s Tensor<'c, C>, MAX_JOB_INPUTS>, GraphError> {
-        let mut refs = self.operands_with(si, 0, activation)?;
-        for (k, view) in slices {
-            if let Some(r) = refs.get_mut(*k) {
-                *r = view;
-            }
-        }
-        Ok(refs)
+        Ok(sliced_refs(&self.operands_with(si, 0, activation)?, slices))
     }
 
     pub(super) fn failed(&self, si: usize) -> impl Fn(Error) -> GraphError {
@@ -417,4 +411,18 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         self.tensors[usize::from(output)].value = Some(whole);
         Ok(())
     }
+}
+
+/// `refs` with a band's slices in place of the operands they slice (by operand index).
+pub(super) fn sliced_refs<'s, 'c, C: ComputeChannel>(
+    refs: &[&'s Tensor<'c, C>],
+    slices: &'s [(usize, Tensor<'c, C>)],
+) -> heapless::Vec<&'s Tensor<'c, C>, MAX_JOB_INPUTS> {
+    let mut out: heapless::Vec<&'s Tensor<'c, C>, MAX_JOB_INPUTS> = refs.iter().copied().collect();
+    for (k, view) in slices {
+        if let Some(r) = out.get_mut(*k) {
+            *r = view;
+        }
+    }
+    out
 }

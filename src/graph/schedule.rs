@@ -183,9 +183,12 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             None => return Ok(()),
         };
         let alignment = caps.alignment.max(1);
+        // (split, one operator at a time)
         let tries: &[(bool, bool)] = match scheduling {
             Scheduling::OpByOp => &[(true, true)],
-            // (split, one operator at a time)
+            // One unit splits nothing: the three task sets are the operators whole, twice
+            // ordered by memory and once one at a time, which adds only waits.
+            _ if units == 1 => &[(false, false)],
             _ => &[(false, false), (true, false), (true, true)],
         };
         let mut best: Option<Candidate<OPS>> = None;
@@ -352,11 +355,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         Ok(Some(cost))
     }
 
-    /// Step `si` cut into one band per unit, rows shared by the units' throughputs; `None`
-    /// where it cannot be cut. A band is placed at its rows' offsets, which must be aligned:
-    /// each cut is moved to the nearest row where both its input and its output start at an
-    /// alignment unit (an input whose rows are not whole units, such as a spectrogram's first
-    /// layer, still has such rows every few).
+    /// Step `si` cut into one band per unit (see [`Cut`]); `None` where it cannot be cut. A
+    /// band is placed at its slices' offsets, which must be aligned: each cut goes to one of
+    /// the aligned places nearest the unit's share, the one whose two sides the HAL's
+    /// estimates balance best (an input whose rows are not whole alignment units, such as a
+    /// spectrogram's first layer, still has aligned rows every few).
     fn bands(
         &self,
         si: usize,
@@ -366,47 +369,15 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         (units, whole): (u8, &TaskCost),
         alignment: u32,
     ) -> Result<Option<heapless::Vec<Draft, MAX_EXECUTION_UNITS>>, GraphError> {
-        let step = &self.steps[si];
-        let failed = self.failed(si);
         if !self.runs_on_npu(si) {
             return Ok(None);
         }
         let Some(cut) = Cut::of(op) else {
             return Ok(None);
         };
-        let out_slot = &self.tensors[usize::from(step.output)];
-        // The sliced operands: activations of the graph's pool, each with its offset.
-        let mut sliced: heapless::Vec<(usize, u32), MAX_JOB_INPUTS> = heapless::Vec::new();
-        for (k, operand) in step.operands.iter().enumerate() {
-            if !cut.slices(k) {
-                continue;
-            }
-            let StepOperand::Tensor(t) = *operand else {
-                return Ok(None);
-            };
-            let slot = &self.tensors[usize::from(t)];
-            if slot.kept() {
-                return Ok(None);
-            }
-            let _ = sliced.push((k, slot.offset));
-        }
-        if out_slot.kept() || sliced.is_empty() {
-            return Ok(None);
-        }
+        let failed = self.failed(si);
         let height = cut.len();
-        // Whether output units from `r` on make a band whose slices start aligned.
-        let cut_at = |r: u32| {
-            let starts = cut
-                .band(op, r..height)
-                .map(|(_, units)| cut.input_bytes(&units).0);
-            starts.is_some_and(|i| {
-                sliced
-                    .iter()
-                    .all(|&(_, at)| (at + i).is_multiple_of(alignment))
-                    && (out_slot.offset + cut.output_bytes(&(r..height)).0)
-                        .is_multiple_of(alignment)
-            })
-        };
+        let cut_at = |r: u32| self.band_aligned(si, op, cut, r..height, alignment);
         // Each unit's share: its speed on this operator, by the HAL's estimates of the whole
         // operator on it (an elementwise operator runs in the output stage, which a larger MAC
         // array does not speed up).
@@ -422,27 +393,17 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         // What band `start..end` costs on unit `u`, and its task: `None` where it cannot be
         // cut there or the HAL cannot tell.
         let band_task = |u: u8, start: u32, end: u32| -> Result<Option<Draft>, GraphError> {
-            let Some((band, in_units)) = cut.band(op, start..end) else {
+            let Some((band, in_rows)) = cut.band(op, start..end) else {
                 return Ok(None);
             };
+            let rows = Band {
+                parent: si as u16,
+                in_rows: (in_rows.start, in_rows.end),
+                out_rows: (start, end),
+            };
+            let (slices, out_view) = self.band_views(pool, si, rows)?;
+            let band_refs = super::run::sliced_refs(refs, &slices);
             let client = self.client;
-            let (at, len) = cut.input_bytes(&in_units);
-            let mut views: heapless::Vec<(usize, Tensor<'c, C>), MAX_JOB_INPUTS> =
-                heapless::Vec::new();
-            for &(k, offset) in &sliced {
-                let view = client.place(pool, offset + at, len).map_err(&failed)?;
-                let _ = views.push((k, view));
-            }
-            let (out_at, out_len) = cut.output_bytes(&(start..end));
-            let out_view = client
-                .place(pool, out_slot.offset + out_at, out_len)
-                .map_err(&failed)?;
-            let mut band_refs: heapless::Vec<&Tensor<'c, C>, MAX_JOB_INPUTS> = heapless::Vec::new();
-            for (k, r) in refs.iter().enumerate() {
-                let view = views.iter().find(|(j, _)| *j == k).map(|(_, v)| v);
-                let _ = band_refs.push(view.unwrap_or(r));
-            }
-            let in_rows = in_units;
             let Some(e) = client
                 .estimate(Placement::Unit(u), &band, &band_refs, &out_view)
                 .map_err(&failed)?
@@ -454,7 +415,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             Ok(Some(Draft {
                 step: si as u16,
                 rows: Some((start, end)),
-                access: self.access(si, Some(((in_rows.start, in_rows.end), (start, end)))),
+                access: self.access(si, Some((rows.in_rows, rows.out_rows))),
                 task: Task {
                     deps: heapless::Vec::new(),
                     cost,
@@ -519,6 +480,34 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let _ = drafts.push(draft);
         }
         Ok(Some(drafts))
+    }
+
+    /// Whether band `units` of step `si`'s operator `op`, cut as `cut`, starts at aligned
+    /// offsets: each slice it reads (of an activation in the graph's pool) and its slice of
+    /// the output.
+    fn band_aligned(
+        &self,
+        si: usize,
+        op: &Op,
+        cut: Cut,
+        units: core::ops::Range<u32>,
+        alignment: u32,
+    ) -> bool {
+        let step = &self.steps[si];
+        let Some((_, in_units)) = cut.band(op, units.clone()) else {
+            return false;
+        };
+        let in_at = cut.input_bytes(&in_units).0;
+        let aligned = |slot: &super::Slot<'c, C>, at: u32| {
+            !slot.kept() && (slot.offset + at).is_multiple_of(alignment)
+        };
+        aligned(
+            &self.tensors[usize::from(step.output)],
+            cut.output_bytes(&units).0,
+        ) && step.operands.iter().enumerate().all(|(k, o)| {
+            !cut.slices(k)
+                || matches!(*o, StepOperand::Tensor(t) if aligned(&self.tensors[usize::from(t)], in_at))
+        })
     }
 
     /// The pool memory step `si` reads and writes; for a band, only its slices of the sliced
@@ -702,22 +691,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 (a, b) => {
                     let op = s.op.as_ref().ok_or(bad)?;
                     let cut = Cut::of(op).ok_or(bad)?;
-                    let (_, in_units) = cut.band(op, a..b).ok_or(bad)?;
-                    let in_at = cut.input_bytes(&in_units).0;
-                    let sliced_aligned = s.operands.iter().enumerate().all(|(k, o)| {
-                        !cut.slices(k)
-                            || matches!(*o, StepOperand::Tensor(t)
-                                if !self.tensors[usize::from(t)].kept()
-                                    && (self.tensors[usize::from(t)].offset + in_at)
-                                        .is_multiple_of(alignment))
-                    });
-                    let out_at =
-                        self.tensors[usize::from(s.output)].offset + cut.output_bytes(&(a..b)).0;
                     if next_row[si] != a
                         || b <= a
                         || b > cut.len()
-                        || !sliced_aligned
-                        || !out_at.is_multiple_of(alignment)
+                        || !self.band_aligned(si, op, cut, a..b, alignment)
                     {
                         return Err(bad.into());
                     }
