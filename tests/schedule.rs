@@ -71,6 +71,18 @@ fn run(
     let mut table = vec![0; 64 * 1024];
     let n = graph.export_schedule(&mut table).unwrap_or(0);
     table.truncate(n);
+    // Too small a buffer is refused whole, saying how much the table takes.
+    if n > 0 {
+        let refused = graph.export_schedule(&mut vec![0; n - 1]);
+        assert!(
+            matches!(
+                refused,
+                Err(GraphError::ScheduleTable(GraphTableError::BufferTooSmall { needed, len }))
+                    if needed == n && len == n - 1
+            ),
+            "{refused:?}"
+        );
+    }
     (cycles, graph.schedule(), table)
 }
 

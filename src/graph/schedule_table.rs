@@ -80,6 +80,13 @@ pub enum GraphTableError {
     Schedule(ScheduleTableError),
     /// Nothing to export: the graph follows no static schedule.
     NoSchedule,
+    /// The buffer given to export into is smaller than the table.
+    BufferTooSmall {
+        /// Bytes the table takes.
+        needed: usize,
+        /// Bytes given.
+        len: usize,
+    },
 }
 
 impl core::fmt::Display for GraphTableError {
@@ -108,6 +115,10 @@ impl core::fmt::Display for GraphTableError {
                 "schedule table has {tasks} tasks, more than the graph's OPS: raise OPS"
             ),
             GraphTableError::Schedule(e) => write!(f, "{e}"),
+            GraphTableError::BufferTooSmall { needed, len } => write!(
+                f,
+                "the schedule table takes {needed} bytes, the buffer has {len}: give it at least {needed}"
+            ),
             GraphTableError::NoSchedule => f.write_str(
                 "the graph follows no static schedule (dynamic scheduling, tiled chains, or a HAL that gives no estimates): nothing to export",
             ),
@@ -151,9 +162,12 @@ pub(super) fn export<const OPS: usize>(
     let count = u16::try_from(tasks.len())
         .map_err(|_| GraphTableError::TooManyTasks { tasks: u16::MAX })?;
     let needed = section + crate::schedule::table_bytes(schedule.len());
-    let head = out
-        .get_mut(..section)
-        .ok_or(GraphTableError::Truncated { needed, len: 0 })?;
+    let len = out.len();
+    let too_small = GraphTableError::BufferTooSmall { needed, len };
+    if len < needed {
+        return Err(too_small);
+    }
+    let (head, rest) = out.split_at_mut(section);
     head[0..4].copy_from_slice(&GRAPH_TABLE_MAGIC);
     head[4..6].copy_from_slice(&GRAPH_TABLE_FORMAT.to_le_bytes());
     head[6..8].copy_from_slice(&count.to_le_bytes());
@@ -166,7 +180,6 @@ pub(super) fn export<const OPS: usize>(
     }
     let crc = section_crc(head);
     head[16..20].copy_from_slice(&crc.to_le_bytes());
-    let rest = out.get_mut(section..).unwrap_or(&mut []);
     let n = schedule
         .export(fingerprint, rest)
         .map_err(GraphTableError::Schedule)?;
