@@ -51,6 +51,19 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
     paths.iter().map(|p| read_file(p)).collect()
 }
 
+/// The inputs in `paths`, or zeros of the sizes `model` takes when none are given (for the
+/// commands whose figures do not depend on the data).
+pub fn read_inputs_or_zeros(
+    model: &'static [u8],
+    paths: &[PathBuf],
+) -> Result<Vec<Vec<u8>>, String> {
+    if !paths.is_empty() {
+        return read_inputs(paths);
+    }
+    let sizes = runner::input_sizes(model).map_err(|e| e.to_string())?;
+    Ok(sizes.into_iter().map(|n| vec![0; n as usize]).collect())
+}
+
 /// The rows of a reference-model directory's `figures.json` (one object per model, with
 /// its `model` name and the peers' figures).
 pub fn read_figures(path: &Path) -> Result<Vec<serde_json::Value>, String> {

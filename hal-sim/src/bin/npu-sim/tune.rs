@@ -15,7 +15,7 @@
 //! bytes, or refuses an input (not the size of its input tensor), with the graph's reason;
 //! or the tuner cannot export its table.
 
-use crate::common::{read_inputs, read_model};
+use crate::common::{read_inputs_or_zeros, read_model};
 use npu_compute::graph::Optimise;
 use npu_sim::runner::{self, RunOptions};
 use npu_sim::SimConfig;
@@ -32,11 +32,7 @@ pub fn run(
     let model_bytes = read_model(model)?;
     let (default_arena, host_bytes) =
         runner::default_memory(model_bytes, config, Optimise::Cycles).map_err(|e| e.to_string())?;
-    let mut inputs = read_inputs(inputs)?;
-    if inputs.is_empty() {
-        let sizes = runner::input_sizes(model_bytes).map_err(|e| e.to_string())?;
-        inputs = sizes.into_iter().map(|n| vec![0; n as usize]).collect();
-    }
+    let inputs = read_inputs_or_zeros(model_bytes, inputs)?;
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
     let opts = RunOptions {
         arena_bytes: arena.unwrap_or(default_arena),
