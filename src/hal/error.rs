@@ -87,13 +87,51 @@ pub enum HalError {
     },
     /// A fence that was never issued by this NPU.
     UnknownFence(Fence),
-    /// The job failed on the device (bus error, kernel rejected its parameters, ...).
+    /// The job failed on the device (the kernel rejected its parameters, ...).
     JobFailed {
         /// The failed job's fence.
         fence: Fence,
         /// Driver-specific code.
         code: u32,
     },
+    /// The hardware faulted while running the job (see [`Fault`]); what it wrote is undefined
+    /// and the NPU should be [`reset`](super::Npu::reset) before it is trusted again.
+    Fault {
+        /// The faulted job's fence (or, for [`Fault::Cancelled`], the cancelled job's).
+        fence: Fence,
+        /// What went wrong.
+        fault: Fault,
+    },
+    /// The driver cannot reset the NPU ([`Npu::reset`](super::Npu::reset)'s default).
+    ResetUnsupported,
+}
+
+/// A hardware fault on a job the NPU had accepted: what an Ethos-U driver reads from its
+/// status register before it resets the NPU, and what the runtime's watchdog concludes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Fault {
+    /// A DMA transfer of the job (or the job itself, a transfer) got an error response.
+    Dma,
+    /// A read or write of the job hit a bus error in the memory it addressed.
+    Bus,
+    /// The job did not complete by its watchdog deadline: it hung, or overran its predicted
+    /// cycles by more than the watchdog's margin. Reported by the runtime, never by a driver.
+    Timeout,
+    /// The job was abandoned in flight by [`Npu::reset`](super::Npu::reset), or did not run
+    /// because a job it depends on faulted.
+    Cancelled,
+}
+
+impl core::fmt::Display for Fault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Fault::Dma => "a DMA error",
+            Fault::Bus => "a bus error",
+            Fault::Timeout => "no completion by its watchdog deadline",
+            Fault::Cancelled => "cancelled by a reset or a faulted dependency",
+        })
+    }
 }
 
 impl core::fmt::Display for HalError {
@@ -168,6 +206,14 @@ impl core::fmt::Display for HalError {
                 f,
                 "the job of fence {} failed on the NPU (driver code {code:#x})",
                 fence.0
+            ),
+            HalError::Fault { fence, fault } => write!(
+                f,
+                "the job of fence {} faulted on the NPU: {fault}; the NPU needs a reset",
+                fence.0
+            ),
+            HalError::ResetUnsupported => f.write_str(
+                "this NPU driver cannot reset the NPU: implement Npu::reset for the board",
             ),
         }
     }

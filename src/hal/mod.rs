@@ -57,7 +57,7 @@ pub mod guide;
 mod variant;
 
 use crate::ops::{Op, OpSet};
-pub use error::{HalError, SetupError};
+pub use error::{Fault, HalError, SetupError};
 pub use variant::Variant;
 
 /// Time in cycles of the HAL's clock (CPU cycles on hardware, virtual cycles in the simulator).
@@ -389,5 +389,14 @@ pub trait Npu {
     /// `false`, keeps the CPU out of tuning: a driver opts in.
     fn clock_counts_cpu(&self) -> bool {
         false
+    }
+    /// Abandons every job in flight and returns the NPU to idle, as the Ethos-U driver does
+    /// after a fault: afterwards `poll` of a fence issued before never answers `WouldBlock`
+    /// (a job that had not completed answers [`HalError::Fault`] with [`Fault::Cancelled`],
+    /// while its record lasts), the queues are empty, and fences go on counting up. Memory
+    /// the abandoned jobs wrote is undefined; other memory is kept. The default cannot reset
+    /// and answers [`HalError::ResetUnsupported`].
+    fn reset(&mut self) -> Result<(), HalError> {
+        Err(HalError::ResetUnsupported)
     }
 }
