@@ -8,7 +8,8 @@
 //! with (a tensor of another client is [`Error::ForeignHandle`]).
 //!
 //! `execute` returns once the job is submitted: the CPU is free while the NPU works. `read`
-//! waits only for the jobs that produce the tensor it reads; `try_read` never waits.
+//! waits only for the jobs that produce the tensor it reads; `try_read` never waits;
+//! `read_async` is a future, woken by the NPU's interrupt (see [`futures`]).
 //!
 //! ```
 //! use npu_compute::prelude::*;
@@ -31,6 +32,8 @@
 //! client.read_f32(&sum, &mut out).unwrap();
 //! assert_eq!(out, [11.0, 22.0, 33.0, 44.0]);
 //! ```
+
+mod futures;
 
 use crate::channel::ComputeChannel;
 use crate::error::Error;

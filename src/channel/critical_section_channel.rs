@@ -1,10 +1,11 @@
 //! The channel shared with interrupt handlers.
 
-use super::{ComputeChannel, Deferred};
+use super::{ComputeChannel, Deferred, WakerSet};
 use crate::error::Error;
 use crate::handle::HandleId;
 use crate::server::{ComputeServer, DEFAULT_HANDLES};
 use core::cell::RefCell;
+use core::task::Waker;
 use critical_section::Mutex;
 
 /// The server in a `critical_section::Mutex<RefCell<..>>`: `Sync` when the server is `Send`, so
@@ -17,6 +18,7 @@ use critical_section::Mutex;
 pub struct CriticalSectionChannel<S, const N: usize = DEFAULT_HANDLES> {
     server: Mutex<RefCell<S>>,
     deferred: Mutex<Deferred<N>>,
+    wakers: Mutex<RefCell<WakerSet>>,
 }
 
 impl<S: ComputeServer, const N: usize> CriticalSectionChannel<S, N> {
@@ -31,6 +33,7 @@ impl<S: ComputeServer, const N: usize> CriticalSectionChannel<S, N> {
         CriticalSectionChannel {
             server: Mutex::new(RefCell::new(server)),
             deferred: Mutex::new(Deferred::new()),
+            wakers: Mutex::new(RefCell::new(WakerSet::new())),
         }
     }
 }
@@ -62,6 +65,28 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
     fn release(&self, id: HandleId) {
         if self.with(|s| s.release(id, 1)).is_err() {
             critical_section::with(|cs| self.deferred.borrow(cs).push(id, -1));
+        }
+    }
+
+    fn register_waker(&self, waker: &Waker) {
+        // The set's critical sections are short and never call out, so its borrow cannot
+        // fail; if it ever did, waking at once is the safe answer.
+        let evicted = critical_section::with(|cs| match self.wakers.borrow(cs).try_borrow_mut() {
+            Ok(mut set) => set.register(waker),
+            Err(_) => Some(waker.clone()),
+        });
+        if let Some(w) = evicted {
+            w.wake();
+        }
+    }
+
+    fn wake_all(&self) {
+        // Taken inside the critical section, woken outside it: waking runs the executor's
+        // code, which need not run with interrupts masked.
+        let taken =
+            critical_section::with(|cs| self.wakers.borrow(cs).try_borrow_mut().map(|mut s| s.take()));
+        if let Ok(set) = taken {
+            set.wake();
         }
     }
 }

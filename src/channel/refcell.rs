@@ -1,10 +1,11 @@
 //! The single-threaded channel.
 
-use super::{ComputeChannel, Deferred};
+use super::{ComputeChannel, Deferred, WakerSet};
 use crate::error::Error;
 use crate::handle::HandleId;
 use crate::server::{ComputeServer, DEFAULT_HANDLES};
 use core::cell::RefCell;
+use core::task::Waker;
 
 /// Single-threaded channel: the server in a `RefCell`. `N` (default 64) deferred-release
 /// counters, at least the server's handle capacity (checked at compile time).
@@ -19,6 +20,7 @@ use core::cell::RefCell;
 pub struct RefCellChannel<S, const N: usize = DEFAULT_HANDLES> {
     server: RefCell<S>,
     deferred: Deferred<N>,
+    wakers: RefCell<WakerSet>,
 }
 
 impl<S: ComputeServer, const N: usize> RefCellChannel<S, N> {
@@ -33,6 +35,7 @@ impl<S: ComputeServer, const N: usize> RefCellChannel<S, N> {
         RefCellChannel {
             server: RefCell::new(server),
             deferred: Deferred::new(),
+            wakers: RefCell::new(WakerSet::new()),
         }
     }
 
@@ -67,6 +70,25 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for RefCellChannel<S, N> {
     fn release(&self, id: HandleId) {
         if self.with(|s| s.release(id, 1)).is_err() {
             self.deferred.push(id, -1);
+        }
+    }
+
+    fn register_waker(&self, waker: &Waker) {
+        // The set is borrowed only here and in `wake_all`, never across a call out, so the
+        // borrow cannot fail; if it ever did, waking at once is the safe answer.
+        let evicted = match self.wakers.try_borrow_mut() {
+            Ok(mut set) => set.register(waker),
+            Err(_) => Some(waker.clone()),
+        };
+        if let Some(w) = evicted {
+            w.wake();
+        }
+    }
+
+    fn wake_all(&self) {
+        let taken = self.wakers.try_borrow_mut().map(|mut set| set.take());
+        if let Ok(set) = taken {
+            set.wake();
         }
     }
 }

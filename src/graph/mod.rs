@@ -25,6 +25,8 @@
 //!   NPU's). Operators on the CPU fallback are steps of the plan,
 //!   computed while the NPU runs what does not depend on them. A graph whose jobs a plan
 //!   cannot hold (tiled chains) keeps the per-job path; [`Graph::job_plan`] says which.
+//!   [`Graph::invoke_async`] is the same invoke as a future, for an executor: it submits
+//!   everything at its first poll and is woken by the NPU's interrupt for the outputs.
 //! - **Where each operator runs**: on the NPU, or on the CPU fallback kernels when the HAL
 //!   declares it unsupported: the server decides, per operator, following the tuning it was
 //!   built with ([`NpuServer::with_tuning`](crate::server::NpuServer::with_tuning)): off by
@@ -93,6 +95,7 @@
 //! ```
 
 mod arena;
+mod async_invoke;
 mod cut;
 mod error;
 mod planned;

@@ -94,7 +94,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
     GraphJobPlan<'c, C, OPS, TENSORS>
 {
     /// The placed tensor of model tensor `t` (an input or an output).
-    fn view(&self, t: u16) -> Result<&Tensor<'c, C>, GraphError> {
+    pub(super) fn view(&self, t: u16) -> Result<&Tensor<'c, C>, GraphError> {
         self.io
             .iter()
             .find(|(u, _)| *u == t)
@@ -113,14 +113,27 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         outputs: &mut [&mut [u8]],
     ) -> Result<(), GraphError> {
         let client = self.plan.client();
-        for (&t, input) in names.0.iter().zip(inputs) {
-            client.write(self.view(t)?, input).map_err(not_one_op)?;
-        }
-        self.run(steps, order)?;
+        self.start((steps, order), names.0, inputs)?;
         for (&t, out) in names.1.iter().zip(outputs.iter_mut()) {
             client.read(self.view(t)?, out).map_err(not_one_op)?;
         }
         Ok(())
+    }
+
+    /// The first half of [`invoke`](Self::invoke): writes the inputs (model tensors
+    /// `input_names`) and submits every job; the outputs are then read from their
+    /// [`view`](Self::view)s.
+    pub(super) fn start(
+        &mut self,
+        (steps, order): (&[Step], &[u16]),
+        input_names: &[u16],
+        inputs: &[&[u8]],
+    ) -> Result<(), GraphError> {
+        let client = self.plan.client();
+        for (&t, input) in input_names.iter().zip(inputs) {
+            client.write(self.view(t)?, input).map_err(not_one_op)?;
+        }
+        self.run(steps, order)
     }
 
     /// A pipelined invoke from the plan: uploads the inputs straight from `io`'s pinned

@@ -85,7 +85,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         Ok(())
     }
     /// The live tensor of model output `k`.
-    fn output_value(&self, k: usize) -> Result<&Tensor<'c, C>, GraphError> {
+    pub(super) fn output_value(&self, k: usize) -> Result<&Tensor<'c, C>, GraphError> {
         let t = self.outputs[k];
         self.tensors[usize::from(t)]
             .value
@@ -99,15 +99,21 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         outputs: &mut [&mut [u8]],
     ) -> Result<(), GraphError> {
         let client = self.client;
-        let pool = self.pool()?;
-        self.place_inputs(&pool, |k, t| client.write(t, inputs[k]))?;
-        self.run_steps(&pool)?;
+        self.start(inputs)?;
         for (k, out) in outputs.iter_mut().enumerate() {
             client
                 .read(self.output_value(k)?, out)
                 .map_err(not_one_op)?;
         }
         Ok(())
+    }
+    /// Writes the inputs and submits every step; returns once they are queued. The outputs'
+    /// live tensors are then [`output_value`](Self::output_value)s.
+    pub(super) fn start(&mut self, inputs: &[&[u8]]) -> Result<(), GraphError> {
+        let client = self.client;
+        let pool = self.pool()?;
+        self.place_inputs(&pool, |k, t| client.write(t, inputs[k]))?;
+        self.run_steps(&pool)
     }
     /// Submits every step; returns once they are queued.
     fn run_steps(&mut self, pool: &Tensor<'c, C>) -> Result<(), GraphError> {

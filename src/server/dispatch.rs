@@ -323,4 +323,18 @@ impl<
         self.reap_staging();
         Ok(())
     }
+
+    /// [`sync`](Self::sync) without waiting: each queue's newest fence polled once.
+    pub(super) fn try_sync(&mut self) -> nb::Result<(), Error> {
+        for fence in self.newest.into_iter().flatten() {
+            // Done, failed (reported by the read of what it produced) or unknown: over.
+            if let Err(nb::Error::WouldBlock) = self.npu.poll(fence) {
+                return Err(nb::Error::WouldBlock);
+            }
+        }
+        self.newest = [None; MAX_QUEUES];
+        self.retire_memory_fences();
+        self.reap_staging();
+        Ok(())
+    }
 }

@@ -179,6 +179,13 @@ pub trait ComputeServer {
     ) -> Result<Option<crate::hal::Estimate>, Error>;
     /// Waits for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
+    /// Like [`sync`](Self::sync) but never waits: `WouldBlock` while a job submitted so far
+    /// is still running (one submitted while a caller keeps trying counts too). As `sync`,
+    /// it reports no job's failure: the read of what a failed job produced does. The default,
+    /// for a server that cannot poll, is the blocking `sync`.
+    fn try_sync(&mut self) -> nb::Result<(), Error> {
+        self.sync().map_err(nb::Error::Other)
+    }
     /// The completion interrupt: retire finished jobs.
     fn on_interrupt(&mut self);
 
@@ -610,6 +617,10 @@ impl<
 
     fn sync(&mut self) -> Result<(), Error> {
         Self::sync(self)
+    }
+
+    fn try_sync(&mut self) -> nb::Result<(), Error> {
+        Self::try_sync(self)
     }
 
     fn on_interrupt(&mut self) {
