@@ -83,8 +83,12 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
     fn wake_all(&self) {
         // Taken inside the critical section, woken outside it: waking runs the executor's
         // code, which need not run with interrupts masked.
-        let taken =
-            critical_section::with(|cs| self.wakers.borrow(cs).try_borrow_mut().map(|mut s| s.take()));
+        let taken = critical_section::with(|cs| {
+            self.wakers
+                .borrow(cs)
+                .try_borrow_mut()
+                .map(|mut s| s.take())
+        });
         if let Ok(set) = taken {
             set.wake();
         }
