@@ -50,16 +50,18 @@
 //! client.execute(Op::AddF32(AddF32 { len: 4 }), &[&a, &a], &sum).unwrap();
 //!
 //! let mut out = [0u8; 16];
-//! let mut read = pin!(client.read_async(&sum, &mut out));
 //! let mut cx = Context::from_waker(Waker::noop());
-//! let result = loop {
-//!     if let Poll::Ready(result) = read.as_mut().poll(&mut cx) {
-//!         break result;
+//! let result = {
+//!     let mut read = pin!(client.read_async(&sum, &mut out));
+//!     loop {
+//!         if let Poll::Ready(result) = read.as_mut().poll(&mut cx) {
+//!             break result;
+//!         }
+//!         // The task waits for the NPU: let the simulated NPU run to its next job's end,
+//!         // and raise its interrupt.
+//!         channel.with(|server| server.npu_mut().wait_for_event()).unwrap();
+//!         channel.on_interrupt();
 //!     }
-//!     // The task waits for the NPU: let the simulated NPU run to its next job's end, and
-//!     // raise its interrupt.
-//!     channel.with(|server| server.npu_mut().wait_for_event()).unwrap();
-//!     channel.on_interrupt();
 //! };
 //! result.unwrap();
 //! assert_eq!(out[4..8], 4.0f32.to_le_bytes());
