@@ -33,7 +33,7 @@
 //! assert_eq!(out, [11.0, 22.0, 33.0, 44.0]);
 //! ```
 
-mod futures;
+pub mod futures;
 
 use crate::channel::ComputeChannel;
 use crate::error::Error;

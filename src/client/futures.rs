@@ -99,7 +99,7 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     }
 
     /// Like [`sync`](Self::sync) but never waits: `WouldBlock` while a job submitted so far
-    /// is still running. See [`ComputeServer::try_sync`](crate::server::ComputeServer::try_sync).
+    /// is still running. See [`ComputeServer::try_sync`].
     pub fn try_sync(&self) -> nb::Result<(), Error> {
         self.channel.with(|s| s.try_sync())?
     }

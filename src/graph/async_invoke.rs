@@ -33,12 +33,15 @@ impl<C: ComputeChannel, const OPS: usize, const TENSORS: usize> Drop
 }
 
 impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
-    /// [`invoke`](Self::invoke) as a future: submits the whole inference at its first poll,
-    /// then completes once the outputs are read, woken by the NPU's interrupt (see
-    /// [`client`'s futures](crate::client::ComputeClient::read_async)); other tasks run while
-    /// the NPU works. The same bytes, jobs and cycles as `invoke`, and the same errors.
-    /// Dropped before it completes, it leaves the graph consistent (see the
-    /// [module docs](self)).
+    /// [`invoke`](Self::invoke) as a future: writes the inputs and submits the whole
+    /// inference at its first poll, then completes once the outputs are read, woken by the
+    /// NPU's interrupt (see [`client::futures`](crate::client::futures)); other tasks run
+    /// while the NPU works. The same bytes, jobs, transfers and NPU cycles as `invoke`, and the
+    /// same errors.
+    ///
+    /// Dropped before it completes, it leaves the graph ready for its next invoke: the jobs
+    /// it submitted run on, and the activations of an invoke run job by job are released as
+    /// `invoke` releases them.
     pub async fn invoke_async(
         &mut self,
         inputs: &[&[u8]],
