@@ -20,9 +20,10 @@
 //! wakers are held in a fixed set in the channel.
 //!
 //! Dropping a future before it completes is safe: the jobs it waited for keep running, and the
-//! tensors stay as they were. A read that was dropped leaves its download recorded with the
-//! tensor (its staging block is freed when the tensor's bytes change or the tensor is dropped,
-//! or reused by the next read of it).
+//! tensors stay as they were. A read that was dropped forgets its download
+//! ([`ComputeServer::cancel_read`]; its staging block is freed once the transfer ends), so
+//! that a later read never returns those bytes after newer ones were written (a job plan's run
+//! does not look for downloads of the tensors it writes).
 //!
 //! # Without an interrupt: the simulator
 //!
@@ -74,6 +75,7 @@
 use super::{ComputeClient, Tensor};
 use crate::channel::ComputeChannel;
 use crate::error::Error;
+use crate::handle::HandleId;
 use crate::server::ComputeServer;
 use core::task::{Context, Poll};
 
@@ -83,7 +85,14 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// [module docs](self)). Errors: those of `read`.
     pub async fn read_async(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
         let id = self.own(t)?;
-        core::future::poll_fn(|cx| self.poll_nb(cx, |s| s.try_read(id, out))).await
+        let mut unfinished = Unfinished {
+            channel: self.channel,
+            id,
+            armed: true,
+        };
+        let result = core::future::poll_fn(|cx| self.poll_nb(cx, |s| s.try_read(id, out))).await;
+        unfinished.armed = false;
+        result
     }
 
     /// [`read_f32`](Self::read_f32) as a future (see [`read_async`](Self::read_async)).
@@ -123,6 +132,26 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
             Ok(r) => Poll::Ready(Ok(r)),
             Err(nb::Error::Other(e)) => Poll::Ready(Err(e)),
             Err(nb::Error::WouldBlock) => Poll::Pending,
+        }
+    }
+}
+
+/// A read whose future may be dropped before it completes: dropped while armed, it tells the
+/// server to forget the read's download ([`ComputeServer::cancel_read`]), so that no later
+/// read of the tensor returns those bytes after newer ones were written.
+struct Unfinished<'c, C: ComputeChannel> {
+    channel: &'c C,
+    id: HandleId,
+    armed: bool,
+}
+
+impl<C: ComputeChannel> Drop for Unfinished<'_, C> {
+    fn drop(&mut self) {
+        if self.armed {
+            // Busy only when dropped inside a channel call; the download then stays, to be
+            // reused by the next read of the tensor, or dropped when its bytes change through
+            // `write`, `copy` or `execute` or the tensor goes.
+            let _ = self.channel.with(|s| s.cancel_read(self.id));
         }
     }
 }

@@ -113,14 +113,18 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         outputs: &mut [&mut [u8]],
     ) -> Result<(), GraphError> {
         let client = self.plan.client();
-        self.start((steps, order), names.0, inputs)?;
+        for (&t, input) in names.0.iter().zip(inputs) {
+            client.write(self.view(t)?, input).map_err(not_one_op)?;
+        }
+        self.run(steps, order)?;
         for (&t, out) in names.1.iter().zip(outputs.iter_mut()) {
             client.read(self.view(t)?, out).map_err(not_one_op)?;
         }
         Ok(())
     }
 
-    /// The first half of [`invoke`](Self::invoke): writes the inputs (model tensors
+    /// The first half of [`invoke`](Self::invoke) (written out there too, to leave the
+    /// blocking invoke's code as it was): writes the inputs (model tensors
     /// `input_names`) and submits every job; the outputs are then read from their
     /// [`view`](Self::view)s.
     pub(super) fn start(

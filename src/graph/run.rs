@@ -99,7 +99,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         outputs: &mut [&mut [u8]],
     ) -> Result<(), GraphError> {
         let client = self.client;
-        self.start(inputs)?;
+        let pool = self.pool()?;
+        self.place_inputs(&pool, |k, t| client.write(t, inputs[k]))?;
+        self.run_steps(&pool)?;
         for (k, out) in outputs.iter_mut().enumerate() {
             client
                 .read(self.output_value(k)?, out)
@@ -107,8 +109,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         Ok(())
     }
-    /// Writes the inputs and submits every step; returns once they are queued. The outputs'
-    /// live tensors are then [`output_value`](Self::output_value)s.
+    /// The first half of [`run`](Self::run) (written out there too, to leave the blocking
+    /// invoke's code as it was): writes the inputs and submits every step; returns once they
+    /// are queued. The outputs' live tensors are then [`output_value`](Self::output_value)s.
     pub(super) fn start(&mut self, inputs: &[&[u8]]) -> Result<(), GraphError> {
         let client = self.client;
         let pool = self.pool()?;

@@ -138,6 +138,15 @@ pub trait ComputeServer {
     fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error>;
     /// Like [`read`](Self::read), but `WouldBlock` until the bytes are ready; never waits.
     fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error>;
+    /// Forgets a read of tensor `id` left unfinished ([`try_read`](Self::try_read) answered
+    /// `WouldBlock` and the caller gave up, as a dropped `read_async` future does): its
+    /// download, if one is under way, is dropped (its staging block freed once the transfer
+    /// ends), so that no later read returns those bytes once newer ones were written. The
+    /// default does nothing.
+    fn cancel_read(&mut self, id: HandleId) -> Result<(), Error> {
+        let _ = id;
+        Ok(())
+    }
     /// Queues a copy of `src`'s newest bytes into `dst` (same size) and returns at once:
     /// device to device when both are on the device, straight from or into a pinned host
     /// block otherwise (no staging copy). Errors: [`Error::SizeMismatch`],
@@ -573,6 +582,10 @@ impl<
 
     fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error> {
         Self::try_read(self, id, out)
+    }
+
+    fn cancel_read(&mut self, id: HandleId) -> Result<(), Error> {
+        self.cancel_download(id)
     }
 
     fn copy(&mut self, src: HandleId, dst: HandleId) -> Result<(), Error> {

@@ -47,15 +47,6 @@ impl<
                 .into());
             }
         }
-        // A download of a tensor the plan writes, started by a read that was left pending (a
-        // dropped future, an abandoned `try_read`), holds the old bytes: dropped, as `execute`
-        // drops its output's. Only shared tensors can have one: no handle reaches the others.
-        for &i in &plan.shared {
-            let t = &plan.tensors[usize::from(i)];
-            if t.written() {
-                self.cancel_download(t.id)?;
-            }
-        }
         // Filled in place: a `DepSet` is 152 bytes, and returning or cloning one is a copy.
         let mut before = DepSet::default();
         self.jobs_before(plan, &mut before)?;
