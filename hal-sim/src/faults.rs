@@ -8,7 +8,7 @@
 //!
 //! | kind | what the simulator does | what the host sees |
 //! |---|---|---|
-//! | [`Dma`](FaultKind::Dma), [`Bus`](FaultKind::Bus) | the job ends at its scheduled end without doing its work, and fills what it would have written with [`FAULT_FILL`] | `poll` answers [`HalError::Fault`] with [`Fault::Dma`] / [`Fault::Bus`]; jobs that depend on it answer [`Fault::Cancelled`] |
+//! | [`Dma`](FaultKind::Dma), [`Bus`](FaultKind::Bus) | the job ends at its scheduled end without doing its work, fills what it would have written with [`FAULT_FILL`], and halts its queue until a reset | `poll` answers [`HalError::Fault`] with [`Fault::Dma`] / [`Fault::Bus`]; jobs that depend on it, and every job of its queue after it, answer [`Fault::Cancelled`] |
 //! | [`Hang`](FaultKind::Hang) | the job never ends; its queue, and every job waiting on it, stall behind it | `poll` answers `WouldBlock` until [`Npu::reset`]; [`Npu::wait_for_event`] wakes on timer ticks |
 //! | [`Overrun`](FaultKind::Overrun) | the job runs `times` its scheduled cycles plus `plus`, then completes normally | a late completion |
 //! | [`SpuriousIrq`](FaultKind::SpuriousIrq) | an interrupt is raised when the job *starts*, with nothing finished | `irq_pending`, a wake-up of `wait_for_event`, and a poll still answering `WouldBlock` |
@@ -17,6 +17,14 @@
 //! A DMA or bus fault leaves the job's output undefined, as on hardware; the simulator writes a
 //! recognisable pattern ([`FAULT_FILL`]) rather than leaving the old bytes, so that a test
 //! whose recovery forgets to rewrite an output sees garbage, not yesterday's correct answer.
+//!
+//! It also halts the job's queue, as an Ethos-U stops its command stream on a fault and waits
+//! for the driver's reset: the jobs queued behind it on that queue, and every job submitted to
+//! it later, are cancelled ([`Fault::Cancelled`]) until
+//! [`Npu::reset`](npu_compute::hal::Npu::reset). This is what makes a fault visible to a
+//! server that polls only the newest fence of each queue (jobs of one queue complete in
+//! order, so it stands for the older ones): that fence answers the cancellation. Other queues
+//! go on. (A job failed with a code, [`HalError::JobFailed`], halts nothing, as before.)
 //!
 //! # When it happens
 //!
@@ -69,6 +77,7 @@
 //! `lost-irq@job=3;overrun=4x@op=DepthwiseConv2d`, `bus@region=device:0x100+64`.
 //!
 //! [`HalError::Fault`]: npu_compute::hal::HalError::Fault
+//! [`HalError::JobFailed`]: npu_compute::hal::HalError::JobFailed
 //! [`Fault::Dma`]: npu_compute::hal::Fault::Dma
 //! [`Fault::Bus`]: npu_compute::hal::Fault::Bus
 //! [`Fault::Cancelled`]: npu_compute::hal::Fault::Cancelled

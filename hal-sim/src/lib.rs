@@ -243,6 +243,8 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     injector: Injector,
     /// When an injected spurious interrupt is raised, until the CPU takes it.
     spurious_irq: Option<Cycles>,
+    /// Queues (by `queue_index`) halted by a DMA or bus fault until the next reset.
+    halted: [bool; MAX_QUEUES],
     stats: SimStats,
     trace: TraceRing<'a>,
     inject: Option<u32>,
@@ -314,6 +316,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             abandoned: heapless::Vec::new(),
             injector: Injector::new(config.faults),
             spurious_irq: None,
+            halted: [false; MAX_QUEUES],
             stats: SimStats::default(),
             trace: TraceRing::default(),
             inject: None,

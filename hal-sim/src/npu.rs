@@ -62,7 +62,8 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
 
         let mut start = self.now.max(self.free_at[q]);
         let mut deps = heapless::Vec::new();
-        let mut dep_failed: Option<Failure> = None;
+        // A queue halted by a fault runs nothing until the reset.
+        let mut dep_failed = self.halted[q].then_some(Failure::Fault(Fault::Cancelled));
         for dep in &job.deps {
             if let Some(d) = self.in_flight.iter().find(|j| j.fence == *dep) {
                 start = start.max(d.end);
@@ -335,8 +336,8 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     /// [`CODE_FAULT_CANCELLED`](crate::CODE_FAULT_CANCELLED), and their cycles so far count as
     /// their queue's busy time; they are counted in [`SimStats::jobs_abandoned`].
     ///
-    /// The NPU is then idle at the current clock: the queues and the shared memory ports
-    /// free now, the weight pipeline empty, no spurious interrupt raised, so that the next job
+    /// The NPU is then idle at the current clock: the queues running again (a DMA or bus
+    /// fault halts its queue until a reset) and free now, like the shared memory ports, the weight pipeline empty, no spurious interrupt raised, so that the next job
     /// runs and costs exactly as it would on a fresh simulator whose clock stood here. Fences
     /// go on counting up, the clock does not move, the fault plan goes on where it was, and a
     /// pending [`fail_next_compute_job`](SimNpu::fail_next_compute_job) stays pending.
@@ -381,6 +382,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         self.ports_free_at = crate::timing::Ports::idle_at(now);
         self.pipeline = self.config.layers.map(crate::cost::Pipeline::new);
         self.spurious_irq = None;
+        self.halted = [false; crate::MAX_QUEUES];
         self.stats.resets += 1;
         Ok(())
     }

@@ -90,9 +90,25 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
                 if self.failed.record(job.fence, failure) {
                     self.stats.failures_forgotten += 1;
                 }
+                // A fault of the job's own halts its queue, as the NPU stops its command
+                // stream: the jobs queued behind it do not run, nor any submitted to the
+                // queue until the reset. (A failure code, or a cancellation, halts nothing.)
+                let halts = matches!(failure, Failure::Fault(Fault::Dma | Fault::Bus));
+                if halts {
+                    if let Some(halted) =
+                        queue_index(job.queue).and_then(|q| self.halted.get_mut(q))
+                    {
+                        *halted = true;
+                    }
+                }
                 for other in self.in_flight.iter_mut() {
                     if other.deps.contains(&job.fence) {
                         other.dep_failed = Some(Failure::worst(other.dep_failed, failure));
+                    } else if halts && other.queue == job.queue && other.fence > job.fence {
+                        other.dep_failed = Some(Failure::worst(
+                            other.dep_failed,
+                            Failure::Fault(Fault::Cancelled),
+                        ));
                     }
                 }
             }

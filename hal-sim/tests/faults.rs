@@ -142,6 +142,37 @@ fn nb_error(e: nb::Error<HalError>) -> HalError {
 }
 
 #[test]
+fn a_fault_halts_its_queue_until_reset() {
+    let mut npu = sim(SimConfig {
+        execution_units: 2,
+        ..one(FaultRule::at_job(FaultKind::Dma, 0))
+    });
+    let bad = npu.submit(&upload(0, &[])).unwrap();
+    // Queued behind it, with no dependency on it: it does not run.
+    let behind = npu.submit(&upload(64, &[])).unwrap();
+    npu.host_memory()[64..128].fill(9);
+    let elsewhere = npu
+        .submit(&Job {
+            queue: Queue::Unit(1),
+            ..upload(128, &[])
+        })
+        .unwrap();
+    assert_eq!(wait(&mut npu, behind), fault(behind, Fault::Cancelled));
+    assert_eq!(npu.poll(bad).map_err(nb_error), fault(bad, Fault::Dma));
+    assert_eq!(wait(&mut npu, elsewhere), Ok(()));
+    assert_eq!(&npu.device_memory()[64..128], &[0; 64], "nothing copied");
+    // Submitted after the fault, before a reset: cancelled too.
+    let later = npu.submit(&upload(64, &[])).unwrap();
+    assert_eq!(wait(&mut npu, later), fault(later, Fault::Cancelled));
+    npu.reset().unwrap();
+    let after = npu.submit(&upload(64, &[])).unwrap();
+    assert_eq!(wait(&mut npu, after), Ok(()));
+    assert_eq!(&npu.device_memory()[64..128], &[9; 64]);
+    let s = npu.stats();
+    assert_eq!((s.jobs_completed, s.jobs_failed), (2, 3));
+}
+
+#[test]
 fn a_faulted_job_is_reported_only_from_its_end() {
     let mut npu = sim(one(FaultRule::at_job(FaultKind::Bus, 0)));
     let t = npu.submit(&upload(0, &[])).unwrap();
@@ -207,7 +238,10 @@ fn an_operator_trigger_fires_on_that_operator_only() {
     npu.run_until_idle();
     assert_eq!(npu.poll(up), Ok(()));
     assert_eq!(npu.poll(r).map_err(nb_error), fault(r, Fault::Dma));
-    // `max=1`: the next ReLU runs.
+    // The unit is halted until the reset; then, `max=1`, the next ReLU runs.
+    let halted = npu.submit(&relu(0, 128, &[])).unwrap();
+    assert_eq!(wait(&mut npu, halted), fault(halted, Fault::Cancelled));
+    npu.reset().unwrap();
     let again = npu.submit(&relu(0, 128, &[])).unwrap();
     assert_eq!(wait(&mut npu, again), Ok(()));
     assert_eq!(npu.stats().faults_injected.dma, 1);
@@ -228,7 +262,8 @@ fn job_indices_count_from_when_the_plan_was_set() {
     npu.run_until_idle();
     assert_eq!(npu.poll(a), Ok(()));
     assert_eq!(npu.poll(b).map_err(nb_error), fault(b, Fault::Bus));
-    assert_eq!(npu.poll(c), Ok(()));
+    // Behind it on the halted DMA queue.
+    assert_eq!(npu.poll(c).map_err(nb_error), fault(c, Fault::Cancelled));
     assert_eq!(npu.next_fault_index(), 3);
     assert_eq!(npu.faults().rules().len(), 1);
 }
@@ -246,7 +281,10 @@ fn faulted_uploads(plan: FaultPlan, jobs: u32) -> Vec<u64> {
         let t = npu.submit(&upload((i % 32) * 64, &[])).unwrap();
         match wait(&mut npu, t) {
             Ok(()) => {}
-            Err(HalError::Fault { fence, .. }) => faulted.push(fence.0),
+            Err(HalError::Fault { fence, .. }) => {
+                faulted.push(fence.0);
+                npu.reset().unwrap();
+            }
             Err(e) => panic!("{e}"),
         }
     }
