@@ -173,7 +173,7 @@ enum Command {
         /// fault fails the run with the faulted job's error; a hang blocks it unless the
         /// runtime's watchdog ends it.
         #[arg(long, value_name = "SPEC", value_parser = common::faults_arg)]
-        faults: Option<npu_sim::FaultPlan>,
+        faults: Option<common::Faults>,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -396,7 +396,7 @@ fn main() -> ExitCode {
             tune_table.as_deref(),
             autotune,
             npu_sim::SimConfig {
-                faults: faults.unwrap_or_default(),
+                faults: faults.map(|f| f.plan()).unwrap_or_default(),
                 ..units.config()
             },
             schedule.into(),
