@@ -490,47 +490,36 @@ impl FaultCounts {
     }
 }
 
-/// The simulator's side of a plan: which job comes next and how often each rule fired.
-#[derive(Clone, Copy, Debug)]
+/// The simulator's side of a plan (the plan itself stays in the configuration): which job
+/// comes next and how often each rule fired.
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Injector {
-    plan: FaultPlan,
     /// Index of the next job `submit` accepts, since the plan was set.
     next_job: u64,
     fired: [u32; MAX_FAULT_RULES],
 }
 
 impl Injector {
-    pub(crate) const fn new(plan: FaultPlan) -> Self {
-        Injector {
-            plan,
-            next_job: 0,
-            fired: [0; MAX_FAULT_RULES],
-        }
-    }
-
-    pub(crate) fn plan(&self) -> &FaultPlan {
-        &self.plan
-    }
-
     /// The index the next accepted job will have.
     pub(crate) fn next_job(&self) -> u64 {
         self.next_job
     }
 
-    /// The fault of the next job (`eligible`: it will run), by the first rule whose conditions
-    /// hold. Call once per accepted job: it moves on to the next index and counts the firing.
-    pub(crate) fn decide(&mut self, job: &JobKind<'_>, eligible: bool) -> Option<FaultKind> {
+    /// The fault `plan` gives the next job (`eligible`: it will run), by the first rule whose
+    /// conditions hold. Call once per accepted job: it moves on to the next index and counts
+    /// the firing.
+    pub(crate) fn decide(
+        &mut self,
+        plan: &FaultPlan,
+        job: &JobKind<'_>,
+        eligible: bool,
+    ) -> Option<FaultKind> {
         let index = self.next_job;
         self.next_job = index.saturating_add(1);
-        if !eligible || self.plan.is_empty() {
+        if !eligible || plan.is_empty() {
             return None;
         }
-        for (position, (rule, fired)) in self
-            .plan
-            .rules()
-            .iter()
-            .zip(self.fired.iter_mut())
-            .enumerate()
+        for (position, (rule, fired)) in plan.rules().iter().zip(self.fired.iter_mut()).enumerate()
         {
             if rule.max.is_some_and(|m| *fired >= m) {
                 continue;
@@ -1017,12 +1006,12 @@ mod tests {
         let plan = FaultPlan::one(FaultRule::always(FaultKind::LostIrq).at_most(2))
             .with(FaultRule::always(FaultKind::Dma))
             .unwrap();
-        let mut injector = Injector::new(plan);
+        let mut injector = Injector::default();
         let job = JobKind::Transfer {
             src: Region::host(0, 16),
             dst: Region::device(0, 16),
         };
-        let got: std::vec::Vec<_> = (0..4).map(|_| injector.decide(&job, true)).collect();
+        let got: std::vec::Vec<_> = (0..4).map(|_| injector.decide(&plan, &job, true)).collect();
         assert_eq!(
             got,
             [
@@ -1033,7 +1022,7 @@ mod tests {
             ]
         );
         // A job that will not run gets nothing, and still takes its index.
-        assert_eq!(injector.decide(&job, false), None);
+        assert_eq!(injector.decide(&plan, &job, false), None);
         assert_eq!(injector.next_job(), 5);
         // Regions: a transfer touches its source and destination.
         let rule = FaultRule::on_region(FaultKind::Bus, Region::device(8, 4));

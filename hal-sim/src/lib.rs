@@ -15,6 +15,8 @@
 //! - [`SimNpu::advance`] — the host CPU did `cycles` of other work;
 //! - [`Npu::wait_for_event`] — the CPU sleeps (`WFI`) until the earliest in-flight job ends:
 //!   the clock jumps there (or stays, if that end has already passed or nothing is in flight);
+//!   with injected faults, until the next interrupt, or timer tick (see
+//!   [Faults and reset](#faults-and-reset));
 //! - [`SimNpu::run_until_idle`] — the clock jumps to the last in-flight end and everything
 //!   retires.
 //!
@@ -69,6 +71,25 @@
 //! A job whose dependency failed does not run: it fails with [`CODE_DEPENDENCY_FAILED`], so
 //! polling the last fence of a chain reports a failure anywhere in it.
 //!
+//! ## Faults and reset
+//!
+//! [`SimConfig::faults`] makes the simulator inject hardware faults ([`faults`]): DMA and bus
+//! errors, hangs, overruns, spurious and lost interrupts, on the job of an index, on an
+//! operator, on jobs touching a region, or with a seeded probability. Each is decided when
+//! `submit` accepts the job, from the plan and the job alone, so a run stays deterministic.
+//! A DMA or bus fault ends the job at its scheduled end without its effect (what it would have
+//! written is filled with [`faults::FAULT_FILL`]), reports [`HalError::Fault`] on its fence,
+//! cancels ([`Fault::Cancelled`]) the jobs that depend on it, and halts its queue until a
+//! reset. A hung job never ends; the CPU's sleep is then ended by the system timer's tick
+//! ([`SimConfig::idle_tick_cycles`]), so that the clock moves and a watchdog can expire.
+//! Without faults nothing of this happens: the simulator runs, wakes and counts as it always
+//! did.
+//!
+//! [`Npu::reset`] returns the NPU to idle at the current clock, as the Ethos-U driver does
+//! after a fault: the jobs that had ended take effect, those still in flight are abandoned
+//! (their fences poll as [`Fault::Cancelled`], never `WouldBlock`), and the next job runs as
+//! on a fresh simulator whose clock stood there.
+//!
 //! ## Cycle model
 //!
 //! Integer arithmetic only, every division rounded up, every result at least 1 (see
@@ -102,8 +123,9 @@
 //! ## Determinism
 //!
 //! The schedule is a pure function of the configuration and the sequence of calls (submits,
-//! advances, polls): no wall clock, no randomness, no floats in timing, no hash maps, ties
-//! broken by fence. Two runs with the same calls produce identical memory, traces and
+//! advances, polls): no wall clock, no randomness (a fault's probability draw is a seeded
+//! generator's output for the job's index), no floats in timing, no hash maps, ties broken by
+//! fence. Two runs with the same calls produce identical memory, traces and
 //! [`SimStats`]. Kernel results are those of `npu-kernels` (bit-exact with TFLM).
 //!
 //! ## Memory
@@ -204,7 +226,7 @@ pub use trace::{Lane, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
 use npu_compute::hal::{Cycles, Fence, Space, MAX_FLASH_SEGMENTS};
 
 #[cfg(doc)]
-use npu_compute::hal::{Capabilities, HalError, Job, Npu, Queue, Variant};
+use npu_compute::hal::{Capabilities, Fault, HalError, Job, Npu, Queue, Variant};
 
 use failures::FailedRing;
 use faults::Injector;
@@ -216,9 +238,11 @@ use trace::TraceRing;
 ///
 /// `JOBS` is the in-flight capacity (1..=`u16::MAX`; default 32): one more job is refused
 /// with [`HalError::QueueFull`]. The in-flight table lives inside the struct (no heap); each
-/// slot holds a copy of the job (its op included), its schedule and its in-flight dependencies: about 216 bytes on
-/// 32-bit targets, so the default `SimNpu<'_, 32>` is about 7.5 KiB (size `JOBS` to fit).
-/// The layer-cost cache adds 64 entries of 168 bytes (10.5 KiB), whatever `JOBS`.
+/// slot holds a copy of the job (its op included), its schedule, its in-flight dependencies
+/// and its injected fault: 416 bytes on 32-bit targets, plus 8 bytes per slot for the fences
+/// a reset abandoned. The layer-cost cache adds 64 entries of 168 bytes (10.5 KiB), and the
+/// configuration (its fault plan included) 1.6 KiB, whatever `JOBS`: the default
+/// `SimNpu<'_, 32>` is about 26.5 KiB on `thumbv7em-none-eabihf` (size `JOBS` to fit).
 ///
 /// See the [crate documentation](crate) for the model.
 #[derive(Debug)]
@@ -239,7 +263,7 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     /// The fences a reset abandoned in flight (those of the last reset), which poll as
     /// cancelled.
     abandoned: heapless::Vec<Fence, JOBS>,
-    /// The faults to inject, and how far the plan got.
+    /// How far the fault plan (`config.faults`) got.
     injector: Injector,
     /// When an injected spurious interrupt is raised, until the CPU takes it.
     spurious_irq: Option<Cycles>,
@@ -314,7 +338,7 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             ports_free_at: timing::Ports::default(),
             failed: FailedRing::new(),
             abandoned: heapless::Vec::new(),
-            injector: Injector::new(config.faults),
+            injector: Injector::default(),
             spurious_irq: None,
             halted: [false; MAX_QUEUES],
             stats: SimStats::default(),
@@ -467,12 +491,12 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// [`max`](FaultRule::max) counts from 0 again. Jobs already in flight keep their faults.
     pub fn set_faults(&mut self, plan: FaultPlan) {
         self.config.faults = plan;
-        self.injector = Injector::new(plan);
+        self.injector = Injector::default();
     }
 
     /// The faults being injected.
     pub fn faults(&self) -> &FaultPlan {
-        self.injector.plan()
+        &self.config.faults
     }
 
     /// The index the next job `submit` accepts has for the fault plan (jobs accepted since the

@@ -87,7 +87,9 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         };
 
         // A job that will not run (a dependency failed) suffers no fault.
-        let fault = self.injector.decide(&job.kind, dep_failed.is_none());
+        let fault = self
+            .injector
+            .decide(&self.config.faults, &job.kind, dep_failed.is_none());
         let mut irq = true;
         if let Some(kind) = fault {
             self.stats.faults_injected.count(kind);
