@@ -104,10 +104,14 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
                         .min(NEVER - 1);
                 }
                 FaultKind::LostIrq => irq = false,
-                FaultKind::SpuriousIrq => {
+                // Raised as the job starts; one behind a hung job never starts.
+                FaultKind::SpuriousIrq if start != NEVER => {
                     self.spurious_irq = Some(self.spurious_irq.map_or(start, |at| at.min(start)));
                 }
-                FaultKind::Dma | FaultKind::Bus | FaultKind::Overrun { .. } => {}
+                FaultKind::Dma
+                | FaultKind::Bus
+                | FaultKind::Overrun { .. }
+                | FaultKind::SpuriousIrq => {}
             }
         }
 

@@ -16,8 +16,9 @@ pub const fn queue_index(queue: Queue) -> Option<usize> {
     }
 }
 
-/// What the simulator did since it was built. Counters other than `jobs_submitted` and
-/// `peak_in_flight` are updated when a job retires.
+/// What the simulator did since it was built. Counters other than `jobs_submitted`,
+/// `peak_in_flight` and `faults_injected` (updated by `submit`) and `jobs_abandoned` and
+/// `resets` (by a reset) are updated when a job retires.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SimStats {
