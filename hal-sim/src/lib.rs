@@ -15,6 +15,8 @@
 //! - [`SimNpu::advance`] — the host CPU did `cycles` of other work;
 //! - [`Npu::wait_for_event`] — the CPU sleeps (`WFI`) until the earliest in-flight job ends:
 //!   the clock jumps there (or stays, if that end has already passed or nothing is in flight);
+//!   with injected faults, until the next interrupt, or timer tick (see
+//!   [Faults and reset](#faults-and-reset));
 //! - [`SimNpu::run_until_idle`] — the clock jumps to the last in-flight end and everything
 //!   retires.
 //!
@@ -69,6 +71,25 @@
 //! A job whose dependency failed does not run: it fails with [`CODE_DEPENDENCY_FAILED`], so
 //! polling the last fence of a chain reports a failure anywhere in it.
 //!
+//! ## Faults and reset
+//!
+//! [`SimConfig::faults`] makes the simulator inject hardware faults ([`faults`]): DMA and bus
+//! errors, hangs, overruns, spurious and lost interrupts, on the job of an index, on an
+//! operator, on jobs touching a region, or with a seeded probability. Each is decided when
+//! `submit` accepts the job, from the plan and the job alone, so a run stays deterministic.
+//! A DMA or bus fault ends the job at its scheduled end without its effect (what it would have
+//! written is filled with [`faults::FAULT_FILL`]), reports [`HalError::Fault`] on its fence,
+//! cancels ([`Fault::Cancelled`]) the jobs that depend on it, and halts its queue until a
+//! reset. A hung job never ends; the CPU's sleep is then ended by the system timer's tick
+//! ([`SimConfig::idle_tick_cycles`]), so that the clock moves and a watchdog can expire.
+//! Without faults nothing of this happens: the simulator runs, wakes and counts as it always
+//! did.
+//!
+//! [`Npu::reset`] returns the NPU to idle at the current clock, as the Ethos-U driver does
+//! after a fault: the jobs that had ended take effect, those still in flight are abandoned
+//! (their fences poll as [`Fault::Cancelled`], never `WouldBlock`), and the next job runs as
+//! on a fresh simulator whose clock stood there.
+//!
 //! ## Cycle model
 //!
 //! Integer arithmetic only, every division rounded up, every result at least 1 (see
@@ -102,8 +123,9 @@
 //! ## Determinism
 //!
 //! The schedule is a pure function of the configuration and the sequence of calls (submits,
-//! advances, polls): no wall clock, no randomness, no floats in timing, no hash maps, ties
-//! broken by fence. Two runs with the same calls produce identical memory, traces and
+//! advances, polls): no wall clock, no randomness (a fault's probability draw is a seeded
+//! generator's output for the job's index), no floats in timing, no hash maps, ties broken by
+//! fence. Two runs with the same calls produce identical memory, traces and
 //! [`SimStats`]. Kernel results are those of `npu-kernels` (bit-exact with TFLM).
 //!
 //! ## Memory
@@ -158,6 +180,7 @@ pub mod cpu;
 mod error;
 pub mod exec;
 mod failures;
+pub mod faults;
 mod fingerprint;
 #[cfg(feature = "std")]
 pub mod gantt;
@@ -181,17 +204,21 @@ pub mod workloads;
 
 pub use config::{
     parse_units, SimConfig, UnitConfig, UnitList, UnitsError, ADD_QUARTER_CYCLES_PER_ELEMENT,
-    ETHOS_U55_OPS, F32_SLOWDOWN, KNOWN_UNIT_NAMES, MAX_EXECUTION_UNITS, MAX_QUEUES,
-    MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
+    DEFAULT_IDLE_TICK_CYCLES, ETHOS_U55_OPS, F32_SLOWDOWN, KNOWN_UNIT_NAMES, MAX_EXECUTION_UNITS,
+    MAX_QUEUES, MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
 pub use cpu::{CpuModel, Rates};
 pub use error::SimError;
 pub use exec::{
-    kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
-    CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW, CODE_KERNEL_UNSUPPORTED,
-    CODE_USER_BASE,
+    code_fault, fault_code, kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED,
+    CODE_FAULT_BUS, CODE_FAULT_CANCELLED, CODE_FAULT_DMA, CODE_FAULT_TIMEOUT,
+    CODE_KERNEL_INVALID_QUANTIZATION, CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW,
+    CODE_KERNEL_UNSUPPORTED, CODE_USER_BASE,
 };
 pub use failures::FAILED_RECORD_CAPACITY;
+pub use faults::{
+    parse_faults, FaultCounts, FaultKind, FaultPlan, FaultRule, FaultSpecError, MAX_FAULT_RULES,
+};
 pub use memory::AlignedMemory;
 pub use stats::{queue_index, SimStats};
 pub use trace::{Lane, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
@@ -199,9 +226,10 @@ pub use trace::{Lane, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
 use npu_compute::hal::{Cycles, Fence, Space, MAX_FLASH_SEGMENTS};
 
 #[cfg(doc)]
-use npu_compute::hal::{Capabilities, HalError, Job, Npu, Queue, Variant};
+use npu_compute::hal::{Capabilities, Fault, HalError, Job, Npu, Queue, Variant};
 
 use failures::FailedRing;
+use faults::Injector;
 use in_flight::InFlight;
 use timing::LayerCache;
 use trace::TraceRing;
@@ -210,9 +238,11 @@ use trace::TraceRing;
 ///
 /// `JOBS` is the in-flight capacity (1..=`u16::MAX`; default 32): one more job is refused
 /// with [`HalError::QueueFull`]. The in-flight table lives inside the struct (no heap); each
-/// slot holds a copy of the job (its op included), its schedule and its in-flight dependencies: about 216 bytes on
-/// 32-bit targets, so the default `SimNpu<'_, 32>` is about 7.5 KiB (size `JOBS` to fit).
-/// The layer-cost cache adds 64 entries of 168 bytes (10.5 KiB), whatever `JOBS`.
+/// slot holds a copy of the job (its op included), its schedule, its in-flight dependencies
+/// and its injected fault: 416 bytes on 32-bit targets, plus 8 bytes per slot for the fences
+/// a reset abandoned. The layer-cost cache adds 64 entries of 168 bytes (10.5 KiB), and the
+/// configuration (its fault plan included) 1.6 KiB, whatever `JOBS`: the default
+/// `SimNpu<'_, 32>` is about 26.5 KiB on `thumbv7em-none-eabihf` (size `JOBS` to fit).
 ///
 /// See the [crate documentation](crate) for the model.
 #[derive(Debug)]
@@ -230,6 +260,15 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     /// [Shared memory ports](SimConfig#shared-memory-ports)).
     ports_free_at: timing::Ports,
     failed: FailedRing,
+    /// The fences a reset abandoned in flight (those of the last reset), which poll as
+    /// cancelled.
+    abandoned: heapless::Vec<Fence, JOBS>,
+    /// How far the fault plan (`config.faults`) got.
+    injector: Injector,
+    /// When an injected spurious interrupt is raised, until the CPU takes it.
+    spurious_irq: Option<Cycles>,
+    /// Queues (by `queue_index`) halted by a DMA or bus fault until the next reset.
+    halted: [bool; MAX_QUEUES],
     stats: SimStats,
     trace: TraceRing<'a>,
     inject: Option<u32>,
@@ -298,6 +337,10 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             free_at: [0; MAX_QUEUES],
             ports_free_at: timing::Ports::default(),
             failed: FailedRing::new(),
+            abandoned: heapless::Vec::new(),
+            injector: Injector::default(),
+            spurious_irq: None,
+            halted: [false; MAX_QUEUES],
             stats: SimStats::default(),
             trace: TraceRing::default(),
             inject: None,
@@ -350,9 +393,17 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     }
 
     /// Advances the clock to the last in-flight end (if later than now) and retires
-    /// everything. Returns the clock.
+    /// everything. Returns the clock. A job that never ends (it hung, or waits behind one that
+    /// did: see [`faults`]) stays in flight, and the clock goes no further than the last job
+    /// that does end.
     pub fn run_until_idle(&mut self) -> Cycles {
-        if let Some(last) = self.in_flight.iter().map(|j| j.end).max() {
+        if let Some(last) = self
+            .in_flight
+            .iter()
+            .filter(|j| j.ends())
+            .map(|j| j.end)
+            .max()
+        {
             self.now = self.now.max(last);
         }
         self.retire_ready();
@@ -360,15 +411,37 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     }
 
     /// Whether a real NPU would be raising its completion interrupt: some in-flight job has
-    /// ended (`end <= now`) but has not been retired. [`Npu::on_interrupt`] clears it.
+    /// ended (`end <= now`) but has not been retired, or an injected spurious interrupt has
+    /// been raised and not yet taken. A job whose interrupt is lost
+    /// ([`FaultKind::LostIrq`]) does not raise it. [`Npu::on_interrupt`] clears it, and
+    /// [`Npu::wait_for_event`] takes a spurious interrupt it wakes on.
     pub fn irq_pending(&self) -> bool {
-        self.in_flight.iter().any(|j| j.end <= self.now)
+        self.in_flight
+            .iter()
+            .any(|j| j.irq && j.ends() && j.end <= self.now)
+            || self.spurious_irq.is_some_and(|at| at <= self.now)
     }
 
-    /// The earliest end among in-flight jobs (what [`Npu::wait_for_event`] jumps to), or
-    /// `None` if nothing is in flight.
+    /// The cycle [`Npu::wait_for_event`] wakes at (it jumps there when that is later than
+    /// now): the earliest end of an in-flight job that raises its interrupt, or an injected
+    /// spurious interrupt, and, while some job in flight raises none (it hung, or its interrupt
+    /// is lost), the next timer tick ([`SimConfig::idle_tick_cycles`]) if that comes first.
+    /// `None` if nothing is in flight and no spurious interrupt is due. Without injected
+    /// faults, the earliest in-flight end.
     pub fn next_event(&self) -> Option<Cycles> {
-        self.in_flight.iter().map(|j| j.end).min()
+        let irq = self
+            .in_flight
+            .iter()
+            .filter(|j| j.irq && j.ends())
+            .map(|j| j.end)
+            .chain(self.spurious_irq)
+            .min();
+        if self.in_flight.iter().any(|j| !j.irq || !j.ends()) {
+            let tick = self.config.idle_tick_cycles.max(1);
+            let next_tick = (self.now / tick).saturating_add(1).saturating_mul(tick);
+            return Some(irq.map_or(next_tick, |at| at.min(next_tick)));
+        }
+        irq
     }
 
     /// Jobs submitted and not yet retired.
@@ -410,6 +483,26 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// because a dependency failed do not consume it. Calling it again replaces the code.
     pub fn fail_next_compute_job(&mut self, code: u32) {
         self.inject = Some(code);
+    }
+
+    /// Replaces the faults to inject ([`SimConfig::faults`] at construction) and restarts the
+    /// plan: the next job `submit` accepts has index 0 for its rules'
+    /// [`job`](FaultRule::job) conditions and draws, and every rule's
+    /// [`max`](FaultRule::max) counts from 0 again. Jobs already in flight keep their faults.
+    pub fn set_faults(&mut self, plan: FaultPlan) {
+        self.config.faults = plan;
+        self.injector = Injector::default();
+    }
+
+    /// The faults being injected.
+    pub fn faults(&self) -> &FaultPlan {
+        &self.config.faults
+    }
+
+    /// The index the next job `submit` accepts has for the fault plan (jobs accepted since the
+    /// plan was set).
+    pub fn next_fault_index(&self) -> u64 {
+        self.injector.next_job()
     }
 
     /// The recorded trace, oldest entry first (empty without [`with_trace`](Self::with_trace)).
