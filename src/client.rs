@@ -8,7 +8,9 @@
 //! with (a tensor of another client is [`Error::ForeignHandle`]).
 //!
 //! `execute` returns once the job is submitted: the CPU is free while the NPU works. `read`
-//! waits only for the jobs that produce the tensor it reads; `try_read` never waits.
+//! waits only for the jobs that produce the tensor it reads; `try_read` never waits. How a
+//! call waits is the channel's to decide ([`ComputeChannel::wait_on`]): a channel shared with
+//! interrupt handlers waits with interrupts enabled.
 //!
 //! ```
 //! use npu_compute::prelude::*;
@@ -32,7 +34,7 @@
 //! assert_eq!(out, [11.0, 22.0, 33.0, 44.0]);
 //! ```
 
-use crate::channel::ComputeChannel;
+use crate::channel::{ComputeChannel, Wait};
 use crate::error::Error;
 use crate::hal::{Capabilities, Estimate, ExecutionUnit, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
@@ -278,12 +280,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         let id = self.own(t)?;
         let mut f = Some(f);
         let mut result = None;
-        self.call(|s| {
-            s.host_ref(id, &mut |b| {
+        self.channel.wait_on(|s, wait| {
+            let mut once = |b: &[u8]| {
                 if let Some(f) = f.take() {
                     result = Some(f(b));
                 }
-            })
+            };
+            match wait {
+                Wait::Inside => s.host_ref(id, &mut once).map_err(nb::Error::Other),
+                Wait::Outside => s.try_host_ref(id, &mut once),
+            }
         })?;
         result.ok_or(Error::NotPinned)
     }
@@ -359,7 +365,10 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
     pub fn read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
         let id = self.own(t)?;
-        self.call(|s| s.read(id, out))
+        self.channel.wait_on(|s, wait| match wait {
+            Wait::Inside => s.read(id, out).map_err(nb::Error::Other),
+            Wait::Outside => s.try_read(id, out),
+        })
     }
 
     /// Read an f32 tensor.
@@ -485,7 +494,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
 
     /// Wait until every submitted job has completed.
     pub fn sync(&self) -> Result<(), Error> {
-        self.call(|s| s.sync())
+        self.channel.wait_on(|s, wait| match wait {
+            Wait::Inside => s.sync().map_err(nb::Error::Other),
+            Wait::Outside => s.try_sync(),
+        })
+    }
+
+    /// Like [`sync`](Self::sync) but never waits: `WouldBlock` while a submitted job is still
+    /// running.
+    pub fn try_sync(&self) -> nb::Result<(), Error> {
+        self.channel.with(|s| s.try_sync())?
     }
 
     /// What the NPU behind the channel can do.

@@ -17,6 +17,20 @@
 //! releases and applies them the next time it gets the server. A counter per slot,
 //! rather than a queue of events, cannot overflow: it needs `N` slots for a server with `N`
 //! handles, which the channel checks at compile time.
+//!
+//! # Waiting for the NPU
+//!
+//! A call that may have to wait for the NPU (`read`, `sync`, reading a pinned block) goes
+//! through [`ComputeChannel::wait_on`] as one closure that runs in either of two forms
+//! ([`Wait`]): the server's blocking form, which waits inside the call, or its non-blocking
+//! form, which answers `WouldBlock` instead. A channel chooses:
+//!
+//! - [`RefCellChannel`] lends the server once and lets it wait inside (the default of
+//!   `wait_on`): nothing else can reach the server anyway, and it is the cheapest way.
+//! - [`CriticalSectionChannel`] never waits while it holds the server: every call through it
+//!   runs with interrupts masked, so waiting inside would leave a board's timers, UART and
+//!   radio unserved for a whole inference. It runs one non-blocking step per critical
+//!   section, and sleeps between steps; see its docs for why no completion can be missed.
 
 mod critical_section_channel;
 mod deferred;
@@ -29,6 +43,18 @@ pub use refcell::RefCellChannel;
 use crate::error::Error;
 use crate::handle::HandleId;
 use crate::server::ComputeServer;
+
+/// The form a call given to [`ComputeChannel::wait_on`] runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Wait {
+    /// Wait inside the call, holding the server, until it finishes: the server's blocking
+    /// form (`read`, `sync`, `host_ref`).
+    Inside,
+    /// Never wait: answer `WouldBlock` while the NPU has not done what the call needs (the
+    /// server's `try_` form); the channel waits between attempts.
+    Outside,
+}
 
 /// Lends the server to one caller at a time.
 pub trait ComputeChannel {
@@ -44,6 +70,28 @@ pub trait ComputeChannel {
 
     /// Drop a reference to a tensor (a handle was dropped). Never fails: deferred if busy.
     fn release(&self, id: HandleId);
+
+    /// Runs `call`, a request that may have to wait for the NPU, to its end; see the
+    /// [module docs](self). `call` gets the server and the form to run in: with
+    /// [`Wait::Inside`] it is the server's blocking form (it waits inside and never answers
+    /// `WouldBlock`), with [`Wait::Outside`] its non-blocking form (it answers `WouldBlock`
+    /// until it can finish, and may be called again).
+    ///
+    /// The default lends the server once and runs the blocking form; a `WouldBlock` all the
+    /// same is waited out there ([`ComputeServer::wait_for_event`]) and the call retried.
+    /// Fails with [`Error::ChannelBusy`] when the server is already lent out.
+    fn wait_on<R>(
+        &self,
+        mut call: impl FnMut(&mut Self::Server, Wait) -> nb::Result<R, Error>,
+    ) -> Result<R, Error> {
+        self.with(|s| loop {
+            match call(s, Wait::Inside) {
+                Ok(r) => return Ok(r),
+                Err(nb::Error::Other(e)) => return Err(e),
+                Err(nb::Error::WouldBlock) => s.wait_for_event(),
+            }
+        })?
+    }
 
     /// The NPU completion interrupt: retire finished jobs. Does nothing if the server is busy
     /// (the busy caller will poll the NPU itself).

@@ -323,4 +323,21 @@ impl<
         self.reap_staging();
         Ok(())
     }
+
+    /// [`sync`](Self::sync) without waiting: forgets each queue's newest fence once it is over,
+    /// and answers `WouldBlock` while one is not; then retires what `sync` retires.
+    pub(super) fn try_sync(&mut self) -> nb::Result<(), Error> {
+        for slot in &mut self.newest {
+            if let Some(fence) = *slot {
+                // A failed job is reported by the read of what it produced, as for `sync`.
+                if let Err(nb::Error::WouldBlock) = self.npu.poll(fence) {
+                    return Err(nb::Error::WouldBlock);
+                }
+                *slot = None;
+            }
+        }
+        self.retire_memory_fences();
+        self.reap_staging();
+        Ok(())
+    }
 }

@@ -179,6 +179,14 @@ pub trait ComputeServer {
     ) -> Result<Option<crate::hal::Estimate>, Error>;
     /// Waits for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
+    /// Like [`sync`](Self::sync), but `WouldBlock` while a submitted job is still running;
+    /// never waits. Call again to finish.
+    fn try_sync(&mut self) -> nb::Result<(), Error>;
+    /// Sleeps until a job may have completed ([`Npu::wait_for_event`]: a `WFI` on hardware,
+    /// the next job's end in the simulator), counted in [`ServerStats::waits`]: how a channel
+    /// waits between the non-blocking steps of a call (see
+    /// [`ComputeChannel::wait_on`](crate::channel::ComputeChannel::wait_on)).
+    fn wait_for_event(&mut self);
     /// The completion interrupt: retire finished jobs.
     fn on_interrupt(&mut self);
 
@@ -610,6 +618,14 @@ impl<
 
     fn sync(&mut self) -> Result<(), Error> {
         Self::sync(self)
+    }
+
+    fn try_sync(&mut self) -> nb::Result<(), Error> {
+        Self::try_sync(self)
+    }
+
+    fn wait_for_event(&mut self) {
+        self.wait();
     }
 
     fn on_interrupt(&mut self) {
