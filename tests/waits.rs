@@ -50,7 +50,7 @@ fn chain<C: ComputeChannel<Server = Server>>(client: ComputeClient<'_, C>) -> [f
     let mut x = client.create_f32(&[1.0; 16]).unwrap();
     for _ in 0..3 {
         let y = client.empty(64).unwrap();
-        client.execute(&fc, &[&x, &w], &y).unwrap();
+        client.execute(fc, &[&x, &w], &y).unwrap();
         x = y;
     }
     let mut out = [0.0f32; 16];
@@ -174,8 +174,8 @@ fn sync_through_both_channels_ends_at_the_same_cycle() {
         let y = client.empty(1024).unwrap();
         let z = client.empty(1024).unwrap();
         let relu = Op::ReluF32(ReluF32 { len: 256 });
-        client.execute(&relu, &[&x], &y).unwrap();
-        client.execute(&relu, &[&y], &z).unwrap();
+        client.execute(relu, &[&x], &y).unwrap();
+        client.execute(relu, &[&y], &z).unwrap();
         client.sync().unwrap();
         // Everything is over: a second sync has nothing to wait for.
         assert_eq!(client.try_sync(), Ok(()));

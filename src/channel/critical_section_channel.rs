@@ -1,34 +1,6 @@
 //! The channel shared with interrupt handlers.
 //!
-//! # Design
-//!
-//! The server sits in a `critical_section::Mutex`, and every call through the channel runs in
-//! a critical section (interrupts masked, on a single-core microcontroller): an interrupt
-//! handler that reaches the server too (the NPU's completion interrupt) never sees it half
-//! updated. A critical section must therefore stay short: while it lasts, a board's timers,
-//! UART and radio go unserved.
-//!
-//! So a call that waits for the NPU never waits inside one. [`ComputeChannel::wait_on`] runs
-//! the call's non-blocking form, one attempt per critical section; when it would block, the
-//! CPU sleeps ([`ComputeServer::wait_for_event`], a `WFI` on hardware) at the end of that same
-//! critical section, and the next attempt comes in a new one. Interrupts are served between
-//! the two: each critical section lasts one attempt (a poll of a fence, a copy out of staging)
-//! and the sleep, however long the NPU takes.
-//!
-//! Why the sleep belongs inside the critical section that polled: a completion interrupt
-//! taken after the poll but before the `WFI` would be served, and the `WFI` would then sleep
-//! for an event that has already happened, maybe forever. With interrupts masked from the
-//! poll to the `WFI`, that interrupt stays pending instead, and a pending interrupt ends a
-//! `WFI` even while masked (ARMv7-M: an exception that would preempt if `PRIMASK` were clear
-//! wakes the core). The critical section then ends, the handler runs, and the next attempt
-//! sees its effect. An interrupt taken before the critical section began was served already,
-//! so the poll sees it. Sleeping with interrupts masked delays none of them: any interrupt
-//! wakes the core, which leaves the critical section at once. (In the simulator the wait
-//! moves the virtual clock to the next job's end and returns.)
-//!
-//! Calls that find a fixed resource exhausted (a full job queue, full staging memory, an
-//! arena whose free memory running jobs still read) still wait inside their critical section
-//! until jobs in flight free it: size the capacities so that a model's invoke never does.
+//! (See [`CriticalSectionChannel`] for the design.)
 
 use super::{ComputeChannel, Deferred, Wait};
 use crate::error::Error;
@@ -42,7 +14,32 @@ use critical_section::Mutex;
 ///
 /// Every call runs inside a critical section, so an interrupt handler never sees the server
 /// half-updated. A call that waits for the NPU (`read`, `sync`, a graph's `invoke`) waits
-/// between critical sections, with interrupts enabled: see the [module docs](self).
+/// between critical sections, with interrupts enabled.
+///
+/// # Waiting for the NPU
+///
+/// A critical section masks interrupts (on a single-core microcontroller), so it must stay
+/// short: while it lasts, a board's timers, UART and radio go unserved. So a call that waits for the NPU never waits inside one. [`ComputeChannel::wait_on`] runs
+/// the call's non-blocking form, one attempt per critical section; when it would block, the
+/// CPU sleeps ([`ComputeServer::wait_for_event`], a `WFI` on hardware) at the end of that same
+/// critical section, and the next attempt comes in a new one. Interrupts are served between
+/// the two: each critical section lasts one attempt (a poll of a fence, a copy out of staging)
+/// and the sleep, however long the NPU takes.
+///
+/// Why the sleep belongs inside the critical section that polled: a completion interrupt
+/// taken after the poll but before the `WFI` would be served, and the `WFI` would then sleep
+/// for an event that has already happened, maybe forever. With interrupts masked from the
+/// poll to the `WFI`, that interrupt stays pending instead, and a pending interrupt ends a
+/// `WFI` even while masked (ARMv7-M: an exception that would preempt if `PRIMASK` were clear
+/// wakes the core). The critical section then ends, the handler runs, and the next attempt
+/// sees its effect. An interrupt taken before the critical section began was served already,
+/// so the poll sees it. Sleeping with interrupts masked delays none of them: any interrupt
+/// wakes the core, which leaves the critical section at once. (In the simulator the wait
+/// moves the virtual clock to the next job's end and returns.)
+///
+/// Calls that find a fixed resource exhausted (a full job queue, full staging memory, an
+/// arena whose free memory running jobs still read) still wait inside their critical section
+/// until jobs in flight free it: size the capacities so that a model's invoke never does.
 pub struct CriticalSectionChannel<S, const N: usize = DEFAULT_HANDLES> {
     server: Mutex<RefCell<S>>,
     deferred: Mutex<Deferred<N>>,
@@ -83,7 +80,8 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
     }
 
     /// One attempt of `call`'s non-blocking form per critical section, and a sleep at the end
-    /// of each that would block: see the [module docs](self) for why no completion is missed.
+    /// of each that would block: see [`CriticalSectionChannel`] for why no completion is
+    /// missed.
     fn wait_on<R>(
         &self,
         mut call: impl FnMut(&mut S, Wait) -> nb::Result<R, Error>,
