@@ -8,9 +8,7 @@
 //! with (a tensor of another client is [`Error::ForeignHandle`]).
 //!
 //! `execute` returns once the job is submitted: the CPU is free while the NPU works. `read`
-//! waits only for the jobs that produce the tensor it reads; `try_read` never waits. How a
-//! call waits is the channel's to decide ([`ComputeChannel::wait_on`]): a channel shared with
-//! interrupt handlers waits with interrupts enabled.
+//! waits only for the jobs that produce the tensor it reads; `try_read` never waits.
 //!
 //! ```
 //! use npu_compute::prelude::*;
@@ -34,7 +32,7 @@
 //! assert_eq!(out, [11.0, 22.0, 33.0, 44.0]);
 //! ```
 
-use crate::channel::{ComputeChannel, Wait};
+use crate::channel::ComputeChannel;
 use crate::error::Error;
 use crate::hal::{Capabilities, Estimate, ExecutionUnit, MAX_JOB_INPUTS};
 use crate::handle::HandleId;
@@ -43,6 +41,8 @@ use crate::ops::Op;
 use crate::server::{
     ComputeServer, JobPlanState, PassServer, Placement, Residency, ServerStats, TuneStats,
 };
+// The form a blocking call runs in: see `ComputeChannel::wait_on`.
+use crate::channel::Wait;
 
 /// The firmware's entry point to the compute stack.
 pub struct ComputeClient<'c, C> {
@@ -362,7 +362,9 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.call(|s| s.tensor(id)).map(|state| state.in_flash)
     }
 
-    /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
+    /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it. How it
+    /// waits is the channel's to decide ([`ComputeChannel::wait_on`]): a channel shared with
+    /// interrupt handlers waits with interrupts enabled.
     pub fn read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
         let id = self.own(t)?;
         self.channel.wait_on(|s, wait| match wait {

@@ -1,8 +1,6 @@
 //! The channel shared with interrupt handlers.
-//!
-//! (See [`CriticalSectionChannel`] for the design.)
 
-use super::{ComputeChannel, Deferred, Wait};
+use super::{ComputeChannel, Deferred};
 use crate::error::Error;
 use crate::handle::HandleId;
 use crate::server::{ComputeServer, DEFAULT_HANDLES};
@@ -84,11 +82,11 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
     /// missed.
     fn wait_on<R>(
         &self,
-        mut call: impl FnMut(&mut S, Wait) -> nb::Result<R, Error>,
+        mut call: impl FnMut(&mut S, super::Wait) -> nb::Result<R, Error>,
     ) -> Result<R, Error> {
         loop {
             let attempt = self.with(|s| {
-                let attempt = call(s, Wait::Outside);
+                let attempt = call(s, super::Wait::Outside);
                 if let Err(nb::Error::WouldBlock) = attempt {
                     s.wait_for_event();
                 }

@@ -11,13 +11,6 @@
 //!   can sit in a `static` shared with interrupt handlers (the NPU completion ISR calls
 //!   [`ComputeChannel::on_interrupt`]).
 //!
-//! A tensor handle is dropped wherever its owner goes out of scope, possibly while the server is
-//! lent out (inside a [`ComputeChannel::with`] closure, or in an ISR that interrupted one).
-//! Dropping must not panic, so the channel keeps a per-handle-slot counter of deferred retains and
-//! releases and applies them the next time it gets the server. A counter per slot,
-//! rather than a queue of events, cannot overflow: it needs `N` slots for a server with `N`
-//! handles, which the channel checks at compile time.
-//!
 //! # Waiting for the NPU
 //!
 //! A call that may have to wait for the NPU (`read`, `sync`, reading a pinned block) goes
@@ -31,6 +24,13 @@
 //!   runs with interrupts masked, so waiting inside would leave a board's timers, UART and
 //!   radio unserved for a whole inference. It runs one non-blocking step per critical
 //!   section, and sleeps between steps; see its docs for why no completion can be missed.
+//!
+//! A tensor handle is dropped wherever its owner goes out of scope, possibly while the server is
+//! lent out (inside a [`ComputeChannel::with`] closure, or in an ISR that interrupted one).
+//! Dropping must not panic, so the channel keeps a per-handle-slot counter of deferred retains and
+//! releases and applies them the next time it gets the server. A counter per slot,
+//! rather than a queue of events, cannot overflow: it needs `N` slots for a server with `N`
+//! handles, which the channel checks at compile time.
 
 mod critical_section_channel;
 mod deferred;
@@ -44,18 +44,6 @@ use crate::error::Error;
 use crate::handle::HandleId;
 use crate::server::ComputeServer;
 
-/// The form a call given to [`ComputeChannel::wait_on`] runs in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Wait {
-    /// Wait inside the call, holding the server, until it finishes: the server's blocking
-    /// form (`read`, `sync`, `host_ref`).
-    Inside,
-    /// Never wait: answer `WouldBlock` while the NPU has not done what the call needs (the
-    /// server's `try_` form); the channel waits between attempts.
-    Outside,
-}
-
 /// Lends the server to one caller at a time.
 pub trait ComputeChannel {
     /// The server behind the channel.
@@ -64,12 +52,6 @@ pub trait ComputeChannel {
     /// Run `f` with exclusive access to the server. Fails with [`Error::ChannelBusy`] when the
     /// server is already lent out (a re-entrant call).
     fn with<R>(&self, f: impl FnOnce(&mut Self::Server) -> R) -> Result<R, Error>;
-
-    /// Add a reference to a tensor (a handle was cloned). Never fails: deferred if busy.
-    fn retain(&self, id: HandleId);
-
-    /// Drop a reference to a tensor (a handle was dropped). Never fails: deferred if busy.
-    fn release(&self, id: HandleId);
 
     /// Runs `call`, a request that may have to wait for the NPU, to its end; see the
     /// [module docs](self). `call` gets the server and the form to run in: with
@@ -93,9 +75,27 @@ pub trait ComputeChannel {
         })?
     }
 
+    /// Add a reference to a tensor (a handle was cloned). Never fails: deferred if busy.
+    fn retain(&self, id: HandleId);
+
+    /// Drop a reference to a tensor (a handle was dropped). Never fails: deferred if busy.
+    fn release(&self, id: HandleId);
+
     /// The NPU completion interrupt: retire finished jobs. Does nothing if the server is busy
     /// (the busy caller will poll the NPU itself).
     fn on_interrupt(&self) {
         let _ = self.with(|s| s.on_interrupt());
     }
+}
+
+/// The form a call given to [`ComputeChannel::wait_on`] runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Wait {
+    /// Wait inside the call, holding the server, until it finishes: the server's blocking
+    /// form (`read`, `sync`, `host_ref`).
+    Inside,
+    /// Never wait: answer `WouldBlock` while the NPU has not done what the call needs (the
+    /// server's `try_` form); the channel waits between attempts.
+    Outside,
 }

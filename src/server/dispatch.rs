@@ -324,18 +324,15 @@ impl<
         Ok(())
     }
 
-    /// [`sync`](Self::sync) without waiting: forgets each queue's newest fence once it is over,
-    /// and answers `WouldBlock` while one is not; then retires what `sync` retires.
+    /// [`sync`](Self::sync) without waiting: each queue's newest fence polled once.
     pub(super) fn try_sync(&mut self) -> nb::Result<(), Error> {
-        for slot in &mut self.newest {
-            if let Some(fence) = *slot {
-                // A failed job is reported by the read of what it produced, as for `sync`.
-                if let Err(nb::Error::WouldBlock) = self.npu.poll(fence) {
-                    return Err(nb::Error::WouldBlock);
-                }
-                *slot = None;
+        for fence in self.newest.into_iter().flatten() {
+            // Done, failed (reported by the read of what it produced) or unknown: over.
+            if let Err(nb::Error::WouldBlock) = self.npu.poll(fence) {
+                return Err(nb::Error::WouldBlock);
             }
         }
+        self.newest = [None; MAX_QUEUES];
         self.retire_memory_fences();
         self.reap_staging();
         Ok(())

@@ -179,16 +179,21 @@ pub trait ComputeServer {
     ) -> Result<Option<crate::hal::Estimate>, Error>;
     /// Waits for every submitted job.
     fn sync(&mut self) -> Result<(), Error>;
-    /// Like [`sync`](Self::sync), but `WouldBlock` while a submitted job is still running;
-    /// never waits. Call again to finish.
-    fn try_sync(&mut self) -> nb::Result<(), Error>;
+    /// Like [`sync`](Self::sync) but never waits: `WouldBlock` while a job submitted so far
+    /// is still running (one submitted while a caller keeps trying counts too). As `sync`,
+    /// it reports no job's failure: the read of what a failed job produced does. The default,
+    /// for a server that cannot poll, is the blocking `sync`.
+    fn try_sync(&mut self) -> nb::Result<(), Error> {
+        self.sync().map_err(nb::Error::Other)
+    }
+    /// The completion interrupt: retire finished jobs.
+    fn on_interrupt(&mut self);
+
     /// Sleeps until a job may have completed ([`Npu::wait_for_event`]: a `WFI` on hardware,
     /// the next job's end in the simulator), counted in [`ServerStats::waits`]: how a channel
     /// waits between the non-blocking steps of a call (see
     /// [`ComputeChannel::wait_on`](crate::channel::ComputeChannel::wait_on)).
     fn wait_for_event(&mut self);
-    /// The completion interrupt: retire finished jobs.
-    fn on_interrupt(&mut self);
 
     /// Appends a job to `plan` (see [`JobPlanState`]): `op` on `inputs` into `output`,
     /// checked as [`execute`](Self::execute) checks it, run the way the tuning cache says
@@ -624,12 +629,12 @@ impl<
         Self::try_sync(self)
     }
 
-    fn wait_for_event(&mut self) {
-        self.wait();
-    }
-
     fn on_interrupt(&mut self) {
         self.npu.on_interrupt();
+    }
+
+    fn wait_for_event(&mut self) {
+        self.wait();
     }
 
     fn plan_step<const S: usize, const T: usize>(
