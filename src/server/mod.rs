@@ -28,7 +28,10 @@
 //! - The server waits (`Npu::wait_for_event`, a `WFI` on hardware) only in `read`, `sync`,
 //!   host access to a pinned block, tuning, and when a fixed resource is exhausted but will be
 //!   freed by jobs in flight: a full job queue, full staging memory, or an arena whose free
-//!   chunks are still read by running jobs.
+//!   chunks are still read by running jobs. `read`, `sync` and host reads of a pinned block
+//!   also come in non-blocking forms (`try_read`, `try_sync`, `try_host_ref`), which a channel
+//!   that must not wait while it holds the server runs instead, waiting between attempts
+//!   with [`ComputeServer::wait_for_event`].
 //! - [`ServerStats`] counts every job and transfer, by direction, and the bytes the CPU copied
 //!   through staging.
 //!
