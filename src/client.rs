@@ -41,8 +41,6 @@ use crate::ops::Op;
 use crate::server::{
     ComputeServer, JobPlanState, PassServer, Placement, Residency, ServerStats, TuneStats,
 };
-// The form a blocking call runs in: see `ComputeChannel::wait_on`.
-use crate::channel::Wait;
 
 /// The firmware's entry point to the compute stack.
 pub struct ComputeClient<'c, C> {
@@ -280,17 +278,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         let id = self.own(t)?;
         let mut f = Some(f);
         let mut result = None;
-        self.channel.wait_on(|s, wait| {
-            let mut once = |b: &[u8]| {
-                if let Some(f) = f.take() {
-                    result = Some(f(b));
-                }
-            };
-            match wait {
-                Wait::Inside => s.host_ref(id, &mut once).map_err(nb::Error::Other),
-                Wait::Outside => s.try_host_ref(id, &mut once),
+        let mut once = |b: &[u8]| {
+            if let Some(f) = f.take() {
+                result = Some(f(b));
             }
-        })?;
+        };
+        if C::WAITS_BETWEEN_STEPS {
+            self.channel.wait_on(|s| s.try_host_ref(id, &mut once))?;
+        } else {
+            self.call(|s| s.host_ref(id, &mut once))?;
+        }
         result.ok_or(Error::NotPinned)
     }
 
@@ -363,14 +360,15 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     }
 
     /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it. How it
-    /// waits is the channel's to decide ([`ComputeChannel::wait_on`]): a channel shared with
-    /// interrupt handlers waits with interrupts enabled.
+    /// waits is the channel's to decide ([`ComputeChannel::WAITS_BETWEEN_STEPS`]): a channel
+    /// shared with interrupt handlers waits with interrupts enabled.
     pub fn read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
         let id = self.own(t)?;
-        self.channel.wait_on(|s, wait| match wait {
-            Wait::Inside => s.read(id, out).map_err(nb::Error::Other),
-            Wait::Outside => s.try_read(id, out),
-        })
+        if C::WAITS_BETWEEN_STEPS {
+            self.channel.wait_on(|s| s.try_read(id, out))
+        } else {
+            self.call(|s| s.read(id, out))
+        }
     }
 
     /// Read an f32 tensor.
@@ -496,10 +494,11 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
 
     /// Wait until every submitted job has completed.
     pub fn sync(&self) -> Result<(), Error> {
-        self.channel.wait_on(|s, wait| match wait {
-            Wait::Inside => s.sync().map_err(nb::Error::Other),
-            Wait::Outside => s.try_sync(),
-        })
+        if C::WAITS_BETWEEN_STEPS {
+            self.channel.wait_on(|s| s.try_sync())
+        } else {
+            self.call(|s| s.sync())
+        }
     }
 
     /// Like [`sync`](Self::sync) but never waits: `WouldBlock` while a submitted job is still

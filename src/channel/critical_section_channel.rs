@@ -77,16 +77,14 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
         })
     }
 
-    /// One attempt of `call`'s non-blocking form per critical section, and a sleep at the end
-    /// of each that would block: see [`CriticalSectionChannel`] for why no completion is
-    /// missed.
-    fn wait_on<R>(
-        &self,
-        mut call: impl FnMut(&mut S, super::Wait) -> nb::Result<R, Error>,
-    ) -> Result<R, Error> {
+    const WAITS_BETWEEN_STEPS: bool = true;
+
+    /// One attempt of `step` per critical section, and a sleep at the end of each that would
+    /// block: see [`CriticalSectionChannel`] for why no completion is missed.
+    fn wait_on<R>(&self, mut step: impl FnMut(&mut S) -> nb::Result<R, Error>) -> Result<R, Error> {
         loop {
             let attempt = self.with(|s| {
-                let attempt = call(s, super::Wait::Outside);
+                let attempt = step(s);
                 if let Err(nb::Error::WouldBlock) = attempt {
                     s.wait_for_event();
                 }

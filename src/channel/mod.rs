@@ -13,17 +13,18 @@
 //!
 //! # Waiting for the NPU
 //!
-//! A call that may have to wait for the NPU (`read`, `sync`, reading a pinned block) goes
-//! through [`ComputeChannel::wait_on`] as one closure that runs in either of two forms
-//! ([`Wait`]): the server's blocking form, which waits inside the call, or its non-blocking
-//! form, which answers `WouldBlock` instead. A channel chooses:
+//! A call that may have to wait for the NPU (`read`, `sync`, reading a pinned block) has two
+//! forms in the server: a blocking one, which waits inside the call, and a non-blocking one
+//! (`try_read`, `try_sync`, `try_host_ref`), which answers `WouldBlock` instead. The channel
+//! says which one the client runs ([`ComputeChannel::WAITS_BETWEEN_STEPS`]):
 //!
-//! - [`RefCellChannel`] lends the server once and lets it wait inside (the default of
-//!   `wait_on`): nothing else can reach the server anyway, and it is the cheapest way.
+//! - [`RefCellChannel`] lends the server once for the blocking form: nothing else can reach
+//!   the server meanwhile, and it is the cheapest way.
 //! - [`CriticalSectionChannel`] never waits while it holds the server: every call through it
 //!   runs with interrupts masked, so waiting inside would leave a board's timers, UART and
-//!   radio unserved for a whole inference. It runs one non-blocking step per critical
-//!   section, and sleeps between steps; see its docs for why no completion can be missed.
+//!   radio unserved for a whole inference. It runs the non-blocking form through
+//!   [`ComputeChannel::wait_on`], one attempt per critical section, and sleeps between
+//!   attempts; see its docs for why no completion can be missed.
 //!
 //! A tensor handle is dropped wherever its owner goes out of scope, possibly while the server is
 //! lent out (inside a [`ComputeChannel::with`] closure, or in an ISR that interrupted one).
@@ -53,21 +54,24 @@ pub trait ComputeChannel {
     /// server is already lent out (a re-entrant call).
     fn with<R>(&self, f: impl FnOnce(&mut Self::Server) -> R) -> Result<R, Error>;
 
-    /// Runs `call`, a request that may have to wait for the NPU, to its end; see the
-    /// [module docs](self). `call` gets the server and the form to run in: with
-    /// [`Wait::Inside`] it is the server's blocking form (it waits inside and never answers
-    /// `WouldBlock`), with [`Wait::Outside`] its non-blocking form (it answers `WouldBlock`
-    /// until it can finish, and may be called again).
-    ///
-    /// The default lends the server once and runs the blocking form; a `WouldBlock` all the
-    /// same is waited out there ([`ComputeServer::wait_for_event`]) and the call retried.
-    /// Fails with [`Error::ChannelBusy`] when the server is already lent out.
+    /// Whether a call that waits for the NPU (`read`, `sync`, reading a pinned block) must
+    /// wait between non-blocking steps ([`wait_on`](Self::wait_on)), `true`, rather than
+    /// inside the server's blocking form in one [`with`](Self::with), `false` (the default:
+    /// the cheapest way when nothing else needs the server meanwhile). See the
+    /// [module docs](self).
+    const WAITS_BETWEEN_STEPS: bool = false;
+
+    /// Runs `step`, the non-blocking form of a call that may wait for the NPU (it answers
+    /// `WouldBlock` until it can finish, and may be called again), until it finishes, waiting
+    /// for the NPU ([`ComputeServer::wait_for_event`]) after each attempt that would block.
+    /// The default lends the server once for every attempt and wait. Fails with
+    /// [`Error::ChannelBusy`] when the server is already lent out.
     fn wait_on<R>(
         &self,
-        mut call: impl FnMut(&mut Self::Server, Wait) -> nb::Result<R, Error>,
+        mut step: impl FnMut(&mut Self::Server) -> nb::Result<R, Error>,
     ) -> Result<R, Error> {
         self.with(|s| loop {
-            match call(s, Wait::Inside) {
+            match step(s) {
                 Ok(r) => return Ok(r),
                 Err(nb::Error::Other(e)) => return Err(e),
                 Err(nb::Error::WouldBlock) => s.wait_for_event(),
@@ -86,16 +90,4 @@ pub trait ComputeChannel {
     fn on_interrupt(&self) {
         let _ = self.with(|s| s.on_interrupt());
     }
-}
-
-/// The form a call given to [`ComputeChannel::wait_on`] runs in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Wait {
-    /// Wait inside the call, holding the server, until it finishes: the server's blocking
-    /// form (`read`, `sync`, `host_ref`).
-    Inside,
-    /// Never wait: answer `WouldBlock` while the NPU has not done what the call needs (the
-    /// server's `try_` form); the channel waits between attempts.
-    Outside,
 }
