@@ -397,8 +397,8 @@ pub fn run(
 }
 
 /// The channel as it was before it waited outside its critical sections: the same channel,
-/// with [`ComputeChannel::wait_on`]'s default, which runs a whole wait in one call (one
-/// critical section).
+/// with [`ComputeChannel::WAITS_BETWEEN_STEPS`]'s default, so that the client runs a whole
+/// wait in one call (one critical section).
 struct WaitingInside<'c, 'a>(&'c Channel<'a>);
 
 impl<'a> ComputeChannel for WaitingInside<'_, 'a> {
