@@ -501,12 +501,6 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         }
     }
 
-    /// Like [`sync`](Self::sync) but never waits: `WouldBlock` while a submitted job is still
-    /// running.
-    pub fn try_sync(&self) -> nb::Result<(), Error> {
-        self.channel.with(|s| s.try_sync())?
-    }
-
     /// What the NPU behind the channel can do.
     pub fn capabilities(&self) -> Result<Capabilities, Error> {
         self.channel.with(|s| s.capabilities())
