@@ -17,12 +17,13 @@ use critical_section::Mutex;
 /// # Waiting for the NPU
 ///
 /// A critical section masks interrupts (on a single-core microcontroller), so it must stay
-/// short: while it lasts, a board's timers, UART and radio go unserved. So a call that waits for the NPU never waits inside one. [`ComputeChannel::wait_on`] runs
-/// the call's non-blocking form, one attempt per critical section; when it would block, the
-/// CPU sleeps ([`ComputeServer::wait_for_event`], a `WFI` on hardware) at the end of that same
-/// critical section, and the next attempt comes in a new one. Interrupts are served between
-/// the two: each critical section lasts one attempt (a poll of a fence, a copy out of staging)
-/// and the sleep, however long the NPU takes.
+/// short: while it lasts, a board's timers, UART and radio go unserved. So a call that waits
+/// for the NPU never waits inside one ([`ComputeChannel::WAITS_BETWEEN_STEPS`] is `true`):
+/// [`ComputeChannel::wait_on`] runs the call's non-blocking form, one attempt per critical
+/// section; when it would block, the CPU sleeps ([`ComputeServer::wait_for_event`], a `WFI`
+/// on hardware) at the end of that same critical section, and the next attempt comes in a new
+/// one. Interrupts are served between the two: each critical section lasts one attempt (a
+/// poll of a fence, a copy out of staging) and the sleep, however long the NPU takes.
 ///
 /// Why the sleep belongs inside the critical section that polled: a completion interrupt
 /// taken after the poll but before the `WFI` would be served, and the `WFI` would then sleep

@@ -85,13 +85,16 @@ const CTRL_ENABLE: u32 = 1;
 const CTRL_IRQ: u32 = 1 << 3;
 
 /// TIMER0's interrupt number on `mps2-an386`.
+const TIMER0_IRQ: u16 = 8;
+
+/// [`TIMER0_IRQ`] for the NVIC.
 #[derive(Clone, Copy)]
 struct Timer0Irq;
 
-// SAFETY: 8 is TIMER0's interrupt on mps2-an386, a valid device interrupt number.
+// SAFETY: TIMER0_IRQ is TIMER0's interrupt on mps2-an386, a valid device interrupt number.
 unsafe impl InterruptNumber for Timer0Irq {
     fn number(self) -> u16 {
-        8
+        TIMER0_IRQ
     }
 }
 
@@ -183,7 +186,7 @@ unsafe impl critical_section::Impl for MeasuredSection {
 
 /// The timer's interrupt, from the firmware's `DefaultHandler`; `false` for any other.
 pub fn on_interrupt(irqn: i16) -> bool {
-    if irqn != 8 {
+    if irqn != TIMER0_IRQ as i16 {
         return false;
     }
     timer_write(INTCLEAR, 1);
