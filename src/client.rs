@@ -281,13 +281,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         let id = self.own(t)?;
         let mut f = Some(f);
         let mut result = None;
-        self.call(|s| {
-            s.host_ref(id, &mut |b| {
-                if let Some(f) = f.take() {
-                    result = Some(f(b));
-                }
-            })
-        })?;
+        let mut once = |b: &[u8]| {
+            if let Some(f) = f.take() {
+                result = Some(f(b));
+            }
+        };
+        if C::WAITS_BETWEEN_STEPS {
+            self.channel.wait_on(|s| s.try_host_ref(id, &mut once))?;
+        } else {
+            self.call(|s| s.host_ref(id, &mut once))?;
+        }
         result.ok_or(Error::NotPinned)
     }
 
@@ -359,10 +362,16 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         self.call(|s| s.tensor(id)).map(|state| state.in_flash)
     }
 
-    /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it.
+    /// Copy a tensor's bytes into `out`, waiting only for the jobs that produce it. How it
+    /// waits is the channel's to decide ([`ComputeChannel::WAITS_BETWEEN_STEPS`]): a channel
+    /// shared with interrupt handlers waits with interrupts enabled.
     pub fn read(&self, t: &Tensor<'c, C>, out: &mut [u8]) -> Result<(), Error> {
         let id = self.own(t)?;
-        self.call(|s| s.read(id, out))
+        if C::WAITS_BETWEEN_STEPS {
+            self.channel.wait_on(|s| s.try_read(id, out))
+        } else {
+            self.call(|s| s.read(id, out))
+        }
     }
 
     /// Read an f32 tensor.
@@ -488,7 +497,11 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
 
     /// Wait until every submitted job has completed.
     pub fn sync(&self) -> Result<(), Error> {
-        self.call(|s| s.sync())
+        if C::WAITS_BETWEEN_STEPS {
+            self.channel.wait_on(|s| s.try_sync())
+        } else {
+            self.call(|s| s.sync())
+        }
     }
 
     /// What the NPU behind the channel can do.

@@ -11,6 +11,21 @@
 //!   can sit in a `static` shared with interrupt handlers (the NPU completion ISR calls
 //!   [`ComputeChannel::on_interrupt`]).
 //!
+//! # Waiting for the NPU
+//!
+//! A call that may have to wait for the NPU (`read`, `sync`, reading a pinned block) has two
+//! forms in the server: a blocking one, which waits inside the call, and a non-blocking one
+//! (`try_read`, `try_sync`, `try_host_ref`), which answers `WouldBlock` instead. The channel
+//! says which one the client runs ([`ComputeChannel::WAITS_BETWEEN_STEPS`]):
+//!
+//! - [`RefCellChannel`] lends the server once for the blocking form: nothing else can reach
+//!   the server meanwhile, and it is the cheapest way.
+//! - [`CriticalSectionChannel`] never waits while it holds the server: every call through it
+//!   runs with interrupts masked, so waiting inside would leave a board's timers, UART and
+//!   radio unserved for a whole inference. It runs the non-blocking form through
+//!   [`ComputeChannel::wait_on`], one attempt per critical section, and sleeps between
+//!   attempts; see its docs for why no completion can be missed.
+//!
 //! A tensor handle is dropped wherever its owner goes out of scope, possibly while the server is
 //! lent out (inside a [`ComputeChannel::with`] closure, or in an ISR that interrupted one).
 //! Dropping must not panic, so the channel keeps a per-handle-slot counter of deferred retains and
@@ -46,6 +61,31 @@ pub trait ComputeChannel {
     /// Run `f` with exclusive access to the server. Fails with [`Error::ChannelBusy`] when the
     /// server is already lent out (a re-entrant call).
     fn with<R>(&self, f: impl FnOnce(&mut Self::Server) -> R) -> Result<R, Error>;
+
+    /// Whether a call that waits for the NPU (`read`, `sync`, reading a pinned block) must
+    /// wait between non-blocking steps ([`wait_on`](Self::wait_on)), `true`, rather than
+    /// inside the server's blocking form in one [`with`](Self::with), `false` (the default:
+    /// the cheapest way when nothing else needs the server meanwhile). See the
+    /// [module docs](self).
+    const WAITS_BETWEEN_STEPS: bool = false;
+
+    /// Runs `step`, the non-blocking form of a call that may wait for the NPU (it answers
+    /// `WouldBlock` until it can finish, and may be called again), until it finishes, waiting
+    /// for the NPU ([`ComputeServer::wait_for_event`]) after each attempt that would block.
+    /// The default lends the server once for every attempt and wait. Fails with
+    /// [`Error::ChannelBusy`] when the server is already lent out.
+    fn wait_on<R>(
+        &self,
+        mut step: impl FnMut(&mut Self::Server) -> nb::Result<R, Error>,
+    ) -> Result<R, Error> {
+        self.with(|s| loop {
+            match step(s) {
+                Ok(r) => return Ok(r),
+                Err(nb::Error::Other(e)) => return Err(e),
+                Err(nb::Error::WouldBlock) => s.wait_for_event(),
+            }
+        })?
+    }
 
     /// Add a reference to a tensor (a handle was cloned). Never fails: deferred if busy.
     fn retain(&self, id: HandleId);

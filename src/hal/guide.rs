@@ -94,9 +94,12 @@
 //! - A board that takes the completion interrupt puts the server in a
 //!   [`CriticalSectionChannel`](crate::channel::CriticalSectionChannel) in a `static`, and
 //!   the ISR calls [`ComputeChannel::on_interrupt`](crate::channel::ComputeChannel::on_interrupt).
-//!   Every call through that channel runs in a critical section, and a blocking call (`read`,
-//!   `sync`) keeps interrupts masked while it waits: `poll` must then read completion from the
-//!   hardware status itself rather than rely on the ISR having run.
+//!   Every call through that channel runs in a critical section; a blocking call (`read`,
+//!   `sync`) polls in one critical section at a time and calls `wait_for_event` at the end of
+//!   one that found its fence still running, with interrupts masked: the `WFI` then ends on
+//!   the pending completion interrupt, which runs as soon as the critical section ends (see
+//!   the channel's docs). `wait_for_event` must therefore sleep as `WFI` does, woken by an
+//!   interrupt even while interrupts are masked, and never unmask them itself.
 //! - [`Npu::now`] is a free-running cycle counter (DWT `CYCCNT`); with such a counter
 //!   [`Npu::clock_counts_cpu`] is `true` and [`Npu::host_compute`] has nothing to do.
 //!

@@ -327,7 +327,9 @@ pub trait Npu {
     fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError>;
     /// Whether the job behind `fence` has completed.
     fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError>;
-    /// Sleep until a job may have completed (`WFI` on hardware).
+    /// Sleep until a job may have completed (`WFI` on hardware). May be called with interrupts
+    /// masked (a [`CriticalSectionChannel`](crate::channel::CriticalSectionChannel) does): a
+    /// pending interrupt must end the sleep then too, as it ends a `WFI`.
     fn wait_for_event(&mut self);
     /// Completion interrupt entry point: retire finished jobs. Callable from an ISR.
     fn on_interrupt(&mut self);

@@ -28,7 +28,10 @@
 //! - The server waits (`Npu::wait_for_event`, a `WFI` on hardware) only in `read`, `sync`,
 //!   host access to a pinned block, tuning, and when a fixed resource is exhausted but will be
 //!   freed by jobs in flight: a full job queue, full staging memory, or an arena whose free
-//!   chunks are still read by running jobs.
+//!   chunks are still read by running jobs. `read`, `sync` and host reads of a pinned block
+//!   also come in non-blocking forms (`try_read`, `try_sync`, `try_host_ref`), which a channel
+//!   that must not wait while it holds the server runs instead, waiting between attempts
+//!   with [`ComputeServer::wait_for_event`].
 //! - [`ServerStats`] counts every job and transfer, by direction, and the bytes the CPU copied
 //!   through staging.
 //!
@@ -197,6 +200,12 @@ pub trait ComputeServer {
     }
     /// The completion interrupt: retire finished jobs.
     fn on_interrupt(&mut self);
+
+    /// Sleeps until a job may have completed ([`Npu::wait_for_event`]: a `WFI` on hardware,
+    /// the next job's end in the simulator), counted in [`ServerStats::waits`]: how a channel
+    /// waits between the non-blocking steps of a call (see
+    /// [`ComputeChannel::wait_on`](crate::channel::ComputeChannel::wait_on)).
+    fn wait_for_event(&mut self);
 
     /// Appends a job to `plan` (see [`JobPlanState`]): `op` on `inputs` into `output`,
     /// checked as [`execute`](Self::execute) checks it, run the way the tuning cache says
@@ -638,6 +647,10 @@ impl<
 
     fn on_interrupt(&mut self) {
         self.npu.on_interrupt();
+    }
+
+    fn wait_for_event(&mut self) {
+        self.wait();
     }
 
     fn plan_step<const S: usize, const T: usize>(

@@ -24,12 +24,18 @@
 //! - the CPU cost of the fallback kernels, in instructions per operator, for every operator of
 //!   the keyword-spotting model and synthetic ones of every kernel ([`cpu_cost`]), checked
 //!   against the simulator's CPU cost model (`npu_sim::CpuModel`), which was fitted to it;
-//! - the HAL conformance suite run against the null NPU ([`conformance`]).
+//! - the HAL conformance suite run against the null NPU ([`conformance`]);
+//! - kws_dscnn invoked over a `CriticalSectionChannel` while a board timer interrupts every
+//!   10 000 instructions ([`irq_latency`]): the interrupt is served during the invoke, and the
+//!   longest interval with interrupts masked is measured (the firmware's critical sections are
+//!   that module's, timed).
 //!
 //! It exits through semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when every value
-//! matches, dispatch stays within [`DISPATCH_BOUND`] instructions per job and no conformance
-//! check fails, and with `EXIT_FAILURE` (status 1) on a mismatch, an error, a dispatch cost
-//! above the bound, a failed conformance check, a panic or a hard fault.
+//! matches, dispatch stays within [`DISPATCH_BOUND`] instructions per job, no conformance
+//! check fails and the timer is served during the invoke with interrupts masked no longer than
+//! [`irq_latency::OWN_BOUND`], and with `EXIT_FAILURE` (status 1) on a mismatch, an error, a
+//! dispatch cost above the bound, a failed conformance check, an interrupt not served or
+//! masked too long, a panic or a hard fault.
 //!
 
 #![no_std]
@@ -38,6 +44,7 @@
 mod conformance;
 mod cpu_cost;
 mod dispatch_cost;
+mod irq_latency;
 mod null_npu;
 mod readme;
 
@@ -214,6 +221,8 @@ enum Failure {
     CpuCost(cpu_cost::CpuCostError),
     /// The null NPU failed a HAL conformance check.
     Conformance(conformance::ConformanceError),
+    /// The timer was not served during an invoke, or interrupts stayed masked too long.
+    Irq(irq_latency::IrqError),
     /// Dispatching one job cost more instructions than the bound (both in hundredths).
     DispatchTooSlow {
         /// Measured end to end, per job.
@@ -438,6 +447,8 @@ fn run() -> Result<(), Failure> {
     dispatch(&ticks, &calibration)?;
     // After the measurements, so that they measure the same state as before.
     conformance::run().map_err(Failure::Conformance)?;
+    let kws = (KWS_MODEL, KWS_INPUT, KWS_EXPECTED);
+    irq_latency::run(&calibration, &mut *device, &mut *host, kws).map_err(Failure::Irq)?;
     Ok(())
 }
 
@@ -501,7 +512,7 @@ fn main() -> ! {
     defmt::info!("npu-firmware-example on mps2-an386");
     let status = match run() {
         Ok(()) => {
-            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes; dispatch within its bound; the null NPU passes the HAL conformance suite");
+            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes; dispatch within its bound; the null NPU passes the HAL conformance suite; the timer is served during invokes over a CriticalSectionChannel");
             EXIT_SUCCESS
         }
         Err(failure) => {
@@ -530,6 +541,15 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         defmt::error!("panic: {}", defmt::Display2Format(info));
     }
     exit(EXIT_FAILURE)
+}
+
+/// Device interrupts: the timer of [`irq_latency`]; any other fails the run.
+#[exception]
+unsafe fn DefaultHandler(irqn: i16) {
+    if !irq_latency::on_interrupt(irqn) {
+        defmt::error!("unexpected interrupt or exception {=i16}", irqn);
+        exit(EXIT_FAILURE)
+    }
 }
 
 /// A hard fault fails the run at once instead of hanging until the runner's timeout.
