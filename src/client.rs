@@ -388,12 +388,8 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         // dispatch on a Cortex-M4, and filling a caller's list costs more (code layout).
         let mut ids: heapless::Vec<HandleId, MAX_JOB_INPUTS> = heapless::Vec::new();
         for t in inputs {
-            ids.push(self.own(t)?).map_err(|_| Error::BadOperands {
-                op: op.kind(),
-                operand: MAX_JOB_INPUTS as u8,
-                expected: 0,
-                actual: t.bytes,
-            })?;
+            ids.push(self.own(t)?)
+                .map_err(|_| Error::operand_count(op, inputs.len()))?;
         }
         let out = self.own(output)?;
         self.call(|s| s.execute(op, &ids, out))
@@ -473,12 +469,8 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     ) -> Result<heapless::Vec<HandleId, MAX_JOB_INPUTS>, Error> {
         let mut ids = heapless::Vec::new();
         for t in inputs {
-            ids.push(self.own(t)?).map_err(|_| Error::BadOperands {
-                op: op.kind(),
-                operand: MAX_JOB_INPUTS as u8,
-                expected: 0,
-                actual: t.bytes,
-            })?;
+            ids.push(self.own(t)?)
+                .map_err(|_| Error::operand_count(op, inputs.len()))?;
         }
         Ok(ids)
     }
