@@ -34,6 +34,57 @@ pub fn units_arg(spec: &str) -> Result<Units, String> {
     Ok(Units(units.to_vec()))
 }
 
+/// clap's value parser of a memory size in bytes (`--arena`, `--host`): a whole number no
+/// larger than the simulator addresses ([`runner::MAX_MEMORY_BYTES`]). A size it cannot
+/// address is thus a usage error (status 2) naming the option, the value and the limit,
+/// before anything is allocated.
+pub fn bytes_arg(text: &str) -> Result<usize, String> {
+    let digits = whole_number(text).ok_or_else(|| {
+        format!("`{text}` is not a number of bytes: give a whole number, such as 1048576")
+    })?;
+    let limit = runner::MAX_MEMORY_BYTES;
+    match digits.parse::<usize>() {
+        Ok(bytes) if bytes <= limit => Ok(bytes),
+        // Past the limit, or even past what the host counts.
+        _ => Err(format!(
+            "{digits} bytes is more than the simulator can address: its memories have at most \
+             {limit} bytes (32-bit offsets); give at most {limit} (`npu-sim plan MODEL` gives \
+             the arena a model needs)"
+        )),
+    }
+}
+
+/// `text` without surrounding blanks if it is a whole number in decimal digits.
+fn whole_number(text: &str) -> Option<&str> {
+    let digits = text.trim();
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
+}
+
+/// clap's value parser of a count that must be at least `MIN` (`--repeat`, `--jobs`,
+/// `--frames`...): fewer would measure nothing, and a figure of nothing (a median of no
+/// times: 0 µs) would read as a result. A usage error (status 2) otherwise.
+pub fn count_arg<const MIN: usize>(text: &str) -> Result<usize, String> {
+    let digits = whole_number(text)
+        .ok_or_else(|| format!("`{text}` is not a count: give a whole number of at least {MIN}"))?;
+    let n: usize = digits.parse().map_err(|_| {
+        format!(
+            "{digits} is more than this host counts (at most {})",
+            usize::MAX
+        )
+    })?;
+    if n < MIN {
+        return Err(format!(
+            "{n} is too few: it must be at least {MIN}{}",
+            if MIN == 3 {
+                " (the first and the last frame are left out of the steady state)"
+            } else {
+                " (fewer measures nothing)"
+            }
+        ));
+    }
+    Ok(n)
+}
+
 /// The bytes of the file at `path`; errors name the file.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
@@ -46,19 +97,51 @@ pub fn read_model(path: &Path) -> Result<&'static [u8], String> {
     Ok(runner::leak_aligned(&bytes))
 }
 
-/// The bytes of every input file, in order.
-pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
-    paths.iter().map(|p| read_file(p)).collect()
+/// The bytes of every `--input` file, in order, checked against `model`'s inputs before
+/// anything runs: one file per model input (a wrong number is a count, not a size), each of
+/// its input tensor's bytes (the message names the file).
+pub fn read_inputs(model: &'static [u8], paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, String> {
+    let sizes = runner::input_sizes(model).map_err(|e| e.to_string())?;
+    if paths.len() != sizes.len() {
+        let listed: Vec<String> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, n)| format!("input {k}: {n} bytes"))
+            .collect();
+        return Err(format!(
+            "the model has {} input{}, {} --input file{} given: give one --input per model \
+             input, in order ({})",
+            sizes.len(),
+            if sizes.len() == 1 { "" } else { "s" },
+            paths.len(),
+            if paths.len() == 1 { " was" } else { "s were" },
+            listed.join(", ")
+        ));
+    }
+    let mut inputs = Vec::with_capacity(paths.len());
+    for (k, (path, &want)) in paths.iter().zip(&sizes).enumerate() {
+        let bytes = read_file(path)?;
+        if u32::try_from(bytes.len()) != Ok(want) {
+            return Err(format!(
+                "{}: {} bytes, but model input {k} has {want}: give the raw bytes of the input \
+                 tensor",
+                path.display(),
+                bytes.len()
+            ));
+        }
+        inputs.push(bytes);
+    }
+    Ok(inputs)
 }
 
-/// The inputs in `paths`, or zeros of the sizes `model` takes when none are given (for the
-/// commands whose figures do not depend on the data).
+/// The inputs in `paths` (see [`read_inputs`]), or zeros of the sizes `model` takes when none
+/// are given (for the commands whose figures do not depend on the data).
 pub fn read_inputs_or_zeros(
     model: &'static [u8],
     paths: &[PathBuf],
 ) -> Result<Vec<Vec<u8>>, String> {
     if !paths.is_empty() {
-        return read_inputs(paths);
+        return read_inputs(model, paths);
     }
     let sizes = runner::input_sizes(model).map_err(|e| e.to_string())?;
     Ok(sizes.into_iter().map(|n| vec![0; n as usize]).collect())
@@ -76,28 +159,45 @@ pub fn read_figures(path: &Path) -> Result<Vec<serde_json::Value>, String> {
 }
 
 /// The model names of a reference-model directory: from its `figures.json`, or else every
-/// subdirectory holding a `model.tflite` (the repository's `examples/models`), sorted.
+/// subdirectory holding a `model.tflite` (the repository's `examples/models`), sorted. A
+/// directory with no model is an error: a benchmark of nothing would print empty tables and
+/// pass.
 pub fn model_names(dir: &Path) -> Result<Vec<String>, String> {
     let path = dir.join("figures.json");
-    if !path.exists() {
+    let names = if path.exists() {
+        read_figures(&path)?
+            .iter()
+            .map(|row| {
+                row["model"]
+                    .as_str()
+                    .map(String::from)
+                    .ok_or_else(|| "figures.json: model without a name".to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
         let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
-            .filter(|e| e.path().join("model.tflite").exists())
+            .filter(|e| e.path().join("model.tflite").is_file())
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
         names.sort();
-        return Ok(names);
+        names
+    };
+    if names.is_empty() {
+        return Err(no_models(dir));
     }
-    read_figures(&path)?
-        .iter()
-        .map(|row| {
-            row["model"]
-                .as_str()
-                .map(String::from)
-                .ok_or_else(|| "figures.json: model without a name".to_string())
-        })
-        .collect()
+    Ok(names)
+}
+
+/// The error of a reference-model directory that holds no model.
+pub fn no_models(dir: &Path) -> String {
+    format!(
+        "{}: no models: a model directory has a subdirectory per model, NAME/model.tflite with \
+         input_0.bin and expected_tflm_0.bin, and may list them in figures.json (as \
+         examples/models or ../shared/models)",
+        dir.display()
+    )
 }
 
 /// Prints the memory manager's statistics as one indented line.

@@ -57,7 +57,14 @@ fn chain_run(
         workloads::aligned_memory(64 << 10),
         workloads::aligned_memory(64 << 10),
     );
-    let mut trace = vec![TraceEntry::EMPTY; jobs + 8];
+    // Every job traced: refused rather than a panic when `--jobs` asks for more than the
+    // host can hold.
+    let entries = jobs.saturating_add(8);
+    let mut trace = Vec::new();
+    trace
+        .try_reserve_exact(entries)
+        .map_err(|_| format!("--jobs {jobs}: the trace of so many jobs does not fit in memory"))?;
+    trace.resize(entries, TraceEntry::EMPTY);
     let npu = SimNpu::new(
         bytemuck::cast_slice_mut(&mut device),
         bytemuck::cast_slice_mut(&mut host),
@@ -118,7 +125,9 @@ fn chain_run(
         output: region,
     };
     let figures = ChainFigures {
-        cost_sum: config.job_cost(&kind) * computes.len() as u64,
+        cost_sum: config
+            .job_cost(&kind)
+            .saturating_mul(computes.len() as u64),
         span: match (computes.first(), computes.last()) {
             (Some(first), Some(last)) => last.end.saturating_sub(first.start),
             _ => 0,
@@ -148,7 +157,7 @@ pub fn run(jobs: usize, host_cycles: u64, repeat: usize) -> Result<(), String> {
             ..SimConfig::default()
         };
         let mut first: Option<ChainFigures> = None;
-        let mut samples = Vec::with_capacity(repeat);
+        let mut samples = Vec::new();
         for _ in 0..repeat.max(1) {
             let (figures, host_ns) = chain_run(config, jobs, host_cycles)?;
             if first.is_some_and(|f| f != figures) {
