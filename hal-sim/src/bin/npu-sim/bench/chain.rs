@@ -125,9 +125,7 @@ fn chain_run(
         output: region,
     };
     let figures = ChainFigures {
-        cost_sum: config
-            .job_cost(&kind)
-            .saturating_mul(computes.len() as u64),
+        cost_sum: config.job_cost(&kind).saturating_mul(computes.len() as u64),
         span: match (computes.first(), computes.last()) {
             (Some(first), Some(last)) => last.end.saturating_sub(first.start),
             _ => 0,
