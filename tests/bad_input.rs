@@ -236,3 +236,73 @@ fn a_released_tensor_is_stale_even_when_it_is_also_the_output() {
         Err(Error::OutputAliasesInput { op: OpKind::Relu })
     );
 }
+
+static KWS: &[u8] = npu_compute::include_aligned!("../examples/models/kws_dscnn/model.tflite");
+
+/// The runner refuses a memory the simulator cannot address before allocating it (an arena of
+/// `usize::MAX` bytes panicked with "capacity overflow").
+#[test]
+fn the_runner_refuses_memories_it_cannot_address() {
+    use npu_sim::runner::{self, RunError, RunOptions, MAX_MEMORY_BYTES};
+    let input = [0u8; 490];
+    for (opts, what) in [
+        (
+            RunOptions {
+                arena_bytes: usize::MAX,
+                ..RunOptions::default()
+            },
+            "arena",
+        ),
+        (
+            RunOptions {
+                host_bytes: MAX_MEMORY_BYTES + 1,
+                ..RunOptions::default()
+            },
+            "host staging memory",
+        ),
+    ] {
+        let err = runner::run(KWS, &[&input], &opts).unwrap_err();
+        assert!(
+            matches!(err, RunError::MemoryTooLarge { what: w, limit: MAX_MEMORY_BYTES, .. } if w == what),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&MAX_MEMORY_BYTES.to_string()), "{text}");
+        assert!(matches!(
+            runner::tune(KWS, &[&input], &opts),
+            Err(RunError::MemoryTooLarge { .. })
+        ));
+    }
+}
+
+/// Tuning in an arena with room for the model but not for measuring beside it says so
+/// (`TuneStats::starved`) instead of finishing with nothing tuned; the arena
+/// `runner::tuning_arena` gives tunes every layer shape, as a large one does.
+#[test]
+fn tuning_in_a_short_arena_counts_what_starved() {
+    use npu_sim::runner::{self, RunOptions};
+    let input = [0u8; 490];
+    let short = RunOptions {
+        arena_bytes: 20704, // kws_dscnn's planned arena
+        ..RunOptions::default()
+    };
+    let (_, stats) = runner::tune(KWS, &[&input], &short).unwrap();
+    assert!(stats.starved > 0, "{stats:?}");
+    assert!(stats.starved_bytes > 0, "{stats:?}");
+    assert!(stats.tuning_runs < 6, "{stats:?}");
+    let (_, large) = runner::tune(KWS, &[&input], &RunOptions::default()).unwrap();
+    assert_eq!((large.starved, large.starved_bytes), (0, 0), "{large:?}");
+    let needed = runner::tuning_arena(KWS, &[&input], &short).unwrap();
+    assert!(needed > short.arena_bytes && needed < RunOptions::default().arena_bytes);
+    let enough = RunOptions {
+        arena_bytes: needed,
+        ..short
+    };
+    let (table, stats) = runner::tune(KWS, &[&input], &enough).unwrap();
+    assert_eq!(stats.starved, 0, "{stats:?}");
+    assert_eq!(
+        (stats.tuning_runs, stats.measurements),
+        (large.tuning_runs, large.measurements)
+    );
+    assert!(!table.is_empty());
+}

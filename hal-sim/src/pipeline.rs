@@ -147,7 +147,15 @@ pub fn run(
             outputs.push(out);
         }
     }
-    let total_cycles = now()? - start;
+    let end = now()?;
+    if end == u64::MAX {
+        // The clock saturates rather than wrap: every figure past this point would be wrong.
+        return Err(RunError::Pipeline(
+            "the virtual clock reached its end (u64::MAX cycles): give fewer preprocessing \
+             cycles or frames",
+        ));
+    }
+    let total_cycles = end - start;
     let waits = client.stats().map_err(stack)?.waits - waits_before;
     if outputs.iter().any(|o| *o != outputs[0]) {
         return Err(RunError::Pipeline("outputs differ between frames"));

@@ -984,3 +984,35 @@ fn a_new_users_mistakes_are_clear_errors() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// So many preprocessing or host cycles that the virtual clock saturates gave figures of a
+/// stopped clock (NPU busy 0%) with status 0: now a failure saying why.
+#[test]
+fn cycles_that_saturate_the_clock_fail() {
+    let model = models().join("kws_dscnn/model.tflite");
+    let max = u64::MAX.to_string();
+    for args in [
+        vec![
+            "bench",
+            "pipeline",
+            model.to_str().unwrap(),
+            "--frames",
+            "3",
+            "--cpu-cycles",
+            &max,
+        ],
+        vec![
+            "bench",
+            "chain",
+            "--jobs",
+            "3",
+            "--repeat",
+            "1",
+            "--host-cycles",
+            &max,
+        ],
+    ] {
+        let o = npu_sim(&args);
+        assert_exit(&o, 1, &["the virtual clock reached its end"], args[1]);
+    }
+}

@@ -12,7 +12,9 @@
 //! cycle at which the read returned, and the host nanoseconds per job (median of the
 //! runs). All but the host time are virtual-clock figures, identical run to run.
 //!
-//! Failure modes: the simulator or stack could not be set up; the chain's result differs
+//! Failure modes: the simulator or stack could not be set up; the trace of `--jobs` jobs
+//! does not fit in memory; the virtual clock reached its end (so many `--host-cycles` that
+//! the figures would saturate); the chain's result differs
 //! from the kernels' (a simulator bug); the trace overflowed (the figures would be
 //! incomplete); or two runs gave different figures (the simulator is meant to be
 //! deterministic, so the table would be meaningless).
@@ -110,6 +112,13 @@ fn chain_run(
         .map_err(err)?;
     if overwritten > 0 {
         return Err("trace storage too small".into());
+    }
+    if end == u64::MAX {
+        // The clock saturates rather than wrap: the spans and gaps would be wrong.
+        return Err(format!(
+            "the virtual clock reached its end (u64::MAX cycles): give fewer --host-cycles \
+             ({host_cycles}) or --jobs ({jobs})"
+        ));
     }
     entries.sort_by_key(|e| e.fence);
     let computes: Vec<_> = entries
