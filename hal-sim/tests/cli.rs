@@ -951,9 +951,9 @@ fn a_new_users_mistakes_are_clear_errors() {
             "missing.tflite",
         ),
         (vec!["run", model_dir, "--input", input], model_dir),
-        (vec!["run", truncated, "--input", input], "malformed model"),
-        (vec!["inspect", truncated], "malformed model"),
-        (vec!["plan", truncated], "malformed model"),
+        (vec!["run", truncated, "--input", input], "is it truncated?"),
+        (vec!["inspect", truncated], "is it truncated?"),
+        (vec!["plan", truncated], "is it truncated?"),
         (vec!["inspect", empty], "0-byte file"),
         (vec!["inspect", input], "not a TensorFlow Lite model"),
         (
@@ -981,6 +981,11 @@ fn a_new_users_mistakes_are_clear_errors() {
         assert_exit(&o, 1, &[says], &args.join(" "));
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+    // A device that never ends is read no further than the input tensor's size.
+    if std::path::Path::new("/dev/zero").exists() {
+        let o = npu_sim(&["run", model_path, "--input", "/dev/zero"]);
+        assert_exit(&o, 1, &["/dev/zero: more than 490 bytes"], "/dev/zero");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

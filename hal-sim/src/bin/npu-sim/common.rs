@@ -90,10 +90,37 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The bytes of the file at `path`, reading no more than `limit` + 1 of them (a device such as
+/// `/dev/zero` never ends): a longer file's are cut there. Errors name the file.
+fn read_at_most(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(named)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(named)?;
+    Ok(bytes)
+}
+
 /// A model's bytes, copied into aligned memory that lives as long as the process (the
-/// runner borrows models for `'static`).
+/// runner borrows models for `'static`). A file past 4 GiB, which flatbuffer offsets cannot
+/// span, is refused before it is read.
 pub fn read_model(path: &Path) -> Result<&'static [u8], String> {
-    let bytes = read_file(path)?;
+    let limit = u64::from(u32::MAX);
+    let too_large = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > limit);
+    let bytes = if too_large {
+        Vec::new()
+    } else {
+        read_at_most(path, limit)?
+    };
+    if too_large || bytes.len() as u64 > limit {
+        return Err(format!(
+            "{}: more than {limit} bytes, too large to be a TensorFlow Lite model (its offsets \
+             are 32-bit)",
+            path.display()
+        ));
+    }
     Ok(runner::leak_aligned(&bytes))
 }
 
@@ -120,13 +147,18 @@ pub fn read_inputs(model: &'static [u8], paths: &[PathBuf]) -> Result<Vec<Vec<u8
     }
     let mut inputs = Vec::with_capacity(paths.len());
     for (k, (path, &want)) in paths.iter().zip(&sizes).enumerate() {
-        let bytes = read_file(path)?;
-        if u32::try_from(bytes.len()) != Ok(want) {
+        // One byte past the tensor's tells a longer file, without reading a huge one whole.
+        let bytes = read_at_most(path, u64::from(want))?;
+        if bytes.len() as u64 != u64::from(want) {
+            let size = match std::fs::metadata(path) {
+                Ok(m) if m.is_file() => format!("{} bytes", m.len()),
+                _ if bytes.len() as u64 > u64::from(want) => format!("more than {want} bytes"),
+                _ => format!("{} bytes", bytes.len()),
+            };
             return Err(format!(
-                "{}: {} bytes, but model input {k} has {want}: give the raw bytes of the input \
+                "{}: {size}, but model input {k} has {want}: give the raw bytes of the input \
                  tensor",
-                path.display(),
-                bytes.len()
+                path.display()
             ));
         }
         inputs.push(bytes);
