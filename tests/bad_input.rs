@@ -306,3 +306,30 @@ fn tuning_in_a_short_arena_counts_what_starved() {
     );
     assert!(!table.is_empty());
 }
+
+/// The simulator's refusal of a memory it cannot address says the limit, whichever type
+/// carries it (it printed as `Sim(MemoryTooLarge { space: Device })`).
+#[test]
+fn a_memory_too_large_says_the_limit() {
+    use npu_compute::hal::{SetupError, Space};
+    let sim = npu_sim::SimError::MemoryTooLarge {
+        space: Space::Device,
+    };
+    let setup = SetupError::from(sim);
+    assert_eq!(
+        setup,
+        SetupError::MemoryTooLarge {
+            space: Space::Device,
+            limit: u64::from(u32::MAX)
+        }
+    );
+    for text in [
+        sim.to_string(),
+        setup.to_string(),
+        Error::from(sim).to_string(),
+        GraphError::from(sim).to_string(),
+    ] {
+        assert!(text.contains("4294967295 bytes"), "{text}");
+        assert!(!text.contains("MemoryTooLarge"), "{text}");
+    }
+}
