@@ -982,6 +982,25 @@ fn a_new_users_mistakes_are_clear_errors() {
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     }
+    // Two outputs named for a model with one: refused, neither written.
+    let (a, b) = (dir.join("a.bin"), dir.join("b.bin"));
+    let o = npu_sim(&[
+        "run",
+        model_path,
+        "--input",
+        input,
+        "--output",
+        a.to_str().unwrap(),
+        "--output",
+        b.to_str().unwrap(),
+    ]);
+    assert_exit(
+        &o,
+        1,
+        &["the model has 1 output, 2 --output files were given"],
+        "outputs",
+    );
+    assert!(!a.exists() && !b.exists());
     // A device that never ends is read no further than the input tensor's size.
     if std::path::Path::new("/dev/zero").exists() {
         let o = npu_sim(&["run", model_path, "--input", "/dev/zero"]);

@@ -91,10 +91,12 @@ pub fn run(
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
     if !outputs.is_empty() && outputs.len() != report.outputs.len() {
+        let (n, given) = (report.outputs.len(), outputs.len());
         return Err(format!(
-            "the model has {} outputs, {} --output files given",
-            report.outputs.len(),
-            outputs.len()
+            "the model has {n} output{}, {given} --output file{} given: give one --output per \
+             model output, in order, or none (nothing was written)",
+            if n == 1 { "" } else { "s" },
+            if given == 1 { " was" } else { "s were" },
         ));
     }
     for (path, bytes) in outputs.iter().zip(&report.outputs) {
