@@ -1,6 +1,9 @@
 //! The `npu-sim` command line: `run` writes TFLM's bytes and the stats JSON, `inspect`
 //! describes a model, errors go to stderr with a non-zero exit status, and a reader closing
-//! stdout early ends a command quietly.
+//! stdout early ends a command quietly. Bad input as a new user gives it (sizes the simulator
+//! cannot address, counts of nothing, the wrong number of inputs, an arena too small to tune
+//! in, a directory with no model, missing, truncated or foreign files) is a clear error with
+//! the documented status: 1 for a failed command, 2 for a wrong command line, never a panic.
 #![cfg(feature = "std")]
 
 use std::path::PathBuf;

@@ -20,7 +20,7 @@
 //! virtual clock reached its end (`--cpu-cycles` so large that the figures would saturate).
 
 use crate::common::{read_inputs, read_model};
-use npu_sim::SimConfig;
+use npu_sim::{runner, SimConfig};
 use std::path::Path;
 
 /// `npu-sim bench pipeline MODEL`.
@@ -36,6 +36,14 @@ pub fn run(
         Some(p) => p.to_path_buf(),
         None => model_path.with_file_name("input_0.bin"),
     };
+    let count = runner::input_sizes(model).map_err(|e| e.to_string())?.len();
+    if count != 1 {
+        return Err(format!(
+            "{}: the model has {count} inputs; bench pipeline streams frames of a model with \
+             one input and one output",
+            model_path.display()
+        ));
+    }
     let mut inputs = read_inputs(model, &[input_path])?;
     let input = inputs.pop().unwrap_or_default();
     let run = |cpu, pipelined| {
