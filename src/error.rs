@@ -176,9 +176,9 @@ pub enum Error {
     BadOperands {
         /// The operator.
         op: OpKind,
-        /// Which operand: an input's position among the inputs, or [`Error::OUTPUT_OPERAND`] for the
-        /// output (the output has no position among the inputs; the message calls it "the
-        /// output").
+        /// Which operand: an input's position among the inputs, or [`Error::OUTPUT_OPERAND`]
+        /// for the output (the output has no position among the inputs; the message calls it
+        /// "the output").
         operand: u8,
         /// Bytes the operand must have.
         expected: u32,
