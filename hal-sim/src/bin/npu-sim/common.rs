@@ -1,12 +1,19 @@
-//! What several commands share: reading a model, input or table file, the model names of a
+//! What several commands share: parsing the option values clap cannot check alone (memory
+//! sizes, counts, `--units`), reading a model, input or table file, the model names of a
 //! reference-model directory, and the memory-statistics line.
 //!
 //! Output: only [`print_memory`] prints (one line on stdout).
 //!
-//! Failure modes: a file that cannot be read (missing, unreadable, a directory) fails with
-//! `PATH: the operating system's reason`, so the message names the file at fault; a
-//! `figures.json` that is not JSON, not an array, or has a row without a `model` name fails
-//! with what is wrong, since every benchmark over the directory depends on it.
+//! Failure modes: a value parser's error is a usage error (status 2, clap prints it with the
+//! option and the value): a memory size that is not a whole number or is more than the
+//! simulator addresses, a count below its minimum, a `--units` spec naming no known unit. A
+//! file that cannot be read (missing, unreadable, a directory) fails with `PATH: the
+//! operating system's reason`, so the message names the file at fault; `--input` files are
+//! checked against the model's inputs, their number and then each one's size (naming the
+//! file), before anything runs; a model file past 4 GiB is refused unread; a `figures.json`
+//! that is not JSON, not an array, or has a row without a `model` name fails with what is
+//! wrong, since every benchmark over the directory depends on it, and so does a directory
+//! with no model.
 
 use npu_compute::memory::MemoryStats;
 use npu_sim::{runner, SimConfig, UnitConfig};

@@ -17,7 +17,8 @@
 //!   --autotune] [--units SPEC]`
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
 //! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES] [--units SPEC]` ([`tune`]):
-//!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
+//!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table (and
+//!   fails, writing nothing, when `--arena` has no room to measure every layer).
 //! - `npu-sim trace MODEL.tflite --svg FILE [--input IN.bin] [--arena BYTES]` ([`trace`]):
 //!   runs the model twice as firmware does and draws the second invoke as a Gantt chart in
 //!   SVG (each execution unit, DMA and the CPU over cycles, the arena's occupancy beneath);
