@@ -17,7 +17,8 @@
 //! message names the file), or the directory holds no model; a run
 //! or the tuning fails (the message starts with the model's name); or, after the table is
 //! printed, the checks the benchmark exists for: a tuned model slower than its best fixed
-//! choice (tuning would be useless), a run from the table that measured (the table would
+//! choice (tuning would be useless), a tuning that found no room to measure some layer (its
+//! figures would be a short arena's), a run from the table that measured (the table would
 //! not spare firmware the tuning), or an output differing from TFLM's. All failed checks
 //! are joined with `; ` into one error.
 
@@ -107,6 +108,14 @@ pub fn run(dir: &Path) -> Result<(), String> {
             failures.push(format!(
                 "{name}: tuned {} > best fixed {best}",
                 tuned.npu_cycles
+            ));
+        }
+        if stats.starved != 0 {
+            failures.push(format!(
+                "{name}: {} layer shapes or kernel variants found no room in the {}-byte arena \
+                 to be measured",
+                stats.starved,
+                RunOptions::default().arena_bytes
             ));
         }
         if tuned.tuning.measurements != 0 || tuned.tuning.tuning_runs != 0 {
