@@ -447,8 +447,8 @@ impl Error {
 
     /// [`Error::OperandCount`] for `given` inputs to `op`, or [`Error::OperandTooLarge`] when
     /// `op`'s sizes overflow (its operand list cannot be made).
-    // Out of line and cold: `execute`, whose every job passes the count check, would
-    // otherwise carry its code (18 more instructions per job on a Cortex-M4, measured).
+    // Out of line and cold: an error path, kept out of the code of `execute`, which every
+    // job takes (inlined there it cost 16 instructions per job on a Cortex-M4, measured).
     #[cold]
     #[inline(never)]
     pub fn operand_count(op: &Op, given: usize) -> Error {

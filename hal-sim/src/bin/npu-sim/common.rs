@@ -67,27 +67,35 @@ fn whole_number(text: &str) -> Option<&str> {
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
 }
 
-/// clap's value parser of a count that must be at least `MIN` (`--repeat`, `--jobs`,
-/// `--frames`...): fewer would measure nothing, and a figure of nothing (a median of no
-/// times: 0 µs) would read as a result. A usage error (status 2) otherwise.
-pub fn count_arg<const MIN: usize>(text: &str) -> Result<usize, String> {
+/// clap's value parser of a count of at least 1 (`--repeat`, `--jobs`, `--batches`...):
+/// none would measure nothing, and a figure of nothing (a median of no times: 0 µs) would
+/// read as a result. A usage error (status 2) otherwise.
+pub fn count_arg(text: &str) -> Result<usize, String> {
+    at_least(text, 1, "none measures nothing")
+}
+
+/// clap's value parser of `--frames`: at least 3, since the first and the last frame are
+/// left out of the steady state.
+pub fn frames_arg(text: &str) -> Result<usize, String> {
+    at_least(
+        text,
+        3,
+        "the first and the last frame are left out of the steady state",
+    )
+}
+
+/// A whole number of at least `min`; `why` says why fewer is refused.
+fn at_least(text: &str, min: usize, why: &str) -> Result<usize, String> {
     let digits = whole_number(text)
-        .ok_or_else(|| format!("`{text}` is not a count: give a whole number of at least {MIN}"))?;
+        .ok_or_else(|| format!("`{text}` is not a count: give a whole number of at least {min}"))?;
     let n: usize = digits.parse().map_err(|_| {
         format!(
             "{digits} is more than this host counts (at most {})",
             usize::MAX
         )
     })?;
-    if n < MIN {
-        return Err(format!(
-            "{n} is too few: it must be at least {MIN}{}",
-            if MIN == 3 {
-                " (the first and the last frame are left out of the steady state)"
-            } else {
-                " (fewer measures nothing)"
-            }
-        ));
+    if n < min {
+        return Err(format!("{n} is too few: it must be at least {min} ({why})"));
     }
     Ok(n)
 }

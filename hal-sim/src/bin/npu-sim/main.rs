@@ -150,7 +150,7 @@ enum Command {
         #[arg(long)]
         stats: Option<PathBuf>,
         /// Timed invocations for host_us (median), at least 1.
-        #[arg(long, default_value_t = 1, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 1, value_name = "N", value_parser = common::count_arg)]
         repeat: usize,
         /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
         /// fewest cycles (whole tensors).
@@ -294,7 +294,7 @@ enum Bench {
     /// Peak arena bytes of Burn's strategy: deallocation period x slice ratio, two workloads.
     Memory {
         /// Inferences per workload run (at least 1).
-        #[arg(long, default_value_t = 48, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 48, value_name = "N", value_parser = common::count_arg)]
         inferences: usize,
     },
     /// Every model of a reference-model directory (each `NAME/model.tflite` with
@@ -304,7 +304,7 @@ enum Bench {
         /// The directory (e.g. ../shared/models).
         dir: PathBuf,
         /// Timed invocations per input (the median over all is reported), at least 1.
-        #[arg(long, default_value_t = 30, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 30, value_name = "N", value_parser = common::count_arg)]
         repeat: usize,
     },
     /// Every model of a reference-model directory (as `bench models`): NPU cycles with each
@@ -325,23 +325,23 @@ enum Bench {
     /// Host nanoseconds per `execute` of a tiny op through client, channel, server, simulator.
     Dispatch {
         /// Timed batches (the median is reported), at least 1.
-        #[arg(long, default_value_t = 101, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 101, value_name = "N", value_parser = common::count_arg)]
         batches: usize,
         /// Executes per batch, at least 1.
-        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = common::count_arg)]
         per_batch: usize,
     },
     /// A chain of dependent tiny jobs submitted with no read in between, then one read:
     /// virtual cycles against the sum of the jobs' costs, idle gaps, CPU waits, host ns/job.
     Chain {
         /// Jobs in the chain, at least 1.
-        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = common::count_arg)]
         jobs: usize,
         /// Virtual cycles the CPU spends per `execute` (advanced on the simulator's clock).
         #[arg(long, default_value_t = 30)]
         host_cycles: u64,
         /// Timed runs (the median host time is reported), at least 1.
-        #[arg(long, default_value_t = 11, value_name = "N", value_parser = common::count_arg::<1>)]
+        #[arg(long, default_value_t = 11, value_name = "N", value_parser = common::count_arg)]
         repeat: usize,
     },
     /// Frames of one model with a fixed host preprocessing cost each, one after another and
@@ -354,7 +354,7 @@ enum Bench {
         input: Option<PathBuf>,
         /// Frames per run, at least 3 (the first and the last are left out of the steady
         /// state).
-        #[arg(long, default_value_t = 20, value_name = "N", value_parser = common::count_arg::<3>)]
+        #[arg(long, default_value_t = 20, value_name = "N", value_parser = common::frames_arg)]
         frames: usize,
         /// Preprocessing cycles per frame, repeatable (default: a quarter, a half and nine
         /// tenths of one inference's cycles).
