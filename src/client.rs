@@ -398,14 +398,13 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         let op = op.borrow();
         // Written out rather than through `ids`: returning the list costs 15 instructions per
         // dispatch on a Cortex-M4, and filling a caller's list costs more (code layout).
+        if inputs.len() > MAX_JOB_INPUTS {
+            return Err(Error::operand_count(op, inputs.len()));
+        }
         let mut ids: heapless::Vec<HandleId, MAX_JOB_INPUTS> = heapless::Vec::new();
         for t in inputs {
-            ids.push(self.own(t)?).map_err(|_| Error::BadOperands {
-                op: op.kind(),
-                operand: MAX_JOB_INPUTS as u8,
-                expected: 0,
-                actual: t.bytes,
-            })?;
+            // At most MAX_JOB_INPUTS: checked above.
+            let _ = ids.push(self.own(t)?);
         }
         let out = self.own(output)?;
         self.call(|s| s.execute(op, &ids, out))
@@ -485,12 +484,8 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
     ) -> Result<heapless::Vec<HandleId, MAX_JOB_INPUTS>, Error> {
         let mut ids = heapless::Vec::new();
         for t in inputs {
-            ids.push(self.own(t)?).map_err(|_| Error::BadOperands {
-                op: op.kind(),
-                operand: MAX_JOB_INPUTS as u8,
-                expected: 0,
-                actual: t.bytes,
-            })?;
+            ids.push(self.own(t)?)
+                .map_err(|_| Error::operand_count(op, inputs.len()))?;
         }
         Ok(ids)
     }

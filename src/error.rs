@@ -4,7 +4,7 @@
 //! against available bytes, the name of the capacity knob (a const generic) that ran out.
 
 use crate::hal::{HalError, SetupError, MAX_JOB_INPUTS};
-use crate::ops::OpKind;
+use crate::ops::{Op, OpKind};
 use crate::storage::StorageError;
 use crate::tune::{CacheError, TableError};
 use npu_kernels::KernelError;
@@ -172,16 +172,36 @@ pub enum Error {
         /// Bytes given.
         actual: u32,
     },
-    /// An operation got the wrong number or sizes of operands.
+    /// An operand of an operation does not have the size the operation's parameters give it.
     BadOperands {
         /// The operator.
         op: OpKind,
-        /// Operand index (inputs first, then the output).
+        /// Which operand: an input's position among the inputs, or [`Error::OUTPUT_OPERAND`]
+        /// for the output (the output has no position among the inputs; the message calls it
+        /// "the output").
         operand: u8,
-        /// Bytes the operand must have (0 when the operand is missing or extra).
+        /// Bytes the operand must have.
         expected: u32,
         /// Bytes it has.
         actual: u32,
+    },
+    /// An operation was given more or fewer inputs than it takes: nothing was checked of
+    /// their sizes.
+    OperandCount {
+        /// The operator.
+        op: OpKind,
+        /// The fewest inputs it takes (trailing optional ones, such as a bias, left out).
+        min: u8,
+        /// The most inputs it takes.
+        max: u8,
+        /// Inputs given.
+        given: u32,
+    },
+    /// An operation's parameters give an operand more bytes than a `u32` counts (4 GiB), more
+    /// than any memory of the NPU holds: its shape or length is wrong.
+    OperandTooLarge {
+        /// The operator.
+        op: OpKind,
     },
     /// The same tensor is used as output and input of one operation.
     OutputAliasesInput {
@@ -336,7 +356,7 @@ impl core::fmt::Display for Error {
                 expected,
                 actual,
             } => {
-                if usize::from(operand) == MAX_JOB_INPUTS {
+                if operand == Error::OUTPUT_OPERAND {
                     write!(f, "{op}: the output must have {expected} bytes, it has {actual}")
                 } else {
                     write!(
@@ -345,6 +365,30 @@ impl core::fmt::Display for Error {
                     )
                 }
             }
+            Error::OperandCount {
+                op,
+                min,
+                max,
+                given,
+            } => {
+                write!(f, "{op} takes ")?;
+                if min == max {
+                    write!(f, "{max} input{}", plural(u32::from(max)))?;
+                } else {
+                    write!(f, "{min} to {max} inputs")?;
+                }
+                write!(
+                    f,
+                    ", {given} {} given: pass one tensor per input of the operator, in order",
+                    if given == 1 { "was" } else { "were" }
+                )
+            }
+            Error::OperandTooLarge { op } => write!(
+                f,
+                "{op}: its parameters give an operand of more than {} bytes (a u32 byte count), \
+                 more than any NPU memory holds: check the operator's shape or length",
+                u32::MAX
+            ),
             Error::OutputAliasesInput { op } => write!(
                 f,
                 "{op}: the output tensor is also an input; give it a tensor of its own"
@@ -395,3 +439,39 @@ impl core::fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+impl Error {
+    /// The [`Error::BadOperands`] operand index that names the output: past every input
+    /// position (an operation has at most [`MAX_JOB_INPUTS`] inputs).
+    pub const OUTPUT_OPERAND: u8 = MAX_JOB_INPUTS as u8;
+
+    /// [`Error::OperandCount`] for `given` inputs to `op`, or [`Error::OperandTooLarge`] when
+    /// `op`'s sizes overflow (its operand list cannot be made).
+    // Out of line and cold: an error path, kept out of the code of `execute`, which every
+    // job takes (inlined there it cost 16 instructions per job on a Cortex-M4, measured).
+    #[cold]
+    #[inline(never)]
+    pub fn operand_count(op: &Op, given: usize) -> Error {
+        match op.operands() {
+            Some(need) => {
+                let max = need.inputs.len();
+                Error::OperandCount {
+                    op: op.kind(),
+                    min: max.saturating_sub(usize::from(need.optional)) as u8,
+                    max: max as u8,
+                    given: u32::try_from(given).unwrap_or(u32::MAX),
+                }
+            }
+            None => Error::OperandTooLarge { op: op.kind() },
+        }
+    }
+}
+
+/// `"s"` unless `n` is 1.
+const fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

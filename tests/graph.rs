@@ -234,15 +234,14 @@ fn capacities_and_io_sizes_are_checked() {
             }
         );
         let err = graph.invoke(&[], &mut [&mut out]).unwrap_err();
-        assert!(matches!(
+        assert_eq!(
             err,
-            GraphError::BadIo {
+            GraphError::IoCount {
                 what: "input",
                 expected: 1,
-                actual: 0,
-                ..
+                given: 0,
             }
-        ));
+        );
     });
 }
 

@@ -216,7 +216,7 @@ fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
     ));
     assert!(matches!(
         plan.push(&relu, &[&x, &x], &y),
-        Err(Error::BadOperands { .. })
+        Err(Error::OperandCount { .. })
     ));
     assert_eq!((plan.jobs().len(), plan.jobs().tensors()), (0, 0));
     plan.push(&add, &[&x, &x], &y).unwrap();

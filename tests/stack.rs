@@ -335,11 +335,11 @@ fn errors_are_typed() {
     );
     assert_eq!(
         client.execute(Op::AddF32(AddF32 { len: 4 }), &[&a], &out),
-        Err(Error::BadOperands {
+        Err(Error::OperandCount {
             op: OpKind::Add,
-            operand: 1,
-            expected: 0,
-            actual: 0
+            min: 2,
+            max: 2,
+            given: 1
         })
     );
     assert_eq!(

@@ -77,7 +77,14 @@ pub fn run(
     }
     let mut device = workloads::aligned_memory(DEVICE_BYTES);
     let mut host = workloads::aligned_memory(HOST_BYTES);
-    let mut trace = vec![TraceEntry::EMPTY; frames * 128];
+    // Room for every frame's jobs, refused rather than a panic when a count from the command
+    // line makes it more than the host can hold.
+    let too_many =
+        RunError::Pipeline("too many frames: the trace of them all does not fit in memory");
+    let entries = frames.checked_mul(128).ok_or(too_many)?;
+    let mut trace = Vec::new();
+    trace.try_reserve_exact(entries).map_err(|_| too_many)?;
+    trace.resize(entries, TraceEntry::EMPTY);
     let npu = SimNpu::new(
         bytemuck::cast_slice_mut(&mut device),
         bytemuck::cast_slice_mut(&mut host),
@@ -101,7 +108,7 @@ pub fn run(
     channel.with(|s| s.npu_mut().clear_trace()).map_err(stack)?;
     let waits_before = client.stats().map_err(stack)?.waits;
     let start = now()?;
-    let mut outputs = Vec::with_capacity(frames);
+    let mut outputs = Vec::new();
     let mut steady = [client.stats().map_err(stack)?; 2];
     if pipelined {
         let sets = [graph.io_buffers()?, graph.io_buffers()?];
@@ -140,7 +147,15 @@ pub fn run(
             outputs.push(out);
         }
     }
-    let total_cycles = now()? - start;
+    let end = now()?;
+    if end == u64::MAX {
+        // The clock saturates rather than wrap: every figure past this point would be wrong.
+        return Err(RunError::Pipeline(
+            "the virtual clock reached its end (u64::MAX cycles): give fewer preprocessing \
+             cycles or frames",
+        ));
+    }
+    let total_cycles = end - start;
     let waits = client.stats().map_err(stack)?.waits - waits_before;
     if outputs.iter().any(|o| *o != outputs[0]) {
         return Err(RunError::Pipeline("outputs differ between frames"));

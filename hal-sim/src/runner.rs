@@ -118,6 +118,42 @@ fn on_large_stack<T: Send>(f: impl FnOnce() -> Result<T, RunError> + Send) -> Re
     })
 }
 
+/// The most bytes of NPU arena or of host staging memory a run can have
+/// ([`RunOptions::arena_bytes`], [`RunOptions::host_bytes`]): the simulator addresses its
+/// memories with 32-bit offsets, so a larger one is refused
+/// ([`SimError::MemoryTooLarge`](crate::SimError::MemoryTooLarge)).
+pub const MAX_MEMORY_BYTES: usize = u32::MAX as usize;
+
+/// The arena and host staging memory `opts` asks for, zeroed; refused with
+/// [`RunError::MemoryTooLarge`] before anything is allocated when either is larger than
+/// [`MAX_MEMORY_BYTES`].
+fn memories(opts: &RunOptions) -> Result<(Vec<u128>, Vec<u128>), RunError> {
+    for (what, bytes) in [
+        ("arena", opts.arena_bytes),
+        ("host staging memory", opts.host_bytes),
+    ] {
+        if bytes > MAX_MEMORY_BYTES {
+            return Err(RunError::MemoryTooLarge {
+                what,
+                bytes,
+                limit: MAX_MEMORY_BYTES,
+            });
+        }
+    }
+    Ok((
+        workloads::aligned_memory(opts.arena_bytes),
+        workloads::aligned_memory(opts.host_bytes),
+    ))
+}
+
+/// `words` as the simulator's memory: all of it, but at most [`MAX_MEMORY_BYTES`] (a size
+/// is rounded up to 16-byte words, which past the limit would make the memory unaddressable).
+fn sim_bytes(words: &mut [u128]) -> &mut [u8] {
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(words);
+    let len = bytes.len().min(MAX_MEMORY_BYTES);
+    &mut bytes[..len]
+}
+
 /// How to run a model.
 #[derive(Clone, Copy, Debug)]
 pub struct RunOptions {
@@ -330,6 +366,15 @@ pub enum RunError {
     Tuning(npu_compute::Error),
     /// The host could not start the thread the large stack runs on.
     NoThread,
+    /// A memory asked for is larger than the simulator can address (nothing was allocated).
+    MemoryTooLarge {
+        /// Which memory: `"arena"` or `"host staging memory"`.
+        what: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The most it may have ([`MAX_MEMORY_BYTES`]).
+        limit: usize,
+    },
     /// Sizing a model ([`capacities`]) reached one of the sizing run's own capacities, so
     /// the figure would be a floor, not the size.
     Sizing {
@@ -357,6 +402,11 @@ impl std::fmt::Display for RunError {
                 f,
                 "the model uses {limit} {what} or more, as many as the sizing run has: it cannot \
                  be sized here"
+            ),
+            RunError::MemoryTooLarge { what, bytes, limit } => write!(
+                f,
+                "the {what} asked for, {bytes} bytes, is more than the simulator can address: its \
+                 memories have at most {limit} bytes (32-bit offsets); give a smaller one"
             ),
             RunError::InputSize {
                 index,
@@ -438,8 +488,7 @@ fn run_on<
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<RunReport, RunError> {
-    let mut device = workloads::aligned_memory(opts.arena_bytes);
-    let mut host = workloads::aligned_memory(opts.host_bytes);
+    let (mut device, mut host) = memories(opts)?;
     let channel = tuned_channel::<H, K, S, T>(&mut device, &mut host, opts)?;
     let client = ComputeClient::new(&channel);
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
@@ -480,7 +529,8 @@ fn run_on<
     // The timed invokes write elsewhere: the report's outputs stay the measured invoke's,
     // which for a stateful model later invokes would not give (its state has moved on).
     let mut spare = outputs.clone();
-    let mut times = Vec::with_capacity(opts.repeats);
+    // Not reserved for all of them up front: a count from the command line may be huge.
+    let mut times = Vec::with_capacity(opts.repeats.min(1 << 10));
     for _ in 0..opts.repeats {
         let t0 = Instant::now();
         invoke(&mut graph, inputs, &mut spare)?;
@@ -525,12 +575,8 @@ fn tuned_channel<'a, const H: usize, const K: usize, const S: usize, const T: us
     opts: &RunOptions,
 ) -> Result<ChannelOf<'a, H, K, S, T>, RunError> {
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let npu = SimNpu::new(
-        bytemuck::cast_slice_mut(device),
-        bytemuck::cast_slice_mut(host),
-        opts.config,
-    )
-    .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
+    let npu = SimNpu::new(sim_bytes(device), sim_bytes(host), opts.config)
+        .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
     let mut server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
         .map_err(stack)?
         .with_tuning(opts.tune_mode, TuneConfig::default());
@@ -548,7 +594,54 @@ pub fn tune(
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<(Vec<u8>, TuneStats), RunError> {
-    on_fitting_stack!(tune_on(model, inputs, opts))
+    let (table, stats, _) = on_fitting_stack!(tune_on(model, inputs, opts))?;
+    Ok((table, stats))
+}
+
+/// The arena in which tuning `model` on `inputs` (as [`tune`] with `opts` does) finds room
+/// for every measuring ([`TuneStats::starved`] 0): beside the model, measuring a layer takes a
+/// scratch output, device copies of weights in flash and a kernel variant's own scratch.
+/// Tunes in ever larger arenas, from twice `opts.arena_bytes` (at least 1 MiB), until one
+/// starves nothing; its peak reservation, rounded up to the NPU's alignment, is the answer
+/// when tuning in that much starves nothing too (else the larger arena is).
+///
+/// Errors: those of [`tune`], and [`RunError::Sizing`] when even an arena of
+/// [`MAX_MEMORY_BYTES`] starves.
+pub fn tuning_arena(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<usize, RunError> {
+    let tune_in = |arena_bytes| {
+        let opts = RunOptions {
+            arena_bytes,
+            ..*opts
+        };
+        on_fitting_stack!(tune_on(model, inputs, &opts))
+    };
+    let mut arena = opts
+        .arena_bytes
+        .saturating_mul(2)
+        .clamp(1 << 20, MAX_MEMORY_BYTES);
+    loop {
+        let (_, stats, peak) = tune_in(arena)?;
+        if stats.starved == 0 {
+            let tight = (peak as usize)
+                .next_multiple_of(opts.config.alignment.max(1) as usize)
+                .min(arena);
+            if tight < arena && tune_in(tight)?.1.starved == 0 {
+                return Ok(tight);
+            }
+            return Ok(arena);
+        }
+        if arena == MAX_MEMORY_BYTES {
+            return Err(RunError::Sizing {
+                what: "bytes of arena to tune in",
+                limit: MAX_MEMORY_BYTES,
+            });
+        }
+        arena = arena.saturating_mul(2).min(MAX_MEMORY_BYTES);
+    }
 }
 
 fn tune_on<
@@ -562,9 +655,8 @@ fn tune_on<
     model: &'static [u8],
     inputs: &[&[u8]],
     opts: &RunOptions,
-) -> Result<(Vec<u8>, TuneStats), RunError> {
-    let mut device = workloads::aligned_memory(opts.arena_bytes);
-    let mut host = workloads::aligned_memory(opts.host_bytes);
+) -> Result<(Vec<u8>, TuneStats, u32), RunError> {
+    let (mut device, mut host) = memories(opts)?;
     let tuning = RunOptions {
         tune_mode: TuneMode::Tune,
         ..*opts
@@ -584,7 +676,15 @@ fn tune_on<
         .map_err(stack)?
         .map_err(RunError::Tuning)?;
     table.truncate(len);
-    Ok((table, channel.with(|s| s.tune_stats()).map_err(stack)?))
+    let peak = ComputeClient::new(&channel)
+        .memory_stats()
+        .map_err(stack)?
+        .reserved_peak;
+    Ok((
+        table,
+        channel.with(|s| s.tune_stats()).map_err(stack)?,
+        peak,
+    ))
 }
 
 fn invoke<C: ComputeChannel, const OPS_: usize, const TENSORS_: usize>(
@@ -676,18 +776,13 @@ fn trace_on<
     opts: &RunOptions,
     entries: usize,
 ) -> Result<(TraceRun, usize), RunError> {
-    let mut device = workloads::aligned_memory(opts.arena_bytes);
-    let mut host = workloads::aligned_memory(opts.host_bytes);
+    let (mut device, mut host) = memories(opts)?;
     let mut trace = vec![TraceEntry::EMPTY; entries];
     let mut regions = vec![TraceRegions::EMPTY; entries];
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let npu = SimNpu::new(
-        bytemuck::cast_slice_mut(&mut device),
-        bytemuck::cast_slice_mut(&mut host),
-        opts.config,
-    )
-    .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?
-    .with_trace_regions(&mut trace, &mut regions);
+    let npu = SimNpu::new(sim_bytes(&mut device), sim_bytes(&mut host), opts.config)
+        .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?
+        .with_trace_regions(&mut trace, &mut regions);
     let server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
         .map_err(stack)?
         .with_tuning(opts.tune_mode, TuneConfig::default());

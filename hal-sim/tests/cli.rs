@@ -1,6 +1,9 @@
 //! The `npu-sim` command line: `run` writes TFLM's bytes and the stats JSON, `inspect`
 //! describes a model, errors go to stderr with a non-zero exit status, and a reader closing
-//! stdout early ends a command quietly.
+//! stdout early ends a command quietly. Bad input as a new user gives it (sizes the simulator
+//! cannot address, counts of nothing, the wrong number of inputs, an arena too small to tune
+//! in, a directory with no model, missing, truncated or foreign files) is a clear error with
+//! the documented status: 1 for a failed command, 2 for a wrong command line, never a panic.
 #![cfg(feature = "std")]
 
 use std::path::PathBuf;
@@ -70,7 +73,7 @@ fn run_writes_a_stateful_models_first_invoke() {
     let out = dir.join("out.bin");
     let case = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models/ops/lstm_int8_seq");
     let expected = std::fs::read(case.join("expected_0_0.bin")).unwrap();
-    for extra in [&["--repeat", "0"][..], &["--repeat", "3"], &["--autotune"]] {
+    for extra in [&["--repeat", "1"][..], &["--repeat", "3"], &["--autotune"]] {
         let mut args = vec![
             "run",
             case.join("model.tflite").to_str().unwrap(),
@@ -638,4 +641,405 @@ fn a_bad_units_spec_is_a_usage_error() {
     let o = npu_sim(&["tune", model, "--export", "/dev/null", "--units", "u55-64"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`u55-64`"));
+}
+
+/// A scratch directory of this test process, emptied.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("npu-sim-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Asserts `o` exited with `code`, its stderr saying each of `says`, and no panic.
+fn assert_exit(o: &std::process::Output, code: i32, says: &[&str], what: &str) {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{what}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    for s in says {
+        assert!(stderr.contains(s), "{what}: no `{s}` in {stderr}");
+    }
+    if code == 1 {
+        assert!(stderr.starts_with("npu-sim: error: "), "{what}: {stderr}");
+    }
+}
+
+/// `--arena` and `--host` beyond what the simulator addresses (4294967295 bytes) are refused
+/// where they are parsed, naming the option, the value and the limit: no "capacity overflow"
+/// panic (status 101), no failed allocation (134), no simulator error without the limit.
+#[test]
+fn memory_sizes_the_simulator_cannot_address_are_usage_errors() {
+    let m = models().join("kws_dscnn");
+    let (model, input) = (m.join("model.tflite"), m.join("input_0.bin"));
+    let (model, input) = (model.to_str().unwrap(), input.to_str().unwrap());
+    for (option, value) in [
+        ("--arena", "4294967296"),
+        ("--arena", "17179869184"),
+        ("--arena", "18446744073709551615"),
+        ("--arena", "99999999999999999999999"),
+        ("--host", "4294967296"),
+    ] {
+        let o = npu_sim(&["run", model, "--input", input, option, value]);
+        assert_exit(&o, 2, &[option, value, "at most 4294967295"], value);
+        assert!(o.stdout.is_empty());
+    }
+    let svg = scratch("arena-svg").join("x.svg");
+    for args in [
+        vec![
+            "tune",
+            model,
+            "--export",
+            "/dev/null",
+            "--arena",
+            "4294967296",
+        ],
+        vec![
+            "trace",
+            model,
+            "--svg",
+            svg.to_str().unwrap(),
+            "--arena",
+            "8589934592",
+        ],
+    ] {
+        assert_exit(
+            &npu_sim(&args),
+            2,
+            &["--arena", "at most 4294967295"],
+            args[0],
+        );
+    }
+    assert!(!svg.exists());
+    // Not a number of bytes.
+    let o = npu_sim(&["run", model, "--input", input, "--arena", "1M"]);
+    assert_exit(&o, 2, &["--arena", "`1M` is not a number of bytes"], "1M");
+    // The limit itself is addressable (a size rounded up to 16-byte words past it was not).
+    let o = npu_sim(&["run", model, "--input", input, "--arena", "4294967295"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A count of 0 would measure nothing (`--repeat 0` reported a median of no times, 0 µs):
+/// refused as a usage error for every count, as are fewer than 3 frames.
+#[test]
+fn counts_that_measure_nothing_are_usage_errors() {
+    let m = models().join("kws_dscnn");
+    let model = m.join("model.tflite");
+    let model = model.to_str().unwrap();
+    let input = m.join("input_0.bin");
+    let dir = models();
+    let dir = dir.to_str().unwrap();
+    for (args, option) in [
+        (
+            vec![
+                "run",
+                model,
+                "--input",
+                input.to_str().unwrap(),
+                "--repeat",
+                "0",
+            ],
+            "--repeat",
+        ),
+        (vec!["bench", "models", dir, "--repeat", "0"], "--repeat"),
+        (vec!["bench", "chain", "--repeat", "0"], "--repeat"),
+        (vec!["bench", "chain", "--jobs", "0"], "--jobs"),
+        (vec!["bench", "dispatch", "--batches", "0"], "--batches"),
+        (vec!["bench", "dispatch", "--per-batch", "0"], "--per-batch"),
+        (vec!["bench", "memory", "--inferences", "0"], "--inferences"),
+        (
+            vec!["bench", "pipeline", model, "--frames", "2"],
+            "--frames",
+        ),
+    ] {
+        let o = npu_sim(&args);
+        assert_exit(&o, 2, &[option, "at least"], &args.join(" "));
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    let o = npu_sim(&["bench", "chain", "--jobs", "-3"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// One `--input` per model input: a wrong number is reported as a count (it was reported as
+/// a size, `input 2: expected 1 bytes, got 2`), by every command that takes inputs.
+#[test]
+fn a_wrong_number_of_inputs_is_a_count() {
+    let m = models().join("kws_dscnn");
+    let (model, input) = (m.join("model.tflite"), m.join("input_0.bin"));
+    let (model, input) = (model.to_str().unwrap(), input.to_str().unwrap());
+    let svg = scratch("count-svg").join("x.svg");
+    let table = svg.with_file_name("t.bin");
+    for args in [
+        vec!["run", model, "--input", input, "--input", input],
+        vec![
+            "tune",
+            model,
+            "--export",
+            table.to_str().unwrap(),
+            "--input",
+            input,
+            "--input",
+            input,
+        ],
+        vec![
+            "trace",
+            model,
+            "--svg",
+            svg.to_str().unwrap(),
+            "--input",
+            input,
+            "--input",
+            input,
+        ],
+    ] {
+        let o = npu_sim(&args);
+        assert_exit(
+            &o,
+            1,
+            &[
+                "the model has 1 input, 2 --input files were given",
+                "input 0: 490 bytes",
+            ],
+            args[0],
+        );
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("expected 1 bytes"));
+    }
+    assert!(!svg.exists() && !table.exists());
+    // An input of the wrong size names the file and the size the model takes.
+    let short = svg.with_file_name("short.bin");
+    std::fs::write(&short, [0u8; 100]).unwrap();
+    let o = npu_sim(&["run", model, "--input", short.to_str().unwrap()]);
+    assert_exit(
+        &o,
+        1,
+        &["short.bin: 100 bytes", "model input 0 has 490"],
+        "short",
+    );
+}
+
+/// `tune` in an arena with room for the model but not for measuring every layer beside it
+/// (a scratch output, a variant's scratch) tuned nothing, wrote an empty table and exited 0.
+/// It fails, writes nothing, and gives the arena that tunes fully; that arena works.
+#[test]
+fn tune_refuses_an_arena_too_small_to_measure_in() {
+    let dir = scratch("tune-arena");
+    let table = dir.join("t.bin");
+    let model = models().join("kws_dscnn/model.tflite");
+    let model = model.to_str().unwrap();
+    // kws_dscnn's planned arena: room to run it, none to measure.
+    let o = npu_sim(&[
+        "tune",
+        model,
+        "--export",
+        table.to_str().unwrap(),
+        "--arena",
+        "20704",
+    ]);
+    assert_exit(
+        &o,
+        1,
+        &[
+            "--arena 20704 is too small to tune",
+            "tunes fully in an arena of",
+        ],
+        "tune",
+    );
+    assert!(!table.exists(), "nothing is written");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let needed: String = stderr
+        .split("tunes fully in an arena of ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let o = npu_sim(&[
+        "tune",
+        model,
+        "--export",
+        table.to_str().unwrap(),
+        "--arena",
+        &needed,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("6 layer shapes tuned"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A benchmark over a directory with no model printed empty tables and passed.
+#[test]
+fn benchmarks_of_a_directory_with_no_model_fail() {
+    let dir = scratch("no-models");
+    let empty = dir.to_str().unwrap();
+    for which in ["tune", "schedule", "models"] {
+        let o = npu_sim(&["bench", which, empty]);
+        let says = if which == "models" {
+            "figures.json"
+        } else {
+            "no models"
+        };
+        assert_exit(&o, 1, &[says], which);
+    }
+    std::fs::write(dir.join("figures.json"), "[]").unwrap();
+    for which in ["tune", "schedule", "models"] {
+        assert_exit(&npu_sim(&["bench", which, empty]), 1, &["no models"], which);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The exit statuses `--help` documents: 0 success, 1 a failed command, 2 a wrong command
+/// line; one of each class.
+#[test]
+fn exit_statuses_are_documented_and_kept() {
+    let help = npu_sim(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    for line in [
+        "Exit status:",
+        "0  the command succeeded",
+        "1  the command failed",
+        "2  the command line is wrong",
+    ] {
+        assert!(text.contains(line), "{text}");
+    }
+    assert_eq!(npu_sim(&["--version"]).status.code(), Some(0));
+    assert_eq!(npu_sim(&["help", "run"]).status.code(), Some(0));
+    assert_exit(
+        &npu_sim(&["inspect", "missing.tflite"]),
+        1,
+        &["missing.tflite"],
+        "missing",
+    );
+    let model = models().join("kws_dscnn/model.tflite");
+    let model = model.to_str().unwrap();
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["run"],
+        vec!["run", model],
+        vec!["run", model, "--input"],
+        vec!["run", model, "--input", "x.bin", "--frob"],
+        vec!["run", model, "--input", "x.bin", "--units", "junk"],
+        vec!["run", model, "--input", "x.bin", "--optimise", "speed"],
+        vec!["bench"],
+    ] {
+        let o = npu_sim(&args);
+        assert_exit(&o, 2, &[], &args.join(" "));
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// What a new user tries by mistake: a missing file, a directory as the model, a truncated or
+/// empty or foreign file as the model, an input of the wrong size, an output into a missing
+/// directory. Each is one clear line on stderr and status 1, never a panic.
+#[test]
+fn a_new_users_mistakes_are_clear_errors() {
+    let dir = scratch("mistakes");
+    let m = models().join("kws_dscnn");
+    let model = std::fs::read(m.join("model.tflite")).unwrap();
+    let input = m.join("input_0.bin");
+    let input = input.to_str().unwrap();
+    let truncated = dir.join("truncated.tflite");
+    std::fs::write(&truncated, &model[..model.len() / 2]).unwrap();
+    let empty = dir.join("empty.tflite");
+    std::fs::write(&empty, []).unwrap();
+    let (truncated, empty) = (truncated.to_str().unwrap(), empty.to_str().unwrap());
+    let model_dir = m.to_str().unwrap();
+    let model_path = m.join("model.tflite");
+    let model_path = model_path.to_str().unwrap();
+    let out = dir.join("missing/out.bin");
+    for (args, says) in [
+        (
+            vec!["run", "missing.tflite", "--input", input],
+            "missing.tflite",
+        ),
+        (vec!["run", model_dir, "--input", input], model_dir),
+        (vec!["run", truncated, "--input", input], "is it truncated?"),
+        (vec!["inspect", truncated], "is it truncated?"),
+        (vec!["plan", truncated], "is it truncated?"),
+        (vec!["inspect", empty], "0-byte file"),
+        (vec!["inspect", input], "not a TensorFlow Lite model"),
+        (
+            vec!["run", model_path, "--input", "missing.bin"],
+            "missing.bin",
+        ),
+        (vec!["run", model_path, "--input", model_dir], model_dir),
+        (
+            vec!["run", model_path, "--input", model_path],
+            "model input 0 has 490",
+        ),
+        (
+            vec![
+                "run",
+                model_path,
+                "--input",
+                input,
+                "--output",
+                out.to_str().unwrap(),
+            ],
+            "missing/out.bin",
+        ),
+    ] {
+        let o = npu_sim(&args);
+        assert_exit(&o, 1, &[says], &args.join(" "));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+    // Two outputs named for a model with one: refused, neither written.
+    let (a, b) = (dir.join("a.bin"), dir.join("b.bin"));
+    let o = npu_sim(&[
+        "run",
+        model_path,
+        "--input",
+        input,
+        "--output",
+        a.to_str().unwrap(),
+        "--output",
+        b.to_str().unwrap(),
+    ]);
+    assert_exit(
+        &o,
+        1,
+        &["the model has 1 output, 2 --output files were given"],
+        "outputs",
+    );
+    assert!(!a.exists() && !b.exists());
+    // A device that never ends is read no further than the input tensor's size.
+    if std::path::Path::new("/dev/zero").exists() {
+        let o = npu_sim(&["run", model_path, "--input", "/dev/zero"]);
+        assert_exit(&o, 1, &["/dev/zero: more than 490 bytes"], "/dev/zero");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// So many preprocessing or host cycles that the virtual clock saturates gave figures of a
+/// stopped clock (NPU busy 0%) with status 0: now a failure saying why.
+#[test]
+fn cycles_that_saturate_the_clock_fail() {
+    let model = models().join("kws_dscnn/model.tflite");
+    let max = u64::MAX.to_string();
+    for args in [
+        vec![
+            "bench",
+            "pipeline",
+            model.to_str().unwrap(),
+            "--frames",
+            "3",
+            "--cpu-cycles",
+            &max,
+        ],
+        vec![
+            "bench",
+            "chain",
+            "--jobs",
+            "3",
+            "--repeat",
+            "1",
+            "--host-cycles",
+            &max,
+        ],
+    ] {
+        let o = npu_sim(&args);
+        assert_exit(&o, 1, &["the virtual clock reached its end"], args[1]);
+    }
 }

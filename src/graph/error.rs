@@ -64,17 +64,26 @@ pub enum GraphError {
     /// The arena planner refused the model's activations (more buffers than its capacity,
     /// or a plan beyond 4 GiB).
     Plan(ArenaPlanError),
-    /// An input or output buffer has the wrong length, or the wrong number of buffers was
-    /// given.
+    /// An input or output buffer has the wrong length.
     BadIo {
         /// `"input"` or `"output"`.
         what: &'static str,
-        /// Which one (the count given, for a wrong count).
+        /// Which one: the model input's (or output's) position.
         index: u32,
-        /// Bytes (or buffers) expected.
+        /// Bytes the model's tensor has.
         expected: u32,
-        /// Bytes (or buffers) given.
+        /// Bytes the buffer has.
         actual: u32,
+    },
+    /// More or fewer input (or output) buffers were given than the model has inputs (or
+    /// outputs): nothing was checked of their lengths.
+    IoCount {
+        /// `"input"` or `"output"`.
+        what: &'static str,
+        /// The model's inputs (or outputs).
+        expected: u32,
+        /// Buffers given.
+        given: u32,
     },
     /// A schedule table given to prepare was refused (made for another model or other
     /// units, damaged, or naming steps this model does not have).
@@ -174,6 +183,17 @@ impl core::fmt::Display for GraphError {
             } => write!(
                 f,
                 "{what} {index}: expected {expected} bytes, got {actual}"
+            ),
+            GraphError::IoCount {
+                what,
+                expected,
+                given,
+            } => write!(
+                f,
+                "the model has {expected} {what}{}, {given} {} given: pass one buffer per model \
+                 {what}, in the model's order",
+                if *expected == 1 { "" } else { "s" },
+                if *given == 1 { "was" } else { "were" }
             ),
         }
     }

@@ -784,10 +784,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// job by job; later ones replay a job plan where one holds the graph (see the
     /// [module docs](self)): the same bytes, cycles and transfers either way.
     ///
-    /// Errors: [`GraphError::BadIo`] for a wrong count or length (nothing runs then), and
-    /// [`GraphError::Compute`] naming the operator whose job could not be submitted or whose
-    /// result could not be read. Every activation of a per-job invoke is released before
-    /// returning, even on error.
+    /// Errors: [`GraphError::IoCount`] for more or fewer buffers than the model has inputs
+    /// (or outputs), [`GraphError::BadIo`] for a buffer of another length (nothing runs
+    /// then), and [`GraphError::Compute`] naming the operator whose job could not be submitted
+    /// or whose result could not be read. Every activation of a per-job invoke is released
+    /// before returning, even on error.
     pub fn invoke(
         &mut self,
         inputs: &[&[u8]],

@@ -41,11 +41,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         lens: impl ExactSizeIterator<Item = usize>,
     ) -> Result<(), GraphError> {
         if lens.len() != tensors.len() {
-            return Err(GraphError::BadIo {
+            return Err(GraphError::IoCount {
                 what,
-                index: lens.len() as u32,
+                // A model has at most MAX_IO inputs and outputs.
                 expected: tensors.len() as u32,
-                actual: lens.len() as u32,
+                given: u32::try_from(lens.len()).unwrap_or(u32::MAX),
             });
         }
         for (k, (len, &t)) in lens.zip(tensors).enumerate() {

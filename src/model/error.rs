@@ -24,7 +24,8 @@ pub enum ModelError {
         /// Size of the flatbuffer.
         buffer: u32,
     },
-    /// An offset stored in the file at `at` is zero or overflows when added to its position.
+    /// An offset stored in the file at `at` is zero, or overflows or points past the end of
+    /// the file when added to its position (a truncated file, typically).
     BadOffset {
         /// What the offset points to.
         what: &'static str,
@@ -196,7 +197,7 @@ impl core::fmt::Display for ModelError {
             ModelError::BadOffset { what, at, value } => write!(
                 f,
                 "malformed model: the offset to {what} stored at byte {at} ({value}) is zero or \
-                 overflows"
+                 points past the end of the file (is it truncated?)"
             ),
             ModelError::Misaligned {
                 what,

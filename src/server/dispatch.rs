@@ -170,16 +170,20 @@ impl<
             expected,
             actual,
         };
-        let need = op.operands().ok_or(bad(0, u32::MAX, 0))?;
+        let Some(need) = op.operands() else {
+            return Err(Error::OperandTooLarge { op: kind });
+        };
         if !need.accepts(inputs.len()) {
-            return Err(bad(inputs.len().min(need.inputs.len()), 0, 0));
+            return Err(Error::operand_count(op, inputs.len()));
         }
         let mut pinned = false;
         for (i, (&id, need)) in inputs.iter().zip(need.inputs.iter()).enumerate() {
+            // A released id is stale whatever else is wrong with it: checked before aliasing,
+            // which compares ids only.
+            let e = self.handles.get_ref(id)?;
             if id == output {
                 return Err(Error::OutputAliasesInput { op: kind });
             }
-            let e = self.handles.get_ref(id)?;
             if e.bytes != *need {
                 return Err(bad(i, *need, e.bytes));
             }
@@ -191,7 +195,11 @@ impl<
             return Err(Error::ReadOnlyTensor);
         }
         if out.bytes != need.output {
-            return Err(bad(MAX_JOB_INPUTS, need.output, out.bytes));
+            return Err(bad(
+                usize::from(Error::OUTPUT_OPERAND),
+                need.output,
+                out.bytes,
+            ));
         }
         Ok((Operand::of(out), pinned || out.host.is_some()))
     }

@@ -38,7 +38,9 @@
 //!   Variants are meant to be bit-exact; this keeps a driver bug from becoming the tuned
 //!   choice.
 //!
-//! A candidate that fails to run (no memory for its scratch, refused by the driver) is skipped.
+//! A candidate that fails to run (no memory for its scratch, refused by the driver) is skipped;
+//! one the arena had no room for is counted ([`TuneStats::starved`]), so that a tool making a
+//! table can tell a short arena from a finished tuning.
 //! Whatever happens, the claimed key is finished, with `Choice::FAILED` when nothing could be
 //! timed, so it is never tuned again; a tuning that cannot measure is not the op's failure:
 //! the op then runs as it would untuned.
@@ -91,6 +93,14 @@ pub struct TuneStats {
     pub fallbacks: u32,
     /// Choices imported from a tuning table ([`NpuServer::with_tuning_table`]).
     pub imported: u32,
+    /// Measurings the arena had no room for: a layer shape whose scratch output (or device
+    /// copy of a weight in flash) did not fit, counted once, and each candidate whose own
+    /// scratch did not fit. The choices were made without them, so a table made with any is
+    /// poorer than one made in a larger arena: 0 means every measuring found room.
+    pub starved: u32,
+    /// The largest request among [`starved`](Self::starved)'s, in bytes (rounded up to the
+    /// arena's alignment).
+    pub starved_bytes: u32,
 }
 
 /// The tuner state a server keeps.
@@ -113,6 +123,14 @@ impl<const N: usize> Tuning<N> {
             config: TuneConfig::DEFAULT,
             stats: TuneStats::default(),
             epoch: 0,
+        }
+    }
+
+    /// Records a measuring refused for `error`, if the arena had no room for it.
+    fn note_starved(&mut self, error: &Error) {
+        if let Error::OutOfMemory { requested, .. } = *error {
+            self.stats.starved = self.stats.starved.saturating_add(1);
+            self.stats.starved_bytes = self.stats.starved_bytes.max(requested);
         }
     }
 
@@ -290,7 +308,9 @@ impl<
         candidates: &[Candidate],
     ) -> Result<Outcome, Error> {
         let bytes = self.handles.get_ref(output)?.bytes;
-        let scratch = self.empty(bytes)?;
+        let scratch = self
+            .empty(bytes)
+            .inspect_err(|e| self.tuning.note_starved(e))?;
         let mut resident: heapless::Vec<HandleId, MAX_JOB_INPUTS> = heapless::Vec::new();
         let outcome = self.measure_into(op, inputs, scratch, &mut resident, candidates);
         // In the order the client-side tuner of earlier versions dropped them: the copies,
@@ -315,7 +335,9 @@ impl<
         for &t in inputs {
             let entry = self.handles.get_ref(t)?;
             let id = if matches!(entry.binding, super::tensors::Binding::Flash(_)) {
-                let copy = self.empty(entry.bytes)?;
+                let copy = self
+                    .empty(entry.bytes)
+                    .inspect_err(|e| self.tuning.note_starved(e))?;
                 // At most MAX_JOB_INPUTS inputs: checked by the operands before.
                 let _ = resident.push(copy);
                 self.copy(t, copy)?;
@@ -354,6 +376,7 @@ impl<
                         }
                     }
                     Err(e) => {
+                        self.tuning.note_starved(&e);
                         refusal = Some(e);
                         failed = true;
                         break;

@@ -25,7 +25,8 @@
 //!   --autotune] [--units SPEC] [--faults SPEC]`
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
 //! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES] [--units SPEC]` ([`tune`]):
-//!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
+//!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table (and
+//!   fails, writing nothing, when `--arena` has no room to measure every layer).
 //! - `npu-sim trace MODEL.tflite --svg FILE [--input IN.bin] [--arena BYTES]` ([`trace`]):
 //!   runs the model twice as firmware does and draws the second invoke as a Gantt chart in
 //!   SVG (each execution unit, DMA and the CPU over cycles, the arena's occupancy beneath);
@@ -55,20 +56,26 @@
 //!   fixed host preprocessing cost each, run one after another and pipelined: how busy the
 //!   NPU stays.
 //!
-//! Exit status:
+//! Exit status (also in `npu-sim --help`), each class tested in `tests/cli.rs`:
 //! - 0: the command succeeded; also `--help`, `help` and `--version`, which clap prints on
 //!   stdout.
 //! - 1: the command failed: it returned an error, printed on stderr as `npu-sim: error:
-//!   MESSAGE` (`ExitCode::FAILURE`). Whatever the command printed before the failure stays
-//!   printed: `bench models` and `bench tune` print their tables, then fail if an output
-//!   differs from TFLM's (or, for `bench tune`, a check fails).
-//! - 2: the command line is wrong (unknown command, missing argument or subcommand, a value
-//!   that does not parse, such as a `--units` spec naming an unknown unit or a `--faults`
-//!   spec that is not one, `--tune-table`
-//!   with `--autotune`): clap prints the error and the
-//!   usage on stderr and exits before anything runs.
+//!   MESSAGE` (`ExitCode::FAILURE`): a file that cannot be read or written (the message names
+//!   it), a malformed model, `--input` files that are not one per model input of its tensor's
+//!   size, an arena or host memory too small for the model (or, for `tune`, for measuring it),
+//!   a benchmark directory with no model, a failed check. Whatever the command printed before
+//!   the failure stays printed: `bench models` and `bench tune` print their tables, then fail
+//!   if an output differs from TFLM's (or, for `bench tune`, a check fails).
+//! - 2: the command line is wrong, and nothing ran: clap prints the error (naming the option
+//!   and the value) and the usage on stderr. An unknown command or option, a missing argument,
+//!   subcommand or option value, a value that does not parse (a `--units` spec naming an
+//!   unknown unit or a `--faults` spec that is not one, a size or count that is not a whole number), a value out of range (a
+//!   memory size beyond what the simulator addresses, 4294967295 bytes, for `--arena` and
+//!   `--host`; a count of 0 for `--repeat`, `--jobs`, `--batches`, `--per-batch` and
+//!   `--inferences`; fewer than 3 `--frames`), or options that exclude each other
+//!   (`--tune-table` with `--autotune`).
 //! - Stdout closing early (`npu-sim bench memory | head -1`) ends the command quietly with
-//!   status 0 ([`output`]). A panic (status 101) is a bug.
+//!   status 0 ([`output`]). A panic (status 101) or an abort (134) is a bug.
 
 /// `println!` to stdout, through [`output::write`].
 #[macro_export]
@@ -104,11 +111,19 @@ use npu_compute::graph::{Optimise, Scheduling};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The exit status, as `--help` gives it (the module docs say more).
+const EXIT_STATUS: &str = "Exit status:
+  0  the command succeeded (also --help and --version)
+  1  the command failed: the reason is on stderr as `npu-sim: error: MESSAGE`
+  2  the command line is wrong (unknown command or option, missing or malformed value, value \
+out of range): the usage is on stderr and nothing ran";
+
 #[derive(Parser)]
 #[command(
     name = "npu-sim",
     version,
-    about = "Deterministic software NPU for npu-compute"
+    about = "Deterministic software NPU for npu-compute",
+    after_help = EXIT_STATUS
 )]
 struct Cli {
     #[command(subcommand)]
@@ -130,19 +145,20 @@ enum Command {
         /// Where to write the raw bytes of the output tensor (repeat for several outputs).
         #[arg(long)]
         output: Vec<PathBuf>,
-        /// Bytes of NPU arena (device memory). Default 1 MiB, or the model's planned arena
-        /// if it needs more.
-        #[arg(long)]
+        /// Bytes of NPU arena (device memory), at most 4294967295. Default 1 MiB, or the
+        /// model's planned arena if it needs more.
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg)]
         arena: Option<usize>,
-        /// Bytes of host staging memory (DMA-capable host memory the driver is given).
-        /// Default 256 KiB, or twice the model's largest input or output if more.
-        #[arg(long)]
+        /// Bytes of host staging memory (DMA-capable host memory the driver is given), at
+        /// most 4294967295. Default 256 KiB, or twice the model's largest input or output if
+        /// more.
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg)]
         host: Option<usize>,
         /// Write the run's figures as JSON to this file.
         #[arg(long)]
         stats: Option<PathBuf>,
-        /// Timed invocations for host_us (median).
-        #[arg(long, default_value_t = 1)]
+        /// Timed invocations for host_us (median), at least 1.
+        #[arg(long, default_value_t = 1, value_name = "N", value_parser = common::count_arg)]
         repeat: usize,
         /// `memory`: the smallest arena (layers run in stripes where it helps); `cycles`: the
         /// fewest cycles (whole tensors).
@@ -191,9 +207,10 @@ enum Command {
         /// depend on the data).
         #[arg(long)]
         input: Vec<PathBuf>,
-        /// Bytes of NPU arena (device memory). Default 1 MiB, or the model's planned arena
-        /// if it needs more.
-        #[arg(long)]
+        /// Bytes of NPU arena (device memory), at most 4294967295: room for the model and
+        /// for measuring each layer beside it (a scratch output, kernel scratch). Default 1
+        /// MiB, or what the model and its measuring need if more.
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg)]
         arena: Option<usize>,
     },
     /// Run a .tflite model twice (the first invoke job by job, the second from its job plan)
@@ -209,9 +226,9 @@ enum Command {
         /// does not depend on the data).
         #[arg(long)]
         input: Vec<PathBuf>,
-        /// Bytes of NPU arena (device memory). Default: the model's planned arena plus a
-        /// small margin.
-        #[arg(long)]
+        /// Bytes of NPU arena (device memory), at most 4294967295. Default: the model's
+        /// planned arena plus a small margin.
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg)]
         arena: Option<usize>,
         /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8),
         /// e.g. `u55-256,u55-128`.
@@ -295,8 +312,8 @@ impl From<ScheduleArg> for Scheduling {
 enum Bench {
     /// Peak arena bytes of Burn's strategy: deallocation period x slice ratio, two workloads.
     Memory {
-        /// Inferences per workload run.
-        #[arg(long, default_value_t = 48)]
+        /// Inferences per workload run (at least 1).
+        #[arg(long, default_value_t = 48, value_name = "N", value_parser = common::count_arg)]
         inferences: usize,
     },
     /// Every model of a reference-model directory (each `NAME/model.tflite` with
@@ -305,8 +322,8 @@ enum Bench {
     Models {
         /// The directory (e.g. ../shared/models).
         dir: PathBuf,
-        /// Timed invocations per input (the median over all is reported).
-        #[arg(long, default_value_t = 30)]
+        /// Timed invocations per input (the median over all is reported), at least 1.
+        #[arg(long, default_value_t = 30, value_name = "N", value_parser = common::count_arg)]
         repeat: usize,
     },
     /// Every model of a reference-model directory (as `bench models`): NPU cycles with each
@@ -326,24 +343,24 @@ enum Bench {
     },
     /// Host nanoseconds per `execute` of a tiny op through client, channel, server, simulator.
     Dispatch {
-        /// Timed batches (the median is reported).
-        #[arg(long, default_value_t = 101)]
+        /// Timed batches (the median is reported), at least 1.
+        #[arg(long, default_value_t = 101, value_name = "N", value_parser = common::count_arg)]
         batches: usize,
-        /// Executes per batch.
-        #[arg(long, default_value_t = 1000)]
+        /// Executes per batch, at least 1.
+        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = common::count_arg)]
         per_batch: usize,
     },
     /// A chain of dependent tiny jobs submitted with no read in between, then one read:
     /// virtual cycles against the sum of the jobs' costs, idle gaps, CPU waits, host ns/job.
     Chain {
-        /// Jobs in the chain.
-        #[arg(long, default_value_t = 1000)]
+        /// Jobs in the chain, at least 1.
+        #[arg(long, default_value_t = 1000, value_name = "N", value_parser = common::count_arg)]
         jobs: usize,
         /// Virtual cycles the CPU spends per `execute` (advanced on the simulator's clock).
         #[arg(long, default_value_t = 30)]
         host_cycles: u64,
-        /// Timed runs (the median host time is reported).
-        #[arg(long, default_value_t = 11)]
+        /// Timed runs (the median host time is reported), at least 1.
+        #[arg(long, default_value_t = 11, value_name = "N", value_parser = common::count_arg)]
         repeat: usize,
     },
     /// Frames of one model with a fixed host preprocessing cost each, one after another and
@@ -354,8 +371,9 @@ enum Bench {
         /// The input frame (default: `input_0.bin` beside the model).
         #[arg(long)]
         input: Option<PathBuf>,
-        /// Frames per run.
-        #[arg(long, default_value_t = 20)]
+        /// Frames per run, at least 3 (the first and the last are left out of the steady
+        /// state).
+        #[arg(long, default_value_t = 20, value_name = "N", value_parser = common::frames_arg)]
         frames: usize,
         /// Preprocessing cycles per frame, repeatable (default: a quarter, a half and nine
         /// tenths of one inference's cycles).

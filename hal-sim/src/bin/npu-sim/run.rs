@@ -6,7 +6,9 @@
 //! Prepares the model in an arena of `--arena` bytes, with `--host` bytes of host staging
 //! memory, on a part with the execution units of `--units` (default one `u55-128`), and
 //! invokes it on the raw input bytes;
-//! host time is the median of `--repeat` timed invocations. Kernel variants: by default the
+//! host time is the median of `--repeat` timed invocations (at least 1). `--arena` and
+//! `--host` are at most 4294967295 bytes, what the simulator addresses, and `--repeat` at
+//! least 1: other values are usage errors (status 2), refused before anything is allocated. Kernel variants: by default the
 //! graph's own choice; with `--tune-table` each layer runs as the table (from `npu-sim
 //! tune`) says, measuring nothing; with `--autotune` every layer shape is tuned in an
 //! untimed first invoke and the next one is reported.
@@ -32,10 +34,11 @@
 //! overrun or a lost or spurious interrupt slows it or changes nothing visible; a hang
 //! blocks it until a watchdog of the runtime gives up on the job.
 //!
-//! Failure modes: a model, input or table file cannot be read, or an output or stats file
-//! cannot be written (the message names the file); an input has a size other than the
-//! model's input tensor; the model is malformed or needs more than `--arena` bytes, or a
-//! transfer larger than `--host` bytes; the
+//! Failure modes (status 1): a model, input or table file cannot be read, or an output or
+//! stats file cannot be written (the message names the file); the number of `--input` files
+//! differs from the model's inputs, or one has a size other than its input tensor's (both
+//! checked before anything runs); the model is malformed or needs more than `--arena`
+//! bytes, or a transfer larger than `--host` bytes; the
 //! tuning table is refused (made for another model or corrupt); or the number of
 //! `--output` files differs from the model's outputs (checked after the run, before
 //! anything is written).
@@ -63,7 +66,7 @@ pub fn run(
     scheduling: Scheduling,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
-    let inputs = read_inputs(inputs)?;
+    let inputs = read_inputs(model_bytes, inputs)?;
     let (arena, host) = match (arena, host) {
         (Some(a), Some(h)) => (a, h),
         _ => {
@@ -99,10 +102,12 @@ pub fn run(
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
     if !outputs.is_empty() && outputs.len() != report.outputs.len() {
+        let (n, given) = (report.outputs.len(), outputs.len());
         return Err(format!(
-            "the model has {} outputs, {} --output files given",
-            report.outputs.len(),
-            outputs.len()
+            "the model has {n} output{}, {given} --output file{} given: give one --output per \
+             model output, in order, or none (nothing was written)",
+            if n == 1 { "" } else { "s" },
+            if given == 1 { " was" } else { "s were" },
         ));
     }
     for (path, bytes) in outputs.iter().zip(&report.outputs) {
@@ -124,11 +129,18 @@ pub fn run(
     );
     if tune_table.is_some() || autotune {
         outln!(
-            "  tuning: {} layer shapes measured ({} measurements), {} tuned choices used, {} fallbacks",
+            "  tuning: {} layer shapes measured ({} measurements), {} tuned choices used, {} fallbacks{}",
             report.tuning.tuning_runs,
             report.tuning.measurements,
             report.tuning.hits,
-            report.tuning.fallbacks
+            report.tuning.fallbacks,
+            match report.tuning.starved {
+                0 => String::new(),
+                n => format!(
+                    "; {n} layer shapes or kernel variants found no room in the arena to be \
+                     measured (`npu-sim tune` says how large an arena tunes it fully)"
+                ),
+            }
         );
     }
     outln!(

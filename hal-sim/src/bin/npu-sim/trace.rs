@@ -15,8 +15,9 @@
 //! makespan in cycles, each lane's busy cycles and the peak occupancy.
 //!
 //! Failure modes: the model or an input file cannot be read, or the SVG cannot be written
-//! (the message names the file); the model is malformed, needs more than `--arena` bytes, or
-//! refuses an input (not the size of its input tensor), with the graph's reason.
+//! (the message names the file); the number of `--input` files differs from the model's
+//! inputs, or one is not the size of its input tensor; the model is malformed or needs more
+//! than `--arena` bytes, with the graph's reason.
 
 use crate::common::{read_inputs_or_zeros, read_model};
 use npu_compute::graph::Optimise;

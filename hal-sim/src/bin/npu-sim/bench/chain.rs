@@ -12,7 +12,9 @@
 //! cycle at which the read returned, and the host nanoseconds per job (median of the
 //! runs). All but the host time are virtual-clock figures, identical run to run.
 //!
-//! Failure modes: the simulator or stack could not be set up; the chain's result differs
+//! Failure modes: the simulator or stack could not be set up; the trace of `--jobs` jobs
+//! does not fit in memory; the virtual clock reached its end (so many `--host-cycles` that
+//! the figures would saturate); the chain's result differs
 //! from the kernels' (a simulator bug); the trace overflowed (the figures would be
 //! incomplete); or two runs gave different figures (the simulator is meant to be
 //! deterministic, so the table would be meaningless).
@@ -57,7 +59,14 @@ fn chain_run(
         workloads::aligned_memory(64 << 10),
         workloads::aligned_memory(64 << 10),
     );
-    let mut trace = vec![TraceEntry::EMPTY; jobs + 8];
+    // Every job traced: refused rather than a panic when `--jobs` asks for more than the
+    // host can hold.
+    let entries = jobs.saturating_add(8);
+    let mut trace = Vec::new();
+    trace
+        .try_reserve_exact(entries)
+        .map_err(|_| format!("--jobs {jobs}: the trace of so many jobs does not fit in memory"))?;
+    trace.resize(entries, TraceEntry::EMPTY);
     let npu = SimNpu::new(
         bytemuck::cast_slice_mut(&mut device),
         bytemuck::cast_slice_mut(&mut host),
@@ -104,6 +113,13 @@ fn chain_run(
     if overwritten > 0 {
         return Err("trace storage too small".into());
     }
+    if end == u64::MAX {
+        // The clock saturates rather than wrap: the spans and gaps would be wrong.
+        return Err(format!(
+            "the virtual clock reached its end (u64::MAX cycles): give fewer --host-cycles \
+             ({host_cycles}) or --jobs ({jobs})"
+        ));
+    }
     entries.sort_by_key(|e| e.fence);
     let computes: Vec<_> = entries
         .iter()
@@ -118,7 +134,7 @@ fn chain_run(
         output: region,
     };
     let figures = ChainFigures {
-        cost_sum: config.job_cost(&kind) * computes.len() as u64,
+        cost_sum: config.job_cost(&kind).saturating_mul(computes.len() as u64),
         span: match (computes.first(), computes.last()) {
             (Some(first), Some(last)) => last.end.saturating_sub(first.start),
             _ => 0,
@@ -148,7 +164,7 @@ pub fn run(jobs: usize, host_cycles: u64, repeat: usize) -> Result<(), String> {
             ..SimConfig::default()
         };
         let mut first: Option<ChainFigures> = None;
-        let mut samples = Vec::with_capacity(repeat);
+        let mut samples = Vec::new();
         for _ in 0..repeat.max(1) {
             let (figures, host_ns) = chain_run(config, jobs, host_cycles)?;
             if first.is_some_and(|f| f != figures) {

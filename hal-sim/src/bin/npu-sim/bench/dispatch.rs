@@ -47,7 +47,7 @@ pub fn run(batches: usize, per_batch: usize) -> Result<(), WorkloadError> {
     let b = client.create(&[2u8; 16])?;
     let out = client.empty(16)?;
     let op = Op::AddI8(AddI8 { len: 16, params });
-    let mut samples = Vec::with_capacity(batches);
+    let mut samples = Vec::new();
     for _ in 0..batches.max(1) {
         let start = Instant::now();
         for _ in 0..per_batch {
@@ -65,7 +65,7 @@ pub fn run(batches: usize, per_batch: usize) -> Result<(), WorkloadError> {
     }
     let ops = [&op; 32];
     let runs = (per_batch / 32).max(1);
-    let mut planned = Vec::with_capacity(batches);
+    let mut planned = Vec::new();
     for _ in 0..batches.max(1) {
         let start = Instant::now();
         for _ in 0..runs {

@@ -15,14 +15,13 @@
 //! are wall-clock; every other figure is deterministic. A peer figure missing from
 //! `figures.json` prints as NaN.
 //!
-//! Failure modes: `figures.json` cannot be read or parsed, or a row has no `model` name; a
-//! model's files cannot be read (a `model.tflite` error names the file, an input or
-//! expected-output error gives only the operating system's reason); a model has no
+//! Failure modes: `figures.json` cannot be read or parsed, lists no model, or a row has no
+//! `model` name; a model's files cannot be read (the message names the file); a model has no
 //! `input_0.bin` (nothing to run); a run or the pipelined stream fails (the message starts
 //! with the model's name); or, after the tables are printed, any output differs from
 //! TFLM's (the count is the error), since figures from wrong outputs are not a result.
 
-use crate::common::{read_figures, read_model};
+use crate::common::{no_models, read_figures, read_file, read_model};
 use npu_compute::graph::Optimise;
 use npu_sim::runner::{self, RunOptions};
 use npu_sim::SimConfig;
@@ -32,6 +31,9 @@ use std::path::Path;
 pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
     let figures_path = dir.join("figures.json");
     let rows = read_figures(&figures_path)?;
+    if rows.is_empty() {
+        return Err(no_models(dir));
+    }
     let mut time_table = String::from("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs | × LiteRT | NPU cycles | Vela cycles | cycles / Vela |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let mut arena_table = String::from("| model | activations B (cycles) | lower bound B | TFLM head B | activations B (memory) | Vela size SRAM B | outputs = TFLM (memory) | tiled chains | NPU cycles (memory) | recompute cycles | constants B | runtime state B | TFLM tail B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mut transfer_table = String::from("| model | input B | output B | invoke: uploads, downloads | invoke: bytes moved | invoke: staging copy B | pipelined steady frame: uploads, downloads | pipelined: staging copy B |\n|---|---|---|---|---|---|---|---|\n");
@@ -52,9 +54,8 @@ pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
             if !input_path.exists() {
                 break;
             }
-            let input = std::fs::read(&input_path).map_err(|e| e.to_string())?;
-            let expected = std::fs::read(model_dir.join(format!("expected_tflm_{k}.bin")))
-                .map_err(|e| e.to_string())?;
+            let input = read_file(&input_path)?;
+            let expected = read_file(&model_dir.join(format!("expected_tflm_{k}.bin")))?;
             total += 1;
             for (m, optimise) in [Optimise::Cycles, Optimise::Memory].into_iter().enumerate() {
                 let opts = RunOptions {
@@ -76,7 +77,7 @@ pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
         let [Some(fast), Some(small)] = first else {
             return Err(format!("{name}: no inputs"));
         };
-        let input = std::fs::read(model_dir.join("input_0.bin")).map_err(|e| e.to_string())?;
+        let input = read_file(&model_dir.join("input_0.bin"))?;
         let piped = npu_sim::pipeline::run(model, &input, SimConfig::default(), 0, 4, true)
             .map_err(|e| format!("{name}: {e}"))?;
         transfer_table += &format!(

@@ -12,13 +12,15 @@
 //! fraction in the steady state, total cycles, transfers and staging-copy bytes per steady
 //! frame, CPU waits. Every figure is on the virtual clock: deterministic.
 //!
-//! Failure modes: the model or input file cannot be read; fewer than 3 frames (the first
-//! and last frames are excluded, so no steady state would remain); the model does not have
-//! exactly one input and one output, or cannot be prepared or run; frames give different
-//! outputs; or the trace lost entries (the busy figures would be wrong).
+//! Failure modes: the model or input file cannot be read, or the input is not the size of
+//! the model's input tensor (the message names the file); fewer than 3 frames (the first
+//! and last frames are excluded, so no steady state would remain: a usage error); the model
+//! does not have exactly one input and one output, or cannot be prepared or run; frames give
+//! different outputs; the trace lost entries (the busy figures would be wrong); or the
+//! virtual clock reached its end (`--cpu-cycles` so large that the figures would saturate).
 
-use crate::common::{read_file, read_model};
-use npu_sim::SimConfig;
+use crate::common::{read_inputs, read_model};
+use npu_sim::{runner, SimConfig};
 use std::path::Path;
 
 /// `npu-sim bench pipeline MODEL`.
@@ -34,7 +36,16 @@ pub fn run(
         Some(p) => p.to_path_buf(),
         None => model_path.with_file_name("input_0.bin"),
     };
-    let input = read_file(&input_path)?;
+    let count = runner::input_sizes(model).map_err(|e| e.to_string())?.len();
+    if count != 1 {
+        return Err(format!(
+            "{}: the model has {count} inputs; bench pipeline streams frames of a model with \
+             one input and one output",
+            model_path.display()
+        ));
+    }
+    let mut inputs = read_inputs(model, &[input_path])?;
+    let input = inputs.pop().unwrap_or_default();
     let run = |cpu, pipelined| {
         npu_sim::pipeline::run(model, &input, config, cpu, frames, pipelined)
             .map_err(|e| e.to_string())

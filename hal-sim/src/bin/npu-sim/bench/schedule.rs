@@ -16,11 +16,12 @@
 //! memory ports' traffic (the bound's memory term) nor the weight pipeline's copies from flash
 //! take half its makespan. Every figure is on the virtual clock.
 //!
-//! Failure modes: the directory, `figures.json`, a model or its files cannot be read; a run
+//! Failure modes: the directory, `figures.json`, a model or its files cannot be read (the
+//! message names the file), or the directory holds no model; a run
 //! fails (the message starts with the model's name); or, after the tables are printed, an
 //! output that differs from TFLM's.
 
-use crate::common::{model_names, read_model};
+use crate::common::{model_names, read_file, read_model};
 use npu_compute::graph::Scheduling;
 use npu_compute::schedule::Policy;
 use npu_sim::runner::{self, RunOptions, RunReport};
@@ -41,9 +42,8 @@ pub fn run(dir: &Path) -> Result<(), String> {
     for name in model_names(dir)? {
         let model_dir = dir.join(&name);
         let model = read_model(&model_dir.join("model.tflite"))?;
-        let input = std::fs::read(model_dir.join("input_0.bin")).map_err(|e| e.to_string())?;
-        let expected =
-            std::fs::read(model_dir.join("expected_tflm_0.bin")).map_err(|e| e.to_string())?;
+        let input = read_file(&model_dir.join("input_0.bin"))?;
+        let expected = read_file(&model_dir.join("expected_tflm_0.bin"))?;
         let run = |units: &str, scheduling: Scheduling, policy: Policy| {
             let list = parse_units(units).map_err(|e| e.to_string())?;
             let config = SimConfig::default()

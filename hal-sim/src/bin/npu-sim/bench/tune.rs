@@ -13,14 +13,16 @@
 //! measurements a run from the table takes, and how many outputs equal TFLM's. Every
 //! figure is on the virtual clock: deterministic.
 //!
-//! Failure modes: the directory, `figures.json`, a model or its files cannot be read; a run
+//! Failure modes: the directory, `figures.json`, a model or its files cannot be read (the
+//! message names the file), or the directory holds no model; a run
 //! or the tuning fails (the message starts with the model's name); or, after the table is
 //! printed, the checks the benchmark exists for: a tuned model slower than its best fixed
-//! choice (tuning would be useless), a run from the table that measured (the table would
+//! choice (tuning would be useless), a tuning that found no room to measure some layer (its
+//! figures would be a short arena's), a run from the table that measured (the table would
 //! not spare firmware the tuning), or an output differing from TFLM's. All failed checks
 //! are joined with `; ` into one error.
 
-use crate::common::{model_names, read_model};
+use crate::common::{model_names, read_file, read_model};
 use npu_compute::hal::Variant;
 use npu_compute::tune::{Candidate, TuneMode};
 use npu_sim::runner::{self, RunOptions};
@@ -53,9 +55,8 @@ pub fn run(dir: &Path) -> Result<(), String> {
     for name in names {
         let model_dir = dir.join(&name);
         let model = read_model(&model_dir.join("model.tflite"))?;
-        let input = std::fs::read(model_dir.join("input_0.bin")).map_err(|e| e.to_string())?;
-        let expected =
-            std::fs::read(model_dir.join("expected_tflm_0.bin")).map_err(|e| e.to_string())?;
+        let input = read_file(&model_dir.join("input_0.bin"))?;
+        let expected = read_file(&model_dir.join("expected_tflm_0.bin"))?;
         let run = |opts: RunOptions| {
             runner::run(model, &[&input], &opts).map_err(|e| format!("{name}: {e}"))
         };
@@ -107,6 +108,14 @@ pub fn run(dir: &Path) -> Result<(), String> {
             failures.push(format!(
                 "{name}: tuned {} > best fixed {best}",
                 tuned.npu_cycles
+            ));
+        }
+        if stats.starved != 0 {
+            failures.push(format!(
+                "{name}: {} layer shapes or kernel variants found no room in the {}-byte arena \
+                 to be measured",
+                stats.starved,
+                RunOptions::default().arena_bytes
             ));
         }
         if tuned.tuning.measurements != 0 || tuned.tuning.tuning_runs != 0 {
