@@ -233,6 +233,10 @@ pub enum Error {
     /// A host-side access ([`ComputeClient::host_mut`](crate::client::ComputeClient::host_mut)
     /// and friends) to a tensor that has no pinned host block.
     NotPinned,
+    /// A pinned tensor was given as the pool of a placement: its newest bytes may be in its
+    /// host block, which a tensor placed over its device memory would not see (nor it, the
+    /// writes through such a tensor). Make pools with `empty`.
+    PinnedPool,
     /// The NPU refused or failed a job.
     Hal(HalError),
     /// A CPU fallback kernel refused its operands.
@@ -386,6 +390,10 @@ impl core::fmt::Display for Error {
             Error::NoPassOpen => f.write_str("end of a pass with no pass open"),
             Error::NotPinned => f.write_str(
                 "host access to a tensor without a pinned host block: make it with `pinned`",
+            ),
+            Error::PinnedPool => f.write_str(
+                "a pinned tensor cannot be a pool (its host block and the tensors placed in \
+                 its device memory would each miss the other's writes): make pools with `empty`",
             ),
             Error::Hal(e) => write!(f, "NPU: {e}"),
             Error::Kernel { op, error } => write!(f, "{op} on the CPU: {error}"),

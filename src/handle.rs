@@ -184,6 +184,20 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
         Ok(slot.value.take())
     }
 
+    /// Every live slot: its id, its reference count and its value, lowest index first.
+    pub fn iter(&self) -> impl Iterator<Item = (HandleId, u32, &T)> + '_ {
+        let server = self.server;
+        self.slots.iter().enumerate().filter_map(move |(index, s)| {
+            let value = s.value.as_ref()?;
+            let id = HandleId {
+                index: index as u16,
+                server,
+                generation: s.generation,
+            };
+            Some((id, s.refs, value))
+        })
+    }
+
     /// References held on a live id.
     pub fn refs(&self, id: HandleId) -> Result<u32, Error> {
         self.slot(id).map(|s| s.refs)

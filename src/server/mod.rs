@@ -17,6 +17,7 @@
 //! | `fallback` | running an op the NPU lacks on the CPU kernels over host staging |
 //! | `job_plan` | jobs checked once and submitted many times ([`JobPlanState`]) |
 //! | `tuning` | the cache of tuned choices, and measuring them ([`TuneStats`]) |
+//! | `inspect` | the tensors and staging memory as plain figures, for checking invariants from outside ([`LiveTensor`], [`StagingUse`]) |
 //! | `passes` | measured-then-guided runs, for a server over a [`GuidedMemory`](crate::memory::GuidedMemory) ([`PassServer`]) |
 //!
 //! The rules they share:
@@ -40,6 +41,7 @@
 mod deps;
 mod dispatch;
 mod fallback;
+mod inspect;
 mod job_plan;
 mod passes;
 mod pinned;
@@ -51,6 +53,7 @@ mod tensors;
 mod transfers;
 mod tuning;
 
+pub use inspect::{LiveTensor, StagingUse};
 pub use job_plan::JobPlanState;
 pub use passes::PassServer;
 pub use placement::Placement;
@@ -103,7 +106,9 @@ pub trait ComputeServer {
     /// A tensor of `bytes` at `offset` inside the tensor `pool`, laid out ahead of time by an
     /// [`ArenaPlan`](crate::memory::ArenaPlan) (see [`MemoryManagement::place`]): no memory is
     /// searched or reserved. The placed tensor keeps the pool alive. Overlapping earlier
-    /// placements is allowed and fence-safe: the new tensor's jobs wait for theirs.
+    /// placements is allowed and fence-safe: the new tensor's jobs wait for theirs. Errors:
+    /// those of [`MemoryManagement::place`], [`Error::ReadOnlyTensor`] for a constant pool,
+    /// [`Error::PinnedPool`] for a pinned one.
     fn place(&mut self, pool: HandleId, offset: u32, bytes: u32) -> Result<HandleId, Error>;
     /// A tensor of `bytes` with a pinned host block (see [`Residency`]): the CPU writes and
     /// reads it in place, and transfers go straight between that block and the device. Device

@@ -195,6 +195,10 @@ impl<
         offset: u32,
         bytes: u32,
     ) -> Result<HandleId, Error> {
+        // Refused before anything moves: binding a pinned pool would upload its host block.
+        if self.handles.get_ref(pool)?.host.is_some() {
+            return Err(Error::PinnedPool);
+        }
         let entry = self.bind_on_device(pool, true)?;
         let (Binding::Memory(pool_binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
