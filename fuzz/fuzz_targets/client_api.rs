@@ -777,11 +777,19 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                     }
                     4..=6 => {
                         let code = 0x100 + u32::from(self.input.u8());
-                        self.failed_at_inject = self.server(|s| {
+                        let (failed, in_flight) = self.server(|s| {
                             s.npu_mut().fail_next_compute_job(code);
-                            s.npu().stats().jobs_failed
+                            (s.npu().stats().jobs_failed, s.npu().in_flight())
                         });
+                        self.failed_at_inject = failed;
                         self.fault_window = true;
+                        // The fault strikes the next compute job to retire, which may be one
+                        // in flight already: whatever it writes, and whatever depends on it.
+                        if in_flight > 0 {
+                            for i in self.info.values_mut() {
+                                i.suspect = true;
+                            }
+                        }
                         trace!("  fault injected");
                     }
                     _ => {

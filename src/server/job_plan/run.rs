@@ -309,7 +309,9 @@ impl<
     /// After a run, each shared tensor's access record holds the plan's newest jobs on memory
     /// overlapping it. Where the plan writes, they replace the record: every older job there
     /// was waited for by the plan's first jobs. Where it only reads, they join it. (Constants
-    /// and the plan's own tensors take the plan's jobs when it is released.)
+    /// and the plan's own tensors take the plan's jobs when it is released.) A read of a
+    /// shared tensor the plan writes, started before the run (`try_read`), holds the bytes the
+    /// run overwrote: it is voided, as `execute` voids one of its output.
     fn record_run<const S: usize, const T: usize>(
         &mut self,
         plan: &JobPlanState<S, T>,
@@ -323,6 +325,9 @@ impl<
             let Binding::Memory(m) = t.binding else {
                 continue;
             };
+            if t.written() {
+                self.cancel_download(t.id)?;
+            }
             let access = self.memory.access_mut(m)?;
             let mut first = true;
             for q in queues_in(t.write_queues) {
@@ -360,6 +365,10 @@ impl<
         plan.settled = false;
         for t in &plan.tensors {
             self.record_newest(plan, t, true);
+            if t.role == Role::Shared && t.written() {
+                // As after a whole run (see `record_run`); a tensor gone is no error here.
+                let _ = self.cancel_download(t.id);
+            }
         }
     }
 
