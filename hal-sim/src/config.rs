@@ -10,11 +10,15 @@ use npu_compute::ops::{DType, Op, OpKind, OpSet};
 use crate::cost::{scale_by_mac_array, U55Config, REFERENCE_MACS_PER_CYCLE};
 use crate::cpu::CpuModel;
 use crate::error::SimError;
+use crate::faults::FaultPlan;
 
 /// The HAL's bounds, which the simulator shares: at most [`MAX_EXECUTION_UNITS`] units
 /// ([`SimConfig::execution_units`] above it is a constructor error) and [`MAX_QUEUES`] queues
 /// (index `0` is the DMA queue, `1 + n` is unit `n`: [`Queue::index`](npu_compute::hal::Queue::index)).
 pub use npu_compute::hal::{MAX_EXECUTION_UNITS, MAX_QUEUES};
+
+/// [`SimConfig::idle_tick_cycles`]'s default: 1 ms of a 100 MHz core.
+pub const DEFAULT_IDLE_TICK_CYCLES: Cycles = 100_000;
 
 /// Output-stage cost of one int8 ADD element, in quarter cycles (1.5 cycles).
 pub const ADD_QUARTER_CYCLES_PER_ELEMENT: u64 = 6;
@@ -125,6 +129,20 @@ pub struct SimConfig {
     /// firmware's measurement), so a tuner can time the CPU against the NPU; `None` = CPU work
     /// is free, as it was before the model existed.
     pub cpu: Option<CpuModel>,
+    /// Faults to inject (see [`faults`](crate::faults)). Default [`FaultPlan::NONE`]: the
+    /// simulator behaves and counts exactly as without fault injection.
+    pub faults: FaultPlan,
+    /// The period of the system timer that wakes a sleeping CPU, in cycles; at least 1.
+    /// Default 100,000 (1 ms of a 100 MHz core: a 1 kHz tick, the usual RTOS rate).
+    ///
+    /// [`wait_for_event`](npu_compute::hal::Npu::wait_for_event) sleeps until the next
+    /// interrupt. While a completion interrupt is on its way that is the NPU's (a tick before
+    /// it would only wake the CPU to sleep again, so the simulator leaves those out and a run
+    /// without faults wakes as it always did). When some job in flight will raise none (it
+    /// hung, or its interrupt is lost), the CPU wakes at the next multiple of this period
+    /// instead, if that comes first, so that time moves on and a watchdog on
+    /// [`now`](npu_compute::hal::Npu::now) can expire.
+    pub idle_tick_cycles: Cycles,
 }
 
 /// What an Ethos-U55 runs, as Vela's supported-operator list (`SUPPORTED_OPS.md` of
@@ -310,6 +328,8 @@ impl SimConfig {
         flash_alignment: 4,
         layers: Some(U55Config::ETHOS_U55_128),
         cpu: Some(CpuModel::CORTEX_M4_SCALAR),
+        faults: FaultPlan::NONE,
+        idle_tick_cycles: DEFAULT_IDLE_TICK_CYCLES,
     };
 
     /// This configuration with `units` as its execution units, in order (the rest of
@@ -374,8 +394,8 @@ impl SimConfig {
     ///
     /// # Errors
     /// [`SimError::BadAlignment`], [`SimError::NoExecutionUnits`],
-    /// [`SimError::TooManyExecutionUnits`] or [`SimError::ZeroRate`] (a rate below, or a
-    /// configured unit's `macs_per_cycle`).
+    /// [`SimError::TooManyExecutionUnits`] or [`SimError::ZeroRate`] (a rate below, a
+    /// configured unit's `macs_per_cycle`, or `idle_tick_cycles`).
     pub fn validate(&self) -> Result<(), SimError> {
         if !self.alignment.is_power_of_two() || self.alignment < 4 {
             return Err(SimError::BadAlignment {
@@ -405,6 +425,11 @@ impl SimConfig {
             if rate == 0 {
                 return Err(SimError::ZeroRate { parameter });
             }
+        }
+        if self.idle_tick_cycles == 0 {
+            return Err(SimError::ZeroRate {
+                parameter: "idle_tick_cycles",
+            });
         }
         if self.active_units().iter().any(|u| u.macs_per_cycle == 0) {
             return Err(SimError::ZeroRate {

@@ -42,7 +42,7 @@ pub enum SimError {
         max: u8,
     },
     /// A throughput parameter (`macs_per_cycle`, `sram_bytes_per_cycle` or
-    /// `dma_bytes_per_cycle`) is 0.
+    /// `dma_bytes_per_cycle`), or `idle_tick_cycles`, is 0.
     ZeroRate {
         /// The parameter's field name.
         parameter: &'static str,

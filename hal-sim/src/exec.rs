@@ -32,14 +32,26 @@
 //! | [`CODE_DEPENDENCY_FAILED`] (5) | a dependency failed, so the job did not run |
 //!
 //! A failed job writes nothing.
+//!
+//! Hardware faults ([`crate::faults`]) are reported by `poll` as
+//! [`HalError::Fault`](npu_compute::hal::HalError::Fault), not as codes; the trace marks them
+//! with these ([`fault_code`], [`code_fault`]):
+//!
+//! | code | fault |
+//! |---|---|
+//! | [`CODE_FAULT_DMA`] (7) | a DMA error |
+//! | [`CODE_FAULT_BUS`] (8) | a bus error |
+//! | [`CODE_FAULT_CANCELLED`] (9) | not run: a dependency faulted, or a reset abandoned it |
+//! | [`CODE_FAULT_TIMEOUT`] (10) | a runtime's watchdog expired (never recorded by the simulator) |
 
 use npu_compute::hal::{Region, Space, Variant, MAX_JOB_INPUTS};
 use npu_compute::ops::{split_operands, Op, OpError};
 
 pub use crate::codes::{
-    kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
-    CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW, CODE_KERNEL_UNSUPPORTED,
-    CODE_USER_BASE,
+    code_fault, fault_code, kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED,
+    CODE_FAULT_BUS, CODE_FAULT_CANCELLED, CODE_FAULT_DMA, CODE_FAULT_TIMEOUT,
+    CODE_KERNEL_INVALID_QUANTIZATION, CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW,
+    CODE_KERNEL_UNSUPPORTED, CODE_USER_BASE,
 };
 use crate::memory::range;
 

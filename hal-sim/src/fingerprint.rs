@@ -39,6 +39,9 @@ pub(crate) fn fingerprint(config: &SimConfig) -> u64 {
         flash_alignment: _,
         layers,
         cpu,
+        // Faults are not the part's timing, and the tick moves no job.
+        faults: _,
+        idle_tick_cycles: _,
     } = *config;
     let mut h = Fnv1a::new();
     h.word(cost::COST_MODEL_VERSION);

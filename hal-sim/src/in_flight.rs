@@ -6,6 +6,9 @@ use npu_compute::hal::{
 };
 use npu_compute::ops::Op;
 
+use crate::failures::Failure;
+use crate::faults::{FaultKind, NEVER};
+
 /// What a job does, owned: a submitted [`Job`](npu_compute::hal::Job) borrows its op only for
 /// the call to `submit`, and the simulator runs the job later.
 #[derive(Debug)]
@@ -84,6 +87,21 @@ pub(crate) struct InFlight {
     pub(crate) end: Cycles,
     /// Dependencies that were still in flight at submit (to propagate their failure).
     pub(crate) deps: heapless::Vec<Fence, MAX_JOB_DEPS>,
-    /// A dependency failed: the job will not run and fails with `CODE_DEPENDENCY_FAILED`.
-    pub(crate) dep_failed: bool,
+    /// How a dependency failed, if one did: the job will not run and fails with
+    /// `CODE_DEPENDENCY_FAILED` (after a failure code) or `Fault::Cancelled` (after a fault).
+    pub(crate) dep_failed: Option<Failure>,
+    /// The fault injected into it at submit, if any (see [`crate::faults`]): a DMA or bus
+    /// fault takes effect at retire; a hang, an overrun and the interrupts are already in the
+    /// schedule and in `irq`.
+    pub(crate) fault: Option<FaultKind>,
+    /// Whether the job raises the completion interrupt at its end (not when its interrupt is
+    /// lost, nor for a job that never ends).
+    pub(crate) irq: bool,
+}
+
+impl InFlight {
+    /// Whether the job ever ends (not hung, nor stuck behind a hung job).
+    pub(crate) fn ends(&self) -> bool {
+        self.end != NEVER
+    }
 }

@@ -158,6 +158,7 @@ pub mod cpu;
 mod error;
 pub mod exec;
 mod failures;
+pub mod faults;
 mod fingerprint;
 #[cfg(feature = "std")]
 pub mod gantt;
@@ -181,17 +182,21 @@ pub mod workloads;
 
 pub use config::{
     parse_units, SimConfig, UnitConfig, UnitList, UnitsError, ADD_QUARTER_CYCLES_PER_ELEMENT,
-    ETHOS_U55_OPS, F32_SLOWDOWN, KNOWN_UNIT_NAMES, MAX_EXECUTION_UNITS, MAX_QUEUES,
-    MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
+    DEFAULT_IDLE_TICK_CYCLES, ETHOS_U55_OPS, F32_SLOWDOWN, KNOWN_UNIT_NAMES, MAX_EXECUTION_UNITS,
+    MAX_QUEUES, MUL_QUARTER_CYCLES_PER_ELEMENT, RELU_QUARTER_CYCLES_PER_ELEMENT,
 };
 pub use cpu::{CpuModel, Rates};
 pub use error::SimError;
 pub use exec::{
-    kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED, CODE_KERNEL_INVALID_QUANTIZATION,
-    CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW, CODE_KERNEL_UNSUPPORTED,
-    CODE_USER_BASE,
+    code_fault, fault_code, kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED,
+    CODE_FAULT_BUS, CODE_FAULT_CANCELLED, CODE_FAULT_DMA, CODE_FAULT_TIMEOUT,
+    CODE_KERNEL_INVALID_QUANTIZATION, CODE_KERNEL_LENGTH_MISMATCH, CODE_KERNEL_SHAPE_OVERFLOW,
+    CODE_KERNEL_UNSUPPORTED, CODE_USER_BASE,
 };
 pub use failures::FAILED_RECORD_CAPACITY;
+pub use faults::{
+    parse_faults, FaultCounts, FaultKind, FaultPlan, FaultRule, FaultSpecError, MAX_FAULT_RULES,
+};
 pub use memory::AlignedMemory;
 pub use stats::{queue_index, SimStats};
 pub use trace::{Lane, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
@@ -202,6 +207,7 @@ use npu_compute::hal::{Cycles, Fence, Space, MAX_FLASH_SEGMENTS};
 use npu_compute::hal::{Capabilities, HalError, Job, Npu, Queue, Variant};
 
 use failures::FailedRing;
+use faults::Injector;
 use in_flight::InFlight;
 use timing::LayerCache;
 use trace::TraceRing;
@@ -230,6 +236,13 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     /// [Shared memory ports](SimConfig#shared-memory-ports)).
     ports_free_at: timing::Ports,
     failed: FailedRing,
+    /// The fences a reset abandoned in flight (those of the last reset), which poll as
+    /// cancelled.
+    abandoned: heapless::Vec<Fence, JOBS>,
+    /// The faults to inject, and how far the plan got.
+    injector: Injector,
+    /// When an injected spurious interrupt is raised, until the CPU takes it.
+    spurious_irq: Option<Cycles>,
     stats: SimStats,
     trace: TraceRing<'a>,
     inject: Option<u32>,
@@ -298,6 +311,9 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             free_at: [0; MAX_QUEUES],
             ports_free_at: timing::Ports::default(),
             failed: FailedRing::new(),
+            abandoned: heapless::Vec::new(),
+            injector: Injector::new(config.faults),
+            spurious_irq: None,
             stats: SimStats::default(),
             trace: TraceRing::default(),
             inject: None,
@@ -350,9 +366,17 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     }
 
     /// Advances the clock to the last in-flight end (if later than now) and retires
-    /// everything. Returns the clock.
+    /// everything. Returns the clock. A job that never ends (it hung, or waits behind one that
+    /// did: see [`faults`]) stays in flight, and the clock goes no further than the last job
+    /// that does end.
     pub fn run_until_idle(&mut self) -> Cycles {
-        if let Some(last) = self.in_flight.iter().map(|j| j.end).max() {
+        if let Some(last) = self
+            .in_flight
+            .iter()
+            .filter(|j| j.ends())
+            .map(|j| j.end)
+            .max()
+        {
             self.now = self.now.max(last);
         }
         self.retire_ready();
@@ -360,15 +384,37 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     }
 
     /// Whether a real NPU would be raising its completion interrupt: some in-flight job has
-    /// ended (`end <= now`) but has not been retired. [`Npu::on_interrupt`] clears it.
+    /// ended (`end <= now`) but has not been retired, or an injected spurious interrupt has
+    /// been raised and not yet taken. A job whose interrupt is lost
+    /// ([`FaultKind::LostIrq`]) does not raise it. [`Npu::on_interrupt`] clears it, and
+    /// [`Npu::wait_for_event`] takes a spurious interrupt it wakes on.
     pub fn irq_pending(&self) -> bool {
-        self.in_flight.iter().any(|j| j.end <= self.now)
+        self.in_flight
+            .iter()
+            .any(|j| j.irq && j.ends() && j.end <= self.now)
+            || self.spurious_irq.is_some_and(|at| at <= self.now)
     }
 
-    /// The earliest end among in-flight jobs (what [`Npu::wait_for_event`] jumps to), or
-    /// `None` if nothing is in flight.
+    /// The cycle [`Npu::wait_for_event`] wakes at (it jumps there when that is later than
+    /// now): the earliest end of an in-flight job that raises its interrupt, or an injected
+    /// spurious interrupt, and, while some job in flight raises none (it hung, or its interrupt
+    /// is lost), the next timer tick ([`SimConfig::idle_tick_cycles`]) if that comes first.
+    /// `None` if nothing is in flight and no spurious interrupt is due. Without injected
+    /// faults, the earliest in-flight end.
     pub fn next_event(&self) -> Option<Cycles> {
-        self.in_flight.iter().map(|j| j.end).min()
+        let irq = self
+            .in_flight
+            .iter()
+            .filter(|j| j.irq && j.ends())
+            .map(|j| j.end)
+            .chain(self.spurious_irq)
+            .min();
+        if self.in_flight.iter().any(|j| !j.irq || !j.ends()) {
+            let tick = self.config.idle_tick_cycles.max(1);
+            let next_tick = (self.now / tick).saturating_add(1).saturating_mul(tick);
+            return Some(irq.map_or(next_tick, |at| at.min(next_tick)));
+        }
+        irq
     }
 
     /// Jobs submitted and not yet retired.
@@ -410,6 +456,26 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// because a dependency failed do not consume it. Calling it again replaces the code.
     pub fn fail_next_compute_job(&mut self, code: u32) {
         self.inject = Some(code);
+    }
+
+    /// Replaces the faults to inject ([`SimConfig::faults`] at construction) and restarts the
+    /// plan: the next job `submit` accepts has index 0 for its rules'
+    /// [`job`](FaultRule::job) conditions and draws, and every rule's
+    /// [`max`](FaultRule::max) counts from 0 again. Jobs already in flight keep their faults.
+    pub fn set_faults(&mut self, plan: FaultPlan) {
+        self.config.faults = plan;
+        self.injector = Injector::new(plan);
+    }
+
+    /// The faults being injected.
+    pub fn faults(&self) -> &FaultPlan {
+        self.injector.plan()
+    }
+
+    /// The index the next job `submit` accepts has for the fault plan (jobs accepted since the
+    /// plan was set).
+    pub fn next_fault_index(&self) -> u64 {
+        self.injector.next_job()
     }
 
     /// The recorded trace, oldest entry first (empty without [`with_trace`](Self::with_trace)).

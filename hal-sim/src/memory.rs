@@ -161,3 +161,17 @@ mod tests {
         assert_eq!(m.as_slice().len(), 40);
     }
 }
+
+/// Fills `region` of device or host memory with `byte` (what a faulted job leaves); a region
+/// out of bounds, or in flash, is left alone.
+pub(crate) fn fill(device: &mut [u8], host: &mut [u8], region: &Region, byte: u8) {
+    let mem: &mut [u8] = match region.space {
+        Space::Device => device,
+        Space::Host => host,
+        Space::Flash(_) => return,
+    };
+    let len = mem.len();
+    if let Some(bytes) = range(region, len).and_then(|r| mem.get_mut(r)) {
+        bytes.fill(byte);
+    }
+}

@@ -2,11 +2,13 @@
 //! [Scheduling](crate#scheduling)) and retiring finished jobs when polled or interrupted.
 
 use npu_compute::hal::{
-    Capabilities, Cycles, Estimate, ExecutionUnit, Fence, HalError, Job, JobKind, Npu, Queue,
-    Region, Variant, MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS,
+    Capabilities, Cycles, Estimate, ExecutionUnit, Fault, Fence, HalError, Job, JobKind, Npu,
+    Queue, Region, Variant, MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS,
 };
 use npu_compute::ops::Op;
 
+use crate::failures::Failure;
+use crate::faults::{FaultKind, NEVER};
 use crate::fingerprint::fingerprint;
 use crate::in_flight::{InFlight, Work};
 use crate::{queue_index, SimNpu, TraceEntry, TraceKind, TraceRegions, CPU_FENCE};
@@ -60,22 +62,51 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
 
         let mut start = self.now.max(self.free_at[q]);
         let mut deps = heapless::Vec::new();
-        let mut dep_failed = false;
+        let mut dep_failed: Option<Failure> = None;
         for dep in &job.deps {
             if let Some(d) = self.in_flight.iter().find(|j| j.fence == *dep) {
                 start = start.max(d.end);
-                dep_failed |= d.dep_failed;
+                if let Some(f) = d.dep_failed {
+                    dep_failed = Some(Failure::worst(dep_failed, f));
+                }
                 let _ = deps.push(*dep); // at most MAX_JOB_DEPS
-            } else if self.failed.code_of(*dep).is_some() {
-                dep_failed = true;
+            } else if let Some(f) = self.failed.failure_of(*dep) {
+                dep_failed = Some(Failure::worst(dep_failed, f));
+            } else if self.abandoned.contains(dep) {
+                dep_failed = Some(Failure::Fault(Fault::Cancelled));
             }
         }
         let timing = self.job_timing(job.queue, &job.kind);
-        // Transfers keep the DMA engine's own port; compute jobs share the memory ports.
-        let end = match job.kind {
+        // Transfers keep the DMA engine's own port; compute jobs share the memory ports. A job
+        // behind a hung one never starts, and reserves nothing.
+        let mut end = match job.kind {
+            _ if start == NEVER => NEVER,
             JobKind::Transfer { .. } => start.saturating_add(timing.cycles),
             JobKind::Compute { .. } => self.ports_free_at.reserve(start, timing),
         };
+
+        // A job that will not run (a dependency failed) suffers no fault.
+        let fault = self.injector.decide(&job.kind, dep_failed.is_none());
+        let mut irq = true;
+        if let Some(kind) = fault {
+            self.stats.faults_injected.count(kind);
+            match kind {
+                FaultKind::Hang => end = NEVER,
+                FaultKind::Overrun { times, plus } if end != NEVER => {
+                    let cycles = end - start;
+                    // Saturating short of NEVER: an overrun ends, however late.
+                    end = start
+                        .saturating_add(cycles.saturating_mul(u64::from(times.max(1))))
+                        .saturating_add(plus)
+                        .min(NEVER - 1);
+                }
+                FaultKind::LostIrq => irq = false,
+                FaultKind::SpuriousIrq => {
+                    self.spurious_irq = Some(self.spurious_irq.map_or(start, |at| at.min(start)));
+                }
+                FaultKind::Dma | FaultKind::Bus | FaultKind::Overrun { .. } => {}
+            }
+        }
 
         let entry = InFlight {
             fence,
@@ -85,6 +116,8 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
             end,
             deps,
             dep_failed,
+            fault,
+            irq: irq && end != NEVER,
         };
         if self.in_flight.push(entry).is_err() {
             return Err(HalError::QueueFull { capacity });
@@ -98,8 +131,11 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     }
 
     /// `UnknownFence` for a fence never issued; otherwise retires finished jobs, then answers
-    /// `WouldBlock` while the job is in flight, `JobFailed` if it failed (while its record
-    /// lasts, see [`FAILED_RECORD_CAPACITY`]), `Ok` otherwise. Never moves the clock.
+    /// `WouldBlock` while the job is in flight, `JobFailed` if it failed or [`HalError::Fault`]
+    /// if it faulted (while its record lasts, see [`FAILED_RECORD_CAPACITY`]),
+    /// `Fault { fault: Cancelled }` if the last [`reset`](Npu::reset) abandoned it, `Ok`
+    /// otherwise. Never moves the clock. A job whose interrupt was lost
+    /// ([`FaultKind::LostIrq`]) completes here all the same: poll reads the status.
     fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
         if fence.0 >= self.next_fence {
             return Err(nb::Error::Other(HalError::UnknownFence(fence)));
@@ -108,23 +144,39 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         if self.in_flight.iter().any(|j| j.fence == fence) {
             return Err(nb::Error::WouldBlock);
         }
-        match self.failed.code_of(fence) {
-            Some(code) => Err(nb::Error::Other(HalError::JobFailed { fence, code })),
+        if self.abandoned.contains(&fence) {
+            return Err(nb::Error::Other(HalError::Fault {
+                fence,
+                fault: Fault::Cancelled,
+            }));
+        }
+        match self.failed.failure_of(fence) {
+            Some(failure) => Err(nb::Error::Other(failure.error(fence))),
             None => Ok(()),
         }
     }
 
-    /// Jumps the clock to the earliest in-flight end if that is later than now; otherwise
-    /// (nothing in flight, or a job already ended) returns at once. Retires nothing.
+    /// Jumps the clock to [`next_event`](SimNpu::next_event) if that is later than now;
+    /// otherwise (nothing in flight, or an interrupt already raised) returns at once. Without
+    /// injected faults that is the earliest in-flight end. Takes a spurious interrupt it wakes
+    /// on (the CPU woke and the line is quiet again); retires nothing.
     fn wait_for_event(&mut self) {
         if let Some(next) = self.next_event() {
             self.now = self.now.max(next);
         }
+        if self.spurious_irq.is_some_and(|at| at <= self.now) {
+            self.spurious_irq = None;
+        }
     }
 
-    /// Retires finished jobs, which clears [`irq_pending`](SimNpu::irq_pending).
+    /// Retires finished jobs (those whose interrupt was lost too: the handler reads the
+    /// status), which clears [`irq_pending`](SimNpu::irq_pending), and takes a spurious
+    /// interrupt that has been raised.
     fn on_interrupt(&mut self) {
         self.retire_ready();
+        if self.spurious_irq.is_some_and(|at| at <= self.now) {
+            self.spurious_irq = None;
+        }
     }
 
     fn now(&self) -> Cycles {
@@ -269,5 +321,67 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
     /// `true` when [`SimConfig::cpu`] is set.
     fn clock_counts_cpu(&self) -> bool {
         self.config.cpu.is_some()
+    }
+
+    /// Abandons the jobs in flight, as the Ethos-U driver's reset does after a fault.
+    ///
+    /// First every job that has ended by now retires as usual (it completed on the NPU before
+    /// the reset; its interrupt may have been lost). The rest are abandoned: their fences
+    /// poll as [`HalError::Fault`] with [`Fault::Cancelled`] until the next reset (however many
+    /// there are: up to `JOBS`, recorded apart from the failed-fence ring), and a job
+    /// submitted later that depends on one is cancelled too. They write nothing (memory an
+    /// abandoned job would have written keeps its old bytes, one case of "undefined"); the
+    /// rest of memory is kept. Those that had started are traced, cut at the reset, with
+    /// [`CODE_FAULT_CANCELLED`](crate::CODE_FAULT_CANCELLED), and their cycles so far count as
+    /// their queue's busy time; they are counted in [`SimStats::jobs_abandoned`].
+    ///
+    /// The NPU is then idle at the current clock: the queues and the shared memory ports
+    /// free now, the weight pipeline empty, no spurious interrupt raised, so that the next job
+    /// runs and costs exactly as it would on a fresh simulator whose clock stood here. Fences
+    /// go on counting up, the clock does not move, the fault plan goes on where it was, and a
+    /// pending [`fail_next_compute_job`](SimNpu::fail_next_compute_job) stays pending.
+    /// Counted in [`SimStats::resets`]. Never fails.
+    fn reset(&mut self) -> Result<(), HalError> {
+        self.retire_ready();
+        let now = self.now;
+        self.abandoned.clear();
+        for job in &self.in_flight {
+            // As many as the table holds, which has the same capacity.
+            let _ = self.abandoned.push(job.fence);
+        }
+        self.abandoned.sort_unstable();
+        for fence in &self.abandoned {
+            let Some(job) = self.in_flight.iter().find(|j| j.fence == *fence) else {
+                continue;
+            };
+            self.stats.jobs_abandoned += 1;
+            if job.start >= now {
+                continue; // never started: nothing ran, nothing to trace
+            }
+            if let Some(busy) =
+                queue_index(job.queue).and_then(|i| self.stats.busy_cycles.get_mut(i))
+            {
+                *busy = busy.saturating_add(now.min(job.end) - job.start);
+            }
+            let kind = job.work.kind();
+            self.trace.record(
+                TraceEntry {
+                    fence: job.fence,
+                    queue: job.queue,
+                    kind: crate::retire::trace_kind(&kind),
+                    start: job.start,
+                    end: now,
+                    failure: Some(crate::CODE_FAULT_CANCELLED),
+                },
+                || crate::retire::trace_regions(&kind),
+            );
+        }
+        self.in_flight.clear();
+        self.free_at = [now; crate::MAX_QUEUES];
+        self.ports_free_at = crate::timing::Ports::idle_at(now);
+        self.pipeline = self.config.layers.map(crate::cost::Pipeline::new);
+        self.spurious_irq = None;
+        self.stats.resets += 1;
+        Ok(())
     }
 }

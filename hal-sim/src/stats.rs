@@ -3,6 +3,7 @@
 use npu_compute::hal::{Cycles, Queue};
 
 use crate::config::{MAX_EXECUTION_UNITS, MAX_QUEUES};
+use crate::faults::FaultCounts;
 
 /// Index of a queue in per-queue arrays such as [`SimStats::busy_cycles`]: `0` for
 /// [`Queue::Dma`], `1 + n` for [`Queue::Unit(n)`](Queue::Unit). `None` for a unit beyond
@@ -24,7 +25,8 @@ pub struct SimStats {
     pub jobs_submitted: u64,
     /// Jobs retired successfully.
     pub jobs_completed: u64,
-    /// Jobs retired as failed (kernel error, injected fault, failed dependency).
+    /// Jobs retired as failed (kernel error, injected failure or fault, failed or faulted
+    /// dependency).
     pub jobs_failed: u64,
     /// Successful transfers.
     pub transfers: u64,
@@ -32,8 +34,8 @@ pub struct SimStats {
     pub transfer_bytes: u64,
     /// Multiply-accumulates (elements, for elementwise ops) of successful compute jobs.
     pub macs: u64,
-    /// Cycles each queue spent on retired jobs (failed ones included), indexed by
-    /// [`queue_index`].
+    /// Cycles each queue spent on retired jobs (failed ones included) and on jobs a reset
+    /// abandoned while they ran (up to the reset), indexed by [`queue_index`].
     pub busy_cycles: [Cycles; MAX_QUEUES],
     /// Most jobs in flight at once.
     pub peak_in_flight: u32,
@@ -45,6 +47,15 @@ pub struct SimStats {
     pub cpu_ops: u64,
     /// Cycles the clock advanced for that CPU work.
     pub cpu_cycles: Cycles,
+    /// Faults injected ([`SimConfig::faults`](crate::SimConfig::faults)), by kind, counted when
+    /// `submit` decides them (see [When it happens](crate::faults#when-it-happens)).
+    pub faults_injected: FaultCounts,
+    /// Jobs abandoned in flight by [`Npu::reset`](npu_compute::hal::Npu::reset): they neither
+    /// completed nor failed, so `jobs_submitted` is `jobs_completed + jobs_failed +
+    /// jobs_abandoned` plus the jobs in flight.
+    pub jobs_abandoned: u64,
+    /// Calls of [`Npu::reset`](npu_compute::hal::Npu::reset).
+    pub resets: u64,
 }
 
 impl SimStats {

@@ -76,6 +76,14 @@ pub(crate) struct Ports {
 }
 
 impl Ports {
+    /// Both ports free from `now` (after a reset).
+    pub(crate) const fn idle_at(now: Cycles) -> Self {
+        Ports {
+            sram: now,
+            flash: now,
+        }
+    }
+
     /// Reserves each port the job uses from `max(start, port free)` for its cycles and returns
     /// the job's end: the latest of `start + cycles` and its reservations' ends.
     pub(crate) fn reserve(&mut self, start: Cycles, job: JobTiming) -> Cycles {

@@ -92,7 +92,8 @@ pub struct TraceEntry {
     /// Virtual cycle it ended (`start + cost`).
     pub end: Cycles,
     /// `None` if it succeeded, else its failure code (see [`crate::exec`]'s table, re-exported
-    /// as the `CODE_*` constants).
+    /// as the `CODE_*` constants; a hardware fault has one of the `CODE_FAULT_*` codes, see
+    /// [`fault`](Self::fault)).
     pub failure: Option<u32>,
 }
 
@@ -114,6 +115,14 @@ impl TraceEntry {
 }
 
 impl TraceEntry {
+    /// The hardware fault that stopped the job ([`crate::faults`]), read from its
+    /// [`failure`](Self::failure) code: a DMA or bus fault, or a cancellation (a faulted
+    /// dependency, or a reset that abandoned it). `None` for a job that succeeded or failed
+    /// with another code.
+    pub fn fault(&self) -> Option<npu_compute::hal::Fault> {
+        self.failure.and_then(crate::codes::code_fault)
+    }
+
     /// The lane the entry belongs to: [`Lane::Cpu`] for CPU work, else its queue's.
     pub fn lane(&self) -> Lane {
         match (self.kind, self.queue) {
