@@ -442,6 +442,11 @@ impl<
         self
     }
 
+    /// Sets how the watchdog judges jobs submitted from now on late.
+    pub fn set_watchdog(&mut self, config: WatchdogConfig) {
+        self.watchdog.config = config;
+    }
+
     /// How the watchdog judges jobs late.
     pub fn watchdog(&self) -> WatchdogConfig {
         self.watchdog.config
@@ -466,6 +471,13 @@ impl<
     /// Tensors alive.
     pub fn live_tensors(&self) -> usize {
         self.handles.live()
+    }
+
+    /// Host staging blocks allocated now: pinned tensors' blocks, and blocks carrying or
+    /// awaiting a transfer. With [`live_tensors`](Self::live_tensors) and the
+    /// [memory figures](ComputeServer::memory_stats), what a check for leaks compares.
+    pub fn staging_blocks(&self) -> usize {
+        self.staging.in_use()
     }
 
     /// Forget completed fences, so chunks whose jobs are over can go back to the arena.

@@ -55,6 +55,16 @@ impl<
     #[cold]
     #[inline(never)]
     pub(super) fn recover(&mut self, fence: Fence, fault: Fault) -> Error {
+        // A dependant of the faulted job may be the one seen first: name the cause.
+        let (fence, fault) = match fault {
+            Fault::Cancelled => {
+                let npu = &mut self.npu;
+                self.watchdog
+                    .root_cause(|f| super::fence_state(npu, f))
+                    .unwrap_or((fence, fault))
+            }
+            _ => (fence, fault),
+        };
         let op = self.watchdog.op_of(fence);
         self.stats.faults += 1;
         self.mark_lost();

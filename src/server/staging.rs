@@ -77,6 +77,11 @@ impl<const STAGING: usize> Staging<STAGING> {
             })
     }
 
+    /// Blocks allocated now (pending ones included).
+    pub fn in_use(&self) -> usize {
+        self.blocks.blocks()
+    }
+
     /// Whether blocks are waiting for a transfer to finish.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()

@@ -170,6 +170,19 @@ impl Watchdog {
             .and_then(|j| j.op)
     }
 
+    /// The oldest followed job that faulted by itself (not [`Fault::Cancelled`], the fate of a
+    /// faulted job's dependants), if any: the cause to report when a dependant's fault was
+    /// seen first. `state` as for [`look`](Self::look).
+    pub(super) fn root_cause(
+        &self,
+        mut state: impl FnMut(Fence) -> Result<bool, Fault>,
+    ) -> Option<(Fence, Fault)> {
+        self.jobs.iter().find_map(|j| match state(j.fence) {
+            Err(fault) if fault != Fault::Cancelled => Some((j.fence, fault)),
+            _ => None,
+        })
+    }
+
     /// Forgets every job (after a reset, none is in flight).
     pub(super) fn clear(&mut self) {
         self.jobs.clear();
