@@ -466,3 +466,90 @@ fn without_faults_the_watchdog_changes_no_cycle() {
     };
     assert_eq!(end(true), end(false));
 }
+
+/// The simulator behind a driver that cannot reset the NPU (the HAL's default `reset`).
+struct NoReset<'a>(npu_sim::SimNpu<'a>);
+
+impl Npu for NoReset<'_> {
+    fn capabilities(&self) -> npu_compute::hal::Capabilities {
+        self.0.capabilities()
+    }
+    fn submit(
+        &mut self,
+        job: &npu_compute::hal::Job<'_>,
+    ) -> Result<npu_compute::hal::Fence, npu_compute::hal::HalError> {
+        self.0.submit(job)
+    }
+    fn poll(
+        &mut self,
+        fence: npu_compute::hal::Fence,
+    ) -> nb::Result<(), npu_compute::hal::HalError> {
+        self.0.poll(fence)
+    }
+    fn wait_for_event(&mut self) {
+        self.0.wait_for_event()
+    }
+    fn on_interrupt(&mut self) {
+        self.0.on_interrupt()
+    }
+    fn now(&self) -> npu_compute::hal::Cycles {
+        self.0.now()
+    }
+    fn host_memory(&mut self) -> &mut [u8] {
+        self.0.host_memory()
+    }
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, npu_compute::hal::HalError> {
+        self.0.map_flash(bytes)
+    }
+    fn unmap_flash(&mut self, segment: u8) {
+        self.0.unmap_flash(segment)
+    }
+}
+
+#[test]
+fn a_driver_that_cannot_reset_is_reported_as_not_recovered() {
+    use npu_compute::channel::RefCellChannel;
+    use npu_compute::memory::MemoryConfig;
+    use npu_compute::server::NpuServer;
+    let mut device = vec![0u128; 4096];
+    let mut host = vec![0u128; 1024];
+    let sim = npu_sim::SimNpu::new(
+        bytemuck::cast_slice_mut(&mut device),
+        bytemuck::cast_slice_mut(&mut host),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let server: NpuServer<_> = NpuServer::new(NoReset(sim), MemoryConfig::default()).unwrap();
+    let channel: RefCellChannel<_> = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+    let a = client.create(&[1u8; 64]).unwrap();
+    let b = client.empty(64).unwrap();
+    client.sync().unwrap();
+    {
+        use npu_compute::channel::ComputeChannel;
+        channel
+            .with(|s| {
+                s.npu_mut()
+                    .0
+                    .set_faults(FaultPlan::one(FaultRule::at_job(FaultKind::Dma, 0)))
+            })
+            .unwrap();
+    }
+    client.copy(&a, &b).unwrap();
+    let mut out = [0u8; 64];
+    let e = client.read(&b, &mut out).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Fault {
+                fault: Fault::Dma,
+                recovered: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("cannot reset"), "{e}");
+    let stats = client.stats().unwrap();
+    assert_eq!((stats.faults, stats.recoveries), (1, 0));
+}

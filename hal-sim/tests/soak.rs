@@ -30,7 +30,15 @@ fn bench_faults(args: &[&str]) -> (std::process::Output, serde_json::Value) {
 #[test]
 fn a_soak_reports_every_fault_recovers_and_leaks_nothing() {
     let m = model("kws_dscnn");
-    let args = [m.as_str(), "--invokes", "40", "--fault-rate", "20%", "--seed", "7"];
+    let args = [
+        m.as_str(),
+        "--invokes",
+        "40",
+        "--fault-rate",
+        "20%",
+        "--seed",
+        "7",
+    ];
     let (o, j) = bench_faults(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for field in [
