@@ -9,7 +9,7 @@
 //! with what is wrong, since every benchmark over the directory depends on it.
 
 use npu_compute::memory::MemoryStats;
-use npu_sim::{runner, SimConfig, UnitConfig};
+use npu_sim::{runner, FaultPlan, SimConfig, UnitConfig};
 use std::path::{Path, PathBuf};
 
 /// The execution units of a `--units` spec (see [`npu_sim::parse_units`]), checked.
@@ -32,6 +32,13 @@ pub fn units_arg(spec: &str) -> Result<Units, String> {
         .with_units(&units)
         .map_err(|e| e.to_string())?;
     Ok(Units(units.to_vec()))
+}
+
+/// clap's value parser of `--faults`: the plan of a fault spec (see
+/// [`npu_sim::parse_faults`]), so that a bad spec is a usage error (status 2) saying what is
+/// wrong and how a spec is written.
+pub fn faults_arg(spec: &str) -> Result<FaultPlan, String> {
+    npu_sim::parse_faults(spec).map_err(|e| e.to_string())
 }
 
 /// The bytes of the file at `path`; errors name the file.

@@ -8,13 +8,21 @@
 //! execution units, a comma-separated list of `u55-128` and `u55-256` (default `u55-128`),
 //! which share the memory ports ([`npu_sim::SimConfig`]).
 //!
+//! `--faults SPEC` (on `run`) makes the simulated NPU inject hardware faults
+//! ([`npu_sim::faults`], whose docs give the syntax): rules separated by `;`, each a kind
+//! (`dma`, `bus`, `hang`, `spurious-irq`, `lost-irq`, `overrun=4x`, `overrun=+1000`) and,
+//! after `@`, conditions that must all hold (`job=N`, `op=Conv2d`, `p=0.01,seed=7`, `max=N`,
+//! `region=device:0x100+64`), e.g. `dma@job=12` or `lost-irq@job=3;overrun=4x@op=DepthwiseConv2d`.
+//! Job indices count every job the NPU accepts from 0, the prepare's uploads included. A
+//! spec that does not parse is a usage error (status 2) saying what is wrong.
+//!
 //! Commands:
 //! - `npu-sim demo` ([`demo`]): runs the stack's main job on the simulated NPU (the static
 //!   conv net and the transformer through client, channel, server and simulator) and prints
 //!   results, virtual cycles and memory statistics.
 //! - `npu-sim run MODEL.tflite --input IN.bin --output OUT.bin [--arena BYTES] [--host BYTES]
 //!   [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
-//!   --autotune] [--units SPEC]`
+//!   --autotune] [--units SPEC] [--faults SPEC]`
 //!   ([`run`]): runs a TensorFlow Lite model on the simulated NPU.
 //! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES] [--units SPEC]` ([`tune`]):
 //!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table.
@@ -59,7 +67,8 @@
 //!   printed: `bench models` and `bench tune` print their tables, then fail if an output
 //!   differs from TFLM's (or, for `bench tune`, a check fails).
 //! - 2: the command line is wrong (unknown command, missing argument or subcommand, a value
-//!   that does not parse, such as a `--units` spec naming an unknown unit, `--tune-table`
+//!   that does not parse, such as a `--units` spec naming an unknown unit or a `--faults`
+//!   spec that is not one, `--tune-table`
 //!   with `--autotune`): clap prints the error and the
 //!   usage on stderr and exits before anything runs.
 //! - Stdout closing early (`npu-sim bench memory | head -1`) ends the command quietly with
@@ -158,6 +167,17 @@ enum Command {
         /// time, split over every unit).
         #[arg(long, value_enum, default_value_t = ScheduleArg::Static)]
         schedule: ScheduleArg,
+        /// Hardware faults for the simulated NPU to inject: rules separated by `;`, each
+        /// KIND[@COND,COND...]. KIND: dma, bus, hang, spurious-irq, lost-irq, overrun=Nx,
+        /// overrun=+CYCLES, overrun=Nx+CYCLES. COND (all must hold): job=N (the N-th job the
+        /// NPU accepts, from 0, the prepare's included), op=NAME (an operator family, e.g.
+        /// Conv2d), p=PROBABILITY (0.01 or 1%) with seed=N, max=N (at most N times),
+        /// region=device:OFFSET+LEN. E.g. `dma@job=12`, `bus@op=Conv2d,max=1`,
+        /// `hang@p=0.01,seed=7`, `lost-irq@job=3;overrun=4x@op=DepthwiseConv2d`. A DMA or bus
+        /// fault fails the run with the faulted job's error; a hang blocks it unless the
+        /// runtime's watchdog ends it.
+        #[arg(long, value_name = "SPEC", value_parser = common::faults_arg)]
+        faults: Option<npu_sim::FaultPlan>,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -388,6 +408,7 @@ fn main() -> ExitCode {
             autotune,
             units,
             schedule,
+            faults,
         } => run::run(
             &model,
             &input,
@@ -398,7 +419,10 @@ fn main() -> ExitCode {
             optimise.into(),
             tune_table.as_deref(),
             autotune,
-            units.config(),
+            npu_sim::SimConfig {
+                faults: faults.unwrap_or_default(),
+                ..units.config()
+            },
             schedule.into(),
         ),
         Command::Tune {

@@ -1,7 +1,7 @@
 //! `npu-sim run MODEL --input IN.bin... [--output OUT.bin...] [--arena BYTES] [--host BYTES]
 //! [--stats F.json] [--repeat N] [--optimise cycles|memory] [--tune-table TABLE |
-//! --autotune] [--units SPEC] [--schedule static|dynamic|op-by-op]`: runs a TensorFlow Lite
-//! model on the simulated NPU.
+//! --autotune] [--units SPEC] [--schedule static|dynamic|op-by-op] [--faults SPEC]`: runs a
+//! TensorFlow Lite model on the simulated NPU.
 //!
 //! Prepares the model in an arena of `--arena` bytes, with `--host` bytes of host staging
 //! memory, on a part with the execution units of `--units` (default one `u55-128`), and
@@ -26,6 +26,12 @@
 //! bytes, the tuning counts when a table or autotuning was asked for, and the NPU cycles,
 //! jobs, transfers, CPU-fallback ops, arena peak, runtime state and where the weights live.
 //!
+//! Faults: with `--faults` the NPU the model runs on injects them (see
+//! [`npu_sim::faults`]); the default memories are still measured on a fault-free NPU. A DMA or
+//! bus fault fails the run with the fault (status 1), naming the faulted job's fence; an
+//! overrun or a lost or spurious interrupt slows it or changes nothing visible; a hang
+//! blocks it until a watchdog of the runtime gives up on the job.
+//!
 //! Failure modes: a model, input or table file cannot be read, or an output or stats file
 //! cannot be written (the message names the file); an input has a size other than the
 //! model's input tensor; the model is malformed or needs more than `--arena` bytes, or a
@@ -38,7 +44,7 @@ use crate::common::{read_file, read_inputs, read_model};
 use npu_compute::graph::{Optimise, Scheduling};
 use npu_compute::tune::TuneMode;
 use npu_sim::runner::{self, RunOptions};
-use npu_sim::SimConfig;
+use npu_sim::{FaultPlan, SimConfig};
 use std::path::{Path, PathBuf};
 
 /// `npu-sim run MODEL --input IN`.
@@ -61,8 +67,13 @@ pub fn run(
     let (arena, host) = match (arena, host) {
         (Some(a), Some(h)) => (a, h),
         _ => {
-            let (a, h) =
-                runner::default_memory(model_bytes, config, optimise).map_err(|e| e.to_string())?;
+            // Measured on a fault-free NPU: the faults are for the run itself.
+            let fault_free = SimConfig {
+                faults: FaultPlan::NONE,
+                ..config
+            };
+            let (a, h) = runner::default_memory(model_bytes, fault_free, optimise)
+                .map_err(|e| e.to_string())?;
             (arena.unwrap_or(a), host.unwrap_or(h))
         }
     };
