@@ -33,9 +33,17 @@
 //!   chunks are still read by running jobs.
 //! - [`ServerStats`] counts every job and transfer, by direction, and the bytes the CPU copied
 //!   through staging.
-//! - A hardware fault ([`HalError::Fault`]) or a job past its watchdog deadline is acted on
-//!   where the server waits: it resets the NPU, ends every job in flight, and returns
-//!   [`Error::Fault`] naming the job, its operator and the fault (see `recovery`).
+//! - A hardware fault ([`HalError::Fault`]) or a job past its watchdog deadline
+//!   ([`WatchdogConfig`]) is acted on where the server waits: it resets the NPU
+//!   ([`Npu::reset`]), ends every job in flight, and returns [`Error::Fault`] naming the job,
+//!   its operator and the fault. Tensors whose newest bytes a job in flight was producing are
+//!   marked lost (reading one is [`Error::ContentsLost`] until it is written again); access
+//!   records, newest fences, the pinned blocks' DMA records and pending staging blocks are
+//!   emptied, so nothing leaks and no fence is left to wait for; a job plan forgets its last
+//!   run's fences at its next run. Constants are read-only for jobs, so a fault cannot
+//!   corrupt them, but one whose upload was itself in flight is lost: wait for the uploads
+//!   of a prepare ([`sync`](ComputeServer::sync)) where faults are expected. A driver that
+//!   cannot reset leaves the server as it was, and the error says it did not recover.
 //!
 //! [`ComputeServer`] is the seam between the client (and channels) and a server: they are
 //! generic over it rather than over the server's five parameters, and a second server (a

@@ -37,7 +37,7 @@ use crate::ops::OpKind;
 use crate::hal::Npu;
 
 /// Jobs the watchdog follows one by one (the simulator's default in-flight capacity); more in
-/// flight are followed together (see the [module docs](self)).
+/// flight are followed together (see [`WatchdogConfig`]).
 pub const WATCHED_JOBS: usize = 32;
 
 /// How the server's watchdog judges a job late ([`NpuServer::with_watchdog`](super::NpuServer::with_watchdog)).
@@ -46,7 +46,22 @@ pub const WATCHED_JOBS: usize = 32;
 /// [`Npu::now`] from when it can start; past that it is [`Fault::Timeout`] and the server
 /// resets the NPU. The defaults give a job four times its prediction and 100 000 cycles more:
 /// several units sharing the memory ports slow each other down, and an interrupt may delay
-/// the server's look at the clock.
+/// the server's look at the clock. `min_cycles` should be at least the period of the timer
+/// that wakes a sleeping CPU: a job whose completion interrupt is lost is seen complete only
+/// at the next tick.
+///
+/// # How a deadline is judged
+///
+/// A job starts after its dependencies and the job before it on its queue, all of which have
+/// older fences. So the watchdog starts a job's clock when the server first sees it as the
+/// oldest job still in flight: never earlier than the job really started, so that a long
+/// queue never trips it falsely (only later), and the oldest job in flight always has its
+/// clock running, so a hang anywhere is caught. The server looks each time it is about to
+/// sleep and when it wakes: a job still in flight past its deadline has timed out, and one
+/// seen in flight before a sleep and complete after it, later than its deadline, overran
+/// (the sleep ended at its completion interrupt). A job seen complete after the CPU did other
+/// work is never judged late. Jobs beyond the first [`WATCHED_JOBS`] in flight are followed
+/// as one, with the sum of their budgets, so the server never waits for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct WatchdogConfig {
