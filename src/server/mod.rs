@@ -570,7 +570,7 @@ impl<
         self.watchdog.push(
             Watched {
                 fence,
-                budget: self.watchdog.config.budget(predicted),
+                predicted: watchdog::predicted(predicted),
                 op,
             },
             job.queue.index(),

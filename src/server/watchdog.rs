@@ -103,10 +103,37 @@ impl WatchdogConfig {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Watched {
     pub(super) fence: Fence,
-    /// The cycles it may run.
-    pub(super) budget: Cycles,
+    /// Its predicted cycles (saturated), [`UNPREDICTED`] when the driver could not tell. The
+    /// budget is worked out from it only when the job is judged: a division per submitted
+    /// job would cost a Cortex-M4 a library call on the dispatch path.
+    pub(super) predicted: u32,
     /// Its operator, for a compute job.
     pub(super) op: Option<OpKind>,
+}
+
+/// [`Watched::predicted`] of a job the driver could not estimate.
+pub(super) const UNPREDICTED: u32 = u32::MAX;
+
+/// [`Watched::predicted`] of the overflow seen as one job (its budget is its own).
+const OVERFLOW: u32 = u32::MAX - 1;
+
+/// [`Watched::predicted`] for a prediction of `cycles`: saturated below the two markers.
+#[inline(always)]
+pub(super) fn predicted(cycles: Option<Cycles>) -> u32 {
+    match cycles {
+        None => UNPREDICTED,
+        Some(c) => u32::try_from(c).unwrap_or(OVERFLOW - 1).min(OVERFLOW - 1),
+    }
+}
+
+impl Watched {
+    /// The cycles the job may run under `config`.
+    fn budget(&self, config: &WatchdogConfig) -> Cycles {
+        match self.predicted {
+            UNPREDICTED => config.budget(None),
+            p => config.budget(Some(Cycles::from(p))),
+        }
+    }
 }
 
 /// What the watchdog concluded from a look at the head of its list.
@@ -173,7 +200,7 @@ impl Watchdog {
             if let Some(slot) = o.newest.get_mut(queue) {
                 *slot = Some(job.fence);
             }
-            o.budget = o.budget.saturating_add(job.budget);
+            o.budget = o.budget.saturating_add(job.budget(&self.config));
         }
     }
 
@@ -224,6 +251,12 @@ impl Watchdog {
                     Err(verdict) => return verdict,
                 },
             };
+            let budget = if head.predicted == OVERFLOW {
+                // The overflow's budget, summed as its jobs joined it.
+                self.overflow.map_or(0, |o| o.budget)
+            } else {
+                head.budget(&self.config)
+            };
             let late = |armed: Option<Cycles>, budget| {
                 armed.is_some_and(|t| now.saturating_sub(t) > budget)
             };
@@ -231,7 +264,7 @@ impl Watchdog {
                 Err(fault) => return Verdict::Fault(head.fence, fault),
                 Ok(false) => {
                     let armed = *self.armed_at.get_or_insert(now);
-                    if self.config.enabled && late(Some(armed), head.budget) {
+                    if self.config.enabled && late(Some(armed), budget) {
                         return Verdict::Fault(head.fence, Fault::Timeout);
                     }
                     self.seen_before_sleep = !woke;
@@ -243,7 +276,7 @@ impl Watchdog {
                     if self.config.enabled
                         && woke
                         && self.seen_before_sleep
-                        && late(self.armed_at, head.budget)
+                        && late(self.armed_at, budget)
                     {
                         return Verdict::Fault(head.fence, Fault::Timeout);
                     }
@@ -275,7 +308,7 @@ impl Watchdog {
                 Ok(false) => {
                     return Ok(Some(Watched {
                         fence,
-                        budget: o.budget,
+                        predicted: OVERFLOW,
                         op: None,
                     }))
                 }
@@ -285,7 +318,7 @@ impl Watchdog {
         match newest {
             Some(fence) => Ok(Some(Watched {
                 fence,
-                budget: o.budget,
+                predicted: OVERFLOW,
                 op: None,
             })),
             None => {
@@ -300,11 +333,22 @@ impl Watchdog {
 mod tests {
     use super::*;
 
+    /// A job of fence `f` whose budget under [`config`] is `budget`.
     fn job(f: u64, budget: Cycles) -> Watched {
         Watched {
             fence: Fence(f),
-            budget,
+            predicted: budget as u32,
             op: None,
+        }
+    }
+
+    /// No margin, no floor: a job's budget is its prediction.
+    fn config() -> WatchdogConfig {
+        WatchdogConfig {
+            enabled: true,
+            margin_percent: 0,
+            min_cycles: 0,
+            default_job_cycles: 0,
         }
     }
 
@@ -323,7 +367,7 @@ mod tests {
 
     #[test]
     fn the_head_times_out_only_past_its_budget_from_when_it_was_first_seen() {
-        let mut w = Watchdog::new(WatchdogConfig::default());
+        let mut w = Watchdog::new(config());
         w.push(job(0, 100), 1);
         w.push(job(1, 100), 1);
         // Job 0 first seen in flight at 1000: its clock starts then.
@@ -340,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_late_completion_counts_only_when_seen_across_one_sleep() {
-        let mut w = Watchdog::new(WatchdogConfig::default());
+        let mut w = Watchdog::new(config());
         w.push(job(0, 100), 1);
         assert_eq!(w.look(0, false, |_| Ok(false)), Verdict::Fine);
         // Complete on waking at 150, past its deadline of 100: it overran.
@@ -349,7 +393,7 @@ mod tests {
             Verdict::Fault(Fence(0), Fault::Timeout)
         );
         // Seen complete after other work (not just after a sleep): not judged.
-        let mut w = Watchdog::new(WatchdogConfig::default());
+        let mut w = Watchdog::new(config());
         w.push(job(0, 100), 1);
         assert_eq!(w.look(0, true, |_| Ok(false)), Verdict::Fine);
         assert_eq!(w.look(500, true, |_| Ok(true)), Verdict::Fine);
@@ -360,7 +404,7 @@ mod tests {
     fn disabled_never_times_out_but_reports_faults() {
         let mut w = Watchdog::new(WatchdogConfig {
             enabled: false,
-            ..WatchdogConfig::default()
+            ..config()
         });
         w.push(job(3, 1), 1);
         assert_eq!(w.look(0, false, |_| Ok(false)), Verdict::Fine);
@@ -373,7 +417,7 @@ mod tests {
 
     #[test]
     fn jobs_past_the_list_are_followed_as_one() {
-        let mut w = Watchdog::new(WatchdogConfig::default());
+        let mut w = Watchdog::new(config());
         for f in 0..WATCHED_JOBS as u64 + 3 {
             w.push(job(f, 10), (f % 2) as usize);
         }
@@ -389,7 +433,7 @@ mod tests {
             Verdict::Fault(Fence(n + 2), Fault::Timeout)
         );
         // All over: the list is empty, and new jobs are listed one by one again.
-        let mut w = Watchdog::new(WatchdogConfig::default());
+        let mut w = Watchdog::new(config());
         for f in 0..WATCHED_JOBS as u64 + 1 {
             w.push(job(f, 10), 0);
         }
