@@ -198,6 +198,11 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
         })
     }
 
+    /// Every live value, to update them all (a recovery from a hardware fault).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().filter_map(|s| s.value.as_mut())
+    }
+
     /// References held on a live id.
     pub fn refs(&self, id: HandleId) -> Result<u32, Error> {
         self.slot(id).map(|s| s.refs)

@@ -40,6 +40,9 @@ pub struct LiveTensor {
     pub download: Option<Region>,
     /// Read-only.
     pub constant: bool,
+    /// Its newest bytes were lost to a hardware fault (reads answer `Error::ContentsLost`
+    /// until it is written again).
+    pub lost: bool,
 }
 
 /// Host staging memory in use, as [`NpuServer::staging_use`] reports it.
@@ -91,6 +94,7 @@ impl<
                     .download
                     .map(|(_, b)| Region::host(b.offset, b.len)),
                 constant: e.constant,
+                lost: e.lost,
             });
         }
         Ok(())
@@ -98,7 +102,7 @@ impl<
 
     /// Host staging memory in use now (pinned blocks included).
     pub fn staging_use(&self) -> StagingUse {
-        let (blocks, bytes, pending) = self.staging.in_use();
+        let (blocks, bytes, pending) = self.staging.usage();
         StagingUse {
             blocks,
             bytes,
