@@ -48,7 +48,7 @@ use npu_compute::memory::{ChunkSliceMemory, MemoryConfig};
 use npu_compute::ops::{AddF32, FullyConnectedF32, MulF32, NegF32, Op, ReluF32, Reshape};
 use npu_compute::server::{ComputeServer, LiveTensor, NpuServer};
 use npu_kernels::FcShape;
-use npu_sim::{SimConfig, SimNpu};
+use npu_sim::{FaultKind, FaultPlan, FaultRule, SimConfig, SimNpu};
 
 const DEVICE_BYTES: usize = 2048;
 const HOST_BYTES: usize = 768;
@@ -374,7 +374,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
 
     /// `id` changed (a write, a job's output): its model becomes `contents`, and every other
     /// tensor over the same device bytes (a pool and the tensors placed in it) unknown.
-    fn changed(&mut self, id: HandleId, contents: Option<Vec<u8>>) {
+    ///
+    /// `done` says the call that changed it succeeded: its bytes are then known again (unless
+    /// a fault may strike), where a failed call leaves a tensor whose bytes were lost lost.
+    fn changed(&mut self, id: HandleId, contents: Option<Vec<u8>>, done: bool) {
         let live = self.live();
         if let Some(region) = live.iter().find(|t| t.id == id).and_then(|t| t.device) {
             for t in &live {
@@ -390,7 +393,8 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
         trace!("  changed {id:?}: {contents:?} (fault window {window})");
         if let Some(i) = self.info.get_mut(&id) {
             i.contents = if window { None } else { contents };
-            i.suspect |= window;
+            // Rewritten with no fault pending, its bytes are known again.
+            i.suspect = window || (i.suspect && !done);
         }
     }
 
@@ -492,18 +496,27 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             Err(e) => {
                 if !defects.is_empty() {
                     assert!(
-                        class(e).is_some_and(|c| defects.contains(&c)),
+                        class(e).is_some_and(|c| defects.contains(&c))
+                            || (matches!(e, Error::ContentsLost) && self.any_suspect()),
                         "{what}: refused with {e:?}, expected one of {defects:?}"
                     );
                 } else {
                     assert!(
-                        is_resource(e) || self.fault_window || matches!(e, Error::Hal(_)),
+                        is_resource(e)
+                            || self.fault_window
+                            || matches!(e, Error::Hal(_))
+                            || (matches!(e, Error::ContentsLost) && self.any_suspect()),
                         "{what}: unexpected {e:?}"
                     );
                 }
                 false
             }
         }
+    }
+
+    /// Whether some tensor's bytes may be lost to a fault (a job reading it may fail).
+    fn any_suspect(&self) -> bool {
+        self.info.values().any(|i| i.suspect)
     }
 
     fn held_index(&mut self) -> Option<usize> {
@@ -555,7 +568,7 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                             constant: false,
                         },
                     ),
-                    Err(e) => assert!(is_resource(&e), "empty: {e:?}"),
+                    Err(e) => assert!(is_resource(&e) || self.fault_window, "empty: {e:?}"),
                 }
             }
             3 | 4 => {
@@ -583,10 +596,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                     defects.push(Class::ReadOnly);
                 }
                 if self.expect("write", &r, &defects) {
-                    self.changed(id, Some(data));
+                    self.changed(id, Some(data), true);
                 } else if r.is_err() && defects.is_empty() {
                     // A refused write may have started: the bytes are unknown.
-                    self.changed(id, None);
+                    self.changed(id, None, false);
                 }
             }
             5..=8 => self.execute(),
@@ -698,7 +711,7 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                             constant: false,
                         },
                     ),
-                    Err(e) => assert!(is_resource(&e), "pinned: {e:?}"),
+                    Err(e) => assert!(is_resource(&e) || self.fault_window, "pinned: {e:?}"),
                 }
             }
             16 => {
@@ -713,7 +726,7 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 trace!("  host_mut {id:?}: {r:?}");
                 let defects = if info.pinned { vec![] } else { vec![Class::NotPinned] };
                 if self.expect("host_mut", &r, &defects) {
-                    self.changed(id, Some(data));
+                    self.changed(id, Some(data), true);
                 }
             }
             17 => {
@@ -735,9 +748,9 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 if self.expect("copy", &r, &defects) && src != dst {
                     let shared = self.share_memory(src, dst);
                     let c = if shared || si.suspect { None } else { si.contents };
-                    self.changed(dst, c);
+                    self.changed(dst, c, true);
                 } else if r.is_err() && defects.is_empty() {
-                    self.changed(dst, None);
+                    self.changed(dst, None, false);
                 }
             }
             18 => self.plan_build(),
@@ -756,9 +769,20 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 }
             }
             21 => {
-                let r = self.client.sync();
+                let mut r = self.client.sync();
+                // A sync that met a hardware fault reports it, after recovering: the next one
+                // finds nothing in flight.
+                if let Err(Error::Fault { recovered, .. }) = r {
+                    assert!(self.fault_window, "a fault without injection: {r:?}");
+                    assert!(recovered, "the simulator resets: {r:?}");
+                    r = self.client.sync();
+                }
+                trace!("  sync: {r:?}");
                 assert!(r.is_ok(), "sync: {r:?}");
-                let failed = self.server(|s| s.npu().stats().jobs_failed);
+                let failed = self.server(|s| {
+                    let stats = s.npu().stats();
+                    stats.jobs_failed + stats.faults_injected.total()
+                });
                 if self.fault_window && failed > self.failed_at_inject {
                     self.fault_window = false;
                 }
@@ -777,10 +801,37 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                     }
                     4..=6 => {
                         let code = 0x100 + u32::from(self.input.u8());
+                        let how = self.input.u8();
+                        let job = u64::from(self.input.u8() % 4);
+                        let kind = match how % 8 {
+                            0 => Some(FaultKind::Dma),
+                            1 => Some(FaultKind::Bus),
+                            2 => Some(FaultKind::Hang),
+                            3 => Some(FaultKind::Overrun { times: 3, plus: 100 }),
+                            4 => Some(FaultKind::SpuriousIrq),
+                            5 => Some(FaultKind::LostIrq),
+                            _ => None,
+                        };
                         let (failed, in_flight) = self.server(|s| {
-                            s.npu_mut().fail_next_compute_job(code);
-                            (s.npu().stats().jobs_failed, s.npu().in_flight())
+                            let npu = s.npu_mut();
+                            match kind {
+                                // The next compute job to retire fails with a code.
+                                None => npu.fail_next_compute_job(code),
+                                // A hardware fault on the job-th job submitted from now on.
+                                Some(kind) => {
+                                    let mut plan = FaultPlan::default();
+                                    let rule = FaultRule::at_job(kind, job).at_most(1);
+                                    plan.push(rule).expect("one rule fits");
+                                    npu.set_faults(plan);
+                                }
+                            }
+                            let stats = s.npu().stats();
+                            (
+                                stats.jobs_failed + stats.faults_injected.total(),
+                                s.npu().in_flight(),
+                            )
                         });
+                        trace!("  inject {kind:?} at job {job} (code {code})");
                         self.failed_at_inject = failed;
                         self.fault_window = true;
                         // The fault strikes the next compute job to retire, which may be one
@@ -866,9 +917,9 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
         trace!("  execute {op:?} {inputs:?} -> {output:?}: {r:?} (defects {defects:?})");
         if self.expect("execute", &r, &defects) {
             let c = self.predict(&op, &inputs, output);
-            self.changed(output, c);
+            self.changed(output, c, true);
         } else if r.is_err() && defects.is_empty() {
-            self.changed(output, None);
+            self.changed(output, None, false);
         }
     }
 
@@ -923,10 +974,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 Err(Error::JobPlan(_)) if pinned || defects.is_empty() => {}
                 Err(e) => {
                     if defects.is_empty() {
-                        assert!(is_resource(&e), "plan step: {e:?}");
+                        assert!(is_resource(&e) || self.fault_window || (matches!(e, Error::ContentsLost) && self.any_suspect()), "plan step: {e:?}");
                     } else {
                         assert!(
-                            class(&e).is_some_and(|c| defects.contains(&c)),
+                            class(&e).is_some_and(|c| defects.contains(&c))
+                                || (matches!(e, Error::ContentsLost) && self.any_suspect()),
                             "plan step refused with {e:?}, expected one of {defects:?}"
                         );
                     }
@@ -952,7 +1004,7 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 assert!(!wrong || plan_ops.is_empty(), "a run with too few ops");
                 for (op, (inputs, output)) in plan_ops.iter().zip(steps) {
                     let c = self.predict(op, &inputs, output);
-                    self.changed(output, c);
+                    self.changed(output, c, true);
                 }
             }
             Err(e) => {
@@ -960,11 +1012,14 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                     assert!(matches!(e, Error::JobPlan(_)), "run with too few ops: {e:?}");
                 } else {
                     assert!(
-                        is_resource(&e) || self.fault_window || matches!(e, Error::Hal(_)),
+                        is_resource(&e)
+                            || self.fault_window
+                            || matches!(e, Error::Hal(_))
+                            || (matches!(e, Error::ContentsLost) && self.any_suspect()),
                         "plan run: {e:?}"
                     );
                     for (_, output) in steps {
-                        self.changed(output, None);
+                        self.changed(output, None, false);
                     }
                 }
             }
@@ -990,7 +1045,8 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                         self.flash_segments.swap_remove(k);
                     }
                     Err(e) => assert!(
-                        matches!(e, Error::FlashInUse { .. }) && in_use,
+                        (matches!(e, Error::FlashInUse { .. }) && in_use)
+                            || (self.fault_window && matches!(e, Error::Fault { .. })),
                         "unmap_flash: {e:?}"
                     ),
                 }
@@ -1102,7 +1158,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
         self.held.clear();
         self.collect();
         assert!(self.info.is_empty());
-        let r = self.client.sync();
+        let mut r = self.client.sync();
+        if let Err(Error::Fault { .. }) = r {
+            r = self.client.sync();
+        }
         assert!(r.is_ok(), "sync: {r:?}");
         self.synced = true;
         self.check();
