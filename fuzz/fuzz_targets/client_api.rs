@@ -41,12 +41,12 @@ use std::collections::HashMap;
 use libfuzzer_sys::fuzz_target;
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan, Tensor};
-use npu_compute::Error;
-use npu_compute::handle::HandleId;
 use npu_compute::hal::{Region, Space};
+use npu_compute::handle::HandleId;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig};
 use npu_compute::ops::{AddF32, FullyConnectedF32, MulF32, NegF32, Op, ReluF32, Reshape};
 use npu_compute::server::{ComputeServer, LiveTensor, NpuServer};
+use npu_compute::Error;
 use npu_kernels::FcShape;
 use npu_sim::{FaultKind, FaultPlan, FaultRule, SimConfig, SimNpu};
 
@@ -135,7 +135,9 @@ impl Input<'_> {
     }
     /// A tensor size: mostly small multiples of 4, sometimes odd, empty or too big.
     fn size(&mut self) -> u32 {
-        const SIZES: [u32; 16] = [4, 8, 16, 16, 32, 32, 64, 64, 128, 256, 12, 20, 0, 3, 1024, 4096];
+        const SIZES: [u32; 16] = [
+            4, 8, 16, 16, 32, 32, 64, 64, 128, 256, 12, 20, 0, 3, 1024, 4096,
+        ];
         SIZES[self.pick(SIZES.len())]
     }
 }
@@ -243,8 +245,20 @@ fn reference(op: &Op, inputs: &[&[u8]]) -> Option<Vec<u8>> {
     let finite = |b: &[u8]| f32s(b).iter().all(|x| x.is_finite());
     let v = |k: usize| f32s(inputs[k]);
     Some(match op {
-        Op::AddF32(_) => bytes_of(&v(0).iter().zip(v(1)).map(|(a, b)| a + b).collect::<Vec<_>>()),
-        Op::MulF32(_) => bytes_of(&v(0).iter().zip(v(1)).map(|(a, b)| a * b).collect::<Vec<_>>()),
+        Op::AddF32(_) => bytes_of(
+            &v(0)
+                .iter()
+                .zip(v(1))
+                .map(|(a, b)| a + b)
+                .collect::<Vec<_>>(),
+        ),
+        Op::MulF32(_) => bytes_of(
+            &v(0)
+                .iter()
+                .zip(v(1))
+                .map(|(a, b)| a * b)
+                .collect::<Vec<_>>(),
+        ),
         Op::NegF32(_) => bytes_of(&v(0).iter().map(|a| -a).collect::<Vec<_>>()),
         Op::ReluF32(_) => {
             if !finite(inputs[0]) {
@@ -259,7 +273,11 @@ fn reference(op: &Op, inputs: &[&[u8]]) -> Option<Vec<u8>> {
             }
             let s = fc.shape;
             let (x, w) = (v(0), v(1));
-            let (b, i, o) = (s.batches as usize, s.in_features as usize, s.out_features as usize);
+            let (b, i, o) = (
+                s.batches as usize,
+                s.in_features as usize,
+                s.out_features as usize,
+            );
             let mut out = vec![0.0f32; b * o];
             for r in 0..b {
                 for c in 0..o {
@@ -316,7 +334,9 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 .collect();
             bytes_of(&v)
         } else {
-            (0..bytes).map(|k| seed ^ (k as u8).wrapping_mul(step)).collect()
+            (0..bytes)
+                .map(|k| seed ^ (k as u8).wrapping_mul(step))
+                .collect()
         }
     }
 
@@ -327,7 +347,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             !self.info.contains_key(&id),
             "a new tensor {id:?} has the id of a live one"
         );
-        assert!(!self.dead.contains(&id), "a new tensor reuses a dead id {id:?}");
+        assert!(
+            !self.dead.contains(&id),
+            "a new tensor reuses a dead id {id:?}"
+        );
         trace!("  new {id:?}: {info:?}");
         self.info.insert(id, info);
         self.held.push(t);
@@ -724,7 +747,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                     .client
                     .host_mut(&self.held[k], |b| b.copy_from_slice(&data));
                 trace!("  host_mut {id:?}: {r:?}");
-                let defects = if info.pinned { vec![] } else { vec![Class::NotPinned] };
+                let defects = if info.pinned {
+                    vec![]
+                } else {
+                    vec![Class::NotPinned]
+                };
                 if self.expect("host_mut", &r, &defects) {
                     self.changed(id, Some(data), true);
                 }
@@ -747,7 +774,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 }
                 if self.expect("copy", &r, &defects) && src != dst {
                     let shared = self.share_memory(src, dst);
-                    let c = if shared || si.suspect { None } else { si.contents };
+                    let c = if shared || si.suspect {
+                        None
+                    } else {
+                        si.contents
+                    };
                     self.changed(dst, c, true);
                 } else if r.is_err() && defects.is_empty() {
                     self.changed(dst, None, false);
@@ -807,7 +838,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                             0 => Some(FaultKind::Dma),
                             1 => Some(FaultKind::Bus),
                             2 => Some(FaultKind::Hang),
-                            3 => Some(FaultKind::Overrun { times: 3, plus: 100 }),
+                            3 => Some(FaultKind::Overrun {
+                                times: 3,
+                                plus: 100,
+                            }),
                             4 => Some(FaultKind::SpuriousIrq),
                             5 => Some(FaultKind::LostIrq),
                             _ => None,
@@ -897,7 +931,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 .and_then(|n| n.inputs.get(j).copied())
                 .unwrap_or(0);
             let alias = self.input.u8() % 16 == 0;
-            let id = if alias { Some(output) } else { self.operand(want) };
+            let id = if alias {
+                Some(output)
+            } else {
+                self.operand(want)
+            };
             match id {
                 Some(id) => inputs.push(id),
                 None => return,
@@ -974,7 +1012,12 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 Err(Error::JobPlan(_)) if pinned || defects.is_empty() => {}
                 Err(e) => {
                     if defects.is_empty() {
-                        assert!(is_resource(&e) || self.fault_window || (matches!(e, Error::ContentsLost) && self.any_suspect()), "plan step: {e:?}");
+                        assert!(
+                            is_resource(&e)
+                                || self.fault_window
+                                || (matches!(e, Error::ContentsLost) && self.any_suspect()),
+                            "plan step: {e:?}"
+                        );
                     } else {
                         assert!(
                             class(&e).is_some_and(|c| defects.contains(&c))
@@ -1009,7 +1052,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             }
             Err(e) => {
                 if wrong {
-                    assert!(matches!(e, Error::JobPlan(_)), "run with too few ops: {e:?}");
+                    assert!(
+                        matches!(e, Error::JobPlan(_)),
+                        "run with too few ops: {e:?}"
+                    );
                 } else {
                     assert!(
                         is_resource(&e)
@@ -1035,10 +1081,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             1 if !self.flash_segments.is_empty() => {
                 let k = self.input.pick(self.flash_segments.len());
                 let seg = self.flash_segments[k];
-                let in_use = self.live().iter().any(|t| {
-                    t.device
-                        .is_some_and(|r| r.space == Space::Flash(seg))
-                });
+                let in_use = self
+                    .live()
+                    .iter()
+                    .any(|t| t.device.is_some_and(|r| r.space == Space::Flash(seg)));
                 match self.client.unmap_flash(seg) {
                     Ok(()) => {
                         assert!(!in_use, "unmapped a segment tensors use");
@@ -1080,9 +1126,8 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
     /// The invariants, after every step.
     fn check(&self) {
         let live = self.live();
-        let (stats, in_table, staging) = self.server(|s| {
-            (s.memory_stats(), s.live_tensors(), s.staging_use())
-        });
+        let (stats, in_table, staging) =
+            self.server(|s| (s.memory_stats(), s.live_tensors(), s.staging_use()));
         assert_eq!(in_table, live.len());
         // The live tensors are the model's, with the references it expects.
         assert_eq!(
@@ -1093,7 +1138,10 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             self.info.keys().collect::<Vec<_>>()
         );
         for t in &live {
-            let i = self.info.get(&t.id).unwrap_or_else(|| panic!("unknown live tensor {t:?}"));
+            let i = self
+                .info
+                .get(&t.id)
+                .unwrap_or_else(|| panic!("unknown live tensor {t:?}"));
             assert_eq!(t.bytes, i.bytes, "size of {:?}", t.id);
             assert_eq!(t.refs, self.expected_refs(t.id), "references of {t:?}");
             assert_eq!(t.pool, i.pool, "pool of {:?}", t.id);
@@ -1101,12 +1149,18 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             assert_eq!(t.host.is_some(), i.pinned, "pinned block of {:?}", t.id);
             if let Some(r) = t.device {
                 if r.space == Space::Device {
-                    assert!(r.offset + r.len <= DEVICE_BYTES as u32, "{t:?} leaves the arena");
+                    assert!(
+                        r.offset + r.len <= DEVICE_BYTES as u32,
+                        "{t:?} leaves the arena"
+                    );
                     assert_eq!(r.len, t.bytes, "{t:?} bound to a range of another size");
                 }
             }
             for r in [t.host, t.download].into_iter().flatten() {
-                assert!(r.offset + r.len <= HOST_BYTES as u32, "{t:?} leaves host memory");
+                assert!(
+                    r.offset + r.len <= HOST_BYTES as u32,
+                    "{t:?} leaves host memory"
+                );
             }
         }
         // No two reservations overlap; a placed tensor lies in its pool.
@@ -1133,7 +1187,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 "{t:?} leaves its pool {pool:?}"
             );
         }
-        let host: Vec<Region> = live.iter().flat_map(|t| [t.host, t.download]).flatten().collect();
+        let host: Vec<Region> = live
+            .iter()
+            .flat_map(|t| [t.host, t.download])
+            .flatten()
+            .collect();
         for (k, a) in host.iter().enumerate() {
             for b in &host[k + 1..] {
                 assert!(!overlaps(*a, *b), "host blocks {a:?} and {b:?} overlap");
@@ -1141,11 +1199,17 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
         }
         // The bytes in use are the reservations'.
         let sum: u32 = live.iter().filter(|t| t.reserved).map(|t| t.bytes).sum();
-        assert_eq!(stats.in_use, sum, "bytes in use: {stats:?}, tensors {live:?}");
+        assert_eq!(
+            stats.in_use, sum,
+            "bytes in use: {stats:?}, tensors {live:?}"
+        );
         assert!(stats.reserved <= DEVICE_BYTES as u32, "{stats:?}");
         // Staging: at least the pinned and started reads' blocks; after a sync, exactly them.
         let owned = host.len() as u32;
-        assert!(staging.blocks >= owned, "{staging:?} < {owned} owned blocks");
+        assert!(
+            staging.blocks >= owned,
+            "{staging:?} < {owned} owned blocks"
+        );
         if self.synced {
             assert_eq!(staging.pending, 0, "after sync: {staging:?}");
             assert_eq!(staging.blocks, owned, "after sync: {staging:?}, {live:?}");

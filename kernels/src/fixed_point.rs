@@ -384,7 +384,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+    #[cfg_attr(
+        miri,
+        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    )]
     fn srdhm_shift_form_equals_gemmlowp_division() {
         // Edge values: extremes, ±1 around them, the tie-producing powers of two, and their
         // neighbours, in every pairing (i32::MIN with itself included).
@@ -571,7 +574,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "miri gives powi a nondeterministic rounding error (as it may have on other targets), so the exact reconstruction cannot hold there")]
+    #[cfg_attr(
+        miri,
+        ignore = "miri gives powi a nondeterministic rounding error (as it may have on other targets), so the exact reconstruction cannot hold there"
+    )]
     fn frexp_matches_std_reconstruction() {
         for &v in &[
             1e-290,

@@ -90,9 +90,7 @@ impl<
                 reserved,
                 pool: e.pool,
                 host,
-                download: e
-                    .download
-                    .map(|(_, b)| Region::host(b.offset, b.len)),
+                download: e.download.map(|(_, b)| Region::host(b.offset, b.len)),
                 constant: e.constant,
                 lost: e.lost,
             });

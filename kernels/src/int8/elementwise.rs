@@ -661,7 +661,10 @@ mod tests {
     /// Every kernel over every int8 input (every pair for the binary ones) at extreme but
     /// accepted quantizations: no arithmetic overflows (debug builds would panic).
     #[test]
-    #[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+    #[cfg_attr(
+        miri,
+        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    )]
     fn no_overflow_on_any_input() {
         let all: [i8; 256] = core::array::from_fn(|i| i as u8 as i8);
         let quants = [

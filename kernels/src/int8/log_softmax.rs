@@ -259,7 +259,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+    #[cfg_attr(
+        miri,
+        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    )]
     fn bad_parameters_are_refused() {
         assert!(LogSoftmaxParams::new(q(0.1, 0), q(0.0625, 0)).is_err());
         assert!(LogSoftmaxParams::new(q(0.1, 0), q(0.07, 127)).is_err());

@@ -529,7 +529,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+    #[cfg_attr(
+        miri,
+        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    )]
     fn int16_follows_the_real_functions() {
         let out_q = q(1.0 / 32768.0, 0);
         for scale in [

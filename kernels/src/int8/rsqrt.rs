@@ -218,7 +218,10 @@ mod tests {
     use super::*;
 
     #[test]
-    #[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+    #[cfg_attr(
+        miri,
+        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    )]
     fn sqrt_f32_is_correctly_rounded() {
         // Against std's sqrt (IEEE-exact) on normal powers of two and their neighbours,
         // subnormals, the extremes, and a sweep of the whole range.

@@ -262,7 +262,10 @@ fn activation_ranges_match_model() {
 // ADD
 
 #[test]
-#[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+)]
 fn add_unit_scales_is_exact_integer_add() {
     // All scales 1: multipliers 0.5, 0.5 and 2 / 2^20 are exact, so
     // out = clamp((a + 3) + (b − 10) − 5).
@@ -287,7 +290,10 @@ fn add_unit_scales_is_exact_integer_add() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+)]
 fn add_power_of_two_scales() {
     // a in halves, b in eighths, out in quarters: the real result is 2a + b/2 output steps.
     // Every intermediate is exact (a' = a · 2^19, b' = b · 2^17, sum = (4a + b) · 2^17, then
@@ -339,7 +345,10 @@ fn add_hand_computed() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+)]
 fn add_matches_model_and_reals() {
     let cases = [
         (q(0.05, -3), q(0.1, 10), q(0.12, -5), Activation::None),
@@ -454,7 +463,10 @@ fn add_length_errors() {
 // MUL
 
 #[test]
-#[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+)]
 fn mul_exact_when_multiplier_is_one() {
     // 0.5 · 0.25 / 0.125 = 1 → (2^30, 1): out = clamp((a − 4)(b + 9) + 11).
     let p = MulParams::new(q(0.5, 4), q(0.25, -9), q(0.125, 11), Activation::None).unwrap();
@@ -978,7 +990,10 @@ fn fc_errors() {
 // Robustness: every constructor either refuses or yields parameters the kernels run on.
 
 #[test]
-#[cfg_attr(miri, ignore = "a sweep of many cases: minutes under miri, which interprets every step")]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+)]
 fn extreme_parameters_never_panic() {
     let scales = [
         f32::from_bits(1),
