@@ -29,9 +29,13 @@
 //! - a read returns what the model expects: the bytes written, or a CPU reference of the op
 //!   that produced them.
 //!
-//! Injected faults make a job fail: from the injection until a `sync` after the fault struck,
-//! every tensor a call changes is "suspect" (its reads may fail, its bytes are unknown). At the
-//! end everything is dropped and the server must be empty: no tensor, no byte in use, no
+//! Injected faults (a hardware fault on a job to come: DMA, bus, hang, overrun, spurious or
+//! lost interrupt; or a job failing with a code) make jobs fail, and the server recover: from
+//! the injection until a `sync` after a hardware fault was decided (to the end of the run for
+//! a failure with a code, which the simulator does not report when it strikes), every tensor
+//! a call changes is "suspect": its reads may fail (the fault, or `ContentsLost`), its bytes
+//! are unknown, until it is rewritten with no fault pending. At the end everything is dropped
+//! and the server must be empty: no tensor, no byte in use, no
 //! staging block.
 
 #![no_main]
@@ -176,8 +180,12 @@ struct Fuzz<'c, 'a, 'd> {
     flash_segments: Vec<u8>,
     /// A fault was injected and has not been followed by a `sync` after it struck.
     fault_window: bool,
-    /// The simulator's failed-job count when the window opened.
-    failed_at_inject: u64,
+    /// The simulator's count of hardware faults decided when the last one was injected, while
+    /// it may still strike: the window closes at a `sync` after the count passed it.
+    hardware_pending: Option<u64>,
+    /// A job failure (with a code) was injected: the simulator does not tell when it struck,
+    /// so the window stays open to the end of the run.
+    code_armed: bool,
     /// The last step was a `sync` that closed every transfer.
     synced: bool,
 }
@@ -314,7 +322,8 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
             plans: Vec::new(),
             flash_segments: Vec::new(),
             fault_window: false,
-            failed_at_inject: 0,
+            hardware_pending: None,
+            code_armed: false,
             synced: false,
         }
     }
@@ -810,13 +819,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                 }
                 trace!("  sync: {r:?}");
                 assert!(r.is_ok(), "sync: {r:?}");
-                let failed = self.server(|s| {
-                    let stats = s.npu().stats();
-                    stats.jobs_failed + stats.faults_injected.total()
-                });
-                if self.fault_window && failed > self.failed_at_inject {
-                    self.fault_window = false;
+                let decided = self.server(|s| s.npu().stats().faults_injected.total());
+                if self.hardware_pending.is_some_and(|n| decided > n) {
+                    self.hardware_pending = None;
                 }
+                self.fault_window = self.code_armed || self.hardware_pending.is_some();
                 self.synced = true;
             }
             22 => self.flash(),
@@ -859,14 +866,16 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
                                     npu.set_faults(plan);
                                 }
                             }
-                            let stats = s.npu().stats();
                             (
-                                stats.jobs_failed + stats.faults_injected.total(),
+                                s.npu().stats().faults_injected.total(),
                                 s.npu().in_flight(),
                             )
                         });
                         trace!("  inject {kind:?} at job {job} (code {code})");
-                        self.failed_at_inject = failed;
+                        match kind {
+                            None => self.code_armed = true,
+                            Some(_) => self.hardware_pending = Some(failed),
+                        }
                         self.fault_window = true;
                         // The fault strikes the next compute job to retire, which may be one
                         // in flight already: whatever it writes, and whatever depends on it.
