@@ -386,7 +386,11 @@ mod tests {
     #[test]
     #[cfg_attr(
         miri,
-        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
     )]
     fn srdhm_shift_form_equals_gemmlowp_division() {
         // Edge values: extremes, ±1 around them, the tie-producing powers of two, and their
@@ -576,7 +580,7 @@ mod tests {
     #[test]
     #[cfg_attr(
         miri,
-        ignore = "miri gives powi a nondeterministic rounding error (as it may have on other targets), so the exact reconstruction cannot hold there"
+        ignore = "miri gives powi a nondeterministic rounding error, and the test checks an exact reconstruction through it"
     )]
     fn frexp_matches_std_reconstruction() {
         for &v in &[

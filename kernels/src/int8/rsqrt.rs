@@ -220,7 +220,11 @@ mod tests {
     #[test]
     #[cfg_attr(
         miri,
-        ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
     )]
     fn sqrt_f32_is_correctly_rounded() {
         // Against std's sqrt (IEEE-exact) on normal powers of two and their neighbours,

@@ -264,7 +264,11 @@ fn activation_ranges_match_model() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
 )]
 fn add_unit_scales_is_exact_integer_add() {
     // All scales 1: multipliers 0.5, 0.5 and 2 / 2^20 are exact, so
@@ -292,7 +296,11 @@ fn add_unit_scales_is_exact_integer_add() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
 )]
 fn add_power_of_two_scales() {
     // a in halves, b in eighths, out in quarters: the real result is 2a + b/2 output steps.
@@ -347,7 +355,11 @@ fn add_hand_computed() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
 )]
 fn add_matches_model_and_reals() {
     let cases = [
@@ -465,7 +477,11 @@ fn add_length_errors() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
 )]
 fn mul_exact_when_multiplier_is_one() {
     // 0.5 · 0.25 / 0.125 = 1 → (2^30, 1): out = clamp((a − 4)(b + 9) + 11).
@@ -519,6 +535,10 @@ fn mul_hand_computed() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn mul_matches_model_and_reals() {
     let cases = [
         (q(0.02, 5), q(0.03, -7), q(0.01, 2), Activation::None),
@@ -563,6 +583,10 @@ fn mul_matches_model_and_reals() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "miri gives powi a nondeterministic rounding error, and the test builds exact powers of two with it"
+)]
 fn mul_rejects_bad_quantization() {
     let ok = q(0.1, 0);
     let none = Activation::None;
@@ -839,6 +863,10 @@ fn fc_matches_model_and_reals() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "miri gives powi a nondeterministic rounding error, and the test builds exact powers of two with it"
+)]
 fn fc_accumulator_wraps_like_tflm() {
     // 70,000 products of −128 · (127 + 128) = −32640 sum to −2,284,800,000, below i32::MIN;
     // TFLM's int32 accumulator wraps to +2,010,167,296. With a multiplier of 2^−24 that is
@@ -992,7 +1020,11 @@ fn fc_errors() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "a sweep of many cases: minutes under miri, which interprets every step"
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
 )]
 fn extreme_parameters_never_panic() {
     let scales = [
