@@ -3,7 +3,7 @@
 //! Every error says what was wrong and, where a limit was hit, which limit and how far: requested
 //! against available bytes, the name of the capacity knob (a const generic) that ran out.
 
-use crate::hal::{HalError, SetupError, MAX_JOB_INPUTS};
+use crate::hal::{Fault, Fence, HalError, SetupError, MAX_JOB_INPUTS};
 use crate::ops::{Op, OpKind};
 use crate::storage::StorageError;
 use crate::tune::{CacheError, TableError};
@@ -253,6 +253,10 @@ pub enum Error {
     /// A host-side access ([`ComputeClient::host_mut`](crate::client::ComputeClient::host_mut)
     /// and friends) to a tensor that has no pinned host block.
     NotPinned,
+    /// A pinned tensor was given as the pool of a placement: its newest bytes may be in its
+    /// host block, which a tensor placed over its device memory would not see (nor it, the
+    /// writes through such a tensor). Make pools with `empty`.
+    PinnedPool,
     /// The NPU refused or failed a job.
     Hal(HalError),
     /// A CPU fallback kernel refused its operands.
@@ -265,6 +269,27 @@ pub enum Error {
     /// The arena bookkeeping was handed a block it does not own (a bug, reported instead of a
     /// panic).
     Storage(StorageError),
+    /// The NPU faulted on a job, or the job missed its watchdog deadline
+    /// ([`WatchdogConfig`](crate::server::WatchdogConfig)). When `recovered`, the server reset
+    /// the NPU and abandoned every job in flight: what they were producing is lost (see
+    /// [`ContentsLost`](Error::ContentsLost)), everything else is as it was, and the next
+    /// job runs on a clean device. Otherwise the driver cannot reset the NPU.
+    Fault {
+        /// What went wrong.
+        fault: Fault,
+        /// The faulted job's fence.
+        fence: Fence,
+        /// Its operator, for a compute job (`None` for a transfer, or a job the watchdog no
+        /// longer followed).
+        op: Option<OpKind>,
+        /// Whether the server reset the NPU and went on ([`Npu::reset`](crate::hal::Npu::reset)
+        /// succeeded).
+        recovered: bool,
+    },
+    /// The tensor's newest bytes were being produced by a job that a recovery from a fault
+    /// abandoned ([`Error::Fault`]): reading it, or reading it in a job, is refused until it is
+    /// written again (by `write`, `copy`, or as a job's output).
+    ContentsLost,
 }
 
 impl From<HalError> for Error {
@@ -431,9 +456,40 @@ impl core::fmt::Display for Error {
             Error::NotPinned => f.write_str(
                 "host access to a tensor without a pinned host block: make it with `pinned`",
             ),
+            Error::PinnedPool => f.write_str(
+                "a pinned tensor cannot be a pool (its host block and the tensors placed in \
+                 its device memory would each miss the other's writes): make pools with `empty`",
+            ),
             Error::Hal(e) => write!(f, "NPU: {e}"),
             Error::Kernel { op, error } => write!(f, "{op} on the CPU: {error}"),
             Error::Storage(e) => write!(f, "arena bookkeeping (a bug, please report it): {e}"),
+            Error::Fault {
+                fault,
+                fence,
+                op,
+                recovered,
+            } => {
+                write!(f, "the NPU job of fence {}", fence.0)?;
+                if let Some(op) = op {
+                    write!(f, " ({op})")?;
+                }
+                write!(f, " failed with {fault}; ")?;
+                if recovered {
+                    f.write_str(
+                        "the NPU was reset and every job in flight abandoned: what they were \
+                         computing is lost (constants are intact), so run it again",
+                    )
+                } else {
+                    f.write_str(
+                        "the driver cannot reset the NPU (Npu::reset), so it cannot be trusted \
+                         again: reset the board, or give the driver a reset",
+                    )
+                }
+            }
+            Error::ContentsLost => f.write_str(
+                "the tensor's contents were lost: the job producing them was abandoned when the \
+                 NPU was reset after a fault; write or compute it again",
+            ),
         }
     }
 }

@@ -184,6 +184,25 @@ impl<T: Copy, const N: usize> HandleTable<T, N> {
         Ok(slot.value.take())
     }
 
+    /// Every live slot: its id, its reference count and its value, lowest index first.
+    pub fn iter(&self) -> impl Iterator<Item = (HandleId, u32, &T)> + '_ {
+        let server = self.server;
+        self.slots.iter().enumerate().filter_map(move |(index, s)| {
+            let value = s.value.as_ref()?;
+            let id = HandleId {
+                index: index as u16,
+                server,
+                generation: s.generation,
+            };
+            Some((id, s.refs, value))
+        })
+    }
+
+    /// Every live value, to update them all (a recovery from a hardware fault).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().filter_map(|s| s.value.as_mut())
+    }
+
     /// References held on a live id.
     pub fn refs(&self, id: HandleId) -> Result<u32, Error> {
         self.slot(id).map(|s| s.refs)

@@ -239,3 +239,27 @@ fn steps_a_plan_cannot_hold_are_refused_and_leave_it_unchanged() {
     assert_eq!((small.jobs().len(), small.jobs().tensors()), (1, 2));
     small.run(&[&add]).unwrap();
 }
+
+#[test]
+fn a_run_voids_a_started_read_of_its_outputs() {
+    // Found by the client_api fuzz target: `try_read` started a download of a tensor, a plan
+    // then wrote it, and the next read returned the bytes of before the run. `execute` voids
+    // such a download; a run must too.
+    let channel = channel(SimConfig::default());
+    let client = ComputeClient::new(&channel);
+    let a = client.create_f32(&[1.0, -2.0, 3.0, -4.0]).unwrap();
+    let b = client.create_f32(&[9.0; 4]).unwrap();
+    let relu = Op::ReluF32(npu_compute::ops::ReluF32 { len: 4 });
+    let mut plan: JobPlan<_, 4, 4> = client.job_plan();
+    plan.push(&relu, &[&a], &b).unwrap();
+    let mut old = [0u8; 16];
+    assert_eq!(client.try_read(&b, &mut old), Err(nb::Error::WouldBlock));
+    plan.run(&[&relu]).unwrap();
+    let mut out = [0.0f32; 4];
+    client.read_f32(&b, &mut out).unwrap();
+    assert_eq!(out, [1.0, 0.0, 3.0, 0.0]);
+    // The voided download's staging block goes back once its transfer ends.
+    client.sync().unwrap();
+    let staging = channel.with(|s| s.staging_use()).unwrap();
+    assert_eq!((staging.blocks, staging.pending), (0, 0));
+}

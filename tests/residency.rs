@@ -312,3 +312,23 @@ fn the_server_reports_the_capacities_a_run_needed() {
     // Peaks stay when tensors go.
     assert_eq!(client.stats().unwrap().handles_peak, 3);
 }
+
+#[test]
+fn a_pinned_tensor_is_not_a_pool() {
+    // Found by the client_api fuzz target: a tensor placed in a pinned tensor's device memory
+    // was written, then a failed placement in the same pool uploaded the pool's host block
+    // over it (its residency said Host), and the write was lost.
+    let channel = channel();
+    let client = ComputeClient::new(&channel);
+    let pool = client.pinned(64).unwrap();
+    client.host_mut(&pool, |b| b.fill(7)).unwrap();
+    let before = client.stats().unwrap();
+    assert_eq!(client.place(&pool, 0, 16).err(), Some(Error::PinnedPool));
+    assert_eq!(client.place(&pool, 8, 16).err(), Some(Error::PinnedPool));
+    // Refused before anything moved: no upload, no device memory, the host block newest.
+    assert_eq!(moved(before, client.stats().unwrap()), (0, 0, 0, 0));
+    assert_eq!(client.memory_stats().unwrap().in_use, 0);
+    assert_eq!(client.residency(&pool).unwrap(), Residency::Host);
+    assert_eq!(client.host_ref(&pool, |b| b.to_vec()).unwrap(), vec![7; 64]);
+    assert_eq!(channel.with(|s| s.live_tensors()).unwrap(), 1);
+}

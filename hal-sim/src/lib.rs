@@ -195,6 +195,8 @@ pub mod pipeline;
 mod retire;
 #[cfg(feature = "std")]
 pub mod runner;
+#[cfg(feature = "std")]
+pub mod soak;
 mod stats;
 mod timing;
 mod trace;

@@ -105,7 +105,9 @@ macro_rules! on_fitting_stack {
 
 /// Runs `f` on a thread with a call stack large enough for the large stack's tables (a few
 /// MiB, which an unoptimised build copies on its call stack more than once).
-fn on_large_stack<T: Send>(f: impl FnOnce() -> Result<T, RunError> + Send) -> Result<T, RunError> {
+pub(crate) fn on_large_stack<T: Send>(
+    f: impl FnOnce() -> Result<T, RunError> + Send,
+) -> Result<T, RunError> {
     const CALL_STACK_BYTES: usize = 256 << 20;
     std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
@@ -362,6 +364,8 @@ pub enum RunError {
     },
     /// A pipeline run ([`crate::pipeline`]) could not be made or measured: what went wrong.
     Pipeline(&'static str),
+    /// A soak ([`crate::soak`]) could not go on: what went wrong.
+    Soak(&'static str),
     /// A tuning table was refused, or could not be made.
     Tuning(npu_compute::Error),
     /// The host could not start the thread the large stack runs on.
@@ -392,6 +396,7 @@ impl std::fmt::Display for RunError {
             RunError::Graph(e) => write!(f, "{e}"),
             RunError::Model(e) => write!(f, "{e}"),
             RunError::Pipeline(what) => write!(f, "pipeline run: {what}"),
+            RunError::Soak(what) => write!(f, "soak: {what}"),
             RunError::NoThread => write!(
                 f,
                 "cannot start a thread for the runner's large stack: the host is out of \

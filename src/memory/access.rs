@@ -207,6 +207,16 @@ impl Access {
         }
     }
 
+    /// `f(queue index, fence)` for every recorded writer, forgetting none: what a recovery
+    /// asks of a record before the reset ends the jobs in it.
+    pub fn for_each_writer(&self, mut f: impl FnMut(usize, Fence)) {
+        for q in queues_in(self.write_queues) {
+            if let Some(fence) = fence_of(self.writes[q]) {
+                f(q, fence);
+            }
+        }
+    }
+
     /// Forget fences for which `ended(queue index, fence)` holds.
     pub fn retire(&mut self, ended: &mut impl FnMut(usize, Fence) -> bool) {
         walk(&mut self.read_queues, &mut self.reads, 0, ended, |_, _| {});

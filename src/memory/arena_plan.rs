@@ -329,6 +329,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+    )]
     fn pseudo_random_instances_are_valid_and_deterministic() {
         let mut s = 12345u32;
         let mut r = |m: u32| {

@@ -299,6 +299,10 @@ fn the_search_finds_what_greedy_placement_misses() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn a_chain_takes_the_sum_of_its_costs() {
     let mut tasks = heapless::Vec::<Task, N>::new();
     let mut sum = 0;
@@ -351,6 +355,10 @@ fn a_memory_bound_operator_does_not_speed_up_split() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn identical_and_related_units_reach_the_work_bound() {
     // Eight equal tasks on two equal units.
     let tasks = [(); 8].map(|_| Task::new(npu(&[10, 10])));
@@ -414,6 +422,10 @@ fn npu_tasks_after_a_cpu_read_wait_for_the_runtime() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn random_dags_keep_every_promise() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for round in 0..90 {
@@ -444,6 +456,10 @@ fn random_dags_keep_every_promise() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn no_schedule_beats_the_bound() {
     // Random valid schedules (random units, random orders of placement, so random port
     // orders), timed under the contention model: none is below the bound.
@@ -511,6 +527,10 @@ fn units_of(npu_units: u8) -> impl Iterator<Item = Unit> + Clone {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn the_work_bound_is_at_least_the_best_speed_bound() {
     // T ≥ Σ r_i / Σ_u ŝ_u, with ŝ_u = max_i r_i / c_iu: the weighted search starts from it.
     let mut rng = Rng(42);
@@ -549,6 +569,10 @@ fn the_work_bound_is_at_least_the_best_speed_bound() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn the_memory_bound_counts_tasks_that_could_run_on_the_cpu() {
     // Ten memory-bound tasks that the CPU could run, a hundred times slower: the port is the
     // bottleneck all the same.

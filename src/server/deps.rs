@@ -1,6 +1,6 @@
 //! Dependency sets: the fences a job must wait for, at most one per hardware queue.
 
-use crate::hal::{Fence, Npu, Queue, MAX_JOB_DEPS, MAX_QUEUES};
+use crate::hal::{Fault, Fence, HalError, Npu, Queue, MAX_JOB_DEPS, MAX_QUEUES};
 use crate::memory::Access;
 
 /// The fences a new job depends on, kept as the newest fence per queue: jobs on one queue
@@ -83,14 +83,21 @@ impl DepSet {
 ///
 /// Jobs on one queue complete in submission order, so a fence at or below a queue's frontier
 /// has completed without asking the NPU: most dependency checks cost a comparison, not a poll.
+///
+/// A job the hardware faulted on ([`HalError::Fault`]) is not over for the frontier: what it
+/// wrote is undefined until the server has recovered (see [`recovery`](super::recovery)),
+/// so it stays in the access records that name it, and the fault is kept for the server to
+/// act on at its next wait.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Frontier {
     done: [Option<Fence>; MAX_QUEUES],
+    /// The first fault a poll reported, not yet recovered from.
+    pub(super) fault: Option<(Fence, Fault)>,
 }
 
 impl Frontier {
     /// Whether `fence`, issued on the queue with dense index `queue`, has ended (completed or
-    /// failed: either way it no longer touches memory).
+    /// failed: either way it no longer touches memory). A faulted job has not.
     pub fn is_done<H: Npu>(&mut self, npu: &mut H, queue: usize, fence: Fence) -> bool {
         let Some(slot) = self.done.get_mut(queue) else {
             return false;
@@ -98,11 +105,23 @@ impl Frontier {
         if slot.is_some_and(|d| fence <= d) {
             return true;
         }
-        let ended = !matches!(npu.poll(fence), Err(nb::Error::WouldBlock));
-        if ended {
-            *slot = Some(fence);
+        match npu.poll(fence) {
+            Err(nb::Error::WouldBlock) => false,
+            Err(nb::Error::Other(HalError::Fault { fence, fault })) => {
+                self.fault.get_or_insert((fence, fault));
+                false
+            }
+            _ => {
+                *slot = Some(fence);
+                true
+            }
         }
-        ended
+    }
+
+    /// Every fence up to `last` has ended: after a reset, which ends every job in flight.
+    pub fn end_all(&mut self, last: Fence) {
+        self.done = [Some(last); MAX_QUEUES];
+        self.fault = None;
     }
 }
 

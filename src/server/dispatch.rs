@@ -28,6 +28,8 @@ pub(super) struct Operand {
     pub(super) bytes: u32,
     /// A download of the old bytes is pending (void once a job overwrites them).
     pub(super) downloading: bool,
+    /// Its contents were lost to a recovery.
+    pub(super) lost: bool,
 }
 
 impl Operand {
@@ -36,6 +38,7 @@ impl Operand {
             binding: e.binding,
             bytes: e.bytes,
             downloading: e.download.is_some(),
+            lost: e.lost,
         }
     }
 }
@@ -151,7 +154,12 @@ impl<
         if out.downloading {
             self.cancel_download(output)?;
         }
-        run(self, &operands, out)
+        let result = run(self, &operands, out);
+        // Written whole again: no longer lost.
+        if out.lost && result.is_ok() {
+            self.handles.get_mut(output)?.lost = false;
+        }
+        result
     }
     /// Checks a job's operands against what `op` needs and gathers them into `operands`
     /// (inputs in order). Returns the output, and whether any operand is pinned.
@@ -186,6 +194,9 @@ impl<
             }
             if e.bytes != *need {
                 return Err(bad(i, *need, e.bytes));
+            }
+            if e.lost {
+                return Err(Error::ContentsLost);
             }
             pinned |= e.host.is_some();
             operands.push(Operand::of(e)).map_err(|_| bad(i, 0, 0))?;
@@ -323,8 +334,12 @@ impl<
 
     pub(super) fn sync(&mut self) -> Result<(), Error> {
         for fence in self.newest.into_iter().flatten() {
-            // A failed job is reported by the read of what it produced; sync only waits.
-            let _ = self.wait_for(fence);
+            // A failed job is reported by the read of what it produced; sync only waits. A
+            // hardware fault is reported here too: the server recovered, and every job in
+            // flight was abandoned.
+            if let Err(e @ Error::Fault { .. }) = self.wait_for(fence) {
+                return Err(e);
+            }
         }
         self.newest = [None; MAX_QUEUES];
         self.retire_memory_fences();

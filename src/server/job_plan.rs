@@ -248,6 +248,9 @@ pub struct JobPlanState<const STEPS: usize = 64, const TENSORS: usize = 64> {
     settled: bool,
     /// Some tensor is [`Role::Own`].
     owns: bool,
+    /// The server's count of recoveries at the last run: after a recovery, the fences that
+    /// run received are void (the reset ended them).
+    recoveries: u32,
 }
 
 impl<const STEPS: usize, const TENSORS: usize> Default for JobPlanState<STEPS, TENSORS> {
@@ -279,6 +282,7 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
             last: [None; MAX_QUEUES],
             settled: false,
             owns: false,
+            recoveries: 0,
         }
     }
 

@@ -17,7 +17,10 @@
 //! | `fallback` | running an op the NPU lacks on the CPU kernels over host staging |
 //! | `job_plan` | jobs checked once and submitted many times ([`JobPlanState`]) |
 //! | `tuning` | the cache of tuned choices, and measuring them ([`TuneStats`]) |
+//! | `inspect` | the tensors and staging memory as plain figures, for checking invariants from outside ([`LiveTensor`], [`StagingUse`]) |
 //! | `passes` | measured-then-guided runs, for a server over a [`GuidedMemory`](crate::memory::GuidedMemory) ([`PassServer`]) |
+//! | `watchdog` | a deadline for every job in flight, from the HAL's predictions ([`WatchdogConfig`]) |
+//! | `recovery` | after a hardware fault or a timeout: resetting the NPU and putting the books straight |
 //!
 //! The rules they share:
 //!
@@ -34,6 +37,17 @@
 //!   with [`ComputeServer::wait_for_event`].
 //! - [`ServerStats`] counts every job and transfer, by direction, and the bytes the CPU copied
 //!   through staging.
+//! - A hardware fault ([`HalError::Fault`]) or a job past its watchdog deadline
+//!   ([`WatchdogConfig`]) is acted on where the server waits: it resets the NPU
+//!   ([`Npu::reset`]), ends every job in flight, and returns [`Error::Fault`] naming the job,
+//!   its operator and the fault. Tensors whose newest bytes a job in flight was producing are
+//!   marked lost (reading one is [`Error::ContentsLost`] until it is written again); access
+//!   records, newest fences, the pinned blocks' DMA records and pending staging blocks are
+//!   emptied, so nothing leaks and no fence is left to wait for; a job plan forgets its last
+//!   run's fences at its next run. Constants are read-only for jobs, so a fault cannot
+//!   corrupt them, but one whose upload was itself in flight is lost: wait for the uploads
+//!   of a prepare ([`sync`](ComputeServer::sync)) where faults are expected. A driver that
+//!   cannot reset leaves the server as it was, and the error says it did not recover.
 //!
 //! [`ComputeServer`] is the seam between the client (and channels) and a server: they are
 //! generic over it rather than over the server's five parameters, and a second server (a
@@ -43,29 +57,35 @@
 mod deps;
 mod dispatch;
 mod fallback;
+mod inspect;
 mod job_plan;
 mod passes;
 mod pinned;
 mod placement;
+mod recovery;
 mod release;
 mod residency;
 mod staging;
 mod tensors;
 mod transfers;
 mod tuning;
+mod watchdog;
 
+pub use inspect::{LiveTensor, StagingUse};
 pub use job_plan::JobPlanState;
 pub use passes::PassServer;
 pub use placement::Placement;
 pub use residency::Residency;
 pub use tensors::TensorState;
 pub use tuning::{TuneStats, VERIFY_CHUNK};
+pub use watchdog::{WatchdogConfig, WATCHED_JOBS};
 
 use deps::Frontier;
 use residency::HostCopy;
 use staging::Staging;
 use tensors::{next_server_tag, FlashSegment, TensorEntry};
 use tuning::Tuning;
+use watchdog::{Verdict, Watchdog, Watched};
 
 use crate::error::Error;
 use crate::hal::{
@@ -106,7 +126,9 @@ pub trait ComputeServer {
     /// A tensor of `bytes` at `offset` inside the tensor `pool`, laid out ahead of time by an
     /// [`ArenaPlan`](crate::memory::ArenaPlan) (see [`MemoryManagement::place`]): no memory is
     /// searched or reserved. The placed tensor keeps the pool alive. Overlapping earlier
-    /// placements is allowed and fence-safe: the new tensor's jobs wait for theirs.
+    /// placements is allowed and fence-safe: the new tensor's jobs wait for theirs. Errors:
+    /// those of [`MemoryManagement::place`], [`Error::ReadOnlyTensor`] for a constant pool,
+    /// [`Error::PinnedPool`] for a pinned one.
     fn place(&mut self, pool: HandleId, offset: u32, bytes: u32) -> Result<HandleId, Error>;
     /// A tensor of `bytes` with a pinned host block (see [`Residency`]): the CPU writes and
     /// reads it in place, and transfers go straight between that block and the device. Device
@@ -341,6 +363,10 @@ pub struct ServerStats {
     /// `staging_bytes_peak` but at least this (and room for the pinned tensors), transfers
     /// wait for earlier ones to free their blocks instead.
     pub staging_largest_bytes: u32,
+    /// Hardware faults and watchdog timeouts the server acted on.
+    pub faults: u32,
+    /// Of those, the times it reset the NPU and went on ([`Npu::reset`] succeeded).
+    pub recoveries: u32,
 }
 
 /// The compute server over one NPU.
@@ -377,6 +403,14 @@ pub struct NpuServer<
     /// Pinned tensors' host blocks, which share the staging blocks' capacity.
     pinned: [Option<HostCopy>; STAGING],
     tuning: Tuning<TUNE>,
+    watchdog: Watchdog,
+    /// The newest fence submitted, on any queue.
+    last_fence: Option<Fence>,
+    /// Recoveries so far: a job plan whose last run was before the latest one forgets the
+    /// fences that run received (the reset ended them).
+    epoch: u32,
+    /// A recovery marked tensors lost and some may still be ([`TensorEntry::lost`]).
+    maybe_lost: bool,
 }
 
 impl<
@@ -433,7 +467,27 @@ impl<
             flash: [None; MAX_FLASH_SEGMENTS],
             pinned: [None; STAGING],
             tuning: Tuning::new(),
+            watchdog: Watchdog::new(WatchdogConfig::default()),
+            last_fence: None,
+            epoch: 0,
+            maybe_lost: false,
         })
+    }
+
+    /// The server with its watchdog set to `config` (by default [`WatchdogConfig::default`]).
+    pub fn with_watchdog(mut self, config: WatchdogConfig) -> Self {
+        self.watchdog.config = config;
+        self
+    }
+
+    /// Sets how the watchdog judges jobs submitted from now on late.
+    pub fn set_watchdog(&mut self, config: WatchdogConfig) {
+        self.watchdog.config = config;
+    }
+
+    /// How the watchdog judges jobs late.
+    pub fn watchdog(&self) -> WatchdogConfig {
+        self.watchdog.config
     }
 
     /// The HAL.
@@ -457,6 +511,13 @@ impl<
         self.handles.live()
     }
 
+    /// Host staging blocks allocated now: pinned tensors' blocks, and blocks carrying or
+    /// awaiting a transfer. With [`live_tensors`](Self::live_tensors) and the
+    /// [memory figures](ComputeServer::memory_stats), what a check for leaks compares.
+    pub fn staging_blocks(&self) -> usize {
+        self.staging.in_use()
+    }
+
     /// Forget completed fences, so chunks whose jobs are over can go back to the arena.
     fn retire_memory_fences(&mut self) {
         let (npu, frontier) = (&mut self.npu, &mut self.frontier);
@@ -464,9 +525,36 @@ impl<
             .retire_fences(&mut |q, f| frontier.is_done(npu, q, f));
     }
 
-    fn wait(&mut self) {
+    /// Sleeps until the NPU may have completed a job, looking at the watchdog before and
+    /// after: a fault or a timeout is recovered from and returned.
+    fn wait(&mut self) -> Result<(), Error> {
+        self.watch(false)?;
         self.stats.waits += 1;
         self.npu.wait_for_event();
+        self.watch(true)
+    }
+
+    /// Acts on a fault a poll reported, or one the watchdog finds at the head of its list
+    /// (`woke`: just after a sleep).
+    fn watch(&mut self, woke: bool) -> Result<(), Error> {
+        if let Some((fence, fault)) = self.frontier.fault {
+            return Err(self.recover(fence, fault));
+        }
+        let now = self.npu.now();
+        let npu = &mut self.npu;
+        let verdict = self.watchdog.look(now, woke, |f| fence_state(npu, f));
+        match verdict {
+            Verdict::Fine => Ok(()),
+            Verdict::Fault(fence, fault) => Err(self.recover(fence, fault)),
+        }
+    }
+
+    /// A job's failure as the error to return: a hardware fault is recovered from first.
+    fn failed(&mut self, e: HalError) -> Error {
+        match e {
+            HalError::Fault { fence, fault } => self.recover(fence, fault),
+            e => e.into(),
+        }
     }
 
     /// Block until `fence` completes.
@@ -474,8 +562,8 @@ impl<
         loop {
             match self.npu.poll(fence) {
                 Ok(()) => return Ok(()),
-                Err(nb::Error::Other(e)) => return Err(e.into()),
-                Err(nb::Error::WouldBlock) => self.wait(),
+                Err(nb::Error::Other(e)) => return Err(self.failed(e)),
+                Err(nb::Error::WouldBlock) => self.wait()?,
             }
         }
     }
@@ -487,12 +575,36 @@ impl<
                 Ok(fence) => {
                     let slot = &mut self.newest[job.queue.index()];
                     *slot = Some(fence);
+                    self.last_fence = Some(fence);
+                    self.follow(job, fence);
                     return Ok(fence);
                 }
-                Err(HalError::QueueFull { .. }) => self.wait(),
+                Err(HalError::QueueFull { .. }) => self.wait()?,
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Gives the watchdog the job just submitted as `fence`, with its deadline.
+    #[inline(always)]
+    fn follow(&mut self, job: &Job<'_>, fence: Fence) {
+        let predicted = if self.watchdog.config.enabled {
+            self.npu.estimate(job).map(|e| e.cycles)
+        } else {
+            None
+        };
+        let op = match job.kind {
+            crate::hal::JobKind::Compute { op, .. } => Some(op.kind()),
+            crate::hal::JobKind::Transfer { .. } => None,
+        };
+        self.watchdog.push(
+            Watched {
+                fence,
+                predicted: watchdog::predicted(predicted),
+                op,
+            },
+            job.queue.index(),
+        );
     }
 
     /// Device memory for `bytes`, waiting for running jobs if only they hold back free memory.
@@ -512,7 +624,7 @@ impl<
                 Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. })
                     if self.memory.has_busy_free_chunks() =>
                 {
-                    self.wait()
+                    self.wait()?
                 }
                 other => return other,
             }
@@ -521,6 +633,17 @@ impl<
 }
 
 const _: () = assert!(MAX_EXECUTION_UNITS == 8, "the setup error names the limit");
+
+/// Whether the job of `fence` is over (`Ok(true)`: completed, or failed in a way that leaves
+/// nothing to recover), still in flight (`Ok(false)`), or faulted.
+fn fence_state<H: Npu>(npu: &mut H, fence: Fence) -> Result<bool, crate::hal::Fault> {
+    match npu.poll(fence) {
+        Ok(()) => Ok(true),
+        Err(nb::Error::WouldBlock) => Ok(false),
+        Err(nb::Error::Other(HalError::Fault { fault, .. })) => Err(fault),
+        Err(nb::Error::Other(_)) => Ok(true),
+    }
+}
 
 impl<
         H: Npu,

@@ -112,13 +112,18 @@ impl<
             self.wait_for(fence)?;
         }
         f(self.block_bytes(host.block, entry.bytes)?);
-        self.handles.get_mut(id)?.newest = Residency::Host;
+        let entry = self.handles.get_mut(id)?;
+        entry.newest = Residency::Host;
+        entry.lost = false;
         Ok(())
     }
 
     /// Lets `f` read a pinned tensor's block, downloading the newest bytes first and waiting
     /// for them if the host copy is stale.
     pub(super) fn host_ref(&mut self, id: HandleId, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
+        if self.handles.get_ref(id)?.lost {
+            return Err(Error::ContentsLost);
+        }
         if let Some(fence) = self.fetch_to_host(id)? {
             self.wait_for(fence)?;
         }
@@ -133,8 +138,15 @@ impl<
         id: HandleId,
         f: &mut dyn FnMut(&[u8]),
     ) -> nb::Result<(), Error> {
+        if self.handles.get_ref(id)?.lost {
+            return Err(nb::Error::Other(Error::ContentsLost));
+        }
         if let Some(fence) = self.fetch_to_host(id)? {
-            self.npu.poll(fence).map_err(|e| e.map(Error::from))?;
+            match self.npu.poll(fence) {
+                Ok(()) => {}
+                Err(nb::Error::WouldBlock) => return Err(nb::Error::WouldBlock),
+                Err(nb::Error::Other(e)) => return Err(nb::Error::Other(self.failed(e))),
+            }
         }
         let (entry, host) = self.pinned_block(id)?;
         f(self.block_bytes(host.block, entry.bytes)?);

@@ -77,6 +77,20 @@ impl<const STAGING: usize> Staging<STAGING> {
             })
     }
 
+    /// Blocks allocated now (pending ones included), their bytes, and how many are pending.
+    pub fn usage(&self) -> (u32, u32, u32) {
+        (
+            self.blocks.blocks() as u32,
+            self.blocks.used_bytes(),
+            self.pending.len() as u32,
+        )
+    }
+
+    /// Blocks allocated now (pending ones included).
+    pub fn in_use(&self) -> usize {
+        self.blocks.blocks()
+    }
+
     /// Whether blocks are waiting for a transfer to finish.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()

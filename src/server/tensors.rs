@@ -66,6 +66,10 @@ pub(super) struct TensorEntry {
     /// Made by `create_const` or `create_const_with`: nothing may write it, so a job plan
     /// need not look for writers of it once its upload has ended.
     pub(super) constant: bool,
+    /// Its newest bytes were being produced by a job a recovery abandoned (see
+    /// [`recovery`](super::recovery)): reads and jobs reading it are refused until it is
+    /// written again.
+    pub(super) lost: bool,
 }
 
 impl TensorEntry {
@@ -79,6 +83,7 @@ impl TensorEntry {
             host: None,
             newest: Residency::Device,
             constant: false,
+            lost: false,
         }
     }
 }
@@ -195,6 +200,10 @@ impl<
         offset: u32,
         bytes: u32,
     ) -> Result<HandleId, Error> {
+        // Refused before anything moves: binding a pinned pool would upload its host block.
+        if self.handles.get_ref(pool)?.host.is_some() {
+            return Err(Error::PinnedPool);
+        }
         let entry = self.bind_on_device(pool, true)?;
         let (Binding::Memory(pool_binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
@@ -240,6 +249,7 @@ impl<
             host: Some(slot as u8),
             newest: Residency::Host,
             constant: false,
+            lost: false,
         };
         match self.handles.insert(entry) {
             Ok(id) => {

@@ -38,7 +38,7 @@ impl<
         loop {
             self.reap_staging();
             match self.staging.alloc(bytes) {
-                Err(_) if self.staging.has_pending() => self.wait(),
+                Err(_) if self.staging.has_pending() => self.wait()?,
                 other => return other,
             }
         }
@@ -247,11 +247,17 @@ impl<
         self.upload_with(binding, entry.bytes, &mut |buf| {
             buf.copy_from_slice(data);
             Ok(())
-        })
+        })?;
+        self.handles.get_mut(id)?.lost = false;
+        Ok(())
     }
 
     pub(super) fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
-        if self.sized(id, out.len())?.host.is_some() {
+        let entry = self.sized(id, out.len())?;
+        if entry.lost {
+            return Err(Error::ContentsLost);
+        }
+        if entry.host.is_some() {
             return self.host_ref(id, &mut |b| out.copy_from_slice(b));
         }
         let (fence, block) = self.download_of(id, out.len())?;
@@ -266,7 +272,11 @@ impl<
     }
 
     pub(super) fn try_read(&mut self, id: HandleId, out: &mut [u8]) -> nb::Result<(), Error> {
-        if self.sized(id, out.len())?.host.is_some() {
+        let entry = self.sized(id, out.len())?;
+        if entry.lost {
+            return Err(nb::Error::Other(Error::ContentsLost));
+        }
+        if entry.host.is_some() {
             return self.try_host_ref(id, &mut |b| out.copy_from_slice(b));
         }
         let (fence, block) = self.download_of(id, out.len())?;
@@ -278,10 +288,11 @@ impl<
                     Ok(()) => Ok(self.finish_download(block, out)?),
                     Err(e) => {
                         self.staging.free(block)?;
-                        Err(nb::Error::Other(Error::from(match e {
+                        let e = match e {
                             nb::Error::Other(e) => e,
                             nb::Error::WouldBlock => HalError::UnknownFence(fence),
-                        })))
+                        };
+                        Err(nb::Error::Other(self.failed(e)))
                     }
                 }
             }
@@ -298,6 +309,9 @@ impl<
         }
         if to.constant {
             return Err(Error::ReadOnlyTensor);
+        }
+        if from.lost {
+            return Err(Error::ContentsLost);
         }
         if src == dst {
             return Ok(());
@@ -345,7 +359,9 @@ impl<
         } else {
             self.transfer(src_region, src_side, dst_region, dst_side)?;
         }
-        self.handles.get_mut(dst)?.newest = newest;
+        let dst = self.handles.get_mut(dst)?;
+        dst.newest = newest;
+        dst.lost = false;
         Ok(())
     }
 }

@@ -507,6 +507,14 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn layouts_tiles_and_broadcasting_match_naive() {
         let (lq, rq, oq) = (q(0.02, -5), q(0.03, 7), q(0.4, 2));
         let cases: [(&[u32], &[u32]); 7] = [
@@ -576,6 +584,14 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn long_reduction_wraps_like_int32() {
         // 70,000 products of 255 · 255 overflow int32 (4.55e9); the sum wraps.
         let k = 70_000_u32;

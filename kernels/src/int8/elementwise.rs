@@ -661,6 +661,14 @@ mod tests {
     /// Every kernel over every int8 input (every pair for the binary ones) at extreme but
     /// accepted quantizations: no arithmetic overflows (debug builds would panic).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn no_overflow_on_any_input() {
         let all: [i8; 256] = core::array::from_fn(|i| i as u8 as i8);
         let quants = [

@@ -259,6 +259,14 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn bad_parameters_are_refused() {
         assert!(LogSoftmaxParams::new(q(0.1, 0), q(0.0625, 0)).is_err());
         assert!(LogSoftmaxParams::new(q(0.1, 0), q(0.07, 127)).is_err());

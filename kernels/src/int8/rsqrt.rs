@@ -218,6 +218,14 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn sqrt_f32_is_correctly_rounded() {
         // Against std's sqrt (IEEE-exact) on normal powers of two and their neighbours,
         // subnormals, the extremes, and a sweep of the whole range.

@@ -262,6 +262,14 @@ fn activation_ranges_match_model() {
 // ADD
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn add_unit_scales_is_exact_integer_add() {
     // All scales 1: multipliers 0.5, 0.5 and 2 / 2^20 are exact, so
     // out = clamp((a + 3) + (b − 10) − 5).
@@ -286,6 +294,14 @@ fn add_unit_scales_is_exact_integer_add() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn add_power_of_two_scales() {
     // a in halves, b in eighths, out in quarters: the real result is 2a + b/2 output steps.
     // Every intermediate is exact (a' = a · 2^19, b' = b · 2^17, sum = (4a + b) · 2^17, then
@@ -337,6 +353,14 @@ fn add_hand_computed() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn add_matches_model_and_reals() {
     let cases = [
         (q(0.05, -3), q(0.1, 10), q(0.12, -5), Activation::None),
@@ -451,6 +475,14 @@ fn add_length_errors() {
 // MUL
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn mul_exact_when_multiplier_is_one() {
     // 0.5 · 0.25 / 0.125 = 1 → (2^30, 1): out = clamp((a − 4)(b + 9) + 11).
     let p = MulParams::new(q(0.5, 4), q(0.25, -9), q(0.125, 11), Activation::None).unwrap();
@@ -503,6 +535,10 @@ fn mul_hand_computed() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn mul_matches_model_and_reals() {
     let cases = [
         (q(0.02, 5), q(0.03, -7), q(0.01, 2), Activation::None),
@@ -547,6 +583,10 @@ fn mul_matches_model_and_reals() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "miri gives powi a nondeterministic rounding error, and the test builds exact powers of two with it"
+)]
 fn mul_rejects_bad_quantization() {
     let ok = q(0.1, 0);
     let none = Activation::None;
@@ -823,6 +863,10 @@ fn fc_matches_model_and_reals() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "miri gives powi a nondeterministic rounding error, and the test builds exact powers of two with it"
+)]
 fn fc_accumulator_wraps_like_tflm() {
     // 70,000 products of −128 · (127 + 128) = −32640 sum to −2,284,800,000, below i32::MIN;
     // TFLM's int32 accumulator wraps to +2,010,167,296. With a multiplier of 2^−24 that is
@@ -974,6 +1018,14 @@ fn fc_errors() {
 // Robustness: every constructor either refuses or yields parameters the kernels run on.
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+)]
 fn extreme_parameters_never_panic() {
     let scales = [
         f32::from_bits(1),

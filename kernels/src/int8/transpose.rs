@@ -297,6 +297,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn every_permutation_matches_naive() {
         for shape in [
             &[2, 3, 4][..],

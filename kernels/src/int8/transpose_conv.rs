@@ -376,6 +376,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn gather_matches_tflms_scatter() {
         let mut seed = 7_u32;
         let mut next = move || {

@@ -369,6 +369,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn bands_match_brute_force() {
         let mut empty_bands = 0;
         for p in [Padding::Same, Padding::Valid] {
@@ -423,6 +427,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s each under miri, which interprets every step (sweeps of many cases)"
+    )]
     fn taps_match_brute_force() {
         for p in [Padding::Same, Padding::Valid] {
             for i in 0..9_u32 {

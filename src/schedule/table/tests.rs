@@ -87,6 +87,10 @@ impl ConcatInto for [&[u8]; 2] {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn random_schedules_round_trip() {
     let mut rng = Rng(0x5EED);
     for round in 0..30 {
@@ -253,6 +257,10 @@ fn every_refusal_says_what_was_wrong() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn no_bytes_panic_and_no_flip_goes_unnoticed() {
     let mut rng = Rng(0xF1F1_F1F1);
     let tasks = random_tasks(&mut rng, 24, 3);

@@ -5,7 +5,7 @@
 
 use super::{JobPlanState, PlanStep, PlanTensor, Role};
 use crate::error::{Error, JobPlanError};
-use crate::hal::{Fence, Job, JobKind, Npu, Queue, Region, MAX_JOB_INPUTS};
+use crate::hal::{Fence, Job, JobKind, Npu, Queue, Region, MAX_JOB_INPUTS, MAX_QUEUES};
 use crate::memory::{queues_in, MemoryManagement};
 use crate::ops::Op;
 use crate::server::deps::DepSet;
@@ -47,6 +47,16 @@ impl<
                 .into());
             }
         }
+        if plan.recoveries != self.epoch {
+            // A recovery ended every job of the last run: none is left to wait for, and the
+            // records are walked afresh.
+            plan.last = [None; MAX_QUEUES];
+            plan.settled = false;
+            plan.recoveries = self.epoch;
+        }
+        if self.maybe_lost {
+            self.plan_restores(plan)?;
+        }
         // Filled in place: a `DepSet` is 152 bytes, and returning or cloning one is a copy.
         let mut before = DepSet::default();
         self.jobs_before(plan, &mut before)?;
@@ -71,6 +81,26 @@ impl<
         self.stats.plan_runs += 1;
         self.record_run(plan)?;
         plan.settled = true;
+        Ok(())
+    }
+
+    /// After a recovery marked tensors lost: the plan's tensors it writes are made whole by
+    /// this run; one it only reads is refused ([`Error::ContentsLost`]).
+    #[cold]
+    fn plan_restores<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+    ) -> Result<(), Error> {
+        for t in &plan.tensors {
+            let entry = self.handles.get_mut(t.id)?;
+            if entry.lost {
+                if !t.written() {
+                    return Err(Error::ContentsLost);
+                }
+                entry.lost = false;
+            }
+        }
+        self.maybe_lost = self.handles.values_mut().any(|e| e.lost);
         Ok(())
     }
 
@@ -309,7 +339,9 @@ impl<
     /// After a run, each shared tensor's access record holds the plan's newest jobs on memory
     /// overlapping it. Where the plan writes, they replace the record: every older job there
     /// was waited for by the plan's first jobs. Where it only reads, they join it. (Constants
-    /// and the plan's own tensors take the plan's jobs when it is released.)
+    /// and the plan's own tensors take the plan's jobs when it is released.) A read of a
+    /// shared tensor the plan writes, started before the run (`try_read`), holds the bytes the
+    /// run overwrote: it is voided, as `execute` voids one of its output.
     fn record_run<const S: usize, const T: usize>(
         &mut self,
         plan: &JobPlanState<S, T>,
@@ -323,6 +355,9 @@ impl<
             let Binding::Memory(m) = t.binding else {
                 continue;
             };
+            if t.written() {
+                self.cancel_download(t.id)?;
+            }
             let access = self.memory.access_mut(m)?;
             let mut first = true;
             for q in queues_in(t.write_queues) {
@@ -360,6 +395,10 @@ impl<
         plan.settled = false;
         for t in &plan.tensors {
             self.record_newest(plan, t, true);
+            if t.role == Role::Shared && t.written() {
+                // As after a whole run (see `record_run`); a tensor gone is no error here.
+                let _ = self.cancel_download(t.id);
+            }
         }
     }
 

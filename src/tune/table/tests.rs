@@ -196,6 +196,10 @@ fn refused(t: &[u8], fp: u64) -> TableError {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn each_table_error() {
     let good = exported();
     assert_eq!(
@@ -347,6 +351,10 @@ fn capacity_and_busy() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn every_truncation_and_bit_flip_is_refused() {
     let good = exported();
     for len in 0..LEN {
@@ -375,6 +383,10 @@ fn every_truncation_and_bit_flip_is_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
 fn arbitrary_bytes_never_panic() {
     // A deterministic xorshift stream: random tables, and valid tables with random bytes
     // overwritten (resealed, so the checks after the CRC see them too).

@@ -55,6 +55,10 @@
 //! - `npu-sim bench pipeline MODEL.tflite` ([`bench::pipeline`]): a stream of frames with a
 //!   fixed host preprocessing cost each, run one after another and pipelined: how busy the
 //!   NPU stays.
+//! - `npu-sim bench faults MODEL.tflite [--invokes N] [--fault-rate R] [--seed S] [--units SPEC]`
+//!   ([`bench::faults`]): invokes under injected faults of every kind; one JSON object of
+//!   faults injected, invokes failed and recovered, wrong outputs and leaks; fails if any
+//!   output is wrong, any fault unreported, or anything leaked.
 //!
 //! Exit status (also in `npu-sim --help`), each class tested in `tests/cli.rs`:
 //! - 0: the command succeeded; also `--help`, `help` and `--version`, which clap prints on
@@ -384,6 +388,26 @@ enum Bench {
         #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
         units: common::Units,
     },
+    /// Invokes of one model while the simulator injects faults of every kind (DMA and bus
+    /// errors, hangs, overruns, spurious and lost interrupts) on a fraction of the jobs: one
+    /// JSON object of faults, failed and recovered invokes, wrong outputs and leaks. Fails if
+    /// an output is wrong, a fault goes unreported or anything leaks.
+    Faults {
+        /// The model (its folder's `input_K.bin` and `expected_tflm_K.bin` are used).
+        model: PathBuf,
+        /// Invokes under faults.
+        #[arg(long, default_value_t = 1000)]
+        invokes: u64,
+        /// The fraction of jobs faulted: `0.01` or `1%`.
+        #[arg(long, default_value = "1%", value_parser = bench::faults::fault_rate_arg)]
+        fault_rate: u32,
+        /// The seed of the fault draws.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The execution units: a comma-separated list of u55-128 and u55-256 (at most 8).
+        #[arg(long = "units", value_name = "SPEC", default_value = "u55-128", value_parser = common::units_arg)]
+        units: common::Units,
+    },
 }
 
 fn main() -> ExitCode {
@@ -486,6 +510,16 @@ fn main() -> ExitCode {
             &cpu_cycles,
             units.config(),
         ),
+        Command::Bench {
+            which:
+                Bench::Faults {
+                    model,
+                    invokes,
+                    fault_rate,
+                    seed,
+                    units,
+                },
+        } => bench::faults::run(&model, invokes, fault_rate, seed, units.config()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

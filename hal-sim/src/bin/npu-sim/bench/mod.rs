@@ -7,12 +7,14 @@
 //! - [`dispatch`]: host nanoseconds per `execute` of a tiny op.
 //! - [`chain`]: a chain of dependent tiny jobs: virtual time, idle gaps, CPU waits.
 //! - [`pipeline`]: a stream of frames one after another and pipelined: NPU busy fraction.
+//! - [`faults`]: invokes under injected faults: reported, recovered, nothing wrong or leaked.
 //!
-//! Every benchmark prints Markdown tables on stdout. Figures on the simulator's virtual
+//! Every benchmark but `faults` (one JSON object) prints Markdown tables on stdout. Figures on the simulator's virtual
 //! clock are deterministic; host times (µs, ns) are wall-clock and vary.
 
 pub mod chain;
 pub mod dispatch;
+pub mod faults;
 pub mod memory;
 pub mod models;
 pub mod pipeline;
