@@ -87,12 +87,12 @@ impl<S: ComputeServer, const N: usize> ComputeChannel for CriticalSectionChannel
     /// block: see [`CriticalSectionChannel`] for why no completion is missed.
     fn wait_on<R>(&self, mut step: impl FnMut(&mut S) -> nb::Result<R, Error>) -> Result<R, Error> {
         loop {
-            let attempt = self.with(|s| {
-                let attempt = step(s);
-                if let Err(nb::Error::WouldBlock) = attempt {
-                    s.wait_for_event();
-                }
-                attempt
+            let attempt = self.with(|s| match step(s) {
+                Err(nb::Error::WouldBlock) => match s.wait_for_event() {
+                    Ok(()) => Err(nb::Error::WouldBlock),
+                    Err(e) => Err(nb::Error::Other(e)),
+                },
+                attempt => attempt,
             })?;
             match attempt {
                 Ok(r) => return Ok(r),

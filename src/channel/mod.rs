@@ -82,7 +82,7 @@ pub trait ComputeChannel {
             match step(s) {
                 Ok(r) => return Ok(r),
                 Err(nb::Error::Other(e)) => return Err(e),
-                Err(nb::Error::WouldBlock) => s.wait_for_event(),
+                Err(nb::Error::WouldBlock) => s.wait_for_event()?,
             }
         })?
     }

@@ -226,8 +226,10 @@ pub trait ComputeServer {
     /// Sleeps until a job may have completed ([`Npu::wait_for_event`]: a `WFI` on hardware,
     /// the next job's end in the simulator), counted in [`ServerStats::waits`]: how a channel
     /// waits between the non-blocking steps of a call (see
-    /// [`ComputeChannel::wait_on`](crate::channel::ComputeChannel::wait_on)).
-    fn wait_for_event(&mut self);
+    /// [`ComputeChannel::wait_on`](crate::channel::ComputeChannel::wait_on)). Fails with
+    /// the fault a job in flight met or the watchdog found on waking ([`Error::Fault`]), the
+    /// server having recovered from it.
+    fn wait_for_event(&mut self) -> Result<(), Error>;
 
     /// Appends a job to `plan` (see [`JobPlanState`]): `op` on `inputs` into `output`,
     /// checked as [`execute`](Self::execute) checks it, run the way the tuning cache says
@@ -772,8 +774,8 @@ impl<
         self.npu.on_interrupt();
     }
 
-    fn wait_for_event(&mut self) {
-        self.wait();
+    fn wait_for_event(&mut self) -> Result<(), Error> {
+        self.wait()
     }
 
     fn plan_step<const S: usize, const T: usize>(
