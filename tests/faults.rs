@@ -70,6 +70,7 @@ fn with_channel<R>(config: SimConfig, f: impl FnOnce(&ModelChannel<'_>) -> R) ->
     let mut device = vec![0u128; 256 * 1024 / 16];
     let mut host = vec![0u128; 64 * 1024 / 16];
     let channel = runner::channel(&mut device, &mut host, config).unwrap();
+    server(&channel, |s| s.set_watchdog(WatchdogConfig::ON));
     f(&channel)
 }
 
@@ -231,6 +232,7 @@ fn the_fault_names_the_operator_of_the_faulted_job() {
         use npu_compute::ops::OpKind;
         let rule = FaultRule::on_op(FaultKind::Bus, OpKind::DepthwiseConv2d).at_most(1);
         set_faults(channel, FaultPlan::one(rule));
+        // The model's first DEPTHWISE_CONV_2D (operator 1, after the first CONV_2D).
         match graph.invoke(&[&input], &mut [&mut out]) {
             Err(GraphError::Compute {
                 error:
@@ -240,7 +242,7 @@ fn the_fault_names_the_operator_of_the_faulted_job() {
                         recovered: true,
                         ..
                     },
-                ..
+                op_index: Some(1),
             }) => {
                 let text = e.to_string();
                 assert!(
@@ -426,7 +428,7 @@ fn a_disabled_watchdog_lets_an_overrun_complete() {
         server(channel, |s| {
             s.set_watchdog(WatchdogConfig {
                 enabled: false,
-                ..WatchdogConfig::default()
+                ..WatchdogConfig::ON
             })
         });
         let client = ComputeClient::new(channel);
@@ -452,7 +454,7 @@ fn without_faults_the_watchdog_changes_no_cycle() {
             server(channel, |s| {
                 s.set_watchdog(WatchdogConfig {
                     enabled,
-                    ..WatchdogConfig::default()
+                    ..WatchdogConfig::ON
                 })
             });
             let client = ComputeClient::new(channel);

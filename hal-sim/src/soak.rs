@@ -16,7 +16,8 @@
 //! - an invoke that succeeds must give the expected bytes (TFLM's, or those of a fault-free
 //!   invoke of the same input), else it is a `wrong_output`.
 //!
-//! After the last invoke the faults stop and the server is synchronised: arena bytes in use,
+//! The server's watchdog is on ([`WatchdogConfig::ON`]), so that hangs and overruns are
+//! caught. After the last invoke the faults stop and the server is synchronised: arena bytes in use,
 //! live tensors and staging blocks are compared with what they were before the first fault
 //! (`leaked_*`). Before the faults start, the model's constants are uploaded and waited for:
 //! a reset abandons what is in flight, and a constant whose upload it abandons is lost for
@@ -29,7 +30,7 @@ use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError, Optimise};
 use npu_compute::hal::Npu;
 use npu_compute::memory::MemoryConfig;
-use npu_compute::server::ComputeServer;
+use npu_compute::server::{ComputeServer, WatchdogConfig};
 use npu_compute::Error;
 
 use crate::faults::{Chance, FaultCounts, FaultKind, FaultPlan, FaultRule};
@@ -216,7 +217,9 @@ fn soak_on<
         config,
     )
     .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
-    let server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default()).map_err(stack)?;
+    let server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
+        .map_err(stack)?
+        .with_watchdog(WatchdogConfig::ON);
     let channel: RefCellChannel<_, H> = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
     let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> = Box::new(Graph::prepare(client, model)?);

@@ -118,7 +118,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         }
         self.run(steps, order)?;
         for (&t, out) in names.1.iter().zip(outputs.iter_mut()) {
-            client.read(self.view(t)?, out).map_err(not_one_op)?;
+            client
+                .read(self.view(t)?, out)
+                .map_err(|e| self.named(steps, order, e))?;
         }
         Ok(())
     }
@@ -138,6 +140,31 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
             client.write(self.view(t)?, input).map_err(not_one_op)?;
         }
         self.run(steps, order)
+    }
+
+    /// `error` as the graph reports it: a fault on one of the plan's jobs names that step's
+    /// operator.
+    fn named(&self, steps: &[Step], order: &[u16], error: Error) -> GraphError {
+        let Error::Fault { fence, .. } = error else {
+            return not_one_op(error);
+        };
+        let Some(k) = self.plan.jobs().step_of(fence) else {
+            return not_one_op(error);
+        };
+        // The plan's steps are the graph's steps that run an operator, in `order` when the
+        // graph follows a static schedule (as `run` hands them their ops).
+        let step = if order.is_empty() {
+            steps
+                .iter()
+                .filter(|s| !s.in_place && s.op.is_some())
+                .nth(k)
+        } else {
+            order.get(k).and_then(|&si| steps.get(usize::from(si)))
+        };
+        GraphError::Compute {
+            op_index: step.map(|s| u32::from(s.op_index)),
+            error,
+        }
     }
 
     /// A pipelined invoke from the plan: uploads the inputs straight from `io`'s pinned
@@ -178,7 +205,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
                 }
             }
         }
-        self.plan.run(&ops).map_err(not_one_op)
+        self.plan.run(&ops).map_err(|e| self.named(steps, order, e))
     }
 
     pub(super) fn report(&self) -> JobPlanReport {

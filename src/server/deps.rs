@@ -107,15 +107,27 @@ impl Frontier {
         }
         match npu.poll(fence) {
             Err(nb::Error::WouldBlock) => false,
-            Err(nb::Error::Other(HalError::Fault { fence, fault })) => {
-                self.fault.get_or_insert((fence, fault));
-                false
-            }
-            _ => {
+            Ok(()) => {
                 *slot = Some(fence);
                 true
             }
+            Err(nb::Error::Other(e)) => self.failed(queue, fence, e),
         }
+    }
+
+    /// A failed job: over, unless the hardware faulted on it (kept for the server to act on).
+    /// Out of line, so that the common answers cost the dispatch path nothing more.
+    #[cold]
+    #[inline(never)]
+    fn failed(&mut self, queue: usize, fence: Fence, e: HalError) -> bool {
+        if let HalError::Fault { fence, fault } = e {
+            self.fault.get_or_insert((fence, fault));
+            return false;
+        }
+        if let Some(slot) = self.done.get_mut(queue) {
+            *slot = Some(fence);
+        }
+        true
     }
 
     /// Every fence up to `last` has ended: after a reset, which ends every job in flight.

@@ -154,12 +154,12 @@ impl<
         if out.downloading {
             self.cancel_download(output)?;
         }
-        let result = run(self, &operands, out);
-        // Written whole again: no longer lost.
-        if out.lost && result.is_ok() {
+        // About to be written whole again: no longer lost (a job that fails leaves it
+        // undefined, as any failed job does).
+        if out.lost {
             self.handles.get_mut(output)?.lost = false;
         }
-        result
+        run(self, &operands, out)
     }
     /// Checks a job's operands against what `op` needs and gathers them into `operands`
     /// (inputs in order). Returns the output, and whether any operand is pinned.

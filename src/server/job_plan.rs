@@ -286,6 +286,15 @@ impl<const STEPS: usize, const TENSORS: usize> JobPlanState<STEPS, TENSORS> {
         }
     }
 
+    /// The step whose job received `fence` at the last run (a CPU step's: its output's
+    /// upload), if any: to name the step a fault hit ([`Error::Fault`]).
+    pub fn step_of(&self, fence: Fence) -> Option<usize> {
+        self.fences
+            .iter()
+            .take(self.steps.len())
+            .position(|&f| f == fence)
+    }
+
     /// Jobs in the plan.
     pub fn len(&self) -> usize {
         self.steps.len()

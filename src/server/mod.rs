@@ -408,6 +408,10 @@ pub struct NpuServer<
     watchdog: Watchdog,
     /// The newest fence submitted, on any queue.
     last_fence: Option<Fence>,
+    /// With the watchdog off: every fence up to this one has ended, none with a fault (the
+    /// server polls each in turn where it waits: a faulted job is seen even when the job
+    /// waited for, behind it on its queue, completed).
+    checked: Option<Fence>,
     /// Recoveries so far: a job plan whose last run was before the latest one forgets the
     /// fences that run received (the reset ended them).
     epoch: u32,
@@ -471,18 +475,21 @@ impl<
             tuning: Tuning::new(),
             watchdog: Watchdog::new(WatchdogConfig::default()),
             last_fence: None,
+            checked: None,
             epoch: 0,
             maybe_lost: false,
         })
     }
 
-    /// The server with its watchdog set to `config` (by default [`WatchdogConfig::default`]).
+    /// The server with its watchdog set to `config` (by default off: see [`WatchdogConfig`];
+    /// [`WatchdogConfig::ON`] turns it on).
     pub fn with_watchdog(mut self, config: WatchdogConfig) -> Self {
         self.watchdog.config = config;
         self
     }
 
-    /// Sets how the watchdog judges jobs submitted from now on late.
+    /// Sets how the watchdog judges jobs submitted from now on late (jobs in flight when it
+    /// is turned on are not followed).
     pub fn set_watchdog(&mut self, config: WatchdogConfig) {
         self.watchdog.config = config;
     }
@@ -542,6 +549,9 @@ impl<
         if let Some((fence, fault)) = self.frontier.fault {
             return Err(self.recover(fence, fault));
         }
+        if !self.watchdog.config.enabled {
+            return self.scan();
+        }
         let now = self.npu.now();
         let npu = &mut self.npu;
         let verdict = self.watchdog.look(now, woke, |f| fence_state(npu, f));
@@ -549,6 +559,32 @@ impl<
             Verdict::Fine => Ok(()),
             Verdict::Fault(fence, fault) => Err(self.recover(fence, fault)),
         }
+    }
+
+    /// Polls the fences after [`checked`](Self::checked), oldest first, up to the first still
+    /// in flight: a fault is recovered from and returned. A driver whose fences are not
+    /// consecutive answers `UnknownFence` for the numbers between, passed over; at most
+    /// `SCAN` are polled a time.
+    fn scan(&mut self) -> Result<(), Error> {
+        const SCAN: u64 = 1024;
+        let Some(last) = self.last_fence else {
+            return Ok(());
+        };
+        let mut next = self.checked.map_or(0, |c| c.0.saturating_add(1));
+        let end = last.0.min(next.saturating_add(SCAN));
+        while next <= end {
+            match self.npu.poll(Fence(next)) {
+                Err(nb::Error::WouldBlock) => break,
+                Err(nb::Error::Other(HalError::Fault { fence, fault })) => {
+                    return Err(self.recover(fence, fault))
+                }
+                _ => {
+                    self.checked = Some(Fence(next));
+                    next += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A job's failure as the error to return: a hardware fault is recovered from first.
@@ -563,7 +599,8 @@ impl<
     fn wait_for(&mut self, fence: Fence) -> Result<(), Error> {
         loop {
             match self.npu.poll(fence) {
-                Ok(()) => return Ok(()),
+                // The jobs before it may have faulted (on its queue, it ran after them).
+                Ok(()) => return self.watch(false),
                 Err(nb::Error::Other(e)) => return Err(self.failed(e)),
                 Err(nb::Error::WouldBlock) => self.wait()?,
             }
@@ -578,7 +615,9 @@ impl<
                     let slot = &mut self.newest[job.queue.index()];
                     *slot = Some(fence);
                     self.last_fence = Some(fence);
-                    self.follow(job, fence);
+                    if self.watchdog.config.enabled {
+                        self.follow(job, fence);
+                    }
                     return Ok(fence);
                 }
                 Err(HalError::QueueFull { .. }) => self.wait()?,
@@ -587,14 +626,11 @@ impl<
         }
     }
 
-    /// Gives the watchdog the job just submitted as `fence`, with its deadline.
-    #[inline(always)]
+    /// Gives the watchdog the job just submitted as `fence`, with its deadline. Out of line:
+    /// the dispatch path of a server without a watchdog stays as short as it was.
+    #[inline(never)]
     fn follow(&mut self, job: &Job<'_>, fence: Fence) {
-        let predicted = if self.watchdog.config.enabled {
-            self.npu.estimate(job).map(|e| e.cycles)
-        } else {
-            None
-        };
+        let predicted = self.npu.estimate(job).map(|e| e.cycles);
         let op = match job.kind {
             crate::hal::JobKind::Compute { op, .. } => Some(op.kind()),
             crate::hal::JobKind::Transfer { .. } => None,

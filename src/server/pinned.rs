@@ -143,7 +143,7 @@ impl<
         }
         if let Some(fence) = self.fetch_to_host(id)? {
             match self.npu.poll(fence) {
-                Ok(()) => {}
+                Ok(()) => self.watch(false)?,
                 Err(nb::Error::WouldBlock) => return Err(nb::Error::WouldBlock),
                 Err(nb::Error::Other(e)) => return Err(nb::Error::Other(self.failed(e))),
             }

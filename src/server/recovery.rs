@@ -82,6 +82,7 @@ impl<
             Some(last) => self.frontier.end_all(last),
             None => self.frontier.fault = None,
         }
+        self.checked = self.last_fence;
         self.newest = [None; MAX_QUEUES];
         self.watchdog.clear();
         self.memory.retire_fences(&mut |_, _| true);

@@ -284,15 +284,21 @@ impl<
             Err(nb::Error::WouldBlock) => Err(nb::Error::WouldBlock),
             done => {
                 self.handles.get_mut(id)?.download = None;
+                // The jobs before it may have faulted (on its queue, it ran after them).
+                let done = match done {
+                    Ok(()) => self.watch(false).map_err(nb::Error::Other),
+                    other => other.map_err(|e| e.map(Error::from)),
+                };
                 match done {
                     Ok(()) => Ok(self.finish_download(block, out)?),
                     Err(e) => {
                         self.staging.free(block)?;
                         let e = match e {
+                            nb::Error::Other(Error::Hal(e)) => self.failed(e),
                             nb::Error::Other(e) => e,
-                            nb::Error::WouldBlock => HalError::UnknownFence(fence),
+                            nb::Error::WouldBlock => HalError::UnknownFence(fence).into(),
                         };
-                        Err(nb::Error::Other(self.failed(e)))
+                        Err(nb::Error::Other(e))
                     }
                 }
             }
