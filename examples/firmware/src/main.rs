@@ -86,10 +86,12 @@ const NULL_HOST_BYTES: usize = 8 * 1024;
 const CPU_SCRATCH_BYTES: usize = 32 * 1024;
 
 /// Most instructions one `ComputeClient::execute` may cost end to end over the null NPU, in
-/// hundredths. Measured: 939 (QEMU 7.2, `-icount shift=0`, rustc 1.95, this crate's release
-/// profile); the bound leaves about 12 % so that CI catches a regression, and should come down
-/// with the measurement. The target is 500. See [`dispatch_cost`].
-const DISPATCH_BOUND: u64 = 1_000 * 100;
+/// hundredths. Measured: 1,019 (QEMU 7.2, `-icount shift=0`, rustc 1.95, this crate's release
+/// profile), up from 962 when fault detection (a lost tensor refused as an input, the newest
+/// fence kept for the fault scan) and typed operand-count errors came in; the bound leaves
+/// about 8 % so that CI catches a regression, and should come down with the measurement. The
+/// issue's target of 500 is for planned dispatch ([`PLANNED_BOUND`]). See [`dispatch_cost`].
+const DISPATCH_BOUND: u64 = 1_100 * 100;
 /// The most instructions (in hundredths) a job submitted from a job plan may cost, in the
 /// 32-job plan and in kws_dscnn's graph plan: the target. See [`dispatch_cost`].
 const PLANNED_BOUND: u64 = 500 * 100;
