@@ -203,7 +203,10 @@ enum Class {
 
 fn class(e: &Error) -> Option<Class> {
     Some(match e {
-        Error::BadOperands { .. } => Class::BadOperands,
+        // Wrong sizes, a wrong count of inputs, sizes past u32: one class of defect.
+        Error::BadOperands { .. } | Error::OperandCount { .. } | Error::OperandTooLarge { .. } => {
+            Class::BadOperands
+        }
         Error::OutputAliasesInput { .. } => Class::Aliases,
         Error::StaleHandle { .. } => Class::Stale,
         Error::ReadOnlyTensor => Class::ReadOnly,

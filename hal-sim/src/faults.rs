@@ -989,6 +989,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s under miri, which interprets every step (thousands of random cases)"
+    )]
     fn draws_are_uniform_enough_and_depend_on_seed_position_and_index() {
         let hits = (0..100_000)
             .filter(|&i| chance_draw(7, 0, i) < 10_000)

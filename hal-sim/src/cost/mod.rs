@@ -535,6 +535,10 @@ mod tests {
     use crate::cost::fixtures::{as_variant, conv, resident, CFG, KWS_PW};
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s under miri, which interprets every step (thousands of random cases)"
+    )]
     fn degenerate_and_huge_layers_do_not_panic() {
         let zero = conv([1, 0, 5, 64], [1, 25, 5, 64], 1, 4096);
         assert_eq!(layer_cycles(&zero, &CFG), CostBreakdown::default());
@@ -558,6 +562,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "over 30 s under miri, which interprets every step (thousands of random cases)"
+    )]
     fn random_layers_never_panic() {
         // xorshift64: deterministic, and covers zero, one, huge and ordinary dimensions.
         fn next(state: &mut u64) -> u64 {

@@ -110,6 +110,12 @@ pub fn run(
         },
         "harmful_faults": harmful,
         "unreported_faults": r.unreported_faults,
+        "unreported_by_kind": {
+            "dma": r.unreported_by_kind.dma,
+            "bus": r.unreported_by_kind.bus,
+            "hang": r.unreported_by_kind.hang,
+            "overrun": r.unreported_by_kind.overrun,
+        },
         "false_alarms": r.false_alarms,
         "leaked_staging_blocks": r.leaked_staging_blocks,
         "cycles": r.cycles,
