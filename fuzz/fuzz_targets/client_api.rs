@@ -49,7 +49,7 @@ use npu_compute::hal::{Region, Space};
 use npu_compute::handle::HandleId;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig};
 use npu_compute::ops::{AddF32, FullyConnectedF32, MulF32, NegF32, Op, ReluF32, Reshape};
-use npu_compute::server::{ComputeServer, LiveTensor, NpuServer};
+use npu_compute::server::{ComputeServer, LiveTensor, NpuServer, WatchdogConfig};
 use npu_compute::Error;
 use npu_kernels::FcShape;
 use npu_sim::{FaultKind, FaultPlan, FaultRule, SimConfig, SimNpu};
@@ -102,7 +102,10 @@ fuzz_target!(|data: &[u8]| {
         SimConfig::default(),
     )
     .expect("simulator");
-    let server: Server = NpuServer::new(npu, MemoryConfig::default()).expect("server");
+    // The watchdog on, so that an injected hang ends as a fault rather than a wait for ever.
+    let server: Server = NpuServer::new(npu, MemoryConfig::default())
+        .expect("server")
+        .with_watchdog(WatchdogConfig::ON);
     let channel: Chan = RefCellChannel::new(server);
     let mut f = Fuzz::new(&channel, data);
     while !f.input.is_empty() {
