@@ -292,10 +292,20 @@ fn reference(op: &Op, inputs: &[&[u8]]) -> Option<Vec<u8>> {
                 s.in_features as usize,
                 s.out_features as usize,
             );
+            // The optional third input is the bias, added after the sum (as the kernel does).
+            let bias = if inputs.len() > 2 {
+                if !small(inputs[2]) {
+                    return None;
+                }
+                v(2)
+            } else {
+                vec![0.0; o]
+            };
             let mut out = vec![0.0f32; b * o];
             for r in 0..b {
                 for c in 0..o {
-                    out[r * o + c] = (0..i).map(|k| x[r * i + k] * w[c * i + k]).sum();
+                    let sum: f32 = (0..i).map(|k| x[r * i + k] * w[c * i + k]).sum();
+                    out[r * o + c] = sum + bias[c];
                 }
             }
             bytes_of(&out)
