@@ -114,6 +114,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Waker::will_wake is best effort; under miri each use of a vtable may get its own address, so it answers false"
+    )]
     fn a_task_is_registered_once() {
         let (count, waker) = counter();
         let mut set = WakerSet::new();
@@ -141,6 +145,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Waker::will_wake is best effort; under miri each use of a vtable may get its own address, so it answers false"
+    )]
     fn a_full_set_evicts_the_oldest_to_be_woken() {
         let tasks: std::vec::Vec<_> = (0..WAKERS + 2).map(|_| counter()).collect();
         let mut set = WakerSet::new();
