@@ -477,6 +477,42 @@ impl FaultCounts {
         }
     }
 
+    /// The faults that end a job wrongly or never: DMA and bus errors, hangs and overruns
+    /// (the other kinds zero). An overrun within the watchdog's margin is no fault to the
+    /// runtime, so a run that counts these as must-fail injects only overruns past it.
+    pub const fn harmful(&self) -> FaultCounts {
+        FaultCounts {
+            dma: self.dma,
+            bus: self.bus,
+            hang: self.hang,
+            overrun: self.overrun,
+            spurious_irq: 0,
+            lost_irq: 0,
+        }
+    }
+
+    /// The faults counted since `earlier`, a copy of these counts taken before.
+    pub const fn since(&self, earlier: &FaultCounts) -> FaultCounts {
+        FaultCounts {
+            dma: self.dma.saturating_sub(earlier.dma),
+            bus: self.bus.saturating_sub(earlier.bus),
+            hang: self.hang.saturating_sub(earlier.hang),
+            overrun: self.overrun.saturating_sub(earlier.overrun),
+            spurious_irq: self.spurious_irq.saturating_sub(earlier.spurious_irq),
+            lost_irq: self.lost_irq.saturating_sub(earlier.lost_irq),
+        }
+    }
+
+    /// Adds `other`'s counts, kind by kind.
+    pub fn add(&mut self, other: &FaultCounts) {
+        self.dma = self.dma.saturating_add(other.dma);
+        self.bus = self.bus.saturating_add(other.bus);
+        self.hang = self.hang.saturating_add(other.hang);
+        self.overrun = self.overrun.saturating_add(other.overrun);
+        self.spurious_irq = self.spurious_irq.saturating_add(other.spurious_irq);
+        self.lost_irq = self.lost_irq.saturating_add(other.lost_irq);
+    }
+
     pub(crate) fn count(&mut self, kind: FaultKind) {
         let slot = match kind {
             FaultKind::Dma => &mut self.dma,
@@ -864,6 +900,34 @@ fn parse_region(value: &str) -> Result<Region, FaultSpecError<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_differences_harmful_kinds_and_sums() {
+        let mut before = FaultCounts::default();
+        for kind in [FaultKind::Dma, FaultKind::SpuriousIrq, FaultKind::Hang] {
+            before.count(kind);
+        }
+        let mut after = before;
+        for kind in [
+            FaultKind::Bus,
+            FaultKind::LostIrq,
+            FaultKind::Overrun { times: 2, plus: 0 },
+            FaultKind::Dma,
+        ] {
+            after.count(kind);
+        }
+        let during = after.since(&before);
+        assert_eq!(during.total(), 4);
+        assert_eq!((during.dma, during.bus, during.hang), (1, 1, 0));
+        let harmful = during.harmful();
+        assert_eq!(harmful.total(), 3, "the lost interrupt is no harmful fault");
+        assert_eq!(harmful.lost_irq, 0);
+        // Counts never run below zero, whichever way round they are taken.
+        assert_eq!(before.since(&after), FaultCounts::default());
+        let mut sum = during;
+        sum.add(&before);
+        assert_eq!(sum, after);
+    }
 
     #[test]
     fn parses_each_kind_and_condition() {

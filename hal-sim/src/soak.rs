@@ -123,22 +123,6 @@ impl SoakReport {
     }
 }
 
-/// Harmful faults among `counts`: those that must fail an invoke.
-fn harmful(counts: &FaultCounts) -> u64 {
-    counts.dma + counts.bus + counts.hang + counts.overrun
-}
-
-fn difference(after: FaultCounts, before: FaultCounts) -> FaultCounts {
-    FaultCounts {
-        dma: after.dma - before.dma,
-        bus: after.bus - before.bus,
-        hang: after.hang - before.hang,
-        overrun: after.overrun - before.overrun,
-        spurious_irq: after.spurious_irq - before.spurious_irq,
-        lost_irq: after.lost_irq - before.lost_irq,
-    }
-}
-
 /// The fault plan of a soak: each of [`SOAK_KINDS`] on `per_million / 6` of the jobs, all
 /// drawn from `seed` (the simulator draws each rule apart, by its position in the plan).
 pub fn soak_plan(per_million: u32, seed: u64) -> FaultPlan {
@@ -275,19 +259,13 @@ fn soak_on<
         let now = channel
             .with(|s| s.npu().stats().faults_injected)
             .map_err(stack)?;
-        let during = difference(now, counts);
-        let injected = harmful(&during);
+        let during = now.since(&counts).harmful();
+        let injected = during.total();
         counts = now;
         match result {
             Ok(()) => {
                 report.unreported_faults += injected;
-                if injected > 0 {
-                    let u = &mut report.unreported_by_kind;
-                    u.dma += during.dma;
-                    u.bus += during.bus;
-                    u.hang += during.hang;
-                    u.overrun += during.overrun;
-                }
+                report.unreported_by_kind.add(&during);
                 if outputs != expected[k] {
                     report.wrong_outputs += 1;
                 }
@@ -314,7 +292,7 @@ fn soak_on<
         .with(|s| (s.npu().now(), s.npu().stats()))
         .map_err(stack)?;
     let books = books(&channel).and_then(|r| r).map_err(stack)?;
-    report.faults_injected = difference(after.1.faults_injected, before.1.faults_injected);
+    report.faults_injected = after.1.faults_injected.since(&before.1.faults_injected);
     report.jobs = after.1.jobs_submitted - before.1.jobs_submitted;
     report.cycles = after.0 - before.0;
     report.leaked_bytes = books.0 - clean.0;

@@ -112,11 +112,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         inputs: &[&[u8]],
         outputs: &mut [&mut [u8]],
     ) -> Result<(), GraphError> {
+        self.start((steps, order), names.0, inputs)?;
         let client = self.plan.client();
-        for (&t, input) in names.0.iter().zip(inputs) {
-            client.write(self.view(t)?, input).map_err(not_one_op)?;
-        }
-        self.run(steps, order)?;
         for (&t, out) in names.1.iter().zip(outputs.iter_mut()) {
             client
                 .read(self.view(t)?, out)
@@ -125,10 +122,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
         Ok(())
     }
 
-    /// The first half of [`invoke`](Self::invoke) (written out there too, to leave the
-    /// blocking invoke's code as it was): writes the inputs (model tensors
-    /// `input_names`) and submits every job; the outputs are then read from their
-    /// [`view`](Self::view)s.
+    /// The first half of [`invoke`](Self::invoke), and all of an async invoke's start:
+    /// writes the inputs (model tensors `input_names`) and submits every job; the outputs
+    /// are then read from their [`view`](Self::view)s.
     pub(super) fn start(
         &mut self,
         (steps, order): (&[Step], &[u16]),

@@ -87,7 +87,7 @@ pub fn run(
     };
     let r = soak::soak(model, &sets, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
     let kinds = r.faults_injected;
-    let harmful = kinds.dma + kinds.bus + kinds.hang + kinds.overrun;
+    let harmful = kinds.harmful().total();
     let object = serde_json::json!({
         "model": path.display().to_string(),
         "invokes": r.invokes,
