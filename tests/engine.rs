@@ -16,11 +16,12 @@
 //! The NPU is [`SimNpu`] behind a thin [`Recorder`] that keeps every job the server submitted
 //! (its regions, queue and dependencies), so the tests can name the memory a job used.
 
+mod common;
+
+use common::shim::{Shim, Shimmed};
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan, Tensor};
-use npu_compute::hal::{
-    Capabilities, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, Variant,
-};
+use npu_compute::hal::{Fence, HalError, Job, JobKind, Npu, Queue, Region, Space, Variant};
 use npu_compute::memory::{DeallocStrategy, MemoryConfig, SliceStrategy};
 use npu_compute::ops::{Conv2dI8, FullyConnectedI8, MulI8, Op, ReluI8};
 use npu_compute::server::{NpuServer, ServerStats};
@@ -67,42 +68,22 @@ struct Recorder<const JOBS: usize> {
     jobs: Vec<(Fence, Job<'static>)>,
 }
 
-impl<const JOBS: usize> Npu for Recorder<JOBS> {
-    fn capabilities(&self) -> Capabilities {
-        self.sim.capabilities()
+impl<const JOBS: usize> Shim for Recorder<JOBS> {
+    type Inner = SimNpu<'static, JOBS>;
+    fn inner(&self) -> &Self::Inner {
+        &self.sim
+    }
+    fn inner_mut(&mut self) -> &mut Self::Inner {
+        &mut self.sim
     }
     fn submit(&mut self, job: &Job) -> Result<Fence, HalError> {
         let fence = self.sim.submit(job)?;
         self.jobs.push((fence, owned(job)));
         Ok(fence)
     }
-    fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
-        self.sim.poll(fence)
-    }
-    fn wait_for_event(&mut self) {
-        self.sim.wait_for_event()
-    }
-    fn on_interrupt(&mut self) {
-        self.sim.on_interrupt()
-    }
-    fn now(&self) -> u64 {
-        self.sim.now()
-    }
-    fn host_memory(&mut self) -> &mut [u8] {
-        self.sim.host_memory()
-    }
-    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
-        self.sim.map_flash(bytes)
-    }
-    fn unmap_flash(&mut self, segment: u8) {
-        self.sim.unmap_flash(segment)
-    }
-    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
-        self.sim.supports_variant(op, variant)
-    }
 }
 
-type Server<const JOBS: usize> = NpuServer<Recorder<JOBS>>;
+type Server<const JOBS: usize> = NpuServer<Shimmed<Recorder<JOBS>>>;
 type Channel<const JOBS: usize> = RefCellChannel<Server<JOBS>>;
 
 fn memory<const N: usize>() -> &'static mut [u8] {
@@ -137,7 +118,7 @@ fn tuned_channel<const JOBS: usize>(
         sim,
         jobs: Vec::new(),
     };
-    let server = NpuServer::new(npu, memory_config).unwrap();
+    let server = NpuServer::new(Shimmed(npu), memory_config).unwrap();
     RefCellChannel::new(server.with_tuning(mode, TuneConfig::default()))
 }
 
@@ -146,11 +127,11 @@ fn trace<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<TraceEntry> {
     channel
         .with(|s| {
             assert_eq!(
-                s.npu().sim.trace_overwritten(),
+                s.npu().0.sim.trace_overwritten(),
                 0,
                 "trace storage too small"
             );
-            let mut t: Vec<TraceEntry> = s.npu().sim.trace().collect();
+            let mut t: Vec<TraceEntry> = s.npu().0.sim.trace().collect();
             t.sort_by_key(|e| e.fence);
             t
         })
@@ -158,7 +139,7 @@ fn trace<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<TraceEntry> {
 }
 
 fn jobs<const JOBS: usize>(channel: &Channel<JOBS>) -> Vec<(Fence, Job<'static>)> {
-    channel.with(|s| s.npu().jobs.clone()).unwrap()
+    channel.with(|s| s.npu().0.jobs.clone()).unwrap()
 }
 
 fn now<const JOBS: usize>(channel: &Channel<JOBS>) -> u64 {
@@ -237,7 +218,7 @@ fn run_chains<const JOBS: usize>(config: SimConfig, chains: usize) -> ChainRun {
         for [a, b] in pairs.iter_mut() {
             client.execute(op, &[&*a, &*a], &*b).unwrap();
             channel
-                .with(|s| s.npu_mut().sim.advance(HOST_CYCLES))
+                .with(|s| s.npu_mut().0.sim.advance(HOST_CYCLES))
                 .unwrap();
             std::mem::swap(a, b);
         }
@@ -533,7 +514,7 @@ fn compute_job(jobs: &[(Fence, Job)], fence: Fence) -> (Queue, Vec<Region>, Regi
 
 fn last_fence<const JOBS: usize>(channel: &Channel<JOBS>) -> Fence {
     channel
-        .with(|s| s.npu().jobs.last().map(|(f, _)| *f))
+        .with(|s| s.npu().0.jobs.last().map(|(f, _)| *f))
         .unwrap()
         .unwrap()
 }

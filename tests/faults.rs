@@ -5,6 +5,9 @@
 //! are cancelled cleanly, and the watchdog fires on a hang and on an overrun past its margin,
 //! not within it.
 
+mod common;
+
+use common::shim::{Shim, Shimmed};
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::{Fault, Npu};
@@ -472,39 +475,16 @@ fn without_faults_the_watchdog_changes_no_cycle() {
 /// The simulator behind a driver that cannot reset the NPU (the HAL's default `reset`).
 struct NoReset<'a>(npu_sim::SimNpu<'a>);
 
-impl Npu for NoReset<'_> {
-    fn capabilities(&self) -> npu_compute::hal::Capabilities {
-        self.0.capabilities()
+impl<'a> Shim for NoReset<'a> {
+    type Inner = npu_sim::SimNpu<'a>;
+    fn inner(&self) -> &Self::Inner {
+        &self.0
     }
-    fn submit(
-        &mut self,
-        job: &npu_compute::hal::Job<'_>,
-    ) -> Result<npu_compute::hal::Fence, npu_compute::hal::HalError> {
-        self.0.submit(job)
+    fn inner_mut(&mut self) -> &mut Self::Inner {
+        &mut self.0
     }
-    fn poll(
-        &mut self,
-        fence: npu_compute::hal::Fence,
-    ) -> nb::Result<(), npu_compute::hal::HalError> {
-        self.0.poll(fence)
-    }
-    fn wait_for_event(&mut self) {
-        self.0.wait_for_event()
-    }
-    fn on_interrupt(&mut self) {
-        self.0.on_interrupt()
-    }
-    fn now(&self) -> npu_compute::hal::Cycles {
-        self.0.now()
-    }
-    fn host_memory(&mut self) -> &mut [u8] {
-        self.0.host_memory()
-    }
-    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, npu_compute::hal::HalError> {
-        self.0.map_flash(bytes)
-    }
-    fn unmap_flash(&mut self, segment: u8) {
-        self.0.unmap_flash(segment)
+    fn reset(&mut self) -> Result<(), npu_compute::hal::HalError> {
+        Err(npu_compute::hal::HalError::ResetUnsupported)
     }
 }
 
@@ -521,7 +501,8 @@ fn a_driver_that_cannot_reset_is_reported_as_not_recovered() {
         SimConfig::default(),
     )
     .unwrap();
-    let server: NpuServer<_> = NpuServer::new(NoReset(sim), MemoryConfig::default()).unwrap();
+    let server: NpuServer<_> =
+        NpuServer::new(Shimmed(NoReset(sim)), MemoryConfig::default()).unwrap();
     let channel: RefCellChannel<_> = RefCellChannel::new(server);
     let client = ComputeClient::new(&channel);
     let a = client.create(&[1u8; 64]).unwrap();
@@ -533,6 +514,7 @@ fn a_driver_that_cannot_reset_is_reported_as_not_recovered() {
             .with(|s| {
                 s.npu_mut()
                     .0
+                     .0
                     .set_faults(FaultPlan::one(FaultRule::at_job(FaultKind::Dma, 0)))
             })
             .unwrap();

@@ -6,6 +6,9 @@
 // Ops are passed by reference on purpose: clippy sees `Op: Copy`, but one is over 200 bytes.
 #![allow(clippy::needless_borrows_for_generic_args)]
 
+mod common;
+
+use common::shim::{Shim, Shimmed};
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, Tensor};
 use npu_compute::hal::{Npu, Variant};
@@ -450,9 +453,13 @@ fn a_tuning_that_cannot_measure_still_runs_the_op() {
 /// copy of the start of its input (a bug a tuner must not reward).
 struct WrongBlocks(SimNpu<'static>);
 
-impl Npu for WrongBlocks {
-    fn capabilities(&self) -> npu_compute::hal::Capabilities {
-        self.0.capabilities()
+impl Shim for WrongBlocks {
+    type Inner = SimNpu<'static>;
+    fn inner(&self) -> &Self::Inner {
+        &self.0
+    }
+    fn inner_mut(&mut self) -> &mut Self::Inner {
+        &mut self.0
     }
     fn submit(
         &mut self,
@@ -481,39 +488,6 @@ impl Npu for WrongBlocks {
             _ => self.0.submit(job),
         }
     }
-    fn poll(
-        &mut self,
-        fence: npu_compute::hal::Fence,
-    ) -> nb::Result<(), npu_compute::hal::HalError> {
-        self.0.poll(fence)
-    }
-    fn wait_for_event(&mut self) {
-        self.0.wait_for_event()
-    }
-    fn on_interrupt(&mut self) {
-        self.0.on_interrupt()
-    }
-    fn now(&self) -> u64 {
-        self.0.now()
-    }
-    fn host_memory(&mut self) -> &mut [u8] {
-        self.0.host_memory()
-    }
-    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, npu_compute::hal::HalError> {
-        self.0.map_flash(bytes)
-    }
-    fn unmap_flash(&mut self, segment: u8) {
-        self.0.unmap_flash(segment)
-    }
-    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
-        self.0.supports_variant(op, variant)
-    }
-    fn host_compute(&mut self, op: &Op) {
-        self.0.host_compute(op)
-    }
-    fn clock_counts_cpu(&self) -> bool {
-        self.0.clock_counts_cpu()
-    }
 }
 
 #[test]
@@ -538,8 +512,9 @@ fn wrong_blocks_are_rejected() {
             host.as_mut_slice(),
             SimConfig::default(),
         );
-        let server = NpuServer::new(WrongBlocks(sim.unwrap()), MemoryConfig::default()).unwrap();
-        let ch: RefCellChannel<NpuServer<WrongBlocks>> =
+        let server =
+            NpuServer::new(Shimmed(WrongBlocks(sim.unwrap())), MemoryConfig::default()).unwrap();
+        let ch: RefCellChannel<NpuServer<Shimmed<WrongBlocks>>> =
             RefCellChannel::new(server.with_tuning(mode, TuneConfig::default()));
         ch
     };

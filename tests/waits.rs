@@ -84,18 +84,22 @@ fn both_channels_read_the_same_bytes_after_the_same_cycles_and_waits() {
     assert_eq!(a, b);
 }
 
-#[test]
-fn the_critical_section_channel_steps_and_waits_between_steps() {
-    let channel: CriticalSectionChannel<Server> = CriticalSectionChannel::new(server());
-    let client = ComputeClient::new(&channel);
-    let x = client.create_f32(&[-1.0; 256]).unwrap();
-    let y = client.empty(1024).unwrap();
+/// RELU of `len` copies of `value` on `channel`, read back with `wait_on` step by step:
+/// the attempts it took, the server's waits meanwhile and the bytes read.
+fn relu_read_by_attempts<C: ComputeChannel<Server = Server>>(
+    channel: &C,
+    value: f32,
+    len: u32,
+) -> (u32, u32, Vec<u8>) {
+    let client = ComputeClient::new(channel);
+    let x = client.create_f32(&vec![value; len as usize]).unwrap();
+    let y = client.empty(len * 4).unwrap();
     client
-        .execute(Op::ReluF32(ReluF32 { len: 256 }), &[&x], &y)
+        .execute(Op::ReluF32(ReluF32 { len }), &[&x], &y)
         .unwrap();
     let waits = || channel.with(|s| s.stats().waits).unwrap();
     let before = waits();
-    let (mut attempts, mut out) = (0u32, [1u8; 1024]);
+    let (mut attempts, mut out) = (0u32, vec![1u8; len as usize * 4]);
     let id = y.id();
     channel
         .wait_on(|s| {
@@ -103,9 +107,16 @@ fn the_critical_section_channel_steps_and_waits_between_steps() {
             s.try_read(id, &mut out)
         })
         .unwrap();
+    (attempts, waits() - before, out)
+}
+
+#[test]
+fn the_critical_section_channel_steps_and_waits_between_steps() {
+    let channel: CriticalSectionChannel<Server> = CriticalSectionChannel::new(server());
+    let (attempts, waits, out) = relu_read_by_attempts(&channel, -1.0, 256);
     // Each attempt that would block was followed by one wait, and the last one finished.
     assert!(attempts > 1);
-    assert_eq!(waits() - before, attempts - 1);
+    assert_eq!(waits, attempts - 1);
     assert_eq!(out, [0; 1024]);
 }
 
@@ -118,22 +129,9 @@ fn each_channel_says_how_it_waits() {
 #[test]
 fn the_refcell_channel_runs_every_attempt_in_one_call() {
     let channel: RefCellChannel<Server> = RefCellChannel::new(server());
-    let client = ComputeClient::new(&channel);
-    let x = client.create_f32(&[2.0; 64]).unwrap();
-    let y = client.empty(256).unwrap();
-    client
-        .execute(Op::ReluF32(ReluF32 { len: 64 }), &[&x], &y)
-        .unwrap();
-    let (mut attempts, mut out) = (0u32, [0u8; 256]);
-    let id = y.id();
-    channel
-        .wait_on(|s| {
-            attempts += 1;
-            s.try_read(id, &mut out)
-        })
-        .unwrap();
+    let (attempts, waits, out) = relu_read_by_attempts(&channel, 2.0, 64);
     assert!(attempts > 1);
-    assert_eq!(channel.with(|s| s.stats().waits).unwrap(), attempts - 1);
+    assert_eq!(waits, attempts - 1);
     assert_eq!(out[..4], 2.0f32.to_le_bytes());
 }
 

@@ -1,5 +1,8 @@
-//! A tiny flatbuffer writer for hand-made `.tflite` models, shared by the integration tests.
+//! Shared by the integration tests: a tiny flatbuffer writer for hand-made `.tflite` models, and
+//! drivers that wrap the simulator ([`shim`]).
 #![allow(dead_code)]
+
+pub mod shim;
 
 use std::collections::VecDeque;
 
