@@ -91,6 +91,46 @@ fn fault_of(result: Result<(), GraphError>) -> Option<(Fault, bool)> {
     }
 }
 
+/// A model's graph on a channel, its first input, TFLM's output for it and an output buffer.
+struct Invokes<'c, 'a> {
+    graph: SimGraph<'c, 'a>,
+    input: Vec<u8>,
+    expected: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl<'c, 'a> Invokes<'c, 'a> {
+    /// `name` prepared on `channel` and invoked `warm` times without faults (two: the first
+    /// runs job by job, the second builds the job plan that later invokes replay).
+    fn new(channel: &'c ModelChannel<'a>, name: &str, warm: usize) -> Self {
+        let (bytes, input, expected) = model(name);
+        let graph = Graph::prepare(ComputeClient::new(channel), bytes).unwrap();
+        let out = vec![0u8; expected.len()];
+        let mut invokes = Invokes {
+            graph,
+            input,
+            expected,
+            out,
+        };
+        for _ in 0..warm {
+            invokes.correct(name);
+        }
+        invokes
+    }
+
+    /// One invoke, into an output cleared first (so that earlier bytes never pass for its).
+    fn invoke(&mut self) -> Result<(), GraphError> {
+        self.out.fill(0);
+        self.graph.invoke(&[&self.input], &mut [&mut self.out])
+    }
+
+    /// One invoke that must give TFLM's bytes.
+    fn correct(&mut self, what: &str) {
+        self.invoke().unwrap();
+        assert_eq!(self.out, self.expected, "{what}");
+    }
+}
+
 /// Jobs one invoke submits (counted by the simulator).
 fn jobs_per_invoke(
     channel: &ModelChannel<'_>,
@@ -105,25 +145,18 @@ fn jobs_per_invoke(
 /// (recovered), a harmless one leaves the invoke correct; either way nothing leaks and the
 /// next invoke gives TFLM's bytes.
 fn every_job_of_an_invoke(name: &str, kind: FaultKind, expect: Option<Fault>) {
-    let (bytes, input, expected) = model(name);
     with_channel(SimConfig::default(), |channel| {
         let client = ComputeClient::new(channel);
-        let mut graph: SimGraph<'_, '_> = Graph::prepare(client, bytes).unwrap();
-        let mut out = vec![0u8; expected.len()];
-        // The first invoke runs job by job, the second builds the job plan.
-        for _ in 0..2 {
-            graph.invoke(&[&input], &mut [&mut out]).unwrap();
-        }
-        assert!(graph.job_plan().is_some());
-        let jobs = jobs_per_invoke(channel, || graph.invoke(&[&input], &mut [&mut out]));
+        let mut run = Invokes::new(channel, name, 2);
+        assert!(run.graph.job_plan().is_some());
+        let jobs = jobs_per_invoke(channel, || run.invoke());
         assert!(jobs > 4, "{name}: {jobs} jobs");
         let clean = books(channel);
         for k in 0..jobs {
             let injected = || server(channel, |s| s.npu().stats().faults_injected.total());
             let before = injected();
             set_faults(channel, FaultPlan::one(FaultRule::at_job(kind, k)));
-            out.fill(0);
-            let result = graph.invoke(&[&input], &mut [&mut out]);
+            let result = run.invoke();
             assert_eq!(
                 injected() - before,
                 1,
@@ -136,14 +169,12 @@ fn every_job_of_an_invoke(name: &str, kind: FaultKind, expect: Option<Fault>) {
                     // never come first.
                     assert_eq!(fault, want, "{name}: {kind} at job {k}");
                 }
-                (None, None) => assert_eq!(out, expected, "{name}: {kind} at job {k}"),
+                (None, None) => assert_eq!(run.out, run.expected, "{name}: {kind} at job {k}"),
                 (got, want) => panic!("{name}: {kind} at job {k}: got {got:?}, want {want:?}"),
             }
             set_faults(channel, FaultPlan::NONE);
             assert_eq!(books(channel), clean, "{name}: {kind} at job {k} leaked");
-            out.fill(0);
-            graph.invoke(&[&input], &mut [&mut out]).unwrap();
-            assert_eq!(out, expected, "{name}: the invoke after {kind} at job {k}");
+            run.correct(&format!("{name}: the invoke after {kind} at job {k}"));
             assert_eq!(books(channel), clean, "{name}: {kind} at job {k} leaked");
         }
         let stats = client.stats().unwrap();
@@ -199,24 +230,20 @@ fn spurious_and_lost_interrupts_do_no_harm() {
 
 #[test]
 fn a_fault_in_the_first_invoke_job_by_job_is_recovered_too() {
-    let (bytes, input, expected) = model("kws_dscnn");
     for kind in [FaultKind::Dma, FaultKind::Hang] {
         with_channel(SimConfig::default(), |channel| {
             let client = ComputeClient::new(channel);
-            let mut graph: SimGraph<'_, '_> = Graph::prepare(client, bytes).unwrap();
+            let mut run = Invokes::new(channel, "kws_dscnn", 0);
             // The constants' uploads are over before the fault: a reset would lose one still
             // in flight.
             client.sync().unwrap();
             let clean = books(channel);
             set_faults(channel, FaultPlan::one(FaultRule::at_job(kind, 3)));
-            let mut out = vec![0u8; expected.len()];
-            assert!(fault_of(graph.invoke(&[&input], &mut [&mut out])).is_some());
+            assert!(fault_of(run.invoke()).is_some());
             set_faults(channel, FaultPlan::NONE);
             assert_eq!(books(channel), clean, "{kind}");
             for _ in 0..3 {
-                out.fill(0);
-                graph.invoke(&[&input], &mut [&mut out]).unwrap();
-                assert_eq!(out, expected, "{kind}");
+                run.correct(&kind.to_string());
             }
         });
     }
@@ -224,19 +251,13 @@ fn a_fault_in_the_first_invoke_job_by_job_is_recovered_too() {
 
 #[test]
 fn the_fault_names_the_operator_of_the_faulted_job() {
-    let (bytes, input, expected) = model("kws_dscnn");
     with_channel(SimConfig::default(), |channel| {
-        let client = ComputeClient::new(channel);
-        let mut graph: SimGraph<'_, '_> = Graph::prepare(client, bytes).unwrap();
-        let mut out = vec![0u8; expected.len()];
-        for _ in 0..2 {
-            graph.invoke(&[&input], &mut [&mut out]).unwrap();
-        }
+        let mut run = Invokes::new(channel, "kws_dscnn", 2);
         use npu_compute::ops::OpKind;
         let rule = FaultRule::on_op(FaultKind::Bus, OpKind::DepthwiseConv2d).at_most(1);
         set_faults(channel, FaultPlan::one(rule));
         // The model's first DEPTHWISE_CONV_2D (operator 1, after the first CONV_2D).
-        match graph.invoke(&[&input], &mut [&mut out]) {
+        match run.invoke() {
             Err(GraphError::Compute {
                 error:
                     e @ Error::Fault {
@@ -256,8 +277,7 @@ fn the_fault_names_the_operator_of_the_faulted_job() {
             }
             other => panic!("{other:?}"),
         }
-        graph.invoke(&[&input], &mut [&mut out]).unwrap();
-        assert_eq!(out, expected);
+        run.correct("after the bus error");
     });
 }
 
@@ -300,14 +320,8 @@ fn a_tensor_a_fault_left_undefined_is_reported_not_read() {
 
 #[test]
 fn a_job_plan_in_flight_is_cancelled_cleanly_and_runs_again() {
-    let (bytes, input, expected) = model("convnet");
     with_channel(SimConfig::default(), |channel| {
-        let client = ComputeClient::new(channel);
-        let mut graph: SimGraph<'_, '_> = Graph::prepare(client, bytes).unwrap();
-        let mut out = vec![0u8; expected.len()];
-        for _ in 0..2 {
-            graph.invoke(&[&input], &mut [&mut out]).unwrap();
-        }
+        let mut run = Invokes::new(channel, "convnet", 2);
         let clean = books(channel);
         // Two invokes' worth of faults, one every few jobs, the plan run again after each.
         for k in [1u64, 5, 9] {
@@ -315,11 +329,10 @@ fn a_job_plan_in_flight_is_cancelled_cleanly_and_runs_again() {
                 channel,
                 FaultPlan::one(FaultRule::at_job(FaultKind::Bus, k)),
             );
-            assert!(fault_of(graph.invoke(&[&input], &mut [&mut out])).is_some());
+            assert!(fault_of(run.invoke()).is_some());
             set_faults(channel, FaultPlan::NONE);
             assert_eq!(books(channel), clean);
-            graph.invoke(&[&input], &mut [&mut out]).unwrap();
-            assert_eq!(out, expected);
+            run.correct(&format!("after a bus error at job {k}"));
         }
     });
 }
@@ -381,7 +394,6 @@ fn the_watchdog_fires_past_its_margin_and_not_within_it() {
     // The first CONV_2D of the model, predicted by the simulator at 27,769 cycles (its weights'
     // prefetch included), scheduled at 25,001; the margin 100 % and no floor: a deadline of
     // 55,538 cycles from its start.
-    let (bytes, input, expected) = model("kws_dscnn");
     let config = WatchdogConfig {
         enabled: true,
         margin_percent: 100,
@@ -402,31 +414,24 @@ fn the_watchdog_fires_past_its_margin_and_not_within_it() {
     ] {
         with_channel(sim, |channel| {
             server(channel, |s| s.set_watchdog(config));
-            let client = ComputeClient::new(channel);
-            let mut graph: SimGraph<'_, '_> = Graph::prepare(client, bytes).unwrap();
-            let mut out = vec![0u8; expected.len()];
-            for _ in 0..2 {
-                graph.invoke(&[&input], &mut [&mut out]).unwrap();
-            }
+            let mut run = Invokes::new(channel, "kws_dscnn", 2);
             let kind = FaultKind::Overrun { times, plus };
             let rule = FaultRule::on_op(kind, npu_compute::ops::OpKind::Conv2d).at_most(1);
             set_faults(channel, FaultPlan::one(rule));
-            let result = graph.invoke(&[&input], &mut [&mut out]);
+            let result = run.invoke();
             assert_eq!(
                 fault_of(result),
                 fires.then_some((Fault::Timeout, true)),
                 "{times}x + {plus}"
             );
             set_faults(channel, FaultPlan::NONE);
-            graph.invoke(&[&input], &mut [&mut out]).unwrap();
-            assert_eq!(out, expected);
+            run.correct(&format!("after {times}x + {plus}"));
         });
     }
 }
 
 #[test]
 fn a_disabled_watchdog_lets_an_overrun_complete() {
-    let (bytes, input, expected) = model("kws_dscnn");
     with_channel(SimConfig::default(), |channel| {
         server(channel, |s| {
             s.set_watchdog(WatchdogConfig {
@@ -435,15 +440,13 @@ fn a_disabled_watchdog_lets_an_overrun_complete() {
             })
         });
         let client = ComputeClient::new(channel);
-        let mut graph: SimGraph<'_, '_> = Graph::prepare(client, bytes).unwrap();
+        let mut run = Invokes::new(channel, "kws_dscnn", 0);
         let kind = FaultKind::Overrun {
             times: 50,
             plus: 1_000_000,
         };
         set_faults(channel, FaultPlan::one(FaultRule::at_job(kind, 5)));
-        let mut out = vec![0u8; expected.len()];
-        graph.invoke(&[&input], &mut [&mut out]).unwrap();
-        assert_eq!(out, expected);
+        run.correct("a 50x overrun");
         assert_eq!(client.stats().unwrap().faults, 0);
     });
 }

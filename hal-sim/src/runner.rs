@@ -88,7 +88,10 @@ pub type LargeGraph<'c, 'a> = Graph<'c, LargeChannel<'a>, { large::OPS }, { larg
 /// stack's (on a thread of its own, see [`on_large_stack`]) if a capacity of the small one ran
 /// out.
 macro_rules! on_fitting_stack {
-    ($f:ident($($arg:expr),*)) => {
+    ($f:ident($($arg:expr),*)) => {{
+        use $crate::runner::{large, on_large_stack, CHUNKS, HANDLES, OPS, TENSORS};
+        use npu_compute::server::DEFAULT_STAGING;
+        use npu_compute::tune::DEFAULT_TUNE_ENTRIES;
         match $f::<OPS, TENSORS, HANDLES, CHUNKS, DEFAULT_STAGING, DEFAULT_TUNE_ENTRIES>($($arg),*) {
             Err(e) if e.is_capacity() => on_large_stack(|| $f::<
                 { large::OPS },
@@ -100,8 +103,9 @@ macro_rules! on_fitting_stack {
             >($($arg),*)),
             other => other,
         }
-    };
+    }};
 }
+pub(crate) use on_fitting_stack;
 
 /// Runs `f` on a thread with a call stack large enough for the large stack's tables (a few
 /// MiB, which an unoptimised build copies on its call stack more than once).

@@ -34,11 +34,9 @@ use npu_compute::server::{ComputeServer, WatchdogConfig};
 use npu_compute::Error;
 
 use crate::faults::{Chance, FaultCounts, FaultKind, FaultPlan, FaultRule};
-use crate::runner::{self, large, RunError, ServerOf, CHUNKS, HANDLES, OPS, TENSORS};
+use crate::runner::{self, RunError, ServerOf};
 use crate::workloads::{self, WorkloadError};
 use crate::{SimConfig, SimNpu};
-use npu_compute::server::DEFAULT_STAGING;
-use npu_compute::tune::DEFAULT_TUNE_ENTRIES;
 
 /// The overrun a soak injects: ten times the job's cycles and 10,000,000 more, past the
 /// server's default watchdog margin (four times the prediction and 100,000 cycles) for any job
@@ -164,21 +162,7 @@ pub fn soak(
     sets: &[InputSet],
     opts: &SoakOptions,
 ) -> Result<SoakReport, RunError> {
-    match soak_on::<OPS, TENSORS, HANDLES, CHUNKS, DEFAULT_STAGING, DEFAULT_TUNE_ENTRIES>(
-        model, sets, opts,
-    ) {
-        Err(e) if e.is_capacity() => runner::on_large_stack(|| {
-            soak_on::<
-                { large::OPS },
-                { large::TENSORS },
-                { large::HANDLES },
-                { large::CHUNKS },
-                { large::STAGING },
-                { large::TUNE },
-            >(model, sets, opts)
-        }),
-        other => other,
-    }
+    runner::on_fitting_stack!(soak_on(model, sets, opts))
 }
 
 fn soak_on<
