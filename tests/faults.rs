@@ -281,6 +281,51 @@ fn the_fault_names_the_operator_of_the_faulted_job() {
     });
 }
 
+/// Polls `future` to its end, running the simulated NPU to its next event and calling the
+/// interrupt handler whenever it is pending (an executor of one task over the NPU's interrupt).
+fn poll_to_end<F: std::future::Future>(channel: &ModelChannel<'_>, future: F) -> F::Output {
+    use std::task::{Context, Poll, Waker};
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..100_000 {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        server(channel, |s| s.npu_mut().wait_for_event());
+        npu_compute::channel::ComputeChannel::on_interrupt(channel);
+    }
+    panic!("the future never completes");
+}
+
+#[test]
+fn an_async_invoke_names_the_operator_of_the_faulted_job_too() {
+    use npu_compute::ops::OpKind;
+    with_channel(SimConfig::default(), |channel| {
+        let mut run = Invokes::new(channel, "kws_dscnn", 2);
+        assert!(run.graph.job_plan().is_some());
+        let rule = FaultRule::on_op(FaultKind::Bus, OpKind::DepthwiseConv2d).at_most(1);
+        set_faults(channel, FaultPlan::one(rule));
+        let (graph, input, out) = (&mut run.graph, &run.input, &mut run.out);
+        let result = poll_to_end(channel, graph.invoke_async(&[input], &mut [out]));
+        assert!(
+            matches!(
+                result,
+                Err(GraphError::Compute {
+                    op_index: Some(1),
+                    error: Error::Fault {
+                        fault: Fault::Bus,
+                        op: Some(OpKind::DepthwiseConv2d),
+                        recovered: true,
+                        ..
+                    },
+                })
+            ),
+            "{result:?}"
+        );
+        run.correct("after the bus error");
+    });
+}
+
 #[test]
 fn a_tensor_a_fault_left_undefined_is_reported_not_read() {
     with_channel(SimConfig::default(), |channel| {

@@ -56,7 +56,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
             for (&t, out) in self.outputs.iter().zip(outputs.iter_mut()) {
                 let view = plan.view(t)?;
-                client.read_async(view, out).await.map_err(not_one_op)?;
+                let named = |e| plan.named(&self.steps, &self.order, e);
+                client.read_async(view, out).await.map_err(named)?;
             }
             return Ok(());
         }

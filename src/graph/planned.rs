@@ -140,7 +140,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
 
     /// `error` as the graph reports it: a fault on one of the plan's jobs names that step's
     /// operator.
-    fn named(&self, steps: &[Step], order: &[u16], error: Error) -> GraphError {
+    pub(super) fn named(&self, steps: &[Step], order: &[u16], error: Error) -> GraphError {
         let Error::Fault { fence, .. } = error else {
             return not_one_op(error);
         };
