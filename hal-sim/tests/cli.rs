@@ -351,6 +351,48 @@ fn tune_exports_a_table_that_run_uses_without_measuring() {
 }
 
 #[test]
+fn bench_models_times_litert_beside_the_runtime() {
+    // A directory without figures.json: its models are its subdirectories.
+    let dir = scratch("bench-models");
+    let kws = dir.join("kws_dscnn");
+    std::fs::create_dir_all(&kws).unwrap();
+    for file in ["model.tflite", "input_0.bin", "expected_tflm_0.bin"] {
+        std::fs::copy(models().join("kws_dscnn").join(file), kws.join(file)).unwrap();
+    }
+    let o = npu_sim(&["bench", "models", dir.to_str().unwrap(), "--repeat", "3"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let header: Vec<&str> = stdout.lines().next().unwrap().split('|').collect();
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| kws_dscnn |"))
+        .unwrap()
+        .split('|')
+        .collect();
+    let cell = |name: &str| {
+        let k = header.iter().position(|h| h.trim() == name).unwrap();
+        row[k].trim().to_string()
+    };
+    assert_eq!(cell("outputs = TFLM"), "1/1");
+    let ours: f64 = cell("host µs (median)").parse().unwrap();
+    let lite: f64 = cell("LiteRT µs (this run)").parse().unwrap();
+    let ratio: f64 = cell("× LiteRT").parse().unwrap();
+    assert!(lite > 0.0 && ours > 0.0, "{stdout}");
+    assert!(
+        (ratio - ours / lite).abs() <= 0.01 * ratio + 0.01,
+        "{stdout}"
+    );
+    // kws_dscnn is one of the models LiteRT's XNNPACK gives TFLM's bytes on.
+    assert_eq!(cell("LiteRT outputs = TFLM"), "1/1");
+    // The peers' figures of a directory without figures.json are unknown.
+    assert_eq!(cell("TFLM µs"), "NaN");
+}
+
+#[test]
 fn bench_tune_meets_its_targets_on_the_product_models() {
     let o = npu_sim(&["bench", "tune", models().to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -1,7 +1,8 @@
 //! `npu-sim bench WHICH`: the benchmarks, one module each.
 //!
 //! - [`memory`]: peak arena bytes of the chunk/slice strategy, and the guided rows.
-//! - [`models`]: every model of a reference-model directory against TFLM and the peers.
+//! - [`models`]: every model of a reference-model directory against TFLM and the peers, with
+//!   LiteRT timed in the same run ([`litert`]).
 //! - [`tune`]: tuned kernel variants against every fixed choice.
 //! - [`schedule`]: static schedules against dynamic dispatch and one operator at a time.
 //! - [`dispatch`]: host nanoseconds per `execute` of a tiny op.
@@ -15,6 +16,7 @@
 pub mod chain;
 pub mod dispatch;
 pub mod faults;
+pub mod litert;
 pub mod memory;
 pub mod models;
 pub mod pipeline;

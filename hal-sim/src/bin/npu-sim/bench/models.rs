@@ -1,27 +1,33 @@
 //! `npu-sim bench models DIR [--repeat N]`: every model of a reference-model directory
 //! against TFLM's outputs and the peers' figures.
 //!
-//! The directory holds `figures.json` (one row per model: its name and the peers' figures:
-//! TFLM and LiteRT host time, Vela cycles and SRAM size, TFLM's arena) and, per model,
-//! `NAME/model.tflite` with `input_K.bin` and `expected_tflm_K.bin`. Every input runs
-//! with the arena planned for the fewest cycles (`--repeat` timed invokes) and for the
+//! The directory holds, per model, `NAME/model.tflite` with `input_K.bin` and
+//! `expected_tflm_K.bin`, and may hold `figures.json` (one row per model: its name and the
+//! peers' figures: TFLM host time, Vela cycles and SRAM size, TFLM's arena), which then also
+//! lists the models; without it every subdirectory with a `model.tflite` is one. Every input
+//! runs with the arena planned for the fewest cycles (`--repeat` timed invokes) and for the
 //! smallest arena (untimed), and each output is compared with TFLM's bytes; input 0 also
-//! runs through a short pipelined stream for its steady transfers.
+//! runs through a short pipelined stream for its steady transfers. Then LiteRT runs the same
+//! model on the same inputs, `--repeat` timed invokes each ([`litert`](super::litert)), so
+//! that the two host times are measured side by side on one machine under one load.
 //!
 //! Output (stdout): three Markdown tables: time (outputs = TFLM, host µs median, × TFLM
-//! and LiteRT, NPU cycles against Vela's), arena (activation bytes per plan against the
-//! lower bound, TFLM and Vela, striped chains and their recompute cycles, constants,
-//! runtime state), and transfers of one invoke and of a pipelined steady frame. Host µs
-//! are wall-clock; every other figure is deterministic. A peer figure missing from
+//! from `figures.json`, LiteRT's µs in this run and the ratio, LiteRT's outputs against
+//! TFLM's, NPU cycles against Vela's), arena (activation bytes per plan against the lower
+//! bound, TFLM and Vela, striped chains and their recompute cycles, constants, runtime
+//! state), and transfers of one invoke and of a pipelined steady frame. Host µs are
+//! wall-clock; every other figure is deterministic. A peer figure missing from
 //! `figures.json` prints as NaN.
 //!
-//! Failure modes: `figures.json` cannot be read or parsed, lists no model, or a row has no
-//! `model` name; a model's files cannot be read (the message names the file); a model has no
-//! `input_0.bin` (nothing to run); a run or the pipelined stream fails (the message starts
-//! with the model's name); or, after the tables are printed, any output differs from
+//! Failure modes: `figures.json` cannot be parsed, or the directory holds no model; a
+//! model's files cannot be read (the message names the file); a model has no
+//! `input_0.bin` (nothing to run); a run, the pipelined stream or LiteRT fails (the message
+//! starts with the model's name); or, after the tables are printed, any output differs from
 //! TFLM's (the count is the error), since figures from wrong outputs are not a result.
+//! LiteRT's outputs are not held to TFLM's: XNNPACK's requantisation may round otherwise.
 
-use crate::common::{no_models, read_figures, read_file, read_model};
+use super::litert;
+use crate::common::{model_names, read_figures, read_file, read_model};
 use npu_compute::graph::Optimise;
 use npu_sim::runner::{self, RunOptions};
 use npu_sim::SimConfig;
@@ -30,24 +36,26 @@ use std::path::Path;
 /// `npu-sim bench models DIR`.
 pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
     let figures_path = dir.join("figures.json");
-    let rows = read_figures(&figures_path)?;
-    if rows.is_empty() {
-        return Err(no_models(dir));
-    }
-    let mut time_table = String::from("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs | × LiteRT | NPU cycles | Vela cycles | cycles / Vela |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let rows = if figures_path.exists() {
+        read_figures(&figures_path)?
+    } else {
+        Vec::new()
+    };
+    let names = model_names(dir)?;
+    let mut time_table = String::from("| model | outputs = TFLM | host µs (median) | TFLM µs | × faster than TFLM | LiteRT µs (this run) | × LiteRT | LiteRT outputs = TFLM | NPU cycles | Vela cycles | cycles / Vela |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mut arena_table = String::from("| model | activations B (cycles) | lower bound B | TFLM head B | activations B (memory) | Vela size SRAM B | outputs = TFLM (memory) | tiled chains | NPU cycles (memory) | recompute cycles | constants B | runtime state B | TFLM tail B |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mut transfer_table = String::from("| model | input B | output B | invoke: uploads, downloads | invoke: bytes moved | invoke: staging copy B | pipelined steady frame: uploads, downloads | pipelined: staging copy B |\n|---|---|---|---|---|---|---|---|\n");
     let mut failures = 0;
-    for row in &rows {
-        let name = row["model"]
-            .as_str()
-            .ok_or("figures.json: model without a name")?;
-        let num = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+    for name in &names {
+        let row = rows.iter().find(|r| r["model"].as_str() == Some(name));
+        let num = |k: &str| row.and_then(|r| r[k].as_f64()).unwrap_or(f64::NAN);
         let model_dir = dir.join(name);
         let model = read_model(&model_dir.join("model.tflite"))?;
         let mut matched = [0, 0];
         let mut total = 0;
         let mut times = Vec::new();
+        let mut inputs = Vec::new();
+        let mut expected_outputs = Vec::new();
         let mut first: [Option<runner::RunReport>; 2] = [None, None];
         for k in 0.. {
             let input_path = model_dir.join(format!("input_{k}.bin"));
@@ -56,6 +64,7 @@ pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
             }
             let input = read_file(&input_path)?;
             let expected = read_file(&model_dir.join(format!("expected_tflm_{k}.bin")))?;
+            inputs.push(input_path);
             total += 1;
             for (m, optimise) in [Optimise::Cycles, Optimise::Memory].into_iter().enumerate() {
                 let opts = RunOptions {
@@ -73,7 +82,18 @@ pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
                 }
                 first[m].get_or_insert(report);
             }
+            expected_outputs.push(expected);
         }
+        let lite = litert::time(&model_dir.join("model.tflite"), &inputs, repeat)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let lite_matched = lite
+            .iter()
+            .zip(&expected_outputs)
+            .filter(|(run, expected)| &run.output == *expected)
+            .count();
+        let mut lite_us: Vec<f64> = lite.iter().map(|run| run.us).collect();
+        lite_us.sort_by(f64::total_cmp);
+        let lite_us = lite_us.get(lite_us.len() / 2).copied().unwrap_or(f64::NAN);
         let [Some(fast), Some(small)] = first else {
             return Err(format!("{name}: no inputs"));
         };
@@ -96,12 +116,11 @@ pub fn run(dir: &Path, repeat: usize) -> Result<(), String> {
         times.sort_by(f64::total_cmp);
         let host = times[times.len() / 2];
         time_table += &format!(
-            "| {name} | {}/{total} | {host:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} | {:.2} |\n",
+            "| {name} | {}/{total} | {host:.1} | {:.1} | {:.1} | {lite_us:.1} | {:.2} | {lite_matched}/{total} | {} | {} | {:.2} |\n",
             matched[0],
             num("host_tflm_us"),
             num("host_tflm_us") / host,
-            num("host_litert_us"),
-            host / num("host_litert_us"),
+            host / lite_us,
             fast.npu_cycles,
             num("vela_u55_128_cycles"),
             fast.npu_cycles as f64 / num("vela_u55_128_cycles"),
