@@ -17,7 +17,8 @@
 //!
 //! The steps below follow the trait. `examples/firmware/src/null_npu.rs` is a complete
 //! driver that does the bookkeeping of a real one and moves no bytes; `npu-sim`'s `SimNpu` is
-//! one that moves bytes and models the timing.
+//! one that moves bytes and models the timing; [`CpuOnly`](super::CpuOnly), the driver of a
+//! part without an NPU, moves bytes with the CPU and runs no operator.
 //!
 //! # 1. Declare what the NPU can do: [`Capabilities`]
 //!

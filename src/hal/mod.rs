@@ -2,7 +2,8 @@
 //!
 //! Writing a driver for a board: see [the guide](guide), which walks through the contract
 //! step by step and shows how to check a driver with the [conformance] suite (cargo feature
-//! `conformance`).
+//! `conformance`). A part without an NPU needs no driver of its own: [`CpuOnly`] runs every
+//! operator on the CPU fallback.
 //!
 //! # Design
 //!
@@ -52,11 +53,13 @@
 // use only with it.
 #[cfg(any(feature = "conformance", doc))]
 pub mod conformance;
+mod cpu_only;
 mod error;
 pub mod guide;
 mod variant;
 
 use crate::ops::{Op, OpSet};
+pub use cpu_only::CpuOnly;
 pub use error::{Fault, HalError, SetupError};
 pub use variant::Variant;
 
