@@ -10,18 +10,10 @@
 //!
 //! # How
 //!
-//! QEMU does not emulate the DWT cycle counter, but with `-icount shift=0` (which
-//! `.ci/qemu-run.sh` passes) its virtual clock advances by exactly one nanosecond per guest
-//! instruction, and SysTick (processor clock source) counts down on that clock. So SysTick
-//! ticks are proportional to instructions executed. The ratio is not assumed: [`calibrate`]
-//! times [`cortex_m::asm::delay`] (a `subs`/`bne` loop: two instructions per iteration) at two
-//! lengths and takes the slope, which cancels the fixed cost of the call and of reading the
-//! counter. On mps2-an386 the CPU clock is 25 MHz, so one tick is 40 instructions (measured:
-//! 2 000 000 instructions in 49 999 ticks), and a count is exact to one tick, i.e. to 0.04
-//! instructions per call over [`CALLS`] calls. It also times one length twice: without
-//! `-icount` the counter follows wall-clock time and the two differ, which fails the run
-//! rather than reporting noise. (A QEMU `-singlestep -d exec` trace of the end-to-end loop
-//! counted the same instructions, to the tick.)
+//! The clock is SysTick under QEMU's `-icount shift=0`, which counts instructions (see
+//! [`systick`](crate::systick), shared with the Cortex-M55 firmware): [`calibrate`] measures
+//! 40 instructions per tick on mps2-an386, so a count over [`CALLS`] calls is exact to 0.04
+//! instructions per call.
 //!
 //! Each figure is `N` calls in one timed loop, minus the same loop running an empty closure
 //! (the loop, the indirect call and the result check), divided by `N`. The ring of the null
@@ -39,7 +31,6 @@
 
 use core::mem::size_of;
 
-use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
@@ -53,6 +44,8 @@ use npu_compute::server::{ComputeServer, NpuServer};
 use npu_compute::Error;
 
 use crate::null_npu::NullNpu;
+use crate::systick::{self, Centi, ClockError, TimeError};
+pub use crate::systick::{log_calibration, Calibration};
 
 /// Calls timed per figure.
 pub const CALLS: u32 = 1000;
@@ -61,12 +54,6 @@ pub const CALLS: u32 = 1000;
 pub const PLAN_STEPS: usize = 32;
 /// Runs of the plan timed: [`PLAN_STEPS`] × this many jobs, about [`CALLS`].
 const PLAN_RUNS: u32 = 32;
-/// SysTick's reload value: its whole 24-bit range.
-const RELOAD: u32 = 0x00FF_FFFF;
-/// Iterations of the two calibration delays; their difference is 2 × 1 000 000 instructions.
-const CALIBRATION_SHORT: u32 = 100_000;
-/// See [`CALIBRATION_SHORT`].
-const CALIBRATION_LONG: u32 = 1_100_000;
 
 /// The server the measurement drives: the null NPU with the default capacities.
 type Server<'a> = NpuServer<NullNpu<'a>>;
@@ -82,13 +69,8 @@ type GraphServer<'a> = NpuServer<NullNpu<'a>, ChunkSliceMemory<96>, 96>;
 pub enum CostError {
     /// The compute stack returned an error.
     Stack(Error),
-    /// SysTick does not count instructions deterministically (QEMU without `-icount`?):
-    /// the same delay took these two tick counts.
-    NotDeterministic(u32, u32),
-    /// The calibration delay did not advance SysTick.
-    NoTicks,
-    /// A timed loop ran longer than half of SysTick's range, so wraps cannot be told apart.
-    TooLong(u32),
+    /// SysTick could not count (see [`ClockError`]).
+    Clock(ClockError),
     /// The model could not be prepared or run over the null NPU.
     Graph(GraphError),
     /// The model's invokes did not replay a job plan.
@@ -101,92 +83,50 @@ impl From<Error> for CostError {
     }
 }
 
+impl From<ClockError> for CostError {
+    fn from(e: ClockError) -> Self {
+        CostError::Clock(e)
+    }
+}
+
 impl From<GraphError> for CostError {
     fn from(e: GraphError) -> Self {
         CostError::Graph(e)
     }
 }
 
-/// SysTick as a free-running down counter of (a fixed multiple of) instructions.
-pub struct Ticks {
-    /// Owned so that nothing else reconfigures it.
-    _syst: SYST,
-}
+/// The shared SysTick counter ([`systick::Ticks`]), timing calls of the compute stack.
+pub struct Ticks(systick::Ticks);
 
 impl Ticks {
     /// Starts SysTick on the processor clock over its full range, without its interrupt.
-    pub fn new(mut syst: SYST) -> Self {
-        syst.disable_counter();
-        syst.disable_interrupt();
-        syst.set_clock_source(SystClkSource::Core);
-        syst.set_reload(RELOAD);
-        syst.clear_current();
-        syst.enable_counter();
-        Ticks { _syst: syst }
+    pub fn new(syst: SYST) -> Self {
+        Ticks(systick::Ticks::new(syst))
     }
 
-    /// Ticks elapsed while `f` runs `n` times; stops at the first error. The counter counts
-    /// down and wraps from 0 to [`RELOAD`]: one wrap is undone by the mask, and a loop longer
-    /// than half the range is refused so that a second wrap cannot pass unnoticed.
-    #[inline(never)]
+    /// The shared counter it wraps.
+    pub fn counter(&self) -> &systick::Ticks {
+        &self.0
+    }
+
+    /// Ticks elapsed while `f` runs `n` times; stops at the first error (see
+    /// [`systick::Ticks::time`]).
     pub fn time(&self, n: u32, f: &mut dyn FnMut() -> Result<(), Error>) -> Result<u32, CostError> {
-        let start = SYST::get_current();
-        for _ in 0..n {
-            f()?;
-        }
-        let end = SYST::get_current();
-        let ticks = start.wrapping_sub(end) & RELOAD;
-        if ticks > RELOAD / 2 {
-            return Err(CostError::TooLong(ticks));
-        }
-        Ok(ticks)
-    }
-}
-
-/// Instructions per SysTick tick, as a fraction, measured.
-#[derive(Clone, Copy, defmt::Format)]
-pub struct Calibration {
-    /// Instructions the long delay runs beyond the short one.
-    pub instructions: u32,
-    /// Ticks the long delay takes beyond the short one.
-    pub ticks: u32,
-    /// Ticks of the short delay.
-    pub short_ticks: u32,
-    /// Ticks of the long delay, first and second time.
-    pub long_ticks: (u32, u32),
-}
-
-impl Calibration {
-    /// `ticks` ticks in hundredths of an instruction, per call of `calls`.
-    fn centi_per_call(&self, ticks: u32, calls: u32) -> u64 {
-        u64::from(ticks) * u64::from(self.instructions) * 100
-            / (u64::from(self.ticks) * u64::from(calls))
-    }
-}
-
-/// Measures instructions per tick: `delay(k)` runs `2 (k + 1)` instructions in its loop plus a
-/// fixed few around it, so two lengths differ by exactly `2 Δk` instructions.
-pub fn calibrate(t: &Ticks) -> Result<Calibration, CostError> {
-    let delay = |k: u32| {
-        t.time(1, &mut || {
-            cortex_m::asm::delay(k);
-            Ok(())
+        self.0.time(n, f).map_err(|e| match e {
+            TimeError::Call(e) => CostError::Stack(e),
+            TimeError::Clock(e) => CostError::Clock(e),
         })
-    };
-    let short_ticks = delay(CALIBRATION_SHORT)?;
-    let long = delay(CALIBRATION_LONG)?;
-    let again = delay(CALIBRATION_LONG)?;
-    // One tick of rounding either way: the two runs start at a different phase of a tick.
-    if long.abs_diff(again) > 1 {
-        return Err(CostError::NotDeterministic(long, again));
     }
-    let ticks = long.checked_sub(short_ticks).filter(|&t| t > 0);
-    Ok(Calibration {
-        instructions: 2 * (CALIBRATION_LONG - CALIBRATION_SHORT),
-        ticks: ticks.ok_or(CostError::NoTicks)?,
-        short_ticks,
-        long_ticks: (long, again),
-    })
+}
+
+/// Measures instructions per tick (see [`systick::calibrate`]).
+pub fn calibrate(t: &Ticks) -> Result<Calibration, CostError> {
+    Ok(systick::calibrate(&t.0)?)
+}
+
+/// `ticks` ticks in hundredths of an instruction, per call of `calls`.
+fn centi_per_call(cal: &Calibration, ticks: u32, calls: u32) -> u64 {
+    cal.centi_per_call(u64::from(ticks), calls)
 }
 
 /// Instructions per call at each level, in hundredths.
@@ -206,15 +146,6 @@ pub struct DispatchCost {
     pub plan_of_one: u64,
     /// The empty timed loop that was subtracted, per iteration.
     pub loop_overhead: u64,
-}
-
-/// Hundredths as `integer.fraction` for the log.
-struct Centi(u64);
-
-impl defmt::Format for Centi {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(f, "{=u64}.{=u64:02}", self.0 / 100, self.0 % 100);
-    }
 }
 
 /// Builds the stack over a null NPU whose staging memory is `host`, and times the three levels
@@ -240,7 +171,7 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
     client.execute(op, &[&a, &b], &out)?;
     client.sync()?;
 
-    let per_call = |ticks: u32| cal.centi_per_call(ticks, CALLS);
+    let per_call = |ticks: u32| centi_per_call(cal, ticks, CALLS);
     let empty = t.time(CALLS, &mut || Ok(()))?;
     let net = |ticks: u32| per_call(ticks.saturating_sub(empty));
 
@@ -311,7 +242,8 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
         server: net(server),
         hal: net(hal),
         channel_with: net(channel_with),
-        planned: cal.centi_per_call(
+        planned: centi_per_call(
+            cal,
             planned.saturating_sub(empty * PLAN_RUNS / CALLS),
             PLAN_RUNS * PLAN_STEPS as u32,
         ),
@@ -354,21 +286,6 @@ pub fn measure(t: &Ticks, cal: &Calibration, host: &mut [u8]) -> Result<Dispatch
         size_of::<Access>()
     );
     Ok(cost)
-}
-
-/// Logs the calibration.
-pub fn log_calibration(cal: &Calibration) {
-    defmt::info!(
-        "SysTick calibration: delay({=u32}) {=u32} ticks, delay({=u32}) {=u32} and {=u32} ticks: {=u32} instructions in {=u32} ticks = {} instructions per tick",
-        CALIBRATION_SHORT,
-        cal.short_ticks,
-        CALIBRATION_LONG,
-        cal.long_ticks.0,
-        cal.long_ticks.1,
-        cal.instructions,
-        cal.ticks,
-        Centi(u64::from(cal.instructions) * 100 / u64::from(cal.ticks))
-    );
 }
 
 /// Invokes of the model timed per figure.
@@ -451,9 +368,9 @@ pub fn measure_graph(
     let cost = GraphCost {
         cpu_steps: plan.cpu_steps as u32,
         jobs,
-        invoke: cal.centi_per_call(invoke, INVOKES),
-        planned: cal.centi_per_call(planned, INVOKES),
-        io: cal.centi_per_call(io, INVOKES),
+        invoke: centi_per_call(cal, invoke, INVOKES),
+        planned: centi_per_call(cal, planned, INVOKES),
+        io: centi_per_call(cal, io, INVOKES),
     };
     defmt::info!(
         "dispatch: kws_dscnn over the null NPU, {=u32} jobs ({=u32} on the CPU fallback) over {=usize} tensors per invoke ({=usize} shared, the rest constants and the plan's own): invoke job by job {} instructions, from the job plan {}, of which the input write and output read {}; per job without them: job by job {}, from the job plan {}; Graph<16, 64> with its job plan {=usize} bytes",

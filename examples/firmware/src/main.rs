@@ -28,7 +28,11 @@
 //! - kws_dscnn invoked over a `CriticalSectionChannel` while a board timer interrupts every
 //!   10 000 instructions ([`irq_latency`]): the interrupt is served during the invoke, and the
 //!   longest interval with interrupts masked is measured (the firmware's critical sections are
-//!   that module's, timed).
+//!   that module's, timed);
+//! - kws_dscnn on the CPU fallback alone, over a driver that runs no operator
+//!   ([`CpuOnly`]): every invoke's output must be TFLM's bytes, and its instructions are
+//!   counted per layer ([`cpu_layers`], shared with the Cortex-M55 firmware); the log ends with
+//!   `kws_dscnn on the CPU: N instructions`.
 //!
 //! It exits through semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when every value
 //! matches, dispatch stays within [`DISPATCH_BOUND`] instructions per job, no conformance
@@ -43,10 +47,16 @@
 
 mod conformance;
 mod cpu_cost;
+// Shared with examples/firmware-m55: the SysTick instruction counter and the CPU fallback's
+// count per layer.
+#[path = "../../firmware-common/cpu_layers.rs"]
+mod cpu_layers;
 mod dispatch_cost;
 mod irq_latency;
 mod null_npu;
 mod readme;
+#[path = "../../firmware-common/systick.rs"]
+mod systick;
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -60,7 +70,7 @@ use defmt_semihosting as _;
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError, PrepareOptions};
-use npu_compute::hal::Npu;
+use npu_compute::hal::{CpuOnly, Npu};
 use npu_compute::kernels::FcShape;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::ops::{AddF32, DType, FullyConnectedF32, Op, OpKind};
@@ -225,6 +235,8 @@ enum Failure {
     Conformance(conformance::ConformanceError),
     /// The timer was not served during an invoke, or interrupts stayed masked too long.
     Irq(irq_latency::IrqError),
+    /// kws_dscnn on the CPU fallback gave other bytes than TFLM, or could not be counted.
+    CpuLayers(cpu_layers::LayerError),
     /// Dispatching one job cost more instructions than the bound (both in hundredths).
     DispatchTooSlow {
         /// Measured end to end, per job.
@@ -279,8 +291,13 @@ fn simulator<'a>(device: &'a mut [u8], host: &'a mut [u8]) -> Result<SimNpu<'a>,
     })
 }
 
-/// The whole example; `Ok` when the NPU's results match the CPU's.
-fn run() -> Result<(), Failure> {
+/// Bytes of the NPU arena that the CPU-only run of kws_dscnn plans its activations in; the
+/// rest is its staging (each needs about 21 kB).
+const CPU_ONLY_ARENA_BYTES: usize = 64 * 1024;
+
+/// The whole example; `Ok` with kws_dscnn's counts on the CPU when the NPU's results match
+/// the CPU's.
+fn run() -> Result<cpu_layers::LayerCounts, Failure> {
     // SysTick as an instruction counter, for the CPU kernel and dispatch measurements at the end.
     let core = cortex_m::Peripherals::take().ok_or(Failure::PeripheralsTaken)?;
     let ticks = dispatch_cost::Ticks::new(core.SYST);
@@ -451,7 +468,22 @@ fn run() -> Result<(), Failure> {
     conformance::run().map_err(Failure::Conformance)?;
     let kws = (KWS_MODEL, KWS_INPUT, KWS_EXPECTED);
     irq_latency::run(&calibration, &mut *device, &mut *host, kws).map_err(Failure::Irq)?;
-    Ok(())
+    // Last, so that the log ends with its count: the model on the CPU alone, over the arena
+    // (the driver copies with the CPU; no NPU and no simulator runs).
+    let (arena, staging) = device.split_at_mut(CPU_ONLY_ARENA_BYTES);
+    let model = cpu_layers::Model {
+        name: "kws_dscnn",
+        tflite: KWS_MODEL,
+        input: KWS_INPUT,
+        expected: KWS_EXPECTED,
+    };
+    cpu_layers::run(
+        ticks.counter(),
+        &calibration,
+        CpuOnly::new(arena, staging),
+        model,
+    )
+    .map_err(Failure::CpuLayers)
 }
 
 /// Measures the CPU fallback kernels' cost for `ops` and the synthetic operators (see
@@ -513,8 +545,9 @@ fn dispatch(
 fn main() -> ! {
     defmt::info!("npu-firmware-example on mps2-an386");
     let status = match run() {
-        Ok(()) => {
-            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes; dispatch within its bound; the null NPU passes the HAL conformance suite; the timer is served during invokes over a CriticalSectionChannel");
+        Ok(kws) => {
+            defmt::info!("PASS: the NPU's results match the CPU reference and TFLM's bytes; dispatch within its bound; the null NPU passes the HAL conformance suite; the timer is served during invokes over a CriticalSectionChannel; kws_dscnn on the CPU fallback alone gives TFLM's bytes");
+            cpu_layers::print_total("kws_dscnn", &kws);
             EXIT_SUCCESS
         }
         Err(failure) => {
