@@ -1,0 +1,183 @@
+//! Example firmware for a Cortex-M55: kws_dscnn on the CPU fallback of QEMU's `mps3-an547`.
+//!
+//! Run it from this folder with `cargo run --release` (the runner, `.ci/qemu-run.sh
+//! --machine mps3-an547` from the repository's `.cargo/config.toml`, boots QEMU with
+//! `-icount shift=0` and decodes the defmt log). CI does exactly that. It is built for
+//! `thumbv8m.main-none-eabihf` with `target-cpu=cortex-m55` (`.cargo/config.toml`), so the
+//! compiler may use Helium (MVE) and the DSP extension, and kernels selected from the target's
+//! features get them.
+//!
+//! The Cortex-M55 is the core an Ethos-U55 pairs with; QEMU models no NPU, and this firmware
+//! runs none: its driver is [`CpuOnly`], which declares no operator, so the server runs every
+//! layer of the keyword-spotting model (`kws_dscnn`, the MLPerf Tiny DS-CNN architecture) on the
+//! CPU fallback kernels. The model is read from flash (the ITCM, see `memory.x`) in place; the
+//! arena and the staging are statics in the DTCM. [`cpu_layers`] (shared with
+//! `examples/firmware`, the Cortex-M4F one) invokes it through graph, client, channel and server,
+//! checks every output against TensorFlow Lite Micro's bytes, and counts its instructions per
+//! layer with SysTick ([`systick`]): the figures to put beside CMSIS-NN's for the same layers on
+//! the same core (`../shared/CMSIS_NN_KWS.md`).
+//!
+//! The log ends with `kws_dscnn on the CPU: N instructions`. The firmware exits through
+//! semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when it runs on a Cortex-M55 and
+//! every invoke gives TFLM's bytes, and with `EXIT_FAILURE` (status 1) on a difference, an error,
+//! a panic or a hard fault.
+
+#![no_std]
+#![no_main]
+
+#[path = "../../firmware-common/cpu_layers.rs"]
+mod cpu_layers;
+#[path = "../../firmware-common/systick.rs"]
+mod systick;
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use cortex_m_rt::{entry, exception, ExceptionFrame};
+use cortex_m_semihosting::debug::{self, ExitStatus, EXIT_FAILURE, EXIT_SUCCESS};
+// The defmt global logger: frames go to semihosting stdout. (Never mix it with `hprintln!`.)
+use defmt_semihosting as _;
+
+use npu_compute::hal::CpuOnly;
+
+use crate::cpu_layers::{LayerCounts, LayerError, Model};
+use crate::systick::{ClockError, Ticks};
+
+// ---------------------------------------------------------------------------------------------
+// The model and the memories
+// ---------------------------------------------------------------------------------------------
+
+/// The keyword-spotting model, in flash, 16-byte aligned.
+static KWS_MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
+/// One input of the model (49×10 MFCC features, int8).
+static KWS_INPUT: &[u8] = include_bytes!("../../models/kws_dscnn/input_0.bin");
+/// What TensorFlow Lite Micro outputs for it (12 class scores, int8).
+static KWS_EXPECTED: &[u8] = include_bytes!("../../models/kws_dscnn/expected_tflm_0.bin");
+
+/// Bytes of the arena (the driver's device memory): `npu-sim plan` gives 20,704 for this
+/// model (activations, and the per-channel parameters the runtime prepares; the weights stay
+/// in flash), rounded up.
+const ARENA_BYTES: usize = 24 * 1024;
+/// Bytes of the staging (the driver's host memory) the CPU fallback computes in: the largest
+/// layer's inputs, weights and output at once, 20,864 bytes for this model (a 1×1
+/// convolution of 25×5×64), rounded up.
+const STAGING_BYTES: usize = 24 * 1024;
+
+/// The Cortex-M55's part number in `CPUID` (the Cortex-M4's is 0xC24).
+const CORTEX_M55_PART: u32 = 0xD22;
+
+/// Bytes with the alignment the HAL's regions need (16 covers `CpuOnly::ALIGNMENT`).
+#[repr(C, align(16))]
+struct Aligned<const N: usize>([u8; N]);
+
+/// A `static` handed out once as `&'static mut [u8]`.
+struct Memory<const N: usize>(UnsafeCell<Aligned<N>>);
+
+// SAFETY: the bytes are reached only through the single `&'static mut [u8]` that
+// `take_memories` hands out; the static itself is never read.
+unsafe impl<const N: usize> Sync for Memory<N> {}
+
+static ARENA: Memory<ARENA_BYTES> = Memory(UnsafeCell::new(Aligned([0; ARENA_BYTES])));
+static STAGING: Memory<STAGING_BYTES> = Memory(UnsafeCell::new(Aligned([0; STAGING_BYTES])));
+/// Whether the memories have been handed out.
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The arena and the staging; `None` after the first call.
+fn take_memories() -> Option<(&'static mut [u8], &'static mut [u8])> {
+    if TAKEN.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    // SAFETY: the swap lets exactly one caller through, once, so these are the only
+    // references to the two statics that ever exist, and statics live for 'static.
+    unsafe { Some((&mut (*ARENA.0.get()).0, &mut (*STAGING.0.get()).0)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+/// Why the run failed.
+#[derive(defmt::Format)]
+enum Failure {
+    /// The core peripherals or the memories were already taken.
+    Taken,
+    /// The CPU is not a Cortex-M55: this `CPUID` part number instead.
+    NotCortexM55(u32),
+    /// SysTick does not count instructions (QEMU without `-icount`?).
+    Clock(ClockError),
+    /// The model gave other bytes than TFLM, or could not be run or counted.
+    Layers(LayerError),
+}
+
+/// The whole firmware: kws_dscnn's counts when every invoke gave TFLM's bytes.
+fn run() -> Result<LayerCounts, Failure> {
+    let core = cortex_m::Peripherals::take().ok_or(Failure::Taken)?;
+    let part = (core.CPUID.base.read() >> 4) & 0xFFF;
+    defmt::info!("CPUID part number {=u32:#05x}", part);
+    if part != CORTEX_M55_PART {
+        return Err(Failure::NotCortexM55(part));
+    }
+    let ticks = Ticks::new(core.SYST);
+    let calibration = systick::calibrate(&ticks).map_err(Failure::Clock)?;
+    systick::log_calibration(&calibration);
+
+    let (arena, staging) = take_memories().ok_or(Failure::Taken)?;
+    let model = Model {
+        name: "kws_dscnn",
+        tflite: KWS_MODEL,
+        input: KWS_INPUT,
+        expected: KWS_EXPECTED,
+    };
+    let npu = CpuOnly::new(arena, staging);
+    cpu_layers::run(&ticks, &calibration, npu, model).map_err(Failure::Layers)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry point, exit and fault handling
+// ---------------------------------------------------------------------------------------------
+
+#[entry]
+fn main() -> ! {
+    defmt::info!("npu-firmware-m55 on mps3-an547");
+    let status = match run() {
+        Ok(kws) => {
+            defmt::info!(
+                "PASS: kws_dscnn on the CPU fallback of the Cortex-M55 gives TFLM's bytes"
+            );
+            cpu_layers::print_total("kws_dscnn", &kws);
+            EXIT_SUCCESS
+        }
+        Err(failure) => {
+            defmt::error!("FAIL: {}", failure);
+            EXIT_FAILURE
+        }
+    };
+    exit(status)
+}
+
+/// Ends the program: QEMU exits with status 0 for `EXIT_SUCCESS`, 1 for `EXIT_FAILURE`.
+fn exit(status: ExitStatus) -> ! {
+    debug::exit(status);
+    // Only reached when no semihosting host handled the exit.
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+/// Panics log their message and fail the run.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    static PANICKING: AtomicBool = AtomicBool::new(false);
+    // A panic inside the logger (or while logging this one) must not recurse.
+    if !PANICKING.swap(true, Ordering::Relaxed) {
+        defmt::error!("panic: {}", defmt::Display2Format(info));
+    }
+    exit(EXIT_FAILURE)
+}
+
+/// A hard fault fails the run at once instead of hanging until the runner's timeout.
+#[exception]
+unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
+    defmt::error!("hard fault, pc = {=u32:#010x}", frame.pc());
+    exit(EXIT_FAILURE)
+}
