@@ -426,8 +426,9 @@ fn log(name: &str, counts: &LayerCounts, stamps: u64) {
         );
     }
     let macs: u64 = counts.layers.iter().map(|l| l.macs).sum();
+    let whole = (counts.invoke_centi + 50) / 100;
     defmt::info!(
-        "{=str} on the CPU: {=usize} layers, {=u64} MACs, {=u64} instructions ({} per MAC; mean of {=u32} invokes, each giving TFLM's bytes; readings' own {} instructions subtracted per layer); one whole invoke {} instructions, {} of them the runtime's (staging copies, dispatch)",
+        "{=str} on the CPU: {=usize} layers, {=u64} MACs, {=u64} instructions ({} per MAC; mean of {=u32} invokes, each giving TFLM's bytes; readings' own {} instructions subtracted per layer); one whole invoke {=u64} instructions, {=u64} of them the runtime's (staging copies, dispatch)",
         name,
         counts.layers.len(),
         macs,
@@ -435,8 +436,8 @@ fn log(name: &str, counts: &LayerCounts, stamps: u64) {
         Centi(total * 100 / macs.max(1)),
         REPEATS,
         Centi(stamps),
-        Centi(counts.invoke_centi),
-        Centi(counts.invoke_centi.saturating_sub(total * 100))
+        whole,
+        whole.saturating_sub(total)
     );
 }
 
