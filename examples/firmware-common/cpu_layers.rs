@@ -64,18 +64,41 @@ pub const MAX_OUTPUT: usize = 64;
 /// Pairs of SysTick readings timed alone to measure their fixed cost.
 pub const STAMP_SAMPLES: u32 = 1000;
 
-/// A model, its input, and what TensorFlow Lite Micro outputs for it.
+/// One input of a model and what TensorFlow Lite Micro outputs for it.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// The model's one input.
+    pub input: &'static [u8],
+    /// TFLM's bytes for it: the model's one output.
+    pub expected: &'static [u8],
+}
+
+/// A model and its cases.
 #[derive(Clone, Copy)]
 pub struct Model {
     /// Its name in the log (`kws_dscnn`).
     pub name: &'static str,
     /// The `.tflite` file, in flash, 16-byte aligned.
     pub tflite: &'static [u8],
-    /// Its one input.
-    pub input: &'static [u8],
-    /// TFLM's bytes for that input: its one output.
-    pub expected: &'static [u8],
+    /// Inputs with TFLM's outputs; the first is the one counted.
+    pub cases: &'static [Case],
 }
+
+/// kws_dscnn's three inputs (49×10 MFCC features, int8) and TFLM's 12 class scores for each.
+pub static KWS_CASES: [Case; 3] = [
+    Case {
+        input: include_bytes!("../models/kws_dscnn/input_0.bin"),
+        expected: include_bytes!("../models/kws_dscnn/expected_tflm_0.bin"),
+    },
+    Case {
+        input: include_bytes!("../models/kws_dscnn/input_1.bin"),
+        expected: include_bytes!("../models/kws_dscnn/expected_tflm_1.bin"),
+    },
+    Case {
+        input: include_bytes!("../models/kws_dscnn/input_2.bin"),
+        expected: include_bytes!("../models/kws_dscnn/expected_tflm_2.bin"),
+    },
+];
 
 /// One layer of the model as run on the CPU.
 #[derive(Clone, Copy, defmt::Format)]
@@ -113,9 +136,12 @@ pub enum LayerError {
     Graph(GraphError),
     /// SysTick could not time a layer or the invoke.
     Clock(ClockError),
-    /// Invoke `invoke` gave `got` where TFLM gives `expected`, at output byte `index`.
+    /// Invoke `invoke` of case `case` gave `got` where TFLM gives `expected`, at output byte
+    /// `index`.
     Mismatch {
-        /// Which invoke (0 is the first).
+        /// Which case of [`Model::cases`].
+        case: usize,
+        /// Which invoke of it (0 is the first).
         invoke: u32,
         /// The first byte that differs.
         index: usize,
@@ -126,9 +152,11 @@ pub enum LayerError {
     },
     /// The model's output is larger than [`MAX_OUTPUT`] bytes.
     OutputTooLarge(usize),
+    /// The model has no case to run.
+    NoCase,
     /// The model has more than [`MAX_LAYERS`] layers.
     TooManyLayers,
-    /// Invoke `0` ran other layers than the first one, or none.
+    /// This invoke ran other layers than the first one, or none.
     LayersDiffer(u32),
 }
 
@@ -168,6 +196,8 @@ pub struct TimedFallback<'t, H> {
     /// Whether an invoke is being counted ([`begin_invoke`](Self::begin_invoke) to
     /// [`end_invoke`](Self::end_invoke)).
     counting: bool,
+    /// The invoke being counted (0 is the first).
+    invoke: u32,
     /// The next layer of the current invoke.
     next: usize,
     /// Each layer's kind, work and ticks over the invokes.
@@ -184,6 +214,7 @@ impl<'t, H: Npu> TimedFallback<'t, H> {
             ticks,
             started: 0,
             counting: false,
+            invoke: 0,
             next: 0,
             layers: heapless::Vec::new(),
             failed: None,
@@ -211,7 +242,7 @@ impl<'t, H: Npu> TimedFallback<'t, H> {
                 layer.ticks += u64::from(ticks);
                 Ok(())
             }
-            Some(_) => Err(LayerError::LayersDiffer(0)),
+            Some(_) => Err(LayerError::LayersDiffer(self.invoke)),
             None => self
                 .layers
                 .push(LayerTicks {
@@ -223,24 +254,22 @@ impl<'t, H: Npu> TimedFallback<'t, H> {
         }
     }
 
-    /// Before an invoke to count: its first layer is the model's first.
-    fn begin_invoke(&mut self) {
+    /// Before invoke `invoke` (0 is the first), to count: its first layer is the model's first.
+    fn begin_invoke(&mut self, invoke: u32) {
+        self.invoke = invoke;
         self.next = 0;
         self.counting = true;
     }
 
-    /// After invoke `invoke`: what went wrong while timing it, or a different number of layers
-    /// than the first invoke ran.
-    fn end_invoke(&mut self, invoke: u32) -> Result<(), LayerError> {
+    /// After the invoke: what went wrong while timing it, or a different number of layers than
+    /// the first invoke ran.
+    fn end_invoke(&mut self) -> Result<(), LayerError> {
         self.counting = false;
         if let Some(e) = self.failed.take() {
-            return Err(match e {
-                LayerError::LayersDiffer(_) => LayerError::LayersDiffer(invoke),
-                e => e,
-            });
+            return Err(e);
         }
         if self.next != self.layers.len() || self.next == 0 {
-            return Err(LayerError::LayersDiffer(invoke));
+            return Err(LayerError::LayersDiffer(self.invoke));
         }
         Ok(())
     }
@@ -336,8 +365,9 @@ impl<H: Npu> Npu for TimedFallback<'_, H> {
 type Server<'t, H> = NpuServer<TimedFallback<'t, H>>;
 
 /// Runs `model` on `npu`, which must run no operator, through the whole stack: [`REPEATS`]
-/// invokes, each checked against TFLM's bytes and timed layer by layer, then one more timed
-/// whole. Logs each layer and the total, and returns the figures.
+/// invokes of its first case, each checked against TFLM's bytes and timed layer by layer, one
+/// more timed whole, then every other case once, checked. Logs each layer and the total, and
+/// returns the figures.
 pub fn run<H: Npu>(
     ticks: &Ticks,
     cal: &Calibration,
@@ -351,25 +381,26 @@ pub fn run<H: Npu>(
     let client = ComputeClient::new(&channel);
     let mut graph: Graph<'_, _, 16, 64> = Graph::prepare(client, model.tflite)?;
 
+    let counted = model.cases.first().ok_or(LayerError::NoCase)?;
     let mut buffer = [0u8; MAX_OUTPUT];
     let output = buffer
-        .get_mut(..model.expected.len())
-        .ok_or(LayerError::OutputTooLarge(model.expected.len()))?;
+        .get_mut(..counted.expected.len())
+        .ok_or(LayerError::OutputTooLarge(counted.expected.len()))?;
     let mut state = 1u32;
     for invoke in 0..REPEATS {
         state = next_random(state);
         cortex_m::asm::delay((state >> 24) % 40);
-        channel.with(|s| s.npu_mut().begin_invoke())?;
-        graph.invoke(&[model.input], &mut [&mut *output])?;
-        channel.with(|s| s.npu_mut().end_invoke(invoke))??;
-        check(invoke, output, model.expected)?;
+        channel.with(|s| s.npu_mut().begin_invoke(invoke))?;
+        graph.invoke(&[counted.input], &mut [&mut *output])?;
+        channel.with(|s| s.npu_mut().end_invoke())??;
+        check((0, invoke), output, counted.expected)?;
     }
 
     // One more, whole and not counted layer by layer: what the runtime adds to the layers
     // (transfers, dispatch).
     let mut result = Ok(());
     let whole = ticks.time(1, &mut || {
-        result = graph.invoke(&[model.input], &mut [&mut *output]);
+        result = graph.invoke(&[counted.input], &mut [&mut *output]);
         Ok::<(), Infallible>(())
     });
     result?;
@@ -377,7 +408,14 @@ pub fn run<H: Npu>(
         TimeError::Clock(e) => e,
         TimeError::Call(never) => match never {},
     })?;
-    check(REPEATS, output, model.expected)?;
+    check((0, REPEATS), output, counted.expected)?;
+    for (case, c) in model.cases.iter().enumerate().skip(1) {
+        let output = buffer
+            .get_mut(..c.expected.len())
+            .ok_or(LayerError::OutputTooLarge(c.expected.len()))?;
+        graph.invoke(&[c.input], &mut [&mut *output])?;
+        check((case, 0), output, c.expected)?;
+    }
 
     let layers = channel.with(|s| {
         s.npu()
@@ -394,25 +432,29 @@ pub fn run<H: Npu>(
         layers,
         invoke_centi: cal.centi_per_call(u64::from(whole), 1),
     };
-    log(model.name, &counts, stamps);
+    log(model, &counts, stamps);
     Ok(counts)
 }
 
-/// `Ok` when `got` is `expected`, else the first difference.
-fn check(invoke: u32, got: &[u8], expected: &[u8]) -> Result<(), LayerError> {
-    match got.iter().zip(expected).position(|(g, e)| g != e) {
+/// `Ok` when `got` (from invoke `invoke` of case `case`) is `expected`, else the first
+/// difference.
+fn check((case, invoke): (usize, u32), got: &[u8], expected: &[u8]) -> Result<(), LayerError> {
+    let mut pairs = got.iter().zip(expected).enumerate();
+    match pairs.find(|(_, (g, e))| g != e) {
         None => Ok(()),
-        Some(index) => Err(LayerError::Mismatch {
+        Some((index, (&got, &expected))) => Err(LayerError::Mismatch {
+            case,
             invoke,
             index,
-            got: got[index] as i8,
-            expected: expected[index] as i8,
+            got: got as i8,
+            expected: expected as i8,
         }),
     }
 }
 
 /// Logs each layer, the total and the whole invoke.
-fn log(name: &str, counts: &LayerCounts, stamps: u64) {
+fn log(model: Model, counts: &LayerCounts, stamps: u64) {
+    let name = model.name;
     let total = counts.instructions();
     for (i, layer) in counts.layers.iter().enumerate() {
         defmt::info!(
@@ -428,13 +470,14 @@ fn log(name: &str, counts: &LayerCounts, stamps: u64) {
     let macs: u64 = counts.layers.iter().map(|l| l.macs).sum();
     let whole = (counts.invoke_centi + 50) / 100;
     defmt::info!(
-        "{=str} on the CPU: {=usize} layers, {=u64} MACs, {=u64} instructions ({} per MAC; mean of {=u32} invokes, each giving TFLM's bytes; readings' own {} instructions subtracted per layer); one whole invoke {=u64} instructions, {=u64} of them the runtime's (staging copies, dispatch)",
+        "{=str} on the CPU: {=usize} layers, {=u64} MACs, {=u64} instructions ({} per MAC; mean of {=u32} invokes of its first input, each giving TFLM's bytes, as do its {=usize} other inputs; readings' own {} instructions subtracted per layer); one whole invoke {=u64} instructions, {=u64} of them the runtime's (staging copies, dispatch)",
         name,
         counts.layers.len(),
         macs,
         total,
         Centi(total * 100 / macs.max(1)),
         REPEATS,
+        model.cases.len().saturating_sub(1),
         Centi(stamps),
         whole,
         whole.saturating_sub(total)

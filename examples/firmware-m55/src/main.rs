@@ -14,7 +14,7 @@
 //! arena and the staging are statics in the DTCM. [`cpu_layers`] (shared with
 //! `examples/firmware`, the Cortex-M4F one) invokes it through graph, client, channel and server,
 //! checks every output against TensorFlow Lite Micro's bytes, and counts its instructions per
-//! layer with SysTick ([`systick`]): the figures to put beside CMSIS-NN's for the same layers on
+//! layer with SysTick ([`systick`]) on the first of its three inputs: the figures to put beside CMSIS-NN's for the same layers on
 //! the same core (`../shared/CMSIS_NN_KWS.md`).
 //!
 //! The log ends with `kws_dscnn on the CPU: N instructions`. The firmware exits through
@@ -49,10 +49,6 @@ use crate::systick::{ClockError, Ticks};
 
 /// The keyword-spotting model, in flash, 16-byte aligned.
 static KWS_MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
-/// One input of the model (49×10 MFCC features, int8).
-static KWS_INPUT: &[u8] = include_bytes!("../../models/kws_dscnn/input_0.bin");
-/// What TensorFlow Lite Micro outputs for it (12 class scores, int8).
-static KWS_EXPECTED: &[u8] = include_bytes!("../../models/kws_dscnn/expected_tflm_0.bin");
 
 /// Bytes of the arena (the driver's device memory): `npu-sim plan` gives 20,704 for this
 /// model (activations, and the per-channel parameters the runtime prepares; the weights stay
@@ -125,8 +121,7 @@ fn run() -> Result<LayerCounts, Failure> {
     let model = Model {
         name: "kws_dscnn",
         tflite: KWS_MODEL,
-        input: KWS_INPUT,
-        expected: KWS_EXPECTED,
+        cases: &cpu_layers::KWS_CASES,
     };
     let npu = CpuOnly::new(arena, staging);
     cpu_layers::run(&ticks, &calibration, npu, model).map_err(Failure::Layers)

@@ -474,8 +474,7 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
     let model = cpu_layers::Model {
         name: "kws_dscnn",
         tflite: KWS_MODEL,
-        input: KWS_INPUT,
-        expected: KWS_EXPECTED,
+        cases: &cpu_layers::KWS_CASES,
     };
     cpu_layers::run(
         ticks.counter(),
