@@ -1,0 +1,152 @@
+//! A minimal product firmware: the keyword-spotting model (`kws_dscnn`) from flash, run by the
+//! runtime on the CPU alone, on QEMU's `mps2-an386` (Cortex-M4F).
+//!
+//! This is what a product built on npu-compute flashes on a part without an NPU (or that keeps
+//! it for something else): the model in flash ([`npu_compute::include_aligned!`]), the arena
+//! and the staging memory the runtime plans in as `static`s in RAM sized for this model, and
+//! [`CpuOnly`] as the HAL, which runs no operator, so every operator takes the server's CPU
+//! fallback kernels. No simulator, no measuring harness, no logging framework unless the
+//! `defmt` feature asks for one. Its flash and RAM are the figures of a real firmware: CI
+//! builds it in release and checks them with `.ci/firmware-size.sh`.
+//!
+//! It invokes the model on `input_0.bin` and compares the 12 scores with TensorFlow Lite
+//! Micro's (`expected_tflm_0.bin`). It exits through semihosting with `EXIT_SUCCESS` (QEMU
+//! exit status 0) only on a match, and with `EXIT_FAILURE` (status 1) on a mismatch, an error,
+//! a panic or a hard fault. Before that it prints one line (semihosting stdout, no `core::fmt`):
+//! the verdict, the class, and the stack the run used (the stack is painted at boot and the
+//! untouched part found afterwards, [`stack`]). With the `defmt` feature it logs the same and
+//! the runtime's RAM: the sizes of the server, channel and graph, and the memories' use.
+//!
+//! Run it from this folder with `cargo run --release` (the runner, `.ci/qemu-run.sh` at the
+//! repository root, boots QEMU; `--features defmt` to decode a log).
+
+#![no_std]
+#![no_main]
+
+mod memory;
+mod report;
+mod stack;
+
+use cortex_m_rt::{entry, exception, ExceptionFrame};
+use cortex_m_semihosting::debug::{self, EXIT_FAILURE, EXIT_SUCCESS};
+
+use npu_compute::channel::RefCellChannel;
+use npu_compute::client::ComputeClient;
+use npu_compute::graph::{Graph, GraphError};
+use npu_compute::hal::CpuOnly;
+use npu_compute::memory::{ChunkSliceMemory, MemoryConfig};
+use npu_compute::server::NpuServer;
+
+/// The model in flash, 16-byte aligned; its constants are read in place.
+static MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
+/// One input (49×10 MFCC features, int8).
+static INPUT: &[u8; 490] = include_bytes!("../../models/kws_dscnn/input_0.bin");
+/// TensorFlow Lite Micro's output for it (12 class scores, int8).
+static EXPECTED: &[u8; 12] = include_bytes!("../../models/kws_dscnn/expected_tflm_0.bin");
+
+// The capacities, sized for this model as `npu-sim plan` reports them (run on this HAL they are
+// the same or fewer): a product declares what its models need rather than the defaults (64
+// operators, 128 tensors, 64 handles, 64 chunks, 16 staging blocks, 64 tuned shapes), which
+// would put several kB more of tables on the stack.
+
+/// Operators of the model (`Graph OPS`: 12).
+const OPS: usize = 12;
+/// Tensors of the model and of its job plan (`Graph TENSORS`: 43).
+const TENSORS: usize = 43;
+/// Tensors alive at once (`NpuServer HANDLES`: 44), and the channel's deferred drops.
+const HANDLES: usize = 44;
+/// Chunk slots (`ChunkSliceMemory CHUNKS`: 24).
+const CHUNKS: usize = 24;
+/// Staging blocks in use at once (`NpuServer STAGING`: 12 on the simulated NPU; 5 here, where
+/// an operator's inputs and output are its only blocks).
+const STAGING: usize = 8;
+/// Tuned layer shapes: nothing is tuned on this HAL (there is no NPU variant to choose), so
+/// the smallest table the cache allows (a power of two above 1).
+const TUNE: usize = 2;
+
+/// The server of this firmware.
+type Server = NpuServer<CpuOnly<'static>, ChunkSliceMemory<CHUNKS>, HANDLES, STAGING, TUNE>;
+/// Its channel.
+type Channel = RefCellChannel<Server, HANDLES>;
+/// The prepared model.
+type Kws<'c> = Graph<'c, Channel, OPS, TENSORS>;
+
+#[entry]
+fn main() -> ! {
+    stack::paint();
+    let verdict = run();
+    let used = stack::used();
+    match verdict {
+        Ok(scores) if scores == *EXPECTED => {
+            report::matched(&scores, used);
+            debug::exit(EXIT_SUCCESS);
+        }
+        Ok(scores) => {
+            report::mismatch(&scores, used);
+            debug::exit(EXIT_FAILURE);
+        }
+        Err(failure) => {
+            report::failure(&failure);
+            debug::exit(EXIT_FAILURE);
+        }
+    }
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+/// Why the firmware did not get scores.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Failure {
+    /// The static memories were handed out before (a second call of [`run`]).
+    MemoriesTaken,
+    /// The runtime refused or failed. (Read by the defmt log alone: a product build reports
+    /// a failure by its exit status.)
+    #[cfg_attr(not(feature = "defmt"), allow(dead_code))]
+    Graph(GraphError),
+}
+
+impl From<GraphError> for Failure {
+    fn from(e: GraphError) -> Self {
+        Failure::Graph(e)
+    }
+}
+
+impl From<npu_compute::Error> for Failure {
+    fn from(e: npu_compute::Error) -> Self {
+        Failure::Graph(e.into())
+    }
+}
+
+/// Builds the stack over the static memories, prepares the model and invokes it once.
+fn run() -> Result<[u8; 12], Failure> {
+    let (arena, staging) = memory::take().ok_or(Failure::MemoriesTaken)?;
+    let npu = CpuOnly::new(arena, staging);
+    let server: Server = NpuServer::new(npu, MemoryConfig::default())?;
+    let channel: Channel = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+    let mut kws: Kws<'_> = Graph::prepare(client, MODEL)?;
+    let mut scores = [0u8; 12];
+    kws.invoke(&[INPUT], &mut [&mut scores])?;
+    report::runtime(&client, &kws);
+    Ok(scores)
+}
+
+/// A panic exits with failure. The message is not formatted: that would link `core::fmt`'s
+/// machinery into a firmware that otherwise avoids it.
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    debug::exit(EXIT_FAILURE);
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+/// A hard fault exits with failure too, so that CI sees a status rather than a hang.
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    debug::exit(EXIT_FAILURE);
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
