@@ -5,8 +5,9 @@
 #
 # Boots the ELF on a QEMU board with semihosting: mps2-an386 (Cortex-M4F, the default: the
 # thumbv7em-none-eabihf firmware) or mps3-an547 (Cortex-M55: the thumbv8m.main-none-eabihf
-# one). It pipes the defmt frames the firmware writes to semihosting stdout into `defmt-print`,
-# and exits with QEMU's status:
+# one). It pipes the defmt frames the firmware writes to semihosting stdout into `defmt-print`
+# (a firmware built without defmt, whose ELF has no `.defmt` section, prints plain text: it is
+# shown as it is), and exits with QEMU's status:
 # 0 when the firmware called `debug::exit(EXIT_SUCCESS)`, 1 for EXIT_FAILURE, 124 when it did not
 # exit within QEMU_TIMEOUT seconds (default 120). The decoder's status is only reported.
 set -euo pipefail
@@ -35,8 +36,18 @@ if [[ $# -gt 0 ]]; then
 fi
 timeout_s=${QEMU_TIMEOUT:-120}
 
+# The section table says whether the firmware logs with defmt (GNU readelf reads Arm ELFs).
+plain=false
+for readelf in arm-none-eabi-readelf readelf; do
+    if command -v "$readelf" >/dev/null; then
+        sections=$("$readelf" -S "$elf")
+        grep -q ' \.defmt ' <<<"$sections" || plain=true
+        break
+    fi
+done
+
 decoder=$(command -v defmt-print || true)
-if [[ -z $decoder ]]; then
+if ! $plain && [[ -z $decoder ]]; then
     decoder=${CARGO_HOME:-$HOME/.cargo}/bin/defmt-print
     [[ -x $decoder ]] || { echo "qemu-run.sh: defmt-print not found (cargo install --locked defmt-print)" >&2; exit 2; }
 fi
@@ -53,7 +64,7 @@ set +e
 timeout -k 5 "$timeout_s" \
     qemu-system-arm -cpu "$cpu" -machine "$machine" -nographic -icount shift=0 \
     -semihosting-config enable=on,target=native -kernel "$elf" </dev/null \
-    | "$decoder" -e "$elf" stdin
+    | if $plain; then cat; else "$decoder" -e "$elf" stdin; fi
 statuses=("${PIPESTATUS[@]}")
 set -e
 qemu_status=${statuses[0]}

@@ -29,6 +29,9 @@ mod stack;
 
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use cortex_m_semihosting::debug::{self, EXIT_FAILURE, EXIT_SUCCESS};
+// With `defmt`, the global logger: frames go to semihosting stdout.
+#[cfg(feature = "defmt")]
+use defmt_semihosting as _;
 
 use npu_compute::channel::RefCellChannel;
 use npu_compute::client::ComputeClient;
