@@ -104,9 +104,12 @@ pub fn runtime(client: &ComputeClient<'_, Channel>, kws: &Kws<'_>) {
             size_of::<Channel>(),
             size_of::<Kws<'static>>()
         );
+        let arena = kws.arena();
         defmt::info!(
-            "memories: arena {=usize} B, staging {=usize} B",
+            "memories: arena {=usize} B ({=u32} of activations, {=u32} of constants planned), staging {=usize} B",
             crate::memory::ARENA_BYTES,
+            arena.activation_bytes,
+            arena.constant_bytes,
             crate::memory::STAGING_BYTES
         );
         if let (Ok(stats), Ok(memory)) = (client.stats(), client.memory_stats()) {
