@@ -97,12 +97,18 @@ pub fn runtime(client: &ComputeClient<'_, Channel>, kws: &Kws<'_>) {
     #[cfg(feature = "defmt")]
     {
         use core::mem::size_of;
+        use npu_compute::memory::ChunkSliceMemory;
+        use npu_compute::server::JobPlanState;
+        use npu_compute::tune::TuneCache;
         defmt::info!(
-            "runtime state: server {=usize} B (HAL {=usize}), channel {=usize} B, graph {=usize} B",
+            "runtime state: channel {=usize} B = server {=usize} B (HAL {=usize}, chunks {=usize}, tuning cache {=usize}, the rest: handle table, staging blocks, fences, stats) + deferred drops; graph {=usize} B (its job plan {=usize})",
+            size_of::<Channel>(),
             size_of::<crate::Server>(),
             size_of::<npu_compute::hal::CpuOnly<'static>>(),
-            size_of::<Channel>(),
-            size_of::<Kws<'static>>()
+            size_of::<ChunkSliceMemory<{ crate::CHUNKS }>>(),
+            size_of::<TuneCache<{ crate::TUNE }>>(),
+            size_of::<Kws<'static>>(),
+            size_of::<JobPlanState<{ crate::OPS }, { crate::TENSORS }>>()
         );
         let arena = kws.arena();
         defmt::info!(
@@ -112,6 +118,7 @@ pub fn runtime(client: &ComputeClient<'_, Channel>, kws: &Kws<'_>) {
             arena.constant_bytes,
             crate::memory::STAGING_BYTES
         );
+        defmt::info!("{}", kws.job_plan());
         if let (Ok(stats), Ok(memory)) = (client.stats(), client.memory_stats()) {
             defmt::info!("{}", stats);
             defmt::info!("{}", memory);
