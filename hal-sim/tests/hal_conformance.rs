@@ -9,7 +9,7 @@ use npu_compute::hal::conformance::{
     self, Answer, Check, Failure, Options, Outcome, Problem, Report, Skip,
 };
 use npu_compute::hal::{
-    Capabilities, Cycles, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space,
+    Capabilities, CpuOnly, Cycles, Fence, HalError, Job, JobKind, Npu, Queue, Region, Space,
 };
 use npu_compute::ops::{DType, OpKind, OpSet};
 use npu_sim::{AlignedMemory, SimConfig, SimNpu};
@@ -571,4 +571,25 @@ fn one_check_runs_alone() {
         Outcome::Passed
     );
     assert_eq!(npu.inner.in_flight(), 0);
+}
+
+#[test]
+fn the_cpu_only_hal_passes_every_check_that_needs_no_npu_operator() {
+    // `hal::CpuOnly`, the driver of a part without an NPU: it moves bytes and validates
+    // regions, and runs no operator, so the checks that need a job on an execution unit are
+    // skipped, and asking it for any operator is the refusal checked.
+    let device = Box::leak(Box::new(AlignedMemory::<4096>::new()));
+    let host = Box::leak(Box::new(AlignedMemory::<4096>::new()));
+    let mut npu = CpuOnly::new(device.as_mut_slice(), host.as_mut_slice());
+    let report = conformance::run(&mut npu, &Options::new());
+    println!("{report}");
+    for (check, outcome) in report.iter() {
+        match check {
+            Check::DependencyDmaToUnit | Check::DependencyUnitToUnit | Check::DependencyData => {
+                assert_eq!(*outcome, Outcome::Skipped(Skip::NoUnitOp), "{check}")
+            }
+            _ => assert_eq!(*outcome, Outcome::Passed, "{check}: {outcome}"),
+        }
+    }
+    assert!(report.is_ok());
 }
