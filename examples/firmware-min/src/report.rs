@@ -110,6 +110,15 @@ pub fn runtime(client: &ComputeClient<'_, Channel>, kws: &Kws<'_>) {
             size_of::<Kws<'static>>(),
             size_of::<JobPlanState<{ crate::OPS }, { crate::TENSORS }>>()
         );
+        type Defaults = npu_compute::server::NpuServer<npu_compute::hal::CpuOnly<'static>>;
+        type DefaultGraph =
+            npu_compute::graph::Graph<'static, npu_compute::channel::RefCellChannel<Defaults>>;
+        defmt::info!(
+            "with the default capacities: channel {=usize} B (server {=usize} B), graph {=usize} B",
+            size_of::<npu_compute::channel::RefCellChannel<Defaults>>(),
+            size_of::<Defaults>(),
+            size_of::<DefaultGraph>()
+        );
         let arena = kws.arena();
         defmt::info!(
             "memories: arena {=usize} B ({=u32} of activations, {=u32} of constants planned), staging {=usize} B",
