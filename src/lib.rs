@@ -43,6 +43,11 @@
 //! a board integrator starts with [`hal::Npu`] and [`hal::guide`]. [`prelude`] gathers the
 //! names most programs need; it is the one second path to them.
 //!
+//! Cargo features: `defmt` (derive `defmt::Format` on the public types), `conformance` (the
+//! HAL conformance suite), and `all-ops` (the default: every operator), which a firmware may
+//! replace by the `op-` features of its models' TFLite operators to leave the others out of
+//! its flash ([`ops`] explains).
+//!
 //! A program links one implementation of `critical-section` (on a single-core Cortex-M,
 //! `cortex-m`'s `critical-section-single-core` feature; on the host, `npu-sim`'s `std`
 //! feature); the README lists them, with the capacities and how to size them.

@@ -143,6 +143,9 @@ fn op_error_code(e: OpError) -> u32 {
         | OpError::NotInPlace
         | OpError::NotIm2col
         | OpError::State => CODE_BAD_REGION,
+        // The simulator builds every operator (the default `all-ops`): only a build without
+        // it reaches this.
+        OpError::NotBuilt => CODE_KERNEL_UNSUPPORTED,
     }
 }
 

@@ -30,6 +30,9 @@ pub enum OpError {
     /// A stateful op run without its state writable ([`Op::run`] rather than
     /// [`Op::run_stateful`]), or state given to an op that has none.
     State,
+    /// The operator's code is left out of this build: none of the cargo features that build
+    /// it (`all-ops`, or the `op-` feature of a TFLite operator it lowers from) is on.
+    NotBuilt,
 }
 
 impl core::fmt::Display for OpError {
@@ -51,6 +54,10 @@ impl core::fmt::Display for OpError {
             OpError::NotInPlace => f.write_str("the op cannot write over its input"),
             OpError::NotIm2col => f.write_str("the op does not run as im2col"),
             OpError::State => f.write_str("the op's state operands are not given writable"),
+            OpError::NotBuilt => f.write_str(
+                "the op's code is left out of this build (turn on the cargo feature `all-ops` \
+                 or the `op-` feature of a TFLite operator that lowers to it)",
+            ),
         }
     }
 }

@@ -31,8 +31,10 @@
 //! 1. its kernel in `npu-kernels` (bit-exact with TensorFlow Lite Micro's reference kernel);
 //! 2. its description here, `src/ops/<family>.rs`: the type, `impl Operator`, and `lower`;
 //! 3. the registry in this file (`src/ops/mod.rs`): one line in `operators!` for the [`Op`]
-//!    variant (its family in [`OpKind`], its element type), and one in `lowerings!` for each
-//!    TFLite builtin it lowers from.
+//!    variant (its family in [`OpKind`], its element type, the features of the TFLite
+//!    builtins that lower to it), and one in `lowerings!` for each TFLite builtin it lowers
+//!    from, with that builtin's cargo feature (a new builtin's `op-` feature is declared in
+//!    `Cargo.toml` too; the registry's tests check both).
 //!
 //! (A kernel in a new file of `npu-kernels` also needs its `mod` line there.) Nothing else
 //! changes: the server, the HAL, the graph, the tuner and the simulator work from the
@@ -41,6 +43,22 @@
 //! [`CpuKernel`]) takes its measured rates in the simulator's CPU model. Its tests are models:
 //! a case in `tools/opmodels/cases_<family>.py`, whose generated folder under
 //! `tests/models/ops/` `tests/operators.rs` runs against TFLM's bytes.
+//!
+//! # Building fewer operators
+//!
+//! Every operator is built by default (the cargo feature `all-ops`). A firmware that runs
+//! known models turns it off and turns on the `op-` feature of each TFLite operator they use
+//! (`op-conv-2d` for `CONV_2D`; `npu-sim inspect` lists a model's): only those lowerings and
+//! the [`Op`] variants they lower to are built, so the other operators' lowering, description
+//! and kernels stay out of its flash (as TensorFlow Lite Micro's op resolver leaves out the
+//! kernels it is not given). A model with an operator left out fails to prepare with
+//! [`LowerError::Unsupported`] saying so; an [`Op`] variant left out has a description that
+//! refuses to run ([`OpError::NotBuilt`]) and no operand sizes, so a program's own job naming
+//! one is refused.
+
+// A build without `all-ops` leaves the lowering and the descriptions of the operators it does
+// not build unused.
+#![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports))]
 
 mod arg_min_max;
 mod batch_matmul;
@@ -336,10 +354,31 @@ impl core::fmt::Display for OpKind {
     }
 }
 
+/// The description an [`Op`] variant has when its operator's code is left out of the build
+/// (the crate's operator features): it has no operands, no work, and refuses to run
+/// ([`OpError::NotBuilt`]). Nothing lowers to such a variant (its TFLite operators are left
+/// out too); a program's own job naming one is refused.
+struct NotBuilt;
+
+impl Operator for NotBuilt {
+    fn operands(&self) -> Option<Operands> {
+        None
+    }
+    fn macs(&self) -> u64 {
+        0
+    }
+    fn run(&self, _inputs: &[&[u8]], _output: &mut [u8]) -> Result<(), OpError> {
+        Err(OpError::NotBuilt)
+    }
+    fn cpu_kernel(&self) -> CpuKernel {
+        CpuKernel::CopyElements
+    }
+}
+
 /// Declares [`Op`], one variant per description type, and the methods that hand each question
 /// to the variant's description.
 macro_rules! operators {
-    ($($(#[$doc:meta])* $variant:ident = $kind:ident, $dtype:ident;)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $kind:ident, $dtype:ident, [$($feature:literal),*];)*) => {
         /// A compute operation: one of the described operators, with its shape and every
         /// parameter its kernel needs, precomputed once when a model is prepared
         /// (multipliers, offsets, resolved padding), so a job is self-contained and a driver
@@ -385,10 +424,17 @@ macro_rules! operators {
                 }
             }
 
-            /// The description of the operator.
+            /// The description of the operator; [`NotBuilt`]'s for an operator whose code
+            /// this build leaves out (see the crate's operator features).
             fn description(&self) -> &dyn Operator {
+                // With `all-ops` every variant has its arm and the last one is unreachable.
+                #[allow(unreachable_patterns)]
                 match self {
-                    $(Op::$variant(o) => o,)*
+                    $(
+                        #[cfg(any(feature = "all-ops" $(, feature = $feature)*))]
+                        Op::$variant(o) => o,
+                    )*
+                    _ => &NotBuilt,
                 }
             }
 
@@ -397,8 +443,13 @@ macro_rules! operators {
             // call and a return of the list per job (measured on a Cortex-M4).
             #[inline(always)]
             pub fn operands(&self) -> Option<Operands> {
+                #[allow(unreachable_patterns)]
                 match self {
-                    $(Op::$variant(o) => o.operands(),)*
+                    $(
+                        #[cfg(any(feature = "all-ops" $(, feature = $feature)*))]
+                        Op::$variant(o) => o.operands(),
+                    )*
+                    _ => None,
                 }
             }
         }
@@ -412,6 +463,7 @@ macro_rules! operators {
                     name: stringify!($variant),
                     kind: OpKind::$kind,
                     dtype: DType::$dtype,
+                    features: &[$($feature),*],
                 };
             )*
         }
@@ -431,6 +483,9 @@ pub struct OperatorInfo {
     pub kind: OpKind,
     /// Its element type.
     pub dtype: DType,
+    /// The cargo features that build it besides `all-ops`: those of the TFLite operators
+    /// that lower to it (none for an operator only a program's own jobs run).
+    pub features: &'static [&'static str],
 }
 
 /// A TFLite builtin the stack lowers, and the operators it may become.
@@ -441,205 +496,217 @@ pub struct Lowering {
     /// The operators it may become; none for an operator that runs nothing (RESHAPE: its
     /// output shares its input's memory).
     pub ops: &'static [OperatorInfo],
+    /// The cargo feature that builds it (and its operators) without `all-ops`.
+    pub feature: &'static str,
 }
 
 operators! {
     /// `out = a + b` on f32 elements.
-    AddF32 = Add, F32;
+    AddF32 = Add, F32, [];
     /// `out = a * b` on f32 elements.
-    MulF32 = Mul, F32;
+    MulF32 = Mul, F32, [];
     /// `out = max(0, x)` on f32 elements.
-    ReluF32 = Relu, F32;
+    ReluF32 = Relu, F32, [];
     /// f32 fully connected.
-    FullyConnectedF32 = FullyConnected, F32;
+    FullyConnectedF32 = FullyConnected, F32, [];
     /// int8 `out = a + b`, same shapes.
-    AddI8 = Add, I8;
+    AddI8 = Add, I8, ["op-add"];
     /// int8 `out = a * b`, same shapes.
-    MulI8 = Mul, I8;
+    MulI8 = Mul, I8, ["op-mul"];
     /// int8 ReLU family.
-    ReluI8 = Relu, I8;
+    ReluI8 = Relu, I8, ["op-relu"];
     /// int8 fully connected with one output multiplier.
-    FullyConnectedI8 = FullyConnected, I8;
+    FullyConnectedI8 = FullyConnected, I8, ["op-fully-connected"];
     /// int8 fully connected with one multiplier per output feature.
-    FullyConnectedPerChannelI8 = FullyConnected, I8;
+    FullyConnectedPerChannelI8 = FullyConnected, I8, ["op-fully-connected"];
     /// int8 CONV_2D.
-    Conv2dI8 = Conv2d, I8;
+    Conv2dI8 = Conv2d, I8, ["op-conv-2d"];
     /// int8 DEPTHWISE_CONV_2D.
-    DepthwiseConv2dI8 = DepthwiseConv2d, I8;
+    DepthwiseConv2dI8 = DepthwiseConv2d, I8, ["op-depthwise-conv-2d"];
     /// int8 AVERAGE_POOL_2D.
-    AveragePool2dI8 = AveragePool2d, I8;
+    AveragePool2dI8 = AveragePool2d, I8, ["op-average-pool-2d"];
     /// int8 MAX_POOL_2D.
-    MaxPool2dI8 = MaxPool2d, I8;
+    MaxPool2dI8 = MaxPool2d, I8, ["op-max-pool-2d"];
     /// int8 SOFTMAX.
-    SoftmaxI8 = Softmax, I8;
+    SoftmaxI8 = Softmax, I8, ["op-softmax"];
     /// int8 MEAN.
-    MeanI8 = Mean, I8;
+    MeanI8 = Mean, I8, ["op-mean"];
     /// int8 ADD with broadcasting.
-    AddBroadcastI8 = Add, I8;
+    AddBroadcastI8 = Add, I8, ["op-add"];
     /// int8 SUB with broadcasting.
-    SubI8 = Sub, I8;
+    SubI8 = Sub, I8, ["op-sub"];
     /// int8 MUL with broadcasting.
-    MulBroadcastI8 = Mul, I8;
+    MulBroadcastI8 = Mul, I8, ["op-mul"];
     /// int8 RSQRT.
-    RsqrtI8 = Rsqrt, I8;
+    RsqrtI8 = Rsqrt, I8, ["op-rsqrt"];
     /// int8 to int8 QUANTIZE.
-    RequantizeI8 = Quantize, I8;
+    RequantizeI8 = Quantize, I8, ["op-quantize"];
     /// f32 to int8 QUANTIZE.
-    QuantizeF32 = Quantize, F32;
+    QuantizeF32 = Quantize, F32, ["op-quantize"];
     /// int8 to f32 DEQUANTIZE.
-    DequantizeI8 = Dequantize, I8;
+    DequantizeI8 = Dequantize, I8, ["op-dequantize"];
     /// int8 BATCH_MATMUL.
-    BatchMatmulI8 = BatchMatmul, I8;
+    BatchMatmulI8 = BatchMatmul, I8, ["op-batch-matmul"];
     /// int8 TRANSPOSE.
-    TransposeI8 = Transpose, I8;
+    TransposeI8 = Transpose, I8, ["op-transpose"];
     /// int8 CONCATENATION.
-    ConcatenationI8 = Concatenation, I8;
+    ConcatenationI8 = Concatenation, I8, ["op-concatenation"];
     /// A byte copy (RESHAPE when the output cannot share the input's memory).
-    Reshape = Reshape, I8;
+    Reshape = Reshape, I8, [];
     /// f32 NEG.
-    NegF32 = Neg, F32;
+    NegF32 = Neg, F32, ["op-neg"];
     /// int8 SQUARED_DIFFERENCE with broadcasting.
-    SquaredDifferenceI8 = SquaredDifference, I8;
+    SquaredDifferenceI8 = SquaredDifference, I8, ["op-squared-difference"];
     /// int8 MAXIMUM with broadcasting.
-    MaximumI8 = Maximum, I8;
+    MaximumI8 = Maximum, I8, ["op-maximum"];
     /// int8 MINIMUM with broadcasting.
-    MinimumI8 = Minimum, I8;
+    MinimumI8 = Minimum, I8, ["op-minimum"];
     /// int8 RELU6 (a clamp on the input's scale).
-    Relu6I8 = Relu, I8;
+    Relu6I8 = Relu, I8, ["op-relu-6"];
     /// int8 LEAKY_RELU.
-    LeakyReluI8 = LeakyRelu, I8;
+    LeakyReluI8 = LeakyRelu, I8, ["op-leaky-relu"];
     /// int8 PRELU with broadcasting.
-    PreluI8 = Prelu, I8;
+    PreluI8 = Prelu, I8, ["op-prelu"];
     /// int8 HARD_SWISH.
-    HardSwishI8 = HardSwish, I8;
+    HardSwishI8 = HardSwish, I8, ["op-hard-swish"];
     /// int8 ABS.
-    AbsI8 = Abs, I8;
+    AbsI8 = Abs, I8, ["op-abs"];
     /// 16x8 fully connected (per tensor or per channel).
-    FullyConnectedI16 = FullyConnected, I16;
+    FullyConnectedI16 = FullyConnected, I16, ["op-fully-connected"];
     /// 16x8 CONV_2D.
-    Conv2dI16 = Conv2d, I16;
+    Conv2dI16 = Conv2d, I16, ["op-conv-2d"];
     /// 16x8 DEPTHWISE_CONV_2D.
-    DepthwiseConv2dI16 = DepthwiseConv2d, I16;
+    DepthwiseConv2dI16 = DepthwiseConv2d, I16, ["op-depthwise-conv-2d"];
     /// 16x8 ADD with broadcasting.
-    AddI16 = Add, I16;
+    AddI16 = Add, I16, ["op-add"];
     /// 16x8 MUL with broadcasting.
-    MulI16 = Mul, I16;
+    MulI16 = Mul, I16, ["op-mul"];
     /// int8 PAD of height and width.
-    PadI8 = Pad, I8;
+    PadI8 = Pad, I8, ["op-pad"];
     /// int16 PAD of height and width.
-    PadI16 = Pad, I16;
+    PadI16 = Pad, I16, ["op-pad"];
     /// int8 PADV2, or PAD of other axes.
-    PadV2I8 = PadV2, I8;
+    PadV2I8 = PadV2, I8, ["op-pad", "op-padv-2"];
     /// int16 PADV2, or PAD of other axes.
-    PadV2I16 = PadV2, I16;
+    PadV2I16 = PadV2, I16, ["op-pad", "op-padv-2"];
     /// int8 MIRROR_PAD.
-    MirrorPadI8 = MirrorPad, I8;
+    MirrorPadI8 = MirrorPad, I8, ["op-mirror-pad"];
     /// int8 slice of unit strides (SLICE, SPLIT, SPLIT_V, UNPACK, STRIDED_SLICE).
-    SliceI8 = Slice, I8;
+    SliceI8 = Slice, I8, ["op-slice", "op-split", "op-split-v", "op-strided-slice", "op-unpack"];
     /// int16 slice of unit strides.
-    SliceI16 = Slice, I16;
+    SliceI16 = Slice, I16, ["op-slice", "op-split", "op-split-v", "op-strided-slice", "op-unpack"];
     /// int8 STRIDED_SLICE of other strides.
-    StridedSliceI8 = StridedSlice, I8;
+    StridedSliceI8 = StridedSlice, I8, ["op-strided-slice"];
     /// int16 STRIDED_SLICE of other strides.
-    StridedSliceI16 = StridedSlice, I16;
+    StridedSliceI16 = StridedSlice, I16, ["op-strided-slice"];
     /// int8 PACK.
-    PackI8 = Pack, I8;
+    PackI8 = Pack, I8, ["op-pack"];
     /// int16 PACK.
-    PackI16 = Pack, I16;
+    PackI16 = Pack, I16, ["op-pack"];
     /// int8 SUM.
-    SumI8 = Sum, I8;
+    SumI8 = Sum, I8, ["op-sum"];
     /// int8 REDUCE_MAX.
-    ReduceMaxI8 = ReduceMax, I8;
+    ReduceMaxI8 = ReduceMax, I8, ["op-reduce-max"];
     /// int8 ARG_MAX (int32 output).
-    ArgMaxI8 = ArgMax, I8;
+    ArgMaxI8 = ArgMax, I8, ["op-arg-max"];
     /// int8 ARG_MIN (int32 output).
-    ArgMinI8 = ArgMin, I8;
+    ArgMinI8 = ArgMin, I8, ["op-arg-min"];
     /// int8 TRANSPOSE_CONV.
-    TransposeConvI8 = TransposeConv, I8;
+    TransposeConvI8 = TransposeConv, I8, ["op-transpose-conv"];
     /// int8 L2_NORMALIZATION.
-    L2NormI8 = L2Normalization, I8;
+    L2NormI8 = L2Normalization, I8, ["op-l-2-normalization"];
     /// int8 LOG_SOFTMAX.
-    LogSoftmaxI8 = LogSoftmax, I8;
+    LogSoftmaxI8 = LogSoftmax, I8, ["op-log-softmax"];
     /// int8 REDUCE_MIN.
-    ReduceMinI8 = ReduceMin, I8;
+    ReduceMinI8 = ReduceMin, I8, ["op-reduce-min"];
     /// int8 LOGISTIC.
-    LogisticI8 = Logistic, I8;
+    LogisticI8 = Logistic, I8, ["op-logistic"];
     /// int16 LOGISTIC.
-    LogisticI16 = Logistic, I16;
+    LogisticI16 = Logistic, I16, ["op-logistic"];
     /// int8 TANH.
-    TanhI8 = Tanh, I8;
+    TanhI8 = Tanh, I8, ["op-tanh"];
     /// int16 TANH.
-    TanhI16 = Tanh, I16;
+    TanhI16 = Tanh, I16, ["op-tanh"];
     /// int16 to int16 QUANTIZE.
-    RequantizeI16 = Quantize, I16;
+    RequantizeI16 = Quantize, I16, ["op-quantize"];
     /// int16 to int8 QUANTIZE.
-    RequantizeI16ToI8 = Quantize, I16;
+    RequantizeI16ToI8 = Quantize, I16, ["op-quantize"];
     /// int8 to int16 QUANTIZE.
-    RequantizeI8ToI16 = Quantize, I8;
+    RequantizeI8ToI16 = Quantize, I8, ["op-quantize"];
     /// f32 to int16 QUANTIZE.
-    QuantizeF32ToI16 = Quantize, F32;
+    QuantizeF32ToI16 = Quantize, F32, ["op-quantize"];
     /// int16 to f32 DEQUANTIZE.
-    DequantizeI16 = Dequantize, I16;
+    DequantizeI16 = Dequantize, I16, ["op-dequantize"];
     /// int16 SOFTMAX.
-    SoftmaxI16 = Softmax, I16;
+    SoftmaxI16 = Softmax, I16, ["op-softmax"];
     /// int8 SVDF (int8 or int16 activation state).
-    SvdfI8 = Svdf, I8;
+    SvdfI8 = Svdf, I8, ["op-svdf"];
     /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
-    LstmI8 = Lstm, I8;
+    LstmI8 = Lstm, I8, ["op-unidirectional-sequence-lstm"];
     /// int16 (16x8) UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
-    LstmI16 = Lstm, I16;
+    LstmI16 = Lstm, I16, ["op-unidirectional-sequence-lstm"];
     /// int8 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
-    ResizeNearestI8 = ResizeNearestNeighbor, I8;
+    ResizeNearestI8 = ResizeNearestNeighbor, I8, ["op-resize-nearest-neighbor"];
     /// int16 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
-    ResizeNearestI16 = ResizeNearestNeighbor, I16;
+    ResizeNearestI16 = ResizeNearestNeighbor, I16, ["op-resize-nearest-neighbor"];
     /// int8 GATHER (int32 indices).
-    GatherI8 = Gather, I8;
+    GatherI8 = Gather, I8, ["op-gather"];
     /// SHAPE (int32 output).
-    ShapeI32 = Shape, I32;
+    ShapeI32 = Shape, I32, ["op-shape"];
     /// int8 RESIZE_BILINEAR of a size Vela runs on the NPU.
-    ResizeBilinearI8 = ResizeBilinear, I8;
+    ResizeBilinearI8 = ResizeBilinear, I8, ["op-resize-bilinear"];
     /// int8 DEPTH_TO_SPACE.
-    DepthToSpaceI8 = DepthToSpace, I8;
+    DepthToSpaceI8 = DepthToSpace, I8, ["op-depth-to-space"];
     /// int8 SPACE_TO_DEPTH.
-    SpaceToDepthI8 = SpaceToDepth, I8;
+    SpaceToDepthI8 = SpaceToDepth, I8, ["op-space-to-depth"];
     /// int8 BATCH_TO_SPACE_ND.
-    BatchToSpaceNdI8 = BatchToSpaceNd, I8;
+    BatchToSpaceNdI8 = BatchToSpaceNd, I8, ["op-batch-to-space-nd"];
     /// int8 SPACE_TO_BATCH_ND.
-    SpaceToBatchNdI8 = SpaceToBatchNd, I8;
+    SpaceToBatchNdI8 = SpaceToBatchNd, I8, ["op-space-to-batch-nd"];
     /// CAST from int8.
-    CastI8 = Cast, I8;
+    CastI8 = Cast, I8, ["op-cast"];
     /// CAST from int16.
-    CastI16 = Cast, I16;
+    CastI16 = Cast, I16, ["op-cast"];
     /// CAST from int32.
-    CastI32 = Cast, I32;
+    CastI32 = Cast, I32, ["op-cast"];
     /// CAST from float32.
-    CastF32 = Cast, F32;
+    CastF32 = Cast, F32, ["op-cast"];
     /// int8 RESIZE_NEAREST_NEIGHBOR of another size.
-    ResizeNearestOtherI8 = ResizeNearestOther, I8;
+    ResizeNearestOtherI8 = ResizeNearestOther, I8, ["op-resize-nearest-neighbor"];
     /// int16 RESIZE_NEAREST_NEIGHBOR of another size.
-    ResizeNearestOtherI16 = ResizeNearestOther, I16;
+    ResizeNearestOtherI16 = ResizeNearestOther, I16, ["op-resize-nearest-neighbor"];
     /// int8 RESIZE_BILINEAR of another size.
-    ResizeBilinearOtherI8 = ResizeBilinearOther, I8;
+    ResizeBilinearOtherI8 = ResizeBilinearOther, I8, ["op-resize-bilinear"];
     /// int8 to int32 QUANTIZE.
-    RequantizeI8ToI32 = QuantizeInt32, I8;
+    RequantizeI8ToI32 = QuantizeInt32, I8, ["op-quantize"];
     /// int16 to int32 QUANTIZE.
-    RequantizeI16ToI32 = QuantizeInt32, I16;
+    RequantizeI16ToI32 = QuantizeInt32, I16, ["op-quantize"];
     /// int32 to int8 QUANTIZE.
-    RequantizeI32ToI8 = QuantizeInt32, I32;
+    RequantizeI32ToI8 = QuantizeInt32, I32, ["op-quantize"];
     /// int32 to int16 QUANTIZE.
-    RequantizeI32ToI16 = QuantizeInt32, I32;
+    RequantizeI32ToI16 = QuantizeInt32, I32, ["op-quantize"];
     /// SOFTMAX of int8 input and int16 output.
-    SoftmaxI8ToI16 = SoftmaxToInt16, I8;
+    SoftmaxI8ToI16 = SoftmaxToInt16, I8, ["op-softmax"];
 }
 
 /// Declares how each TFLite builtin is lowered, and the list of them.
 macro_rules! lowerings {
-    ($($builtin:ident => $lower:path: [$($op:ident),*],)*) => {
+    ($($builtin:ident => $lower:path: [$($op:ident),*], $feature:literal,)*) => {
         /// Lowers operator `ctx` of a model (see [`Lowered`]). Errors: [`LowerError`] naming
-        /// what is unsupported or inconsistent.
+        /// what is unsupported or inconsistent, or that this build leaves the operator out
+        /// (the crate's operator features).
         pub fn lower(ctx: &LowerCtx<'_, '_>) -> Result<Lowered, LowerError> {
             match ctx.builtin() {
-                $(BuiltinOp::$builtin => $lower(ctx),)*
+                $(
+                    #[cfg(any(feature = "all-ops", feature = $feature))]
+                    BuiltinOp::$builtin => $lower(ctx),
+                    // One message for all (the error names the operator): a message per
+                    // operator would add its text to the flash the feature saves.
+                    #[cfg(not(any(feature = "all-ops", feature = $feature)))]
+                    BuiltinOp::$builtin => Err(LowerError::Unsupported(
+                        "operator left out of this build (its `op-` cargo feature builds it)",
+                    )),
+                )*
                 _ => Err(LowerError::Unsupported("operator")),
             }
         }
@@ -648,47 +715,48 @@ macro_rules! lowerings {
         pub const LOWERINGS: &[Lowering] = &[$(Lowering {
             builtin: BuiltinOp::$builtin,
             ops: &[$(entries::$op),*],
+            feature: $feature,
         },)*];
     };
 }
 
 lowerings! {
-    Abs => elementwise::lower_unary: [AbsI8],
-    Add => binary::lower: [AddI8, AddBroadcastI8, AddI16],
-    ArgMax => arg_min_max::lower: [ArgMaxI8],
-    ArgMin => arg_min_max::lower: [ArgMinI8],
-    AveragePool2d => pool::lower: [AveragePool2dI8],
-    BatchMatmul => batch_matmul::lower: [BatchMatmulI8],
-    BatchToSpaceNd => space::lower_batch_to_space: [BatchToSpaceNdI8],
-    Cast => cast::lower: [CastI8, CastI16, CastI32, CastF32],
-    Concatenation => concat::lower: [ConcatenationI8],
-    Conv2d => conv::lower: [Conv2dI8, Conv2dI16],
-    DepthToSpace => space::lower_depth_to_space: [DepthToSpaceI8],
-    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16],
-    Dequantize => quantize::lower_dequantize: [DequantizeI8, DequantizeI16],
-    ExpandDims => shape::lower_expand_dims: [],
+    Abs => elementwise::lower_unary: [AbsI8], "op-abs",
+    Add => binary::lower: [AddI8, AddBroadcastI8, AddI16], "op-add",
+    ArgMax => arg_min_max::lower: [ArgMaxI8], "op-arg-max",
+    ArgMin => arg_min_max::lower: [ArgMinI8], "op-arg-min",
+    AveragePool2d => pool::lower: [AveragePool2dI8], "op-average-pool-2d",
+    BatchMatmul => batch_matmul::lower: [BatchMatmulI8], "op-batch-matmul",
+    BatchToSpaceNd => space::lower_batch_to_space: [BatchToSpaceNdI8], "op-batch-to-space-nd",
+    Cast => cast::lower: [CastI8, CastI16, CastI32, CastF32], "op-cast",
+    Concatenation => concat::lower: [ConcatenationI8], "op-concatenation",
+    Conv2d => conv::lower: [Conv2dI8, Conv2dI16], "op-conv-2d",
+    DepthToSpace => space::lower_depth_to_space: [DepthToSpaceI8], "op-depth-to-space",
+    DepthwiseConv2d => depthwise::lower: [DepthwiseConv2dI8, DepthwiseConv2dI16], "op-depthwise-conv-2d",
+    Dequantize => quantize::lower_dequantize: [DequantizeI8, DequantizeI16], "op-dequantize",
+    ExpandDims => shape::lower_expand_dims: [], "op-expand-dims",
     FullyConnected => fully_connected::lower: [
         FullyConnectedI8,
         FullyConnectedPerChannelI8,
         FullyConnectedI16
-    ],
-    Gather => gather::lower: [GatherI8],
-    HardSwish => elementwise::lower_unary: [HardSwishI8],
-    L2Normalization => l2norm::lower: [L2NormI8],
-    LeakyRelu => elementwise::lower_unary: [LeakyReluI8],
-    LogSoftmax => log_softmax::lower: [LogSoftmaxI8],
-    Logistic => logistic::lower: [LogisticI8, LogisticI16],
-    MaxPool2d => pool::lower: [MaxPool2dI8],
-    Maximum => elementwise::lower_binary: [MaximumI8],
-    Mean => mean::lower: [MeanI8],
-    Minimum => elementwise::lower_binary: [MinimumI8],
-    MirrorPad => pad::lower_mirror: [MirrorPadI8],
-    Mul => binary::lower: [MulI8, MulBroadcastI8, MulI16],
-    Neg => elementwise::lower_neg: [NegF32],
-    Pack => pack::lower: [PackI8, PackI16],
-    Pad => pad::lower: [PadI8, PadI16, PadV2I8, PadV2I16],
-    Padv2 => pad::lower: [PadV2I8, PadV2I16],
-    Prelu => elementwise::lower_binary: [PreluI8],
+    ], "op-fully-connected",
+    Gather => gather::lower: [GatherI8], "op-gather",
+    HardSwish => elementwise::lower_unary: [HardSwishI8], "op-hard-swish",
+    L2Normalization => l2norm::lower: [L2NormI8], "op-l-2-normalization",
+    LeakyRelu => elementwise::lower_unary: [LeakyReluI8], "op-leaky-relu",
+    LogSoftmax => log_softmax::lower: [LogSoftmaxI8], "op-log-softmax",
+    Logistic => logistic::lower: [LogisticI8, LogisticI16], "op-logistic",
+    MaxPool2d => pool::lower: [MaxPool2dI8], "op-max-pool-2d",
+    Maximum => elementwise::lower_binary: [MaximumI8], "op-maximum",
+    Mean => mean::lower: [MeanI8], "op-mean",
+    Minimum => elementwise::lower_binary: [MinimumI8], "op-minimum",
+    MirrorPad => pad::lower_mirror: [MirrorPadI8], "op-mirror-pad",
+    Mul => binary::lower: [MulI8, MulBroadcastI8, MulI16], "op-mul",
+    Neg => elementwise::lower_neg: [NegF32], "op-neg",
+    Pack => pack::lower: [PackI8, PackI16], "op-pack",
+    Pad => pad::lower: [PadI8, PadI16, PadV2I8, PadV2I16], "op-pad",
+    Padv2 => pad::lower: [PadV2I8, PadV2I16], "op-padv-2",
+    Prelu => elementwise::lower_binary: [PreluI8], "op-prelu",
     Quantize => quantize::lower: [
         RequantizeI8,
         QuantizeF32,
@@ -700,38 +768,38 @@ lowerings! {
         RequantizeI16ToI32,
         RequantizeI32ToI8,
         RequantizeI32ToI16
-    ],
-    ReduceMax => mean::lower: [ReduceMaxI8],
-    ReduceMin => mean::lower: [ReduceMinI8],
-    Relu => relu::lower: [ReluI8],
-    Relu6 => relu::lower: [Relu6I8],
-    Reshape => reshape::lower: [],
-    ResizeBilinear => resize::lower_bilinear: [ResizeBilinearI8, ResizeBilinearOtherI8],
+    ], "op-quantize",
+    ReduceMax => mean::lower: [ReduceMaxI8], "op-reduce-max",
+    ReduceMin => mean::lower: [ReduceMinI8], "op-reduce-min",
+    Relu => relu::lower: [ReluI8], "op-relu",
+    Relu6 => relu::lower: [Relu6I8], "op-relu-6",
+    Reshape => reshape::lower: [], "op-reshape",
+    ResizeBilinear => resize::lower_bilinear: [ResizeBilinearI8, ResizeBilinearOtherI8], "op-resize-bilinear",
     ResizeNearestNeighbor => resize::lower_nearest: [
         ResizeNearestI8,
         ResizeNearestI16,
         ResizeNearestOtherI8,
         ResizeNearestOtherI16
-    ],
-    Rsqrt => rsqrt::lower: [RsqrtI8],
-    Shape => shape::lower_shape: [ShapeI32],
-    Slice => slice::lower_slice: [SliceI8, SliceI16],
-    Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16, SoftmaxI8ToI16],
-    SpaceToBatchNd => space::lower_space_to_batch: [SpaceToBatchNdI8],
-    SpaceToDepth => space::lower_space_to_depth: [SpaceToDepthI8],
-    Split => slice::lower_split: [SliceI8, SliceI16],
-    SplitV => slice::lower_split_v: [SliceI8, SliceI16],
-    SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8],
-    Squeeze => shape::lower_squeeze: [],
-    StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16],
-    Sub => binary::lower: [SubI8],
-    Sum => mean::lower: [SumI8],
-    Svdf => svdf::lower: [SvdfI8],
-    Tanh => logistic::lower_tanh: [TanhI8, TanhI16],
-    Transpose => transpose::lower: [TransposeI8],
-    TransposeConv => transpose_conv::lower: [TransposeConvI8],
-    UnidirectionalSequenceLstm => lstm::lower: [LstmI8, LstmI16],
-    Unpack => slice::lower_unpack: [SliceI8, SliceI16],
+    ], "op-resize-nearest-neighbor",
+    Rsqrt => rsqrt::lower: [RsqrtI8], "op-rsqrt",
+    Shape => shape::lower_shape: [ShapeI32], "op-shape",
+    Slice => slice::lower_slice: [SliceI8, SliceI16], "op-slice",
+    Softmax => softmax::lower: [SoftmaxI8, SoftmaxI16, SoftmaxI8ToI16], "op-softmax",
+    SpaceToBatchNd => space::lower_space_to_batch: [SpaceToBatchNdI8], "op-space-to-batch-nd",
+    SpaceToDepth => space::lower_space_to_depth: [SpaceToDepthI8], "op-space-to-depth",
+    Split => slice::lower_split: [SliceI8, SliceI16], "op-split",
+    SplitV => slice::lower_split_v: [SliceI8, SliceI16], "op-split-v",
+    SquaredDifference => elementwise::lower_binary: [SquaredDifferenceI8], "op-squared-difference",
+    Squeeze => shape::lower_squeeze: [], "op-squeeze",
+    StridedSlice => slice::lower_strided_slice: [SliceI8, SliceI16, StridedSliceI8, StridedSliceI16], "op-strided-slice",
+    Sub => binary::lower: [SubI8], "op-sub",
+    Sum => mean::lower: [SumI8], "op-sum",
+    Svdf => svdf::lower: [SvdfI8], "op-svdf",
+    Tanh => logistic::lower_tanh: [TanhI8, TanhI16], "op-tanh",
+    Transpose => transpose::lower: [TransposeI8], "op-transpose",
+    TransposeConv => transpose_conv::lower: [TransposeConvI8], "op-transpose-conv",
+    UnidirectionalSequenceLstm => lstm::lower: [LstmI8, LstmI16], "op-unidirectional-sequence-lstm",
+    Unpack => slice::lower_unpack: [SliceI8, SliceI16], "op-unpack",
 }
 
 /// Byte sizes of an op's operands, as [`Op::operands`] reports them.
@@ -1072,4 +1140,51 @@ fn rows_of(len: u32, depth: u32) -> [u32; 4] {
 /// Output elements from the operand sizes (the default of [`Operator::output_elements`]).
 fn output_elements_of(operands: Option<Operands>, dtype: DType) -> u64 {
     operands.map_or(0, |o| u64::from(o.output) / u64::from(dtype.size().max(1)))
+}
+
+#[cfg(test)]
+mod feature_tests {
+    //! The operator features agree with the registry: a build with one TFLite operator's
+    //! feature has every [`Op`] variant it lowers to, and every feature is declared.
+
+    extern crate std;
+    use std::{format, vec::Vec};
+
+    use super::{LOWERINGS, OPERATORS};
+
+    const CARGO_TOML: &str = include_str!("../../Cargo.toml");
+
+    #[test]
+    fn every_lowering_has_a_declared_feature_named_after_its_operator() {
+        for l in LOWERINGS {
+            assert!(
+                CARGO_TOML.contains(&format!("\n{} = []\n", l.feature)),
+                "{} is not declared in Cargo.toml",
+                l.feature
+            );
+            let name = format!("{:?}", l.builtin).to_lowercase();
+            assert_eq!(
+                l.feature.replace('-', ""),
+                format!("op{name}"),
+                "{:?}",
+                l.builtin
+            );
+        }
+    }
+
+    #[test]
+    fn every_operator_is_built_by_exactly_the_features_of_what_lowers_to_it() {
+        for op in OPERATORS {
+            let mut lowered_by: Vec<&str> = LOWERINGS
+                .iter()
+                .filter(|l| l.ops.iter().any(|o| o.name == op.name))
+                .map(|l| l.feature)
+                .collect();
+            lowered_by.sort_unstable();
+            lowered_by.dedup();
+            let mut features = op.features.to_vec();
+            features.sort_unstable();
+            assert_eq!(features, lowered_by, "{}", op.name);
+        }
+    }
 }

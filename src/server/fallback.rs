@@ -70,6 +70,10 @@ impl<
                     op: op.kind(),
                     error,
                 },
+                OpError::NotBuilt => Error::Hal(HalError::Unsupported {
+                    op: op.kind(),
+                    dtype: op.dtype(),
+                }),
                 OpError::Misaligned { .. }
                 | OpError::InputCount { .. }
                 | OpError::NotInPlace
