@@ -11,7 +11,9 @@
 //!
 //! It invokes the model twice on `input_0.bin` (job by job, then from the job plan the first
 //! invoke recorded, as a product's every later invoke runs) and compares the 12 scores of
-//! both with TensorFlow Lite Micro's (`expected_tflm_0.bin`). It exits through semihosting with `EXIT_SUCCESS` (QEMU
+//! both with TensorFlow Lite Micro's (`expected_tflm_0.bin`). It is built with kws_dscnn's
+//! operators alone (the runtime's operator features, `Cargo.toml`), and checks that a model
+//! with another operator (one ADD) is refused at prepare. It exits through semihosting with `EXIT_SUCCESS` (QEMU
 //! exit status 0) only on a match, and with `EXIT_FAILURE` (status 1) on a mismatch, an error,
 //! a panic or a hard fault. Before that it prints one line (semihosting stdout, no `core::fmt`):
 //! the verdict, the class, and the stack the run used (the stack is painted at boot and the
@@ -39,6 +41,7 @@ use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::CpuOnly;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig};
+use npu_compute::model::BuiltinOp;
 use npu_compute::server::NpuServer;
 
 /// The model in flash, 16-byte aligned; its constants are read in place.
@@ -47,6 +50,11 @@ static MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/mode
 static INPUT: &[u8; 490] = include_bytes!("../../models/kws_dscnn/input_0.bin");
 /// TensorFlow Lite Micro's output for it (12 class scores, int8).
 static EXPECTED: &[u8; 12] = include_bytes!("../../models/kws_dscnn/expected_tflm_0.bin");
+/// A model of one ADD, an operator this build leaves out (see `Cargo.toml`): preparing it
+/// must fail, naming the operator.
+static LEFT_OUT: &[u8] = npu_compute::include_aligned!(
+    "../../../tests/models/ops/add_int8_broadcast_rank1/model.tflite"
+);
 
 // The capacities, sized for this model as `npu-sim plan` reports them (run on this HAL they are
 // the same or fewer): a product declares what its models need rather than the defaults (64
@@ -101,12 +109,15 @@ fn main() -> ! {
 }
 
 /// Why the firmware did not get scores.
+#[derive(Clone, Copy)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Failure {
     /// The static memories were handed out before (a second call of [`run`]).
     MemoriesTaken,
     /// The second invoke (from the job plan) gave other scores than the first.
     Replay,
+    /// A model with an operator this build leaves out was not refused at prepare.
+    LeftOutAccepted,
     /// The runtime refused or failed. (Read by the defmt log alone: a product build reports
     /// a failure by its exit status.)
     #[cfg_attr(not(feature = "defmt"), allow(dead_code))]
@@ -125,19 +136,32 @@ impl From<npu_compute::Error> for Failure {
     }
 }
 
-/// Builds the stack over the static memories, prepares the model and invokes it once.
+/// Builds the stack over the static memories, runs kws_dscnn ([`kws`]), then checks that a
+/// model with an operator this build leaves out is refused ([`refuses_left_out`]).
 ///
-/// The server, its channel and the graph are 10 kB each: each is kept where it was built,
-/// since moving one is a 10 kB copy in this frame. The channel comes from [`channel`], which
-/// builds the server in its own frame (gone before the model is prepared) and returns the
-/// channel in place; the graph stays inside the `Result` that prepare returned.
+/// The server, its channel and a graph are 10 kB each: each is kept where it was built, since
+/// moving one is a 10 kB copy on the stack. The channel comes from [`channel`], which builds
+/// the server in its own frame (gone before a model is prepared) and returns the channel in
+/// place, where it stays, inside that `Result`; a graph stays inside the `Result` that
+/// prepare returned, in the frame of the function that uses it, and the two such functions
+/// run one after the other.
 fn run() -> Result<[u8; 12], Failure> {
-    let channel = channel()?;
-    let client = ComputeClient::new(&channel);
+    let made = channel();
+    let channel = made.as_ref().map_err(|e| *e)?;
+    let scores = kws(ComputeClient::new(channel))?;
+    if !refuses_left_out(ComputeClient::new(channel)) {
+        return Err(Failure::LeftOutAccepted);
+    }
+    Ok(scores)
+}
+
+/// Prepares kws_dscnn and invokes it twice: the first invoke runs job by job and records a
+/// job plan, the second replays it, as every later one of a product does. Both must give
+/// the same scores (compared with TFLM's by the caller).
+#[inline(never)]
+fn kws(client: ComputeClient<'_, Channel>) -> Result<[u8; 12], Failure> {
     let mut prepared: Result<Kws<'_>, GraphError> = Graph::prepare(client, MODEL);
     let kws = prepared.as_mut().map_err(|e| *e)?;
-    // The first invoke runs job by job and records a job plan; the second replays it, as
-    // every later one of a product does. Both must give TFLM's bytes.
     let mut first = [0u8; 12];
     kws.invoke(&[INPUT], &mut [&mut first])?;
     let mut scores = [0u8; 12];
@@ -147,6 +171,20 @@ fn run() -> Result<[u8; 12], Failure> {
         return Err(Failure::Replay);
     }
     Ok(scores)
+}
+
+/// Whether preparing a model of one ADD fails at its operator: this build leaves ADD out.
+/// (The same graph type as kws_dscnn's, so that no second copy of prepare is built.)
+#[inline(never)]
+fn refuses_left_out(client: ComputeClient<'_, Channel>) -> bool {
+    let prepared: Result<Kws<'_>, GraphError> = Graph::prepare(client, LEFT_OUT);
+    matches!(
+        prepared,
+        Err(GraphError::Unsupported {
+            op: BuiltinOp::Add,
+            ..
+        })
+    )
 }
 
 /// The runtime over the static memories: the HAL, the server, and the channel it is lent
