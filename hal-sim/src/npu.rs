@@ -60,7 +60,9 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         };
         let fence = Fence(self.next_fence);
 
-        let mut start = self.now.max(self.free_at[q]);
+        // Real times stay short of NEVER, even on a clock that saturated: only a hung job (or
+        // one behind it, on its queue or through a dependency) is scheduled to end there.
+        let mut start = self.now.min(NEVER - 1).max(self.free_at[q]);
         let mut deps = heapless::Vec::new();
         // A queue halted by a fault runs nothing until the reset.
         let mut dep_failed = self.halted[q].then_some(Failure::Fault(Fault::Cancelled));
@@ -82,8 +84,8 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         // behind a hung one never starts, and reserves nothing.
         let mut end = match job.kind {
             _ if start == NEVER => NEVER,
-            JobKind::Transfer { .. } => start.saturating_add(timing.cycles),
-            JobKind::Compute { .. } => self.ports_free_at.reserve(start, timing),
+            JobKind::Transfer { .. } => start.saturating_add(timing.cycles).min(NEVER - 1),
+            JobKind::Compute { .. } => self.ports_free_at.reserve(start, timing).min(NEVER - 1),
         };
 
         // A job that will not run (a dependency failed) suffers no fault.

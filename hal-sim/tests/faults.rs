@@ -101,6 +101,27 @@ fn without_faults_nothing_changes() {
 }
 
 #[test]
+fn jobs_on_a_saturated_clock_end_and_are_not_taken_for_hung() {
+    // The clock saturates at u64::MAX (NEVER too): jobs submitted then still run and retire,
+    // short of NEVER, rather than waiting for ever as if behind a hung job.
+    let mut npu = traced(SimConfig::default(), 16);
+    npu.advance(Cycles::MAX);
+    let [up, r, down] = chain(&mut npu);
+    for fence in [up, r, down] {
+        let (start, end) = npu.scheduled(fence).expect("in flight");
+        assert!(start < NEVER && end < NEVER, "{start} {end}");
+    }
+    let mut wakes = 0;
+    while npu.poll(down) == Err(nb::Error::WouldBlock) {
+        npu.wait_for_event();
+        wakes += 1;
+        assert!(wakes < 10, "the chain never completes");
+    }
+    assert_eq!(&npu.host_memory()[64..128], &chain_output()[..]);
+    assert_eq!(npu.now(), Cycles::MAX);
+}
+
+#[test]
 fn a_dma_fault_is_reported_on_its_fence_at_its_end_and_cancels_its_dependants() {
     let mut npu = traced(one(FaultRule::at_job(FaultKind::Dma, 1)), 16);
     npu.device_memory_mut()[64..128].fill(0x11);
