@@ -53,7 +53,7 @@
 ///
 /// The only product whose result does not fit, `i32::MIN · i32::MIN` (`+1.0` in Q0.31), saturates
 /// to `i32::MAX`.
-#[inline]
+#[inline(always)]
 #[must_use]
 pub fn saturating_rounding_doubling_high_mul(a: i32, b: i32) -> i32 {
     // |a·b| <= 2^62, so adding 2^30 cannot overflow an i64.
@@ -118,9 +118,28 @@ fn rounding_divide_by_pot_wide(x: i32, exponent: i32) -> i32 {
 /// The left shift wraps like TFLM's `x * (1 << left_shift)` on two's-complement hardware;
 /// a left shift of 32 or more (which TFLM never produces for sane scales, and whose C++ is
 /// undefined) gives the mathematically wrapped value `0`.
-#[inline]
+// Always inlined: it is the requantization of every int8 output, and a call costs as much as
+// the arithmetic.
+#[inline(always)]
 #[must_use]
 pub fn multiply_by_quantized_multiplier(x: i32, multiplier: i32, shift: i32) -> i32 {
+    if !(-31..=31).contains(&shift) {
+        return multiply_by_quantized_multiplier_general(x, multiplier, shift);
+    }
+    // Every shift TFLM produces: the same steps without branches (a right shift of 0 has
+    // mask 0 and never rounds up, a left shift of 0 is the identity).
+    let left = shift.max(0) as u32;
+    let right = shift.saturating_neg().max(0) as u32;
+    let shifted = x.wrapping_shl(left);
+    let high = saturating_rounding_doubling_high_mul(shifted, multiplier);
+    let mask = ((1_u32 << right) - 1) as i32;
+    let threshold = (mask >> 1) + i32::from(high < 0);
+    (high >> right) + i32::from((high & mask) > threshold)
+}
+
+/// [`multiply_by_quantized_multiplier`] for any shift (those out of `−31..=31` come here).
+#[cold]
+fn multiply_by_quantized_multiplier_general(x: i32, multiplier: i32, shift: i32) -> i32 {
     let (left_shift, right_shift) = if shift > 0 {
         (shift, 0)
     } else {
@@ -731,5 +750,49 @@ mod tests {
         assert_eq!(quantize_multiplier_greater_than_one(0.5), None);
         assert_eq!(quantize_multiplier_greater_than_one(f64::INFINITY), None);
         assert_eq!(quantize_multiplier_greater_than_one(f64::NAN), None);
+    }
+
+    #[test]
+    fn branch_free_requantization_equals_the_stepwise_one() {
+        // The general form is the step-by-step one for every shift; the inlined form must give
+        // the same for every shift it takes, including the saturating and wrapping corners.
+        let mut state = 0x2545_f491_u32;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as i32
+        };
+        let corners = [
+            0,
+            1,
+            -1,
+            i32::MIN,
+            i32::MAX,
+            1 << 30,
+            -(1 << 30),
+            0x4000_0001,
+        ];
+        for shift in -31..=31 {
+            for _ in 0..400 {
+                let (x, m) = (next(), next());
+                for (x, m) in [(x, m), (x >> 12, m), (x, 0x7fff_ffff), (i32::MIN, i32::MIN)] {
+                    assert_eq!(
+                        multiply_by_quantized_multiplier(x, m, shift),
+                        multiply_by_quantized_multiplier_general(x, m, shift),
+                        "x {x} m {m} shift {shift}"
+                    );
+                }
+            }
+            for &x in &corners {
+                for &m in &corners {
+                    assert_eq!(
+                        multiply_by_quantized_multiplier(x, m, shift),
+                        multiply_by_quantized_multiplier_general(x, m, shift),
+                        "x {x} m {m} shift {shift}"
+                    );
+                }
+            }
+        }
     }
 }

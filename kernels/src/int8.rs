@@ -81,8 +81,10 @@ pub mod l2norm;
 pub mod log_softmax;
 pub mod logistic;
 pub mod lstm;
+pub(crate) mod mac;
 pub mod mean;
 pub mod pool;
+pub mod portable;
 pub mod quantize;
 pub mod reshape;
 pub mod resize;
@@ -103,7 +105,7 @@ pub use cast::{cast, CastTo};
 pub use concat::{check_same_quant, concatenation, ConcatParams, MAX_CONCAT_INPUTS};
 pub use conv::{
     channel_multipliers, conv2d, depthwise_conv2d, ChannelMultiplier, Conv2dParams, Conv2dShape,
-    DepthwiseParams, DepthwiseShape,
+    DepthwiseParams, DepthwiseShape, MAX_PATCH_TAPS,
 };
 pub use dims::{Dims, MAX_DIMS};
 pub use elementwise::{
@@ -666,7 +668,7 @@ pub fn fully_connected(
 /// The addition wraps: with multipliers of `2^15` or more the rescaled value can approach the
 /// `int32` limits, and TFLM's `output_offset + MultiplyByQuantizedMultiplier(…)` then wraps
 /// on every two's-complement target. For any sane quantization it never does.
-#[inline]
+#[inline(always)]
 fn requantized_to_i8(scaled: i32, offset: i32, min: i32, max: i32) -> i8 {
     // max/min rather than clamp: never panics, even for an empty range.
     scaled.wrapping_add(offset).max(min).min(max) as i8

@@ -15,7 +15,8 @@
 //!   (doubling high multiply, rounding shifts, multiplier quantization), and why it rounds twice.
 //! - [`gemmlowp`]: gemmlowp's fixed-point `exp` and reciprocal, used by int8 SOFTMAX.
 //!
-//! The crate is `no_std`, allocation-free and `unsafe`-free. Kernels never panic: every buffer
+//! The crate is `no_std` and allocation-free; its only `unsafe` is the inline assembly of the
+//! Arm DSP-extension inner loops (`int8::mac`, built for DSP targets only). Kernels never panic: every buffer
 //! length is checked against the shape first ([`KernelError::LengthMismatch`]), shapes whose
 //! element counts cannot exist in memory are refused ([`KernelError::ShapeOverflow`]), and
 //! quantization parameters TFLM would abort on are refused when the parameters are built
@@ -24,7 +25,7 @@
 //! the same way instead of panicking in debug builds.
 
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod f32;

@@ -29,6 +29,7 @@
 //! lengths, so the kernels only compare lengths and then run loops without border tests: for
 //! every output row and column the range of filter taps inside the image is computed once.
 
+use super::mac::{Mac, Native};
 use super::window::{elems, image_len, row_band, Axis, Nhwc, Window2d};
 use super::{
     activation_range, activation_range_in, check_quant, check_scale, general_multiplier,
@@ -38,9 +39,12 @@ use super::{Activation, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
 use crate::{check_len, KernelError};
 
+mod blocked;
 mod depthwise;
 pub(crate) mod int16;
 
+pub use blocked::MAX_PATCH_TAPS;
+pub(crate) use depthwise::depthwise_conv2d_with;
 pub use depthwise::{depthwise_conv2d, DepthwiseParams, DepthwiseShape};
 
 /// A per-channel requantization multiplier: the real number `multiplier · 2^(shift − 31)`
@@ -101,7 +105,7 @@ impl ChannelMultiplier {
         self.shift
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(self, acc: i32) -> i32 {
         multiply_by_quantized_multiplier(acc, self.multiplier, self.shift)
     }
@@ -187,7 +191,8 @@ impl ConvQuant {
         })
     }
 
-    #[inline]
+    // Always inlined: once per output, in the kernels' inner loops.
+    #[inline(always)]
     fn finish(&self, acc: i32, m: ChannelMultiplier) -> i8 {
         requantized_to_i8(
             m.apply(acc),
@@ -471,7 +476,23 @@ fn check_channel_operands<B>(
 /// NHWC with [`Conv2dParams::output_shape`]. Errors with [`KernelError::LengthMismatch`] before
 /// touching `output` when any buffer has the wrong length. Accumulation wraps on `int32`
 /// overflow like TFLM's.
+///
+/// One-group convolutions whose window has at most [`MAX_PATCH_TAPS`] taps run as a blocked
+/// matrix product (two pixels by two channels, on the DSP extension where the target has it);
+/// the others run the direct loop. All paths give the same bytes.
 pub fn conv2d(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    conv2d_with::<Native>(p, multipliers, input, filter, bias, output)
+}
+
+/// [`conv2d`] on the multiply-accumulate operations of `M`.
+pub(crate) fn conv2d_with<M: Mac>(
     p: &Conv2dParams,
     multipliers: &[ChannelMultiplier],
     input: &[i8],
@@ -486,6 +507,25 @@ pub fn conv2d(
     if p.output_len == 0 {
         return Ok(());
     }
+    if blocked::fits(p) {
+        blocked::conv2d::<M>(p, multipliers, input, filter, bias, output);
+    } else {
+        conv2d_direct(p, multipliers, input, filter, bias, output);
+    }
+    Ok(())
+}
+
+/// The direct loop (TFLM's reference order), on checked operands and a non-empty output: for
+/// grouped convolutions and windows too deep for the blocked path, and as the reference the
+/// blocked path is tested against.
+pub(crate) fn conv2d_direct(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) {
     // Non-empty output: every dimension is at least 1, so no chunk size below is 0.
     let (rows, cols) = (p.rows, p.cols);
     let in_row_len = cols.in_size * p.in_channels;
@@ -535,7 +575,6 @@ pub fn conv2d(
             }
         }
     }
-    Ok(())
 }
 
 /// The valid taps of one output pixel: for each, the input pixel's channels and the filter

@@ -152,35 +152,55 @@ fn gather(p: &Conv2dParams, input: &[i8], scratch: &mut [i8], pad: i8) {
     {
         let mut patches = image_patches.chunks_exact_mut(patch_len);
         for oy in 0..rows.out_size {
-            let (ky0, ky1, iy0) = rows.taps(oy);
             for ox in 0..cols.out_size {
-                // When no tap is inside, `taps` may report a first tap past the filter's end.
-                let (kx0, kx1, ix0) = cols.taps(ox);
-                let (kx0, kx1) = (kx0.min(cols.filter), kx1.min(cols.filter));
                 let Some(patch) = patches.next() else {
                     return;
                 };
-                for (ky, patch_row) in patch.chunks_exact_mut(filter_row_len).enumerate() {
-                    if !(ky0..ky1).contains(&ky) {
-                        patch_row.fill(pad);
-                        continue;
-                    }
-                    let iy = iy0 + (ky - ky0) * rows.dilation;
-                    let in_row = &in_image[iy * in_row_len..][..in_row_len];
-                    let (before, rest) = patch_row.split_at_mut(kx0 * ch);
-                    let (inside, after) = rest.split_at_mut((kx1 - kx0) * ch);
-                    before.fill(pad);
-                    after.fill(pad);
-                    if cols.dilation == 1 {
-                        // Undilated taps are adjacent pixels: one copy of the whole span.
-                        inside.copy_from_slice(&in_row[ix0 * ch..][..inside.len()]);
-                    } else {
-                        for (i, tap) in inside.chunks_exact_mut(ch).enumerate() {
-                            let ix = ix0 + i * cols.dilation;
-                            tap.copy_from_slice(&in_row[ix * ch..][..ch]);
-                        }
-                    }
-                }
+                gather_patch(p, in_image, (oy, ox), pad, patch);
+            }
+        }
+    }
+}
+
+/// Gathers output pixel `(oy, ox)`'s input window from one image (`in_image`, NHWC, one image)
+/// into `patch` (`filter_h · filter_w · depth` bytes, taps in filter order `(ky, kx, c)`);
+/// taps in the padding get `pad`. For a one-group convolution (input depth = filter depth).
+pub(super) fn gather_patch(
+    p: &Conv2dParams,
+    in_image: &[i8],
+    (oy, ox): (usize, usize),
+    pad: i8,
+    patch: &mut [i8],
+) {
+    let (rows, cols) = p.axes();
+    let (_, ch, _, _) = p.channel_dims();
+    let in_row_len = cols.in_size * ch;
+    let filter_row_len = cols.filter * ch;
+    if filter_row_len == 0 {
+        return;
+    }
+    let (ky0, ky1, iy0) = rows.taps(oy);
+    // When no tap is inside, `taps` may report a first tap past the filter's end.
+    let (kx0, kx1, ix0) = cols.taps(ox);
+    let (kx0, kx1) = (kx0.min(cols.filter), kx1.min(cols.filter));
+    for (ky, patch_row) in patch.chunks_exact_mut(filter_row_len).enumerate() {
+        if !(ky0..ky1).contains(&ky) {
+            patch_row.fill(pad);
+            continue;
+        }
+        let iy = iy0 + (ky - ky0) * rows.dilation;
+        let in_row = &in_image[iy * in_row_len..][..in_row_len];
+        let (before, rest) = patch_row.split_at_mut(kx0 * ch);
+        let (inside, after) = rest.split_at_mut((kx1 - kx0) * ch);
+        before.fill(pad);
+        after.fill(pad);
+        if cols.dilation == 1 {
+            // Undilated taps are adjacent pixels: one copy of the whole span.
+            inside.copy_from_slice(&in_row[ix0 * ch..][..inside.len()]);
+        } else {
+            for (i, tap) in inside.chunks_exact_mut(ch).enumerate() {
+                let ix = ix0 + i * cols.dilation;
+                tap.copy_from_slice(&in_row[ix * ch..][..ch]);
             }
         }
     }

@@ -1,0 +1,101 @@
+//! CONV_2D as a matrix product in 2×2 blocks: two output pixels by two output channels at a
+//! time, over widened patches.
+//!
+//! For each pair of output pixels, their input windows are gathered (a 1×1 filter's window is
+//! the input pixel itself, read in place) and widened once into a fixed stack buffer with the
+//! input offset added (the [`mac`](crate::int8::mac) layout: 16-bit lanes that `SMLAD` reads
+//! directly). Every pair of filter rows then gives four accumulators from one pass over the
+//! taps, so each loaded filter word serves two pixels and each patch word two channels. The
+//! widening is paid once per pixel and shared by all output channels.
+//!
+//! Exactness: a tap in the padding is gathered as the input zero point, so its widened value
+//! `x + input_offset` is exactly 0 and it adds nothing, as the direct kernel's skipped tap;
+//! every other product is the direct kernel's `w · (x + input_offset)`. The sums wrap (modulo
+//! 2³²), where their order does not matter, so the accumulator, bias and requantization are
+//! bit for bit the direct kernel's.
+//!
+//! The buffer holds [`MAX_PATCH_TAPS`] taps per pixel; a deeper window, and a grouped
+//! convolution, run on the direct kernel instead.
+
+use super::{ChannelMultiplier, Conv2dParams};
+use crate::int8::im2col::gather_patch;
+use crate::int8::mac::{self, Mac};
+
+/// Most taps (`filter_h · filter_w · filter_depth`) of the blocked path: two widened patches
+/// of this many taps live on the stack (4 bytes per 2 taps, so 2,304 bytes). The default
+/// covers a 3×3 window over 64 channels and a 1×1 one over 576.
+pub const MAX_PATCH_TAPS: usize = 576;
+
+/// Whether the blocked path runs `p`: one group, and a window of at most [`MAX_PATCH_TAPS`].
+pub(super) fn fits(p: &Conv2dParams) -> bool {
+    p.in_channels == p.filter_depth
+        && p.rows.filter * p.cols.filter * p.filter_depth <= MAX_PATCH_TAPS
+}
+
+/// The blocked convolution, on operands [`conv2d`](super::conv2d) checked (lengths, a
+/// non-empty output) and a shape [`fits`] accepted.
+pub(super) fn conv2d<M: Mac>(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) {
+    let (rows, cols) = (p.rows, p.cols);
+    let ch = p.in_channels;
+    let taps = rows.filter * cols.filter * ch;
+    let oc = p.out_channels;
+    let image_len = rows.in_size * cols.in_size * ch;
+    let per_image = rows.out_size * cols.out_size;
+    let pixels = p.batches * per_image;
+    let words = mac::widened_words(taps);
+    let offset = p.quant.input_offset;
+    // The zero point, gathered for padded taps; `ConvQuant` holds int8 zero points only.
+    let pad = offset.wrapping_neg() as i8;
+    let in_place = rows.filter == 1 && cols.filter == 1;
+    if taps == 0 || image_len == 0 || per_image == 0 || oc == 0 {
+        return;
+    }
+
+    let mut gathered = [0_i8; MAX_PATCH_TAPS];
+    let mut pair = mac::PatchPair::new();
+    let mut n = 0;
+    while n < pixels {
+        // An odd last pixel is computed twice, in both halves of the block.
+        let pixels_of = [n, (n + 1).min(pixels - 1)];
+        for (&px, wide) in pixels_of.iter().zip(pair.words.iter_mut()) {
+            let (b, r) = (px / per_image, px % per_image);
+            let (oy, ox) = (r / cols.out_size, r % cols.out_size);
+            let in_image = &input[b * image_len..][..image_len];
+            let window: &[i8] = if in_place {
+                // A 1×1 window is always inside the image (its padding is 0).
+                let (_, _, iy) = rows.taps(oy);
+                let (_, _, ix) = cols.taps(ox);
+                &in_image[(iy * cols.in_size + ix) * ch..][..ch]
+            } else {
+                gather_patch(p, in_image, (oy, ox), pad, &mut gathered[..taps]);
+                &gathered[..taps]
+            };
+            mac::widen::<M>(window, offset, &mut wide[..words]);
+        }
+        let mut j = 0;
+        while j < oc {
+            // Likewise an odd last channel.
+            let j1 = (j + 1).min(oc - 1);
+            let w0 = &filter[j * taps..][..taps];
+            let w1 = &filter[j1 * taps..][..taps];
+            let acc = mac::dot_2x2::<M>(&pair, taps, w0, w1);
+            let (b0, b1) = bias.map_or((0, 0), |b| (b[j], b[j1]));
+            let (m0, m1) = (multipliers[j], multipliers[j1]);
+            let out0 = &mut output[pixels_of[0] * oc..][..oc];
+            out0[j] = p.quant.finish(acc[0].wrapping_add(b0), m0);
+            out0[j1] = p.quant.finish(acc[1].wrapping_add(b1), m1);
+            let out1 = &mut output[pixels_of[1] * oc..][..oc];
+            out1[j] = p.quant.finish(acc[2].wrapping_add(b0), m0);
+            out1[j1] = p.quant.finish(acc[3].wrapping_add(b1), m1);
+            j += 2;
+        }
+        n += 2;
+    }
+}

@@ -1,0 +1,302 @@
+//! Multiply-accumulate micro-kernels: the inner loops of the convolutions, portable and with
+//! the Arm DSP extension.
+//!
+//! # Why
+//!
+//! A Cortex-M4 without SIMD spends most of an int8 convolution on loads, sign extensions and
+//! loop control around each single multiply. The DSP extension (Armv7E-M, and Armv8-M
+//! Mainline cores that have it) packs two 16-bit lanes in a register: `SXTB16` sign-extends
+//! bytes 0 and 2 (or, rotated by 8, bytes 1 and 3) of a loaded word into the two lanes,
+//! `SADD16` adds a zero-point offset to both lanes, and `SMLAD` adds both lane products to an
+//! accumulator: two multiply-accumulates per instruction, four bytes per load. CMSIS-NN's
+//! kernels are built the same way.
+//!
+//! # Design
+//!
+//! The convolution kernels are written once, generic over [`Mac`], the few operations whose
+//! best form differs per instruction set; [`Portable`] implements them in plain Rust (the
+//! reference, and the path for thumbv6m, RISC-V and the host) and, on DSP targets (the build
+//! script's `cfg(npu_arm_dsp)`), `dsp::Dsp` implements them with inline assembly. [`Native`] is
+//! the one the public kernels use. Both give identical integers: every sum is taken modulo
+//! 2³² (the instructions wrap like `wrapping_add`), where the order of the terms does not
+//! matter.
+//!
+//! Operand layouts chosen for `SXTB16`:
+//!
+//! - A *widened patch* holds one output pixel's taps, input offset added (`x + input_offset`,
+//!   in `−255..=255`, so exact in 16 bits), as `u32` words of two `i16` lanes. Taps `4g..4g+4`
+//!   of each full group are stored as the words `(x₀, x₂)` and `(x₁, x₃)` — the lanes `SXTB16`
+//!   makes of a filter word `[w₀ w₁ w₂ w₃]` and of the same word rotated by 8 — so that two
+//!   `SMLAD`s give `x₀w₀ + x₁w₁ + x₂w₂ + x₃w₃`. The last `K mod 4` taps follow in plain
+//!   order, two per word (the second lane 0 when there is one left).
+//! - Filter rows stay the int8 bytes of the model (OHWI), read four at a time.
+
+use super::conv::MAX_PATCH_TAPS;
+
+/// Operations whose fastest form depends on the instruction set. Each returns exactly what
+/// [`Portable`]'s does.
+pub(crate) trait Mac {
+    /// Widens four int8 taps (the little-endian bytes of `x`) with `offset` added, to the two
+    /// words of a widened patch: `(x₀ + o, x₂ + o)` and `(x₁ + o, x₃ + o)`, low lane first.
+    fn widen4(x: u32, offset: i32) -> (u32, u32);
+
+    /// The 2×2 block of dot products of the two widened patches of `pair` (their first `words`
+    /// words, two per group of four taps) with two filter rows (`w0`, `w1`, four bytes per
+    /// group), over the whole groups all four hold: `[p0·w0, p0·w1, p1·w0, p1·w1]`, wrapping.
+    fn dot_2x2(pair: &PatchPair, words: usize, w0: &[i8], w1: &[i8]) -> [i32; 4];
+
+    /// Depthwise accumulation over four channels at the taps of `list`: `acc[i] += w[i] ·
+    /// (x[i] + offset)` for the four bytes at `x[x_offset + c0..]` and `w[w_offset + c0..]`
+    /// of each tap, wrapping. Does nothing when a tap's bytes would lie outside `x` or `w`.
+    fn mac4(acc: [i32; 4], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) -> [i32; 4];
+}
+
+/// The plain-Rust [`Mac`]: the reference every other implementation must equal.
+pub(crate) struct Portable;
+
+/// The [`Mac`] the public kernels run on this target.
+#[cfg(not(npu_arm_dsp))]
+pub(crate) type Native = Portable;
+/// The [`Mac`] the public kernels run on this target.
+#[cfg(npu_arm_dsp)]
+pub(crate) type Native = dsp::Dsp;
+
+/// The two `i16` lanes of a widened-patch word, low first.
+#[inline(always)]
+fn lanes(word: u32) -> (i32, i32) {
+    (i32::from(word as i16), i32::from((word >> 16) as i16))
+}
+
+/// A word of two `i16` lanes, low first (each value truncated to 16 bits).
+#[inline(always)]
+pub(crate) fn pack(lo: i32, hi: i32) -> u32 {
+    u32::from(lo as u16) | (u32::from(hi as u16) << 16)
+}
+
+/// The signed bytes of a little-endian word.
+#[inline(always)]
+fn bytes(word: u32) -> [i32; 4] {
+    word.to_le_bytes().map(|b| i32::from(b as i8))
+}
+
+/// Four bytes as a little-endian word (the caller passes exactly four).
+#[inline(always)]
+pub(crate) fn word(b: &[i8]) -> u32 {
+    match b {
+        [a, b, c, d, ..] => u32::from_le_bytes([*a as u8, *b as u8, *c as u8, *d as u8]),
+        _ => 0,
+    }
+}
+
+impl Mac for Portable {
+    #[inline(always)]
+    fn widen4(x: u32, offset: i32) -> (u32, u32) {
+        let [x0, x1, x2, x3] = bytes(x);
+        (
+            pack(x0 + offset, x2 + offset),
+            pack(x1 + offset, x3 + offset),
+        )
+    }
+
+    #[inline(always)]
+    fn dot_2x2(pair: &PatchPair, words: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
+        let [p0, p1] = &pair.words;
+        let words = words.min(PATCH_WORDS);
+        let (p0, p1) = (&p0[..words], &p1[..words]);
+        let mut acc = [0_i32; 4];
+        let groups = p0
+            .chunks_exact(2)
+            .zip(p1.chunks_exact(2))
+            .zip(w0.chunks_exact(4).zip(w1.chunks_exact(4)));
+        for ((a, b), (wa, wb)) in groups {
+            let xs = [group(a), group(b)];
+            let ws = [word(wa), word(wb)].map(bytes);
+            for (i, x) in xs.iter().enumerate() {
+                for (j, w) in ws.iter().enumerate() {
+                    let dot = x
+                        .iter()
+                        .zip(w)
+                        .fold(0_i32, |s, (&x, &w)| s.wrapping_add(x * w));
+                    acc[2 * i + j] = acc[2 * i + j].wrapping_add(dot);
+                }
+            }
+        }
+        acc
+    }
+
+    #[inline(always)]
+    fn mac4(acc: [i32; 4], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) -> [i32; 4] {
+        if !list.fits(x.len(), w.len(), c0) {
+            return acc;
+        }
+        let mut out = acc;
+        for &[xo, wo] in list.taps() {
+            let xs = bytes(word(&x[xo as usize + c0..]));
+            let ws = bytes(word(&w[wo as usize + c0..]));
+            for ((a, x), w) in out.iter_mut().zip(xs).zip(ws) {
+                *a = a.wrapping_add(w * (x + offset));
+            }
+        }
+        out
+    }
+}
+
+/// Most taps of a depthwise window the four-channel path takes (a 7×7 window has 49); larger
+/// windows run the kernel's channel-block loop.
+pub(crate) const MAX_WINDOW_TAPS: usize = 64;
+
+/// One output pixel's taps inside the image, as `[input offset, filter offset]` pairs (of
+/// each tap's channel 0), for [`Mac::mac4`].
+pub(crate) struct TapList {
+    pairs: [[u32; 2]; MAX_WINDOW_TAPS],
+    len: usize,
+    max_x: usize,
+    max_w: usize,
+}
+
+impl TapList {
+    /// An empty list.
+    pub(crate) const fn new() -> Self {
+        Self {
+            pairs: [[0; 2]; MAX_WINDOW_TAPS],
+            len: 0,
+            max_x: 0,
+            max_w: 0,
+        }
+    }
+
+    /// Empties the list.
+    #[inline(always)]
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.max_x = 0;
+        self.max_w = 0;
+    }
+
+    /// Adds a tap; `false` (and nothing added) when the list is full or an offset exceeds
+    /// `u32`.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, x: usize, w: usize) -> bool {
+        let (Ok(x32), Ok(w32)) = (u32::try_from(x), u32::try_from(w)) else {
+            return false;
+        };
+        let Some(slot) = self.pairs.get_mut(self.len) else {
+            return false;
+        };
+        *slot = [x32, w32];
+        self.len += 1;
+        self.max_x = self.max_x.max(x);
+        self.max_w = self.max_w.max(w);
+        true
+    }
+
+    /// The taps.
+    #[inline(always)]
+    pub(crate) fn taps(&self) -> &[[u32; 2]] {
+        &self.pairs[..self.len.min(MAX_WINDOW_TAPS)]
+    }
+
+    /// Whether the four bytes from channel `c0` of every tap lie inside an input of `x_len`
+    /// and a filter of `w_len` bytes.
+    #[inline(always)]
+    fn fits(&self, x_len: usize, w_len: usize, c0: usize) -> bool {
+        let inside = |max: usize, len: usize| {
+            max.checked_add(c0)
+                .and_then(|v| v.checked_add(4))
+                .is_some_and(|end| end <= len)
+        };
+        inside(self.max_x, x_len) && inside(self.max_w, w_len)
+    }
+}
+
+/// The taps of one full group of a widened patch, in filter order.
+#[inline(always)]
+fn group(words: &[u32]) -> [i32; 4] {
+    match words {
+        [even, odd, ..] => {
+            let ((x0, x2), (x1, x3)) = (lanes(*even), lanes(*odd));
+            [x0, x1, x2, x3]
+        }
+        _ => [0; 4],
+    }
+}
+
+/// Widens `taps` (one output pixel's int8 taps in filter order) with `offset` added into the
+/// widened-patch layout of [the module docs](self). `out` has [`widened_words`]`(taps.len())`
+/// words (extra words are left alone).
+#[inline(always)]
+pub(crate) fn widen<M: Mac>(taps: &[i8], offset: i32, out: &mut [u32]) {
+    let full = taps.len() / 4 * 4;
+    let (head, tail) = taps.split_at(full);
+    let (head_out, tail_out) = out.split_at_mut((full / 2).min(out.len()));
+    for (x, o) in head.chunks_exact(4).zip(head_out.chunks_exact_mut(2)) {
+        let (even, odd) = M::widen4(word(x), offset);
+        o[0] = even;
+        o[1] = odd;
+    }
+    for (pair, o) in tail.chunks(2).zip(tail_out) {
+        let lo = pair.first().map_or(0, |&x| i32::from(x) + offset);
+        let hi = pair.get(1).map_or(0, |&x| i32::from(x) + offset);
+        *o = pack(lo, hi);
+    }
+}
+
+/// Words of a widened patch of `taps` taps.
+#[inline]
+pub(crate) const fn widened_words(taps: usize) -> usize {
+    taps / 4 * 2 + (taps % 4).div_ceil(2)
+}
+
+/// Words of one widened patch of [`MAX_PATCH_TAPS`] taps.
+pub(crate) const PATCH_WORDS: usize = widened_words(MAX_PATCH_TAPS);
+
+/// Two widened patches, one after the other in memory (the DSP loop reads the second at a
+/// fixed offset from the first).
+#[repr(C)]
+pub(crate) struct PatchPair {
+    /// The patches.
+    pub(crate) words: [[u32; PATCH_WORDS]; 2],
+}
+
+impl PatchPair {
+    /// Two patches of zeros.
+    pub(crate) const fn new() -> Self {
+        Self {
+            words: [[0; PATCH_WORDS]; 2],
+        }
+    }
+}
+
+/// The 2×2 dot products of `pair`'s two widened patches of `taps` taps with two filter rows of
+/// `taps` bytes: [`Mac::dot_2x2`] over the full groups, the tail in plain Rust.
+#[inline(always)]
+pub(crate) fn dot_2x2<M: Mac>(pair: &PatchPair, taps: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
+    let full = taps / 4 * 4;
+    let mut acc = M::dot_2x2(pair, full / 2, w0, w1);
+    if taps != full {
+        let words = widened_words(taps).min(PATCH_WORDS);
+        let (t0, t1) = (
+            &pair.words[0][full / 2..words],
+            &pair.words[1][full / 2..words],
+        );
+        let (w0t, w1t) = (w0.get(full..).unwrap_or(&[]), w1.get(full..).unwrap_or(&[]));
+        let tail = |p: &[u32], w: &[i8]| {
+            p.iter()
+                .flat_map(|&word| {
+                    let (lo, hi) = lanes(word);
+                    [lo, hi]
+                })
+                .zip(w)
+                .fold(0_i32, |s, (x, &w)| s.wrapping_add(x * i32::from(w)))
+        };
+        let t = [tail(t0, w0t), tail(t0, w1t), tail(t1, w0t), tail(t1, w1t)];
+        for (a, t) in acc.iter_mut().zip(t) {
+            *a = a.wrapping_add(t);
+        }
+    }
+    acc
+}
+
+#[cfg(npu_arm_dsp)]
+#[allow(unsafe_code)]
+mod dsp;

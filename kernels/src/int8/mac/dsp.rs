@@ -1,0 +1,194 @@
+//! [`Mac`] with the Arm DSP extension (`cfg(npu_arm_dsp)`: Armv7E-M, Armv8-M Mainline with
+//! DSP).
+//!
+//! Each instruction is one `asm!` statement in a small always-inlined function, so that the
+//! compiler still allocates registers and schedules the loops; `core::arch::arm`'s DSP
+//! intrinsics would do the same but are unstable.
+//!
+//! # Safety of the `asm!` blocks
+//!
+//! Every block is a single data-processing instruction that reads its register operands and
+//! writes its one output register: no memory access (`nomem`), no stack use (`nostack`), no
+//! control flow, and a result that depends only on the inputs (`pure`). The instructions exist
+//! on every core this module is compiled for (the build script enables it only for Armv7E-M
+//! and for Armv8-M Mainline cores with the DSP extension). `SMLAD`, `SMLABB`, `SMLATT` may set
+//! the sticky `Q` flag and `SADD16` sets the `GE` flags, which no Rust code reads; those blocks
+//! do not claim `preserves_flags`.
+
+use core::arch::asm;
+
+use core::mem::size_of;
+
+use super::{Mac, PatchPair, TapList, PATCH_WORDS};
+
+/// Bytes from a word of the first patch of a [`PatchPair`] to the same word of the second.
+const PAIR_STRIDE: usize = size_of::<[u32; PATCH_WORDS]>();
+
+/// [`Mac`] on the DSP extension: `SXTB16`, `SADD16`, `SMLAD`, `SMLABB`/`SMLATT`.
+pub(crate) struct Dsp;
+
+/// `SXTB16`: bytes 0 and 2 of `x`, sign-extended to the two 16-bit lanes.
+#[inline(always)]
+fn sxtb16(x: u32) -> u32 {
+    let r: u32;
+    // SAFETY: one register-to-register instruction (see the module docs).
+    unsafe {
+        asm!("sxtb16 {r}, {x}", r = lateout(reg) r, x = in(reg) x,
+             options(pure, nomem, nostack, preserves_flags));
+    }
+    r
+}
+
+/// `SXTB16` with `ROR #8`: bytes 1 and 3 of `x`, sign-extended to the two lanes.
+#[inline(always)]
+fn sxtb16_ror8(x: u32) -> u32 {
+    let r: u32;
+    // SAFETY: one register-to-register instruction (see the module docs).
+    unsafe {
+        asm!("sxtb16 {r}, {x}, ror #8", r = lateout(reg) r, x = in(reg) x,
+             options(pure, nomem, nostack, preserves_flags));
+    }
+    r
+}
+
+/// `SADD16`: lane-wise 16-bit addition, wrapping.
+#[inline(always)]
+fn sadd16(a: u32, b: u32) -> u32 {
+    let r: u32;
+    // SAFETY: one register-to-register instruction (see the module docs).
+    unsafe {
+        asm!("sadd16 {r}, {a}, {b}", r = lateout(reg) r, a = in(reg) a, b = in(reg) b,
+             options(pure, nomem, nostack));
+    }
+    r
+}
+
+/// The offset in both 16-bit lanes (truncated: offsets are int8 zero points negated).
+#[inline(always)]
+fn offset_pair(offset: i32) -> u32 {
+    super::pack(offset, offset)
+}
+
+impl Mac for Dsp {
+    #[inline(always)]
+    fn widen4(x: u32, offset: i32) -> (u32, u32) {
+        let o = offset_pair(offset);
+        (sadd16(sxtb16(x), o), sadd16(sxtb16_ror8(x), o))
+    }
+
+    #[inline(always)]
+    fn dot_2x2(pair: &PatchPair, words: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
+        // Whole groups that every operand holds: two words of each patch, four filter bytes.
+        let groups = (words.min(PATCH_WORDS) / 2)
+            .min(w0.len() / 4)
+            .min(w1.len() / 4);
+        let (mut a00, mut a01, mut a10, mut a11) = (0_i32, 0_i32, 0_i32, 0_i32);
+        if groups == 0 {
+            return [0; 4];
+        }
+        let p = pair.words[0].as_ptr();
+        // SAFETY: the loop runs `groups` ≥ 1 times (checked above). Each pass reads two words
+        // at `p` and two at `p + PAIR_STRIDE` (the same words of the second patch: `PatchPair`
+        // is `repr(C)`, its two arrays adjacent), then advances `p` by 8 bytes, and one word
+        // at each of `w0` and `w1`, advancing them by 4: `2 · groups ≤ PATCH_WORDS` words of each
+        // patch and `4 · groups` bytes of each filter row, all in bounds by the `min`s above.
+        // Word loads need no alignment on these cores (the filter rows are byte arrays). The
+        // pointers are local copies; the accumulators are the only results.
+        unsafe {
+            let end = p.add(2 * groups);
+            asm!(
+                "2:",
+                "ldr    {wa}, [{w0}], #4",
+                "ldr    {wb}, [{w1}], #4",
+                "ldr    {x0}, [{p}]",
+                "ldr    {x1}, [{p}, #{stride}]",
+                "sxtb16 {t}, {wa}",
+                "smlad  {a00}, {x0}, {t}, {a00}",
+                "smlad  {a10}, {x1}, {t}, {a10}",
+                "sxtb16 {t}, {wb}",
+                "smlad  {a01}, {x0}, {t}, {a01}",
+                "smlad  {a11}, {x1}, {t}, {a11}",
+                "ldr    {x1}, [{p}, #{stride4}]",
+                "ldr    {x0}, [{p}, #4]",
+                "adds   {p}, {p}, #8",
+                "sxtb16 {t}, {wa}, ror #8",
+                "smlad  {a00}, {x0}, {t}, {a00}",
+                "smlad  {a10}, {x1}, {t}, {a10}",
+                "sxtb16 {t}, {wb}, ror #8",
+                "smlad  {a01}, {x0}, {t}, {a01}",
+                "smlad  {a11}, {x1}, {t}, {a11}",
+                "cmp    {p}, {end}",
+                "bne    2b",
+                p = inout(reg) p => _,
+                w0 = inout(reg) w0.as_ptr() => _,
+                w1 = inout(reg) w1.as_ptr() => _,
+                end = in(reg) end,
+                a00 = inout(reg) a00,
+                a01 = inout(reg) a01,
+                a10 = inout(reg) a10,
+                a11 = inout(reg) a11,
+                wa = out(reg) _,
+                wb = out(reg) _,
+                x0 = out(reg) _,
+                x1 = out(reg) _,
+                t = out(reg) _,
+                stride = const PAIR_STRIDE,
+                stride4 = const PAIR_STRIDE + 4,
+                options(pure, readonly, nostack),
+            );
+        }
+        [a00, a01, a10, a11]
+    }
+
+    #[inline(always)]
+    fn mac4(acc: [i32; 4], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) -> [i32; 4] {
+        let taps = list.taps();
+        if taps.is_empty() || !list.fits(x.len(), w.len(), c0) {
+            return acc;
+        }
+        let [mut a0, mut a1, mut a2, mut a3] = acc;
+        // SAFETY: the loop runs `taps.len()` ≥ 1 times (checked above), reading each
+        // `[x offset, filter offset]` pair of `taps` once with `ldrd` (the pairs are 4-byte
+        // aligned `u32`s, as `ldrd` needs) and the word at `x + c0 + x offset` and, twice, at
+        // `w + c0 + filter offset`: inside `x` and `w` for every tap by `TapList::fits`
+        // (checked above). Word loads need no alignment on these cores. Pointers and the count
+        // are local copies; the four accumulators are the only results.
+        unsafe {
+            asm!(
+                "2:",
+                "ldrd   {x}, {wo}, [{l}], #8",
+                "ldr    {x}, [{xb}, {x}]",
+                "ldr    {w}, [{wb}, {wo}]",
+                "sxtb16 {xe}, {x}",
+                "sadd16 {xe}, {xe}, {o}",
+                "sxtb16 {w}, {w}",
+                "smlabb {a0}, {xe}, {w}, {a0}",
+                "smlatt {a2}, {xe}, {w}, {a2}",
+                "sxtb16 {xe}, {x}, ror #8",
+                "sadd16 {xe}, {xe}, {o}",
+                // Loading the weights again is cheaper than the register holding them.
+                "ldr    {w}, [{wb}, {wo}]",
+                "sxtb16 {w}, {w}, ror #8",
+                "smlabb {a1}, {xe}, {w}, {a1}",
+                "smlatt {a3}, {xe}, {w}, {a3}",
+                "subs   {n}, {n}, #1",
+                "bne    2b",
+                l = inout(reg) taps.as_ptr() => _,
+                xb = in(reg) x.as_ptr().add(c0),
+                wb = in(reg) w.as_ptr().add(c0),
+                n = inout(reg) taps.len() => _,
+                o = in(reg) offset_pair(offset),
+                a0 = inout(reg) a0,
+                a1 = inout(reg) a1,
+                a2 = inout(reg) a2,
+                a3 = inout(reg) a3,
+                x = out(reg) _,
+                w = out(reg) _,
+                wo = out(reg) _,
+                xe = out(reg) _,
+                options(pure, readonly, nostack),
+            );
+        }
+        [a0, a1, a2, a3]
+    }
+}

@@ -1,0 +1,38 @@
+//! The portable kernels, whatever the target: the reference that the SIMD paths are tested
+//! against.
+//!
+//! [`conv2d`](super::conv2d) and [`depthwise_conv2d`](super::depthwise_conv2d) run their
+//! inner loops on the target's SIMD instructions where the build has them (the Arm DSP
+//! extension: `SXTB16`, `SMLAD` and friends); these functions run the same kernels on the
+//! plain-Rust operations on every target, so that a firmware can compare the two byte for byte
+//! on its own core. Elsewhere the two are the same code.
+
+use super::conv::{conv2d_with, depthwise_conv2d_with};
+use super::mac::Portable;
+use super::{ChannelMultiplier, Conv2dParams, DepthwiseParams};
+use crate::KernelError;
+
+/// [`conv2d`](super::conv2d) on the portable path: same operands, errors and bytes.
+pub fn conv2d(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    conv2d_with::<Portable>(p, multipliers, input, filter, bias, output)
+}
+
+/// [`depthwise_conv2d`](super::depthwise_conv2d) on the portable path: same operands, errors
+/// and bytes.
+pub fn depthwise_conv2d(
+    p: &DepthwiseParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    depthwise_conv2d_with::<Portable>(p, multipliers, input, filter, bias, output)
+}
