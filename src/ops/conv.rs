@@ -281,7 +281,7 @@ impl Operator for Conv2dI16 {
         }?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Conv
+        CpuKernel::Conv16
     }
     fn layer(&self) -> Option<Layer> {
         let (input, output) = (self.shape.input, self.params.output_shape());

@@ -167,7 +167,7 @@ impl Operator for DepthwiseConv2dI16 {
         Ok(k16::depthwise_conv2d(&self.params, m, x, f, bias, out)?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Depthwise
+        CpuKernel::Depthwise16
     }
     fn layer(&self) -> Option<Layer> {
         let (input, output) = (self.shape.input, self.params.output_shape());

@@ -107,9 +107,9 @@ impl Layer {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(u8)]
 pub enum CpuKernel {
-    /// Int8 convolution.
+    /// Int8 convolution (a blocked matrix product, SIMD inner loops where the target has them).
     Conv,
-    /// Int8 depthwise convolution.
+    /// Int8 depthwise convolution (four channels at a time, SIMD where the target has them).
     Depthwise,
     /// Int8 fully connected (per-tensor or per-channel).
     FullyConnected,
@@ -202,6 +202,10 @@ pub enum CpuKernel {
     /// A transpose moving runs of elements (DEPTH_TO_SPACE, SPACE_TO_DEPTH): a copy per
     /// element, and per run ([`Operator::taps`]) the transpose's odometer step.
     SpaceDepth,
+    /// 16x8 convolution (int16 activations: the direct loop, no SIMD).
+    Conv16,
+    /// 16x8 depthwise convolution (likewise).
+    Depthwise16,
     /// CAST: a conversion per element, and per float-to-integer one ([`Operator::taps`]) the
     /// saturation.
     Cast,
@@ -209,5 +213,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 45;
+    pub const COUNT: usize = 47;
 }

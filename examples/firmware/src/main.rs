@@ -57,6 +57,7 @@ mod null_npu;
 mod readme;
 #[path = "../../firmware-common/systick.rs"]
 mod systick;
+mod simd_check;
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -237,6 +238,8 @@ enum Failure {
     Irq(irq_latency::IrqError),
     /// kws_dscnn on the CPU fallback gave other bytes than TFLM, or could not be counted.
     CpuLayers(cpu_layers::LayerError),
+    /// A SIMD kernel differs from the portable one, or kws_dscnn on the CPU from TFLM.
+    SimdCheck(simd_check::SimdCheckError),
     /// Dispatching one job cost more instructions than the bound (both in hundredths).
     DispatchTooSlow {
         /// Measured end to end, per job.
@@ -462,6 +465,14 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
     if wrong != 0 {
         return Err(Failure::Mismatch(wrong));
     }
+    let (convs, depthwise) = simd_check::kernels().map_err(Failure::SimdCheck)?;
+    defmt::info!(
+        "SIMD kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise",
+        convs,
+        depthwise
+    );
+    simd_check::kws_on_cpu(&mut *device, KWS_INPUT, KWS_EXPECTED)
+        .map_err(Failure::SimdCheck)?;
     cpu_kernels(&ticks, &calibration, &kws_ops)?;
     dispatch(&ticks, &calibration)?;
     // After the measurements, so that they measure the same state as before.

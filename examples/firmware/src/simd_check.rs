@@ -1,0 +1,300 @@
+//! The SIMD kernels against the portable ones, on this core, and kws_dscnn on the CPU fallback
+//! against TFLM's bytes.
+//!
+//! # Why
+//!
+//! On this target (`thumbv7em`) the int8 convolution and depthwise kernels run their inner
+//! loops on the DSP extension (`SXTB16`, `SMLAD`, ...), which the host's unit tests never
+//! execute: they test the portable path. [`kernels`] runs both paths here, on the core that
+//! executes the assembly, over deterministic pseudo-random shapes chosen to reach every edge of
+//! the fast paths (odd channel and pixel counts, depths that are not multiples of four,
+//! padding, strides, dilations, input and output offsets, grouped and deep windows that take
+//! the direct loop), and fails the firmware on any byte that differs. [`kws_on_cpu`] runs the
+//! whole keyword-spotting model with the software NPU refusing every operator, so each layer
+//! runs on the CPU fallback, and compares its scores with TFLM's.
+//!
+//! The cases are small (at most a few thousand MACs each) so the check adds well under a second
+//! of QEMU time.
+
+use npu_compute::kernels::int8::{
+    self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
+    DepthwiseShape, Nhwc, Padding, Quant, Window2d,
+};
+use npu_compute::kernels::KernelError;
+use npu_compute::ops::OpSet;
+use npu_compute::prelude::*;
+use npu_sim::{AlignedMemory, SimConfig, SimNpu};
+
+/// Random cases per kernel.
+pub const CASES: u32 = 120;
+/// Largest input, filter and output the cases use (elements).
+const MAX_ELEMS: usize = 4096;
+/// Largest channel count (output channels of a convolution).
+const MAX_CHANNELS: usize = 40;
+
+/// Why the check failed.
+#[derive(defmt::Format)]
+pub enum SimdCheckError {
+    /// Case `case` of `kernel` gave different bytes on the SIMD and the portable paths.
+    Differs {
+        /// `"conv2d"` or `"depthwise_conv2d"`.
+        kernel: &'static str,
+        /// The case's number.
+        case: u32,
+        /// Output bytes that differ.
+        bytes: usize,
+    },
+    /// One path refused a case the other ran, or both refused with different errors.
+    Refused {
+        /// The kernel.
+        kernel: &'static str,
+        /// The case's number.
+        case: u32,
+        /// What the SIMD path returned.
+        error: KernelError,
+    },
+    /// [`kws_on_cpu`]'s staging buffer was already taken.
+    StagingTaken,
+    /// kws_dscnn on the CPU fallback could not be prepared or run.
+    Graph(GraphError),
+    /// kws_dscnn on the CPU fallback gave this many scores that differ from TFLM's.
+    KwsMismatch(usize),
+}
+
+/// A xorshift generator: the same cases on every run.
+struct Rng(u32);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 17;
+        self.0 ^= self.0 << 5;
+        self.0
+    }
+
+    /// A value in `lo..=hi`.
+    fn range(&mut self, lo: i32, hi: i32) -> i32 {
+        lo + (self.next() % (hi - lo + 1) as u32) as i32
+    }
+
+    fn fill(&mut self, buf: &mut [i8]) {
+        for b in buf {
+            *b = self.next() as i8;
+        }
+    }
+}
+
+/// Random per-channel multipliers (realistic mantissas, shifts from −10 to +1) and biases.
+fn channel_operands(rng: &mut Rng, m: &mut [ChannelMultiplier], bias: &mut [i32]) {
+    for (m, b) in m.iter_mut().zip(bias) {
+        let mantissa = (1 << 30) + (rng.next() >> 2) as i32;
+        *m = ChannelMultiplier::from_raw(mantissa, rng.range(-10, 1));
+        *b = rng.range(-20_000, 20_000);
+    }
+}
+
+/// A random window: filter 1–5, stride 1–3, dilation 1–2, SAME or VALID.
+fn window(rng: &mut Rng) -> Window2d {
+    Window2d {
+        filter_height: rng.range(1, 5) as u32,
+        filter_width: rng.range(1, 5) as u32,
+        stride_height: rng.range(1, 3) as u32,
+        stride_width: rng.range(1, 3) as u32,
+        dilation_height: rng.range(1, 2) as u32,
+        dilation_width: rng.range(1, 2) as u32,
+        padding: if rng.next() % 2 == 0 {
+            Padding::Same
+        } else {
+            Padding::Valid
+        },
+    }
+}
+
+fn quant(rng: &mut Rng) -> (Quant, Quant, Activation) {
+    let q = |zp| Quant {
+        scale: 0.05,
+        zero_point: zp,
+    };
+    let act = if rng.next() % 3 == 0 {
+        Activation::Relu
+    } else {
+        Activation::None
+    };
+    (q(rng.range(-128, 127)), q(rng.range(-128, 127)), act)
+}
+
+/// Compares the two outputs of one case.
+fn compare(
+    kernel: &'static str,
+    case: u32,
+    simd: Result<(), KernelError>,
+    reference: Result<(), KernelError>,
+    a: &[i8],
+    b: &[i8],
+) -> Result<bool, SimdCheckError> {
+    match (simd, reference) {
+        (Ok(()), Ok(())) => {
+            let bytes = a.iter().zip(b).filter(|(x, y)| x != y).count();
+            if bytes == 0 {
+                Ok(true)
+            } else {
+                Err(SimdCheckError::Differs {
+                    kernel,
+                    case,
+                    bytes,
+                })
+            }
+        }
+        (Err(e), Err(f)) if e == f => Ok(false),
+        (Err(error), _) | (Ok(()), Err(error)) => Err(SimdCheckError::Refused {
+            kernel,
+            case,
+            error,
+        }),
+    }
+}
+
+/// Runs [`CASES`] random convolutions and depthwise convolutions on both paths; returns how
+/// many of each ran (the others had no valid output, e.g. a VALID window larger than the image).
+pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
+    let mut rng = Rng(0x9e37_79b9);
+    let mut input = [0_i8; MAX_ELEMS];
+    let mut filter = [0_i8; MAX_ELEMS];
+    let (mut out_simd, mut out_ref) = ([0_i8; MAX_ELEMS], [0_i8; MAX_ELEMS]);
+    let mut mults = [ChannelMultiplier::default(); MAX_CHANNELS];
+    let mut bias = [0_i32; MAX_CHANNELS];
+    let (mut convs, mut depthwise) = (0, 0);
+
+    for case in 0..CASES {
+        // CONV_2D: every fifth case grouped (two groups), every seventh deep enough (a 5×5
+        // window over 24 channels, 600 taps) for the direct loop.
+        let groups = if case % 5 == 4 { 2 } else { 1 };
+        let mut w = window(&mut rng);
+        let depth = if case % 7 == 6 {
+            w.filter_height = 5;
+            w.filter_width = 5;
+            24
+        } else {
+            rng.range(1, 11) as u32
+        };
+        let shape = Conv2dShape {
+            input: Nhwc {
+                batches: rng.range(1, 2) as u32,
+                height: rng.range(1, 9) as u32,
+                width: rng.range(1, 9) as u32,
+                channels: depth * groups,
+            },
+            out_channels: rng.range(1, 9) as u32 * groups,
+            filter_depth: depth,
+            window: w,
+        };
+        let (qi, qo, act) = quant(&mut rng);
+        if let Ok(p) = Conv2dParams::new(shape, qi, qo, act) {
+            let (il, fl, ol) = p.lens();
+            let oc = shape.out_channels as usize;
+            if il <= MAX_ELEMS && fl <= MAX_ELEMS && ol <= MAX_ELEMS && ol > 0 {
+                rng.fill(&mut input[..il]);
+                rng.fill(&mut filter[..fl]);
+                channel_operands(&mut rng, &mut mults[..oc], &mut bias[..oc]);
+                let b = (case % 3 != 0).then_some(&bias[..oc]);
+                let (x, f, m) = (&input[..il], &filter[..fl], &mults[..oc]);
+                let simd = int8::conv2d(&p, m, x, f, b, &mut out_simd[..ol]);
+                let reference = portable::conv2d(&p, m, x, f, b, &mut out_ref[..ol]);
+                let ran = compare(
+                    "conv2d",
+                    case,
+                    simd,
+                    reference,
+                    &out_simd[..ol],
+                    &out_ref[..ol],
+                )?;
+                convs += u32::from(ran);
+            }
+        }
+
+        // DEPTHWISE_CONV_2D: depth multiplier 1 most of the time (the four-channel path),
+        // 2 or 3 every fourth case.
+        let mult = if case % 4 == 3 { rng.range(2, 3) } else { 1 } as u32;
+        let shape = DepthwiseShape {
+            input: Nhwc {
+                batches: rng.range(1, 2) as u32,
+                height: rng.range(1, 10) as u32,
+                width: rng.range(1, 10) as u32,
+                channels: rng.range(1, 13) as u32,
+            },
+            depth_multiplier: mult,
+            window: window(&mut rng),
+        };
+        let (qi, qo, act) = quant(&mut rng);
+        if let Ok(p) = DepthwiseParams::new(shape, qi, qo, act) {
+            let (il, fl, ol) = p.lens();
+            let oc = (shape.input.channels * mult) as usize;
+            if il <= MAX_ELEMS && fl <= MAX_ELEMS && ol <= MAX_ELEMS && ol > 0 {
+                rng.fill(&mut input[..il]);
+                rng.fill(&mut filter[..fl]);
+                channel_operands(&mut rng, &mut mults[..oc], &mut bias[..oc]);
+                let b = (case % 3 != 1).then_some(&bias[..oc]);
+                let (x, f, m) = (&input[..il], &filter[..fl], &mults[..oc]);
+                let simd = int8::depthwise_conv2d(&p, m, x, f, b, &mut out_simd[..ol]);
+                let reference = portable::depthwise_conv2d(&p, m, x, f, b, &mut out_ref[..ol]);
+                let ran = compare(
+                    "depthwise_conv2d",
+                    case,
+                    simd,
+                    reference,
+                    &out_simd[..ol],
+                    &out_ref[..ol],
+                )?;
+                depthwise += u32::from(ran);
+            }
+        }
+    }
+    Ok((convs, depthwise))
+}
+
+/// The model in flash.
+static MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
+
+/// Host staging for [`kws_on_cpu`]: every tensor a CPU kernel reads or writes passes through
+/// it, so it needs more than the NPU path's.
+const CPU_STAGING_BYTES: usize = 32 * 1024;
+
+/// Runs kws_dscnn with the software NPU running no operator, so that every layer runs on the
+/// CPU fallback kernels; compares the scores with `expected` (TFLM's). Takes its own staging
+/// buffer (once).
+pub fn kws_on_cpu(
+    npu_arena: &mut [u8],
+    features: &[u8],
+    expected: &[u8; 12],
+) -> Result<(), SimdCheckError> {
+    let host_staging = cortex_m::singleton!(: AlignedMemory<CPU_STAGING_BYTES> = AlignedMemory::new())
+        .ok_or(SimdCheckError::StagingTaken)?
+        .as_mut_slice();
+    let config = SimConfig {
+        ops: OpSet::EMPTY,
+        ..SimConfig::default()
+    };
+    let graph = |e: GraphError| SimdCheckError::Graph(e);
+    let npu = SimNpu::new(npu_arena, host_staging, config).map_err(|e| graph(e.into()))?;
+    let server: NpuServer<_> =
+        NpuServer::new(npu, MemoryConfig::default()).map_err(|e| graph(e.into()))?;
+    let channel: RefCellChannel<_> = RefCellChannel::new(server);
+    let client = ComputeClient::new(&channel);
+    let mut kws: Graph<'_, _, 16, 64> =
+        Graph::prepare(client, MODEL).map_err(SimdCheckError::Graph)?;
+    let mut scores = [0u8; 12];
+    kws.invoke(&[features], &mut [&mut scores])
+        .map_err(SimdCheckError::Graph)?;
+    let cpu_ops = client.stats().map_or(0, |s| s.cpu_ops);
+    let wrong = scores.iter().zip(expected).filter(|(a, b)| a != b).count();
+    defmt::info!(
+        "kws_dscnn on the CPU fallback: scores {=[u8]:?}, {=u32} operators on the CPU, {=usize} differ from TFLM",
+        scores,
+        cpu_ops,
+        wrong
+    );
+    if wrong != 0 {
+        return Err(SimdCheckError::KwsMismatch(wrong));
+    }
+    Ok(())
+}
