@@ -84,16 +84,19 @@ impl CpuModel {
     /// fitted to the firmware's measurement (see [Calibration](self#calibration)).
     pub const CORTEX_M4_SCALAR: CpuModel = CpuModel {
         rates: [
-            // Conv (the blocked matrix product on the DSP extension): 1.875 per MAC, 0.75 per
-            // filter position (the gather), 39.5 per output (requantization, the pixel's
-            // widening). Fitted to kws_dscnn's first convolution (1,153,940 instructions) and
-            // pointwise ones (1,254,980 each) within 2.2%, and the synthetic 3x3 and 1x1 ones
-            // within 15%. The scalar direct loop before it: 6.96, 37.9 and 142.5.
-            Rates::new(CALL, 30, 12, 632),
-            // Depthwise (four channels at a time on SMLABB/SMLATT): 8 per tap, 50 per output
-            // (kws_dscnn's 3x3 layers, 946,300 instructions, within 3.1%; the synthetic 16-channel
-            // one, 578,940, within 14%). The scalar loop before it: 14 and 42.
-            Rates::new(CALL, 128, 0, 800),
+            // Conv (the blocked matrix product on the DSP extension): 2.06 per MAC, 0.875 per
+            // filter position (the gather), 31.5 per output (requantization, the pixels'
+            // widening). Fitted to kws_dscnn's first convolution (1,164,443 instructions) and
+            // pointwise ones (1,273,865 each) within 3.3%, and the synthetic 3x3 and 1x1 ones
+            // (945,918 and 248,344) within 19%: a gather per pixel row, which this model charges
+            // per filter position, makes shallow-channel windows dearer than it says. The scalar
+            // direct loop before it: 6.96, 37.9 and 142.5.
+            Rates::new(CALL, 33, 14, 504),
+            // Depthwise (four channels at a time on SMLABB/SMLATT): 8 per tap, 47 per output
+            // (kws_dscnn's 3x3 layers, 952,079 instructions, within 0.1%; the synthetic
+            // 16-channel one, 581,551, within 17%: its tap list serves 4 channel quads, not 16).
+            // The scalar loop before it: 14 and 42.
+            Rates::new(CALL, 128, 0, 752),
             // FullyConnected: 6.06 per MAC, 60 per output.
             Rates::new(CALL, 97, 0, 960),
             // BatchMatmul: 6.06 per MAC, 162.5 per output.
@@ -106,16 +109,20 @@ impl CpuModel {
             Rates::new(CALL, 120, 0, 0),
             // Add: 74 per element.
             Rates::new(CALL, 1184, 0, 0),
-            // Sub: 77.2.
-            Rates::new(CALL, 1235, 0, 0),
-            // Mul: 62.4.
-            Rates::new(CALL, 998, 0, 0),
-            // Relu: 51.9.
-            Rates::new(CALL, 830, 0, 0),
+            // Sub: 70 (measured 79.7, and 62.8 for SQUARED_DIFFERENCE since the inlined
+            // requantization; 77.2 before it).
+            Rates::new(CALL, 1120, 0, 0),
+            // Mul: 44.1 (measured 42.1 and 51.5 for int8, 37.2 for 16x8, 55.3 for PRELU, all
+            // within 20%, since the requantization is inlined; 62.4 before it).
+            Rates::new(CALL, 706, 0, 0),
+            // Relu: 37 (RELU 37.1, LEAKY_RELU 35.6, ABS 35.1 since the requantization is
+            // inlined; 51.9 before it).
+            Rates::new(CALL, 592, 0, 0),
             // Rsqrt: 97.9.
             Rates::new(CALL, 1566, 0, 0),
-            // Requantize: 46.9.
-            Rates::new(CALL, 750, 0, 0),
+            // Requantize: 28.8 (29.1 measured, int8, int16 and int32 inputs, since the
+            // requantization is inlined; 46.9 before it).
+            Rates::new(CALL, 461, 0, 0),
             // Quantize (f32): 24.7.
             Rates::new(CALL, 394, 0, 0),
             // Dequantize (f64 arithmetic in software): 136.6.
@@ -163,9 +170,9 @@ impl CpuModel {
             // TransposeConv: 4.7 per MAC, 30.7 per (tap, output channel) pair, 182.6 per
             // output (solved from three synthetic shapes: input depth 4, 8 and 32).
             Rates::new(CALL, 75, 491, 2921),
-            // L2Norm: 44 per element, 100 per row (rows of 16, 64 and 512 measured 55.5, 39.5
-            // and 50.8 per element: this is within 17% of each).
-            Rates::new(CALL, 704, 1600, 0),
+            // L2Norm: 29.9 per element, 311 per row (rows of 16, 64 and 512 measured 49.6, 35.0
+            // and 30.8 per element; 44 and 100 before the requantization was inlined).
+            Rates::new(CALL, 478, 4976, 0),
             // LogSoftmax: 259.2 per element, 452 per row (its logarithm).
             Rates::new(CALL, 4147, 7232, 0),
             // Logistic (int8, gemmlowp exp and Newton-Raphson division): 346.7.

@@ -471,8 +471,7 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
         convs,
         depthwise
     );
-    simd_check::kws_on_cpu(&mut *device, KWS_INPUT, KWS_EXPECTED)
-        .map_err(Failure::SimdCheck)?;
+    simd_check::kws_on_cpu(&mut *device, KWS_INPUT, KWS_EXPECTED).map_err(Failure::SimdCheck)?;
     cpu_kernels(&ticks, &calibration, &kws_ops)?;
     dispatch(&ticks, &calibration)?;
     // After the measurements, so that they measure the same state as before.

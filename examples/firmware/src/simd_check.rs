@@ -267,9 +267,10 @@ pub fn kws_on_cpu(
     features: &[u8],
     expected: &[u8; 12],
 ) -> Result<(), SimdCheckError> {
-    let host_staging = cortex_m::singleton!(: AlignedMemory<CPU_STAGING_BYTES> = AlignedMemory::new())
-        .ok_or(SimdCheckError::StagingTaken)?
-        .as_mut_slice();
+    let host_staging =
+        cortex_m::singleton!(: AlignedMemory<CPU_STAGING_BYTES> = AlignedMemory::new())
+            .ok_or(SimdCheckError::StagingTaken)?
+            .as_mut_slice();
     let config = SimConfig {
         ops: OpSet::EMPTY,
         ..SimConfig::default()

@@ -31,7 +31,8 @@
 //!   order, two per word (the second lane 0 when there is one left).
 //! - Filter rows stay the int8 bytes of the model (OHWI), read four at a time.
 
-use super::conv::MAX_PATCH_TAPS;
+use super::conv::{ChannelMultiplier, MAX_PATCH_TAPS};
+use crate::fixed_point::multiply_by_quantized_multiplier;
 
 /// Operations whose fastest form depends on the instruction set. Each returns exactly what
 /// [`Portable`]'s does.
@@ -49,6 +50,10 @@ pub(crate) trait Mac {
     /// (x[i] + offset)` for the four bytes at `x[x_offset + c0..]` and `w[w_offset + c0..]`
     /// of each tap, wrapping. Does nothing when a tap's bytes would lie outside `x` or `w`.
     fn mac4(acc: [i32; 4], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) -> [i32; 4];
+
+    /// The int8 output of an accumulator (bias included): TFLM's
+    /// `MultiplyByQuantizedMultiplier` by `m`, plus `offset`, clamped to `min..=max`.
+    fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8;
 }
 
 /// The plain-Rust [`Mac`]: the reference every other implementation must equal.
@@ -89,6 +94,13 @@ pub(crate) fn word(b: &[i8]) -> u32 {
 }
 
 impl Mac for Portable {
+    #[inline(always)]
+    fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8 {
+        let scaled = multiply_by_quantized_multiplier(acc, m.multiplier(), m.shift());
+        // max/min rather than clamp: never panics, even for an empty range.
+        scaled.wrapping_add(offset).max(min).min(max) as i8
+    }
+
     #[inline(always)]
     fn widen4(x: u32, offset: i32) -> (u32, u32) {
         let [x0, x1, x2, x3] = bytes(x);
@@ -272,29 +284,33 @@ impl PatchPair {
 #[inline(always)]
 pub(crate) fn dot_2x2<M: Mac>(pair: &PatchPair, taps: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
     let full = taps / 4 * 4;
-    let mut acc = M::dot_2x2(pair, full / 2, w0, w1);
-    if taps != full {
-        let words = widened_words(taps).min(PATCH_WORDS);
-        let (t0, t1) = (
-            &pair.words[0][full / 2..words],
-            &pair.words[1][full / 2..words],
-        );
-        let (w0t, w1t) = (w0.get(full..).unwrap_or(&[]), w1.get(full..).unwrap_or(&[]));
-        let tail = |p: &[u32], w: &[i8]| {
-            p.iter()
-                .flat_map(|&word| {
-                    let (lo, hi) = lanes(word);
-                    [lo, hi]
-                })
-                .zip(w)
-                .fold(0_i32, |s, (x, &w)| s.wrapping_add(x * i32::from(w)))
-        };
-        let t = [tail(t0, w0t), tail(t0, w1t), tail(t1, w0t), tail(t1, w1t)];
-        for (a, t) in acc.iter_mut().zip(t) {
-            *a = a.wrapping_add(t);
-        }
+    let acc = M::dot_2x2(pair, full / 2, w0, w1);
+    if taps == full {
+        return acc;
     }
-    acc
+    let t = dot_tail(pair, taps, w0, w1);
+    [0, 1, 2, 3].map(|i| acc[i].wrapping_add(t[i]))
+}
+
+/// The 2×2 dot products of the last `taps mod 4` taps (plain order, two per word), kept out of
+/// line so that the blocks without a tail stay tight.
+#[inline(never)]
+fn dot_tail(pair: &PatchPair, taps: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
+    let full = taps / 4 * 4;
+    let words = widened_words(taps).min(PATCH_WORDS);
+    let from = (full / 2).min(words);
+    let (t0, t1) = (&pair.words[0][from..words], &pair.words[1][from..words]);
+    let (w0t, w1t) = (w0.get(full..).unwrap_or(&[]), w1.get(full..).unwrap_or(&[]));
+    let tail = |p: &[u32], w: &[i8]| {
+        p.iter()
+            .flat_map(|&word| {
+                let (lo, hi) = lanes(word);
+                [lo, hi]
+            })
+            .zip(w)
+            .fold(0_i32, |s, (x, &w)| s.wrapping_add(x * i32::from(w)))
+    };
+    [tail(t0, w0t), tail(t0, w1t), tail(t1, w0t), tail(t1, w1t)]
 }
 
 #[cfg(npu_arm_dsp)]

@@ -26,10 +26,13 @@ use crate::int8::mac::{self, Mac};
 /// covers a 3×3 window over 64 channels and a 1×1 one over 576.
 pub const MAX_PATCH_TAPS: usize = 576;
 
-/// Whether the blocked path runs `p`: one group, and a window of at most [`MAX_PATCH_TAPS`].
+/// Whether the blocked path runs `p`: one group, a window of at most [`MAX_PATCH_TAPS`], and
+/// at least two output channels and two output pixels (a block's).
 pub(super) fn fits(p: &Conv2dParams) -> bool {
     p.in_channels == p.filter_depth
         && p.rows.filter * p.cols.filter * p.filter_depth <= MAX_PATCH_TAPS
+        && p.out_channels >= 2
+        && p.batches * p.rows.out_size * p.cols.out_size >= 2
 }
 
 /// The blocked convolution, on operands [`conv2d`](super::conv2d) checked (lengths, a
@@ -54,7 +57,7 @@ pub(super) fn conv2d<M: Mac>(
     // The zero point, gathered for padded taps; `ConvQuant` holds int8 zero points only.
     let pad = offset.wrapping_neg() as i8;
     let in_place = rows.filter == 1 && cols.filter == 1;
-    if taps == 0 || image_len == 0 || per_image == 0 || oc == 0 {
+    if taps == 0 || image_len == 0 || per_image == 0 || oc < 2 || pixels < 2 {
         return;
     }
 
@@ -62,9 +65,10 @@ pub(super) fn conv2d<M: Mac>(
     let mut pair = mac::PatchPair::new();
     let mut n = 0;
     while n < pixels {
-        // An odd last pixel is computed twice, in both halves of the block.
-        let pixels_of = [n, (n + 1).min(pixels - 1)];
-        for (&px, wide) in pixels_of.iter().zip(pair.words.iter_mut()) {
+        // An odd last pixel pairs with the one before it, which is written again with the
+        // same bytes.
+        let first = n.min(pixels - 2);
+        for (px, wide) in (first..first + 2).zip(pair.words.iter_mut()) {
             let (b, r) = (px / per_image, px % per_image);
             let (oy, ox) = (r / cols.out_size, r % cols.out_size);
             let in_image = &input[b * image_len..][..image_len];
@@ -79,23 +83,57 @@ pub(super) fn conv2d<M: Mac>(
             };
             mac::widen::<M>(window, offset, &mut wide[..words]);
         }
-        let mut j = 0;
-        while j < oc {
-            // Likewise an odd last channel.
-            let j1 = (j + 1).min(oc - 1);
-            let w0 = &filter[j * taps..][..taps];
-            let w1 = &filter[j1 * taps..][..taps];
-            let acc = mac::dot_2x2::<M>(&pair, taps, w0, w1);
-            let (b0, b1) = bias.map_or((0, 0), |b| (b[j], b[j1]));
-            let (m0, m1) = (multipliers[j], multipliers[j1]);
-            let out0 = &mut output[pixels_of[0] * oc..][..oc];
-            out0[j] = p.quant.finish(acc[0].wrapping_add(b0), m0);
-            out0[j1] = p.quant.finish(acc[1].wrapping_add(b1), m1);
-            let out1 = &mut output[pixels_of[1] * oc..][..oc];
-            out1[j] = p.quant.finish(acc[2].wrapping_add(b0), m0);
-            out1[j1] = p.quant.finish(acc[3].wrapping_add(b1), m1);
-            j += 2;
+        // Output rows of the two pixels, adjacent (see above).
+        let (row0, row1) = output[first * oc..][..2 * oc].split_at_mut(oc);
+        let pairs = filter
+            .chunks_exact(2 * taps)
+            .zip(multipliers.chunks_exact(2))
+            .zip(row0.chunks_exact_mut(2).zip(row1.chunks_exact_mut(2)));
+        for (k, ((w, m), (o0, o1))) in pairs.enumerate() {
+            let b = bias.map_or([0, 0], |b| [b[2 * k], b[2 * k + 1]]);
+            block::<M>(p, &pair, w.split_at(taps), [m[0], m[1]], b, o0, o1);
+        }
+        if oc % 2 == 1 {
+            // An odd last channel pairs with the one before it, which is written again with
+            // the same bytes.
+            let j = oc - 2;
+            let w = filter[j * taps..][..2 * taps].split_at(taps);
+            let m = [multipliers[j], multipliers[j + 1]];
+            let b = bias.map_or([0, 0], |b| [b[j], b[j + 1]]);
+            block::<M>(p, &pair, w, m, b, &mut row0[j..][..2], &mut row1[j..][..2]);
         }
         n += 2;
+    }
+}
+
+/// One 2×2 block: the dot products of the pair's two patches with filter rows `w`, plus the
+/// biases, requantized into `o0` (first pixel) and `o1` (second), two channels each.
+#[inline(always)]
+fn block<M: Mac>(
+    p: &Conv2dParams,
+    pair: &mac::PatchPair,
+    w: (&[i8], &[i8]),
+    m: [ChannelMultiplier; 2],
+    b: [i32; 2],
+    o0: &mut [i8],
+    o1: &mut [i8],
+) {
+    let taps = w.0.len();
+    let acc = mac::dot_2x2::<M>(pair, taps, w.0, w.1);
+    let q = &p.quant;
+    let out = |acc: i32, k: usize| {
+        M::requantize(
+            acc.wrapping_add(b[k]),
+            m[k],
+            q.output_offset,
+            q.activation_min,
+            q.activation_max,
+        )
+    };
+    if let ([a, b], [c, d]) = (o0, o1) {
+        *a = out(acc[0], 0);
+        *b = out(acc[1], 1);
+        *c = out(acc[2], 0);
+        *d = out(acc[3], 1);
     }
 }

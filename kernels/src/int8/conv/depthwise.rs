@@ -285,6 +285,8 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                     };
                     for c0 in (0..quads).step_by(4) {
                         let acc = M::mac4([0; 4], &list, in_image, filter, c0, offset);
+                        // The portable requantization: here, with four accumulators live,
+                        // it compiles tighter than `Mac::requantize`'s register-hungry block.
                         for (k, (o, a)) in out_px[c0..c0 + 4].iter_mut().zip(acc).enumerate() {
                             let c = c0 + k;
                             let b = bias.map_or(0, |b| b[c]);

@@ -19,7 +19,7 @@ use core::arch::asm;
 
 use core::mem::size_of;
 
-use super::{Mac, PatchPair, TapList, PATCH_WORDS};
+use super::{ChannelMultiplier, Mac, PatchPair, Portable, TapList, PATCH_WORDS};
 
 /// Bytes from a word of the first patch of a [`PatchPair`] to the same word of the second.
 const PAIR_STRIDE: usize = size_of::<[u32; PATCH_WORDS]>();
@@ -70,6 +70,61 @@ fn offset_pair(offset: i32) -> u32 {
 }
 
 impl Mac for Dsp {
+    #[inline(always)]
+    fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8 {
+        let (mult, shift) = (m.multiplier(), m.shift());
+        // The branch-free form below covers right shifts (every shift a sane scale gives);
+        // left shifts, and the one multiplier whose doubling high product saturates, take the
+        // portable form.
+        if !(-31..=0).contains(&shift) || mult == i32::MIN {
+            return Portable::requantize(acc, m, offset, min, max);
+        }
+        let right = shift.unsigned_abs();
+        let mask = ((1_u32 << right) - 1) as i32;
+        let r: i32;
+        // SAFETY: register-only arithmetic (no memory, no stack); `it` blocks are single
+        // instructions. It computes `fixed_point::multiply_by_quantized_multiplier` for a shift
+        // in −31..=0 and a multiplier other than i32::MIN: `(acc · m + 2³⁰) >> 31` from the
+        // 64-bit `SMLAL` sum (exact, no saturation possible without i32::MIN), then the
+        // rounding right shift (`+1` when the discarded bits exceed half, or reach it for a
+        // negative value), then the offset and the clamp with `max`/`min` semantics.
+        unsafe {
+            asm!(
+                "mov    {lo}, #0x40000000",
+                "mov    {hi}, #0",
+                "smlal  {lo}, {hi}, {acc}, {m}",
+                "lsr    {lo}, {lo}, #31",
+                "orr    {lo}, {lo}, {hi}, lsl #1",
+                "and    {hi}, {lo}, {mask}",
+                "asr    {t}, {mask}, #1",
+                "add    {t}, {t}, {lo}, lsr #31",
+                "asr    {lo}, {lo}, {right}",
+                "cmp    {hi}, {t}",
+                "it     gt",
+                "addgt  {lo}, {lo}, #1",
+                "add    {lo}, {lo}, {off}",
+                "cmp    {lo}, {min}",
+                "it     lt",
+                "movlt  {lo}, {min}",
+                "cmp    {lo}, {max}",
+                "it     gt",
+                "movgt  {lo}, {max}",
+                lo = out(reg) r,
+                hi = out(reg) _,
+                t = out(reg) _,
+                acc = in(reg) acc,
+                m = in(reg) mult,
+                mask = in(reg) mask,
+                right = in(reg) right,
+                off = in(reg) offset,
+                min = in(reg) min,
+                max = in(reg) max,
+                options(pure, nomem, nostack),
+            );
+        }
+        r as i8
+    }
+
     #[inline(always)]
     fn widen4(x: u32, offset: i32) -> (u32, u32) {
         let o = offset_pair(offset);
