@@ -115,25 +115,36 @@ impl Mac for Portable {
         let [p0, p1] = &pair.words;
         let words = words.min(PATCH_WORDS);
         let (p0, p1) = (&p0[..words], &p1[..words]);
-        let mut acc = [0_i32; 4];
+        let (mut a00, mut a01, mut a10, mut a11) = (0_i32, 0_i32, 0_i32, 0_i32);
         let groups = p0
             .chunks_exact(2)
             .zip(p1.chunks_exact(2))
             .zip(w0.chunks_exact(4).zip(w1.chunks_exact(4)));
+        // Plain scalar code the compiler keeps in registers (and vectorises on the host). A
+        // group's four products fit an i32 without wrapping (|x| ≤ 255, |w| ≤ 128); the
+        // accumulators wrap.
         for ((a, b), (wa, wb)) in groups {
-            let xs = [group(a), group(b)];
-            let ws = [word(wa), word(wb)].map(bytes);
-            for (i, x) in xs.iter().enumerate() {
-                for (j, w) in ws.iter().enumerate() {
-                    let dot = x
-                        .iter()
-                        .zip(w)
-                        .fold(0_i32, |s, (&x, &w)| s.wrapping_add(x * w));
-                    acc[2 * i + j] = acc[2 * i + j].wrapping_add(dot);
-                }
-            }
+            let ((x0, x2), (x1, x3)) = (lanes(a[0]), lanes(a[1]));
+            let ((y0, y2), (y1, y3)) = (lanes(b[0]), lanes(b[1]));
+            // Element by element: `array::map` stays a loop at opt-level "s".
+            let (u0, u1, u2, u3) = (
+                i32::from(wa[0]),
+                i32::from(wa[1]),
+                i32::from(wa[2]),
+                i32::from(wa[3]),
+            );
+            let (v0, v1, v2, v3) = (
+                i32::from(wb[0]),
+                i32::from(wb[1]),
+                i32::from(wb[2]),
+                i32::from(wb[3]),
+            );
+            a00 = a00.wrapping_add(x0 * u0 + x1 * u1 + x2 * u2 + x3 * u3);
+            a01 = a01.wrapping_add(x0 * v0 + x1 * v1 + x2 * v2 + x3 * v3);
+            a10 = a10.wrapping_add(y0 * u0 + y1 * u1 + y2 * u2 + y3 * u3);
+            a11 = a11.wrapping_add(y0 * v0 + y1 * v1 + y2 * v2 + y3 * v3);
         }
-        acc
+        [a00, a01, a10, a11]
     }
 
     #[inline(always)]
@@ -141,15 +152,22 @@ impl Mac for Portable {
         if !list.fits(x.len(), w.len(), c0) {
             return acc;
         }
-        let mut out = acc;
+        let [mut a0, mut a1, mut a2, mut a3] = acc;
         for &[xo, wo] in list.taps() {
-            let xs = bytes(word(&x[xo as usize + c0..]));
-            let ws = bytes(word(&w[wo as usize + c0..]));
-            for ((a, x), w) in out.iter_mut().zip(xs).zip(ws) {
-                *a = a.wrapping_add(w * (x + offset));
-            }
+            // In bounds for every tap (checked above); the slices keep it panic-free anyway.
+            let (Some(xs), Some(ws)) = (
+                x.get(xo as usize + c0..xo as usize + c0 + 4),
+                w.get(wo as usize + c0..wo as usize + c0 + 4),
+            ) else {
+                continue;
+            };
+            let tap = |x: i8, w: i8| i32::from(w) * (i32::from(x) + offset);
+            a0 = a0.wrapping_add(tap(xs[0], ws[0]));
+            a1 = a1.wrapping_add(tap(xs[1], ws[1]));
+            a2 = a2.wrapping_add(tap(xs[2], ws[2]));
+            a3 = a3.wrapping_add(tap(xs[3], ws[3]));
         }
-        out
+        [a0, a1, a2, a3]
     }
 }
 
@@ -218,18 +236,6 @@ impl TapList {
                 .is_some_and(|end| end <= len)
         };
         inside(self.max_x, x_len) && inside(self.max_w, w_len)
-    }
-}
-
-/// The taps of one full group of a widened patch, in filter order.
-#[inline(always)]
-fn group(words: &[u32]) -> [i32; 4] {
-    match words {
-        [even, odd, ..] => {
-            let ((x0, x2), (x1, x3)) = (lanes(*even), lanes(*odd));
-            [x0, x1, x2, x3]
-        }
-        _ => [0; 4],
     }
 }
 
