@@ -1,5 +1,4 @@
-//! The SIMD kernels against the portable ones, on this core, and kws_dscnn on the CPU fallback
-//! against TFLM's bytes.
+//! The SIMD kernels against the portable ones, on this core.
 //!
 //! # Why
 //!
@@ -9,9 +8,8 @@
 //! executes the assembly, over deterministic pseudo-random shapes chosen to reach every edge of
 //! the fast paths (odd channel and pixel counts, depths that are not multiples of four,
 //! padding, strides, dilations, input and output offsets, grouped and deep windows that take
-//! the direct loop), and fails the firmware on any byte that differs. [`kws_on_cpu`] runs the
-//! whole keyword-spotting model with the software NPU refusing every operator, so each layer
-//! runs on the CPU fallback, and compares its scores with TFLM's.
+//! the direct loop), and fails the firmware on any byte that differs. (kws_dscnn on the CPU
+//! fallback is checked against TFLM's bytes by `cpu_layers`, with these same kernels.)
 //!
 //! The cases are small (at most a few thousand MACs each) so the check adds well under a second
 //! of QEMU time.
@@ -21,9 +19,6 @@ use npu_compute::kernels::int8::{
     DepthwiseShape, Nhwc, Padding, Quant, Window2d,
 };
 use npu_compute::kernels::KernelError;
-use npu_compute::ops::OpSet;
-use npu_compute::prelude::*;
-use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 
 /// Random cases per kernel.
 pub const CASES: u32 = 120;
@@ -53,12 +48,6 @@ pub enum SimdCheckError {
         /// What the SIMD path returned.
         error: KernelError,
     },
-    /// [`kws_on_cpu`]'s staging buffer was already taken.
-    StagingTaken,
-    /// kws_dscnn on the CPU fallback could not be prepared or run.
-    Graph(GraphError),
-    /// kws_dscnn on the CPU fallback gave this many scores that differ from TFLM's.
-    KwsMismatch(usize),
 }
 
 /// A xorshift generator: the same cases on every run.
@@ -102,7 +91,7 @@ fn window(rng: &mut Rng) -> Window2d {
         stride_width: rng.range(1, 3) as u32,
         dilation_height: rng.range(1, 2) as u32,
         dilation_width: rng.range(1, 2) as u32,
-        padding: if rng.next() % 2 == 0 {
+        padding: if rng.next().is_multiple_of(2) {
             Padding::Same
         } else {
             Padding::Valid
@@ -115,7 +104,7 @@ fn quant(rng: &mut Rng) -> (Quant, Quant, Activation) {
         scale: 0.05,
         zero_point: zp,
     };
-    let act = if rng.next() % 3 == 0 {
+    let act = if rng.next().is_multiple_of(3) {
         Activation::Relu
     } else {
         Activation::None
@@ -250,52 +239,4 @@ pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
         }
     }
     Ok((convs, depthwise))
-}
-
-/// The model in flash.
-static MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
-
-/// Host staging for [`kws_on_cpu`]: every tensor a CPU kernel reads or writes passes through
-/// it, so it needs more than the NPU path's.
-const CPU_STAGING_BYTES: usize = 32 * 1024;
-
-/// Runs kws_dscnn with the software NPU running no operator, so that every layer runs on the
-/// CPU fallback kernels; compares the scores with `expected` (TFLM's). Takes its own staging
-/// buffer (once).
-pub fn kws_on_cpu(
-    npu_arena: &mut [u8],
-    features: &[u8],
-    expected: &[u8; 12],
-) -> Result<(), SimdCheckError> {
-    let host_staging =
-        cortex_m::singleton!(: AlignedMemory<CPU_STAGING_BYTES> = AlignedMemory::new())
-            .ok_or(SimdCheckError::StagingTaken)?
-            .as_mut_slice();
-    let config = SimConfig {
-        ops: OpSet::EMPTY,
-        ..SimConfig::default()
-    };
-    let graph = |e: GraphError| SimdCheckError::Graph(e);
-    let npu = SimNpu::new(npu_arena, host_staging, config).map_err(|e| graph(e.into()))?;
-    let server: NpuServer<_> =
-        NpuServer::new(npu, MemoryConfig::default()).map_err(|e| graph(e.into()))?;
-    let channel: RefCellChannel<_> = RefCellChannel::new(server);
-    let client = ComputeClient::new(&channel);
-    let mut kws: Graph<'_, _, 16, 64> =
-        Graph::prepare(client, MODEL).map_err(SimdCheckError::Graph)?;
-    let mut scores = [0u8; 12];
-    kws.invoke(&[features], &mut [&mut scores])
-        .map_err(SimdCheckError::Graph)?;
-    let cpu_ops = client.stats().map_or(0, |s| s.cpu_ops);
-    let wrong = scores.iter().zip(expected).filter(|(a, b)| a != b).count();
-    defmt::info!(
-        "kws_dscnn on the CPU fallback: scores {=[u8]:?}, {=u32} operators on the CPU, {=usize} differ from TFLM",
-        scores,
-        cpu_ops,
-        wrong
-    );
-    if wrong != 0 {
-        return Err(SimdCheckError::KwsMismatch(wrong));
-    }
-    Ok(())
 }
