@@ -162,7 +162,10 @@ mod tests {
             state
         };
         let mut ran = 0;
-        for case in 0..400 {
+        // Under miri (which interprets every step) a few shapes check the same code for
+        // undefined behaviour; the sweep is for the host.
+        let cases = if cfg!(miri) { 12 } else { 400 };
+        for case in 0..cases {
             let mut r = |lo: u32, hi: u32| lo + next() % (hi - lo + 1);
             let window = Window2d {
                 filter_height: r(1, 4),
@@ -224,6 +227,6 @@ mod tests {
             assert_eq!(blocked, direct, "case {case}: {shape:?}");
             ran += 1;
         }
-        assert!(ran > 100, "only {ran} cases ran");
+        assert!(ran > cases / 4, "only {ran} of {cases} cases ran");
     }
 }
