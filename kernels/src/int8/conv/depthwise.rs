@@ -283,15 +283,24 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                     } else {
                         0
                     };
-                    for c0 in (0..quads).step_by(4) {
-                        let acc = M::mac4([0; 4], &list, in_image, filter, c0, offset);
-                        // The portable requantization: here, with four accumulators live,
-                        // it compiles tighter than `Mac::requantize`'s register-hungry block.
-                        for (k, (o, a)) in out_px[c0..c0 + 4].iter_mut().zip(acc).enumerate() {
-                            let c = c0 + k;
-                            let b = bias.map_or(0, |b| b[c]);
-                            *o = p.quant.finish(a.wrapping_add(b), multipliers[c]);
+                    // A block of channels is accumulated first (four at a time, their
+                    // accumulators in registers through the pixel's taps), then requantized in
+                    // a loop of its own: with no accumulators live, `Mac::requantize` gets
+                    // the registers it needs.
+                    let mut acc = [0_i32; DW_BLOCK];
+                    for b0 in (0..quads).step_by(DW_BLOCK) {
+                        let n = DW_BLOCK.min(quads - b0);
+                        for (k, a) in acc[..n].chunks_exact_mut(4).enumerate() {
+                            let c0 = b0 + 4 * k;
+                            a.copy_from_slice(&M::mac4([0; 4], &list, in_image, filter, c0, offset));
                         }
+                        requantize_block::<M>(
+                            &p.quant,
+                            &acc[..n],
+                            bias.map(|b| &b[b0..b0 + n]),
+                            &multipliers[b0..b0 + n],
+                            &mut out_px[b0..b0 + n],
+                        );
                     }
                     // The remaining channels in blocks: contiguous input and filter channels.
                     let mut c0 = quads;
@@ -327,6 +336,31 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
         }
     }
     Ok(())
+}
+
+/// Requantizes the accumulators `acc` of consecutive channels (bias added when given) into
+/// `out`, on `M`'s requantization.
+#[inline(always)]
+fn requantize_block<M: Mac>(
+    q: &ConvQuant,
+    acc: &[i32],
+    bias: Option<&[i32]>,
+    multipliers: &[ChannelMultiplier],
+    out: &mut [i8],
+) {
+    let (off, min, max) = (q.output_offset, q.activation_min, q.activation_max);
+    match bias {
+        Some(bias) => {
+            for (((o, &a), &b), &m) in out.iter_mut().zip(acc).zip(bias).zip(multipliers) {
+                *o = M::requantize(a.wrapping_add(b), m, off, min, max);
+            }
+        }
+        None => {
+            for ((o, &a), &m) in out.iter_mut().zip(acc).zip(multipliers) {
+                *o = M::requantize(a, m, off, min, max);
+            }
+        }
+    }
 }
 
 /// Lists the taps of one output pixel (depth multiplier 1, so input and filter pixels have
