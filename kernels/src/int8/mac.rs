@@ -54,6 +54,33 @@ pub(crate) trait Mac {
     /// The int8 output of an accumulator (bias included): TFLM's
     /// `MultiplyByQuantizedMultiplier` by `m`, plus `offset`, clamped to `min..=max`.
     fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8;
+
+    /// [`requantize`](Self::requantize) of each accumulator of `acc` (bias included) by the
+    /// multiplier of the same index into `out`, over the shortest of the three.
+    /// `right_shifts` tells that [`right_shifts_only`] holds for `multipliers`.
+    #[inline(always)]
+    fn requantize_run(
+        acc: &[i32],
+        multipliers: &[ChannelMultiplier],
+        right_shifts: bool,
+        out: &mut [i8],
+        (offset, min, max): (i32, i32, i32),
+    ) {
+        let _ = right_shifts;
+        for ((o, &a), &m) in out.iter_mut().zip(acc).zip(multipliers) {
+            *o = Self::requantize(a, m, offset, min, max);
+        }
+    }
+}
+
+/// Whether every multiplier of `multipliers` shifts right (shift in −31..=0) and has a
+/// multiplier other than `i32::MIN`: the multipliers whose requantization needs no
+/// saturation, which the DSP path computes without branches. Every scale a converter emits
+/// gives such multipliers; checking once per layer keeps the check out of the inner loops.
+pub(crate) fn right_shifts_only(multipliers: &[ChannelMultiplier]) -> bool {
+    multipliers
+        .iter()
+        .all(|m| (-31..=0).contains(&m.shift()) && m.multiplier() != i32::MIN)
 }
 
 /// The plain-Rust [`Mac`]: the reference every other implementation must equal.

@@ -257,6 +257,9 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
     let out_image_len = rows.out_size * cols.out_size * oc;
     let offset = p.quant.input_offset;
     let mut list = mac::TapList::new();
+    let right_shifts = mac::right_shifts_only(multipliers);
+    let q = &p.quant;
+    let requant = (q.output_offset, q.activation_min, q.activation_max);
 
     for (in_image, out_image) in input
         .chunks_exact(rows.in_size * in_row_len)
@@ -292,14 +295,16 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                         let n = DW_BLOCK.min(quads - b0);
                         for (k, a) in acc[..n].chunks_exact_mut(4).enumerate() {
                             let c0 = b0 + 4 * k;
-                            a.copy_from_slice(&M::mac4([0; 4], &list, in_image, filter, c0, offset));
+                            // The bias starts the sums (they wrap: the order does not matter).
+                            let init = bias.map_or([0; 4], |b| [b[c0], b[c0 + 1], b[c0 + 2], b[c0 + 3]]);
+                            a.copy_from_slice(&M::mac4(init, &list, in_image, filter, c0, offset));
                         }
-                        requantize_block::<M>(
-                            &p.quant,
+                        M::requantize_run(
                             &acc[..n],
-                            bias.map(|b| &b[b0..b0 + n]),
                             &multipliers[b0..b0 + n],
+                            right_shifts,
                             &mut out_px[b0..b0 + n],
+                            requant,
                         );
                     }
                     // The remaining channels in blocks: contiguous input and filter channels.
@@ -336,31 +341,6 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
         }
     }
     Ok(())
-}
-
-/// Requantizes the accumulators `acc` of consecutive channels (bias added when given) into
-/// `out`, on `M`'s requantization.
-#[inline(always)]
-fn requantize_block<M: Mac>(
-    q: &ConvQuant,
-    acc: &[i32],
-    bias: Option<&[i32]>,
-    multipliers: &[ChannelMultiplier],
-    out: &mut [i8],
-) {
-    let (off, min, max) = (q.output_offset, q.activation_min, q.activation_max);
-    match bias {
-        Some(bias) => {
-            for (((o, &a), &b), &m) in out.iter_mut().zip(acc).zip(bias).zip(multipliers) {
-                *o = M::requantize(a.wrapping_add(b), m, off, min, max);
-            }
-        }
-        None => {
-            for ((o, &a), &m) in out.iter_mut().zip(acc).zip(multipliers) {
-                *o = M::requantize(a, m, off, min, max);
-            }
-        }
-    }
 }
 
 /// Lists the taps of one output pixel (depth multiplier 1, so input and filter pixels have

@@ -76,7 +76,7 @@ impl Mac for Dsp {
         // The branch-free form below covers right shifts (every shift a sane scale gives);
         // left shifts, and the one multiplier whose doubling high product saturates, take the
         // portable form.
-        if !(-31..=0).contains(&shift) || mult == i32::MIN {
+        if !super::right_shifts_only(&[m]) {
             return Portable::requantize(acc, m, offset, min, max);
         }
         let right = shift.unsigned_abs();
@@ -123,6 +123,77 @@ impl Mac for Dsp {
             );
         }
         r as i8
+    }
+
+    #[inline(always)]
+    fn requantize_run(
+        acc: &[i32],
+        multipliers: &[ChannelMultiplier],
+        right_shifts: bool,
+        out: &mut [i8],
+        (offset, min, max): (i32, i32, i32),
+    ) {
+        let n = acc.len().min(multipliers.len()).min(out.len());
+        if !right_shifts || n == 0 {
+            for ((o, &a), &m) in out.iter_mut().zip(acc).zip(multipliers) {
+                *o = Self::requantize(a, m, offset, min, max);
+            }
+            return;
+        }
+        // SAFETY: the loop runs `n` ≥ 1 times (checked above), reading one word of `acc` and
+        // one (multiplier, shift) pair of `multipliers` (`ChannelMultiplier` is `repr(C)`,
+        // two `i32`s, 4-byte aligned as `ldrd` needs) and writing one byte of `out` per pass:
+        // `n` of each, in bounds by the `min`s above; `out` is borrowed mutably here. Every
+        // multiplier shifts right and is not i32::MIN (`right_shifts`, the caller's
+        // `right_shifts_only`), so this is `requantize`'s branch-free arithmetic (see its
+        // argument) with the mask `(1 << right) − 1` made per channel. Pointers are local
+        // copies.
+        unsafe {
+            asm!(
+                "2:",
+                "ldr    {a}, [{pa}], #4",
+                "ldrd   {m}, {sh}, [{pm}], #8",
+                "mov    {lo}, #0x40000000",
+                "mov    {hi}, #0",
+                "smlal  {lo}, {hi}, {a}, {m}",
+                "lsr    {lo}, {lo}, #31",
+                "orr    {lo}, {lo}, {hi}, lsl #1",
+                "rsb    {sh}, {sh}, #0",
+                "mov    {m}, #1",
+                "lsl    {m}, {m}, {sh}",
+                "sub    {m}, {m}, #1",
+                "and    {hi}, {lo}, {m}",
+                "asr    {m}, {m}, #1",
+                "add    {m}, {m}, {lo}, lsr #31",
+                "asr    {lo}, {lo}, {sh}",
+                "cmp    {hi}, {m}",
+                "it     gt",
+                "addgt  {lo}, {lo}, #1",
+                "add    {lo}, {lo}, {off}",
+                "cmp    {lo}, {min}",
+                "it     lt",
+                "movlt  {lo}, {min}",
+                "cmp    {lo}, {max}",
+                "it     gt",
+                "movgt  {lo}, {max}",
+                "strb   {lo}, [{po}], #1",
+                "cmp    {pa}, {end}",
+                "bne    2b",
+                pa = inout(reg) acc.as_ptr() => _,
+                pm = inout(reg) multipliers.as_ptr() => _,
+                po = inout(reg) out.as_mut_ptr() => _,
+                end = in(reg) acc.as_ptr().add(n),
+                off = in(reg) offset,
+                min = in(reg) min,
+                max = in(reg) max,
+                a = out(reg) _,
+                m = out(reg) _,
+                sh = out(reg) _,
+                lo = out(reg) _,
+                hi = out(reg) _,
+                options(nostack),
+            );
+        }
     }
 
     #[inline(always)]
