@@ -51,6 +51,16 @@ pub(crate) trait Mac {
     /// of each tap, wrapping. Does nothing when a tap's bytes would lie outside `x` or `w`.
     fn mac4(acc: [i32; 4], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) -> [i32; 4];
 
+    /// [`mac4`](Self::mac4) on each whole quad of `acc` in turn, quad `k` being channels
+    /// `c0 + 4k..c0 + 4k + 4`: a run of channels through the same taps.
+    #[inline(always)]
+    fn mac4_run(acc: &mut [i32], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) {
+        for (k, a) in acc.chunks_exact_mut(4).enumerate() {
+            let sums = Self::mac4([a[0], a[1], a[2], a[3]], list, x, w, c0 + 4 * k, offset);
+            a.copy_from_slice(&sums);
+        }
+    }
+
     /// The int8 output of an accumulator (bias included): TFLM's
     /// `MultiplyByQuantizedMultiplier` by `m`, plus `offset`, clamped to `min..=max`.
     fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8;
@@ -256,7 +266,7 @@ impl TapList {
     /// Whether the four bytes from channel `c0` of every tap lie inside an input of `x_len`
     /// and a filter of `w_len` bytes.
     #[inline(always)]
-    fn fits(&self, x_len: usize, w_len: usize, c0: usize) -> bool {
+    pub(crate) fn fits(&self, x_len: usize, w_len: usize, c0: usize) -> bool {
         let inside = |max: usize, len: usize| {
             max.checked_add(c0)
                 .and_then(|v| v.checked_add(4))

@@ -293,12 +293,12 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                     let mut acc = [0_i32; DW_BLOCK];
                     for b0 in (0..quads).step_by(DW_BLOCK) {
                         let n = DW_BLOCK.min(quads - b0);
-                        for (k, a) in acc[..n].chunks_exact_mut(4).enumerate() {
-                            let c0 = b0 + 4 * k;
-                            // The bias starts the sums (they wrap: the order does not matter).
-                            let init = bias.map_or([0; 4], |b| [b[c0], b[c0 + 1], b[c0 + 2], b[c0 + 3]]);
-                            a.copy_from_slice(&M::mac4(init, &list, in_image, filter, c0, offset));
+                        // The bias starts the sums (they wrap: the order does not matter).
+                        match bias {
+                            Some(b) => acc[..n].copy_from_slice(&b[b0..b0 + n]),
+                            None => acc[..n].fill(0),
                         }
+                        M::mac4_run(&mut acc[..n], &list, in_image, filter, b0, offset);
                         M::requantize_run(
                             &acc[..n],
                             &multipliers[b0..b0 + n],

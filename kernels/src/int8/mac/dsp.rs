@@ -272,49 +272,93 @@ impl Mac for Dsp {
         if taps.is_empty() || !list.fits(x.len(), w.len(), c0) {
             return acc;
         }
-        let [mut a0, mut a1, mut a2, mut a3] = acc;
-        // SAFETY: the loop runs `taps.len()` ≥ 1 times (checked above), reading each
-        // `[x offset, filter offset]` pair of `taps` once with `ldrd` (the pairs are 4-byte
-        // aligned `u32`s, as `ldrd` needs) and the word at `x + c0 + x offset` and, twice, at
-        // `w + c0 + filter offset`: inside `x` and `w` for every tap by `TapList::fits`
-        // (checked above). Word loads need no alignment on these cores. Pointers and the count
-        // are local copies; the four accumulators are the only results.
-        unsafe {
-            asm!(
-                "2:",
-                "ldrd   {x}, {wo}, [{l}], #8",
-                "ldr    {x}, [{xb}, {x}]",
-                "ldr    {w}, [{wb}, {wo}]",
-                "sxtb16 {xe}, {x}",
-                "sadd16 {xe}, {xe}, {o}",
-                "sxtb16 {w}, {w}",
-                "smlabb {a0}, {xe}, {w}, {a0}",
-                "smlatt {a2}, {xe}, {w}, {a2}",
-                "sxtb16 {xe}, {x}, ror #8",
-                "sadd16 {xe}, {xe}, {o}",
-                // Loading the weights again is cheaper than the register holding them.
-                "ldr    {w}, [{wb}, {wo}]",
-                "sxtb16 {w}, {w}, ror #8",
-                "smlabb {a1}, {xe}, {w}, {a1}",
-                "smlatt {a3}, {xe}, {w}, {a3}",
-                "subs   {n}, {n}, #1",
-                "bne    2b",
-                l = inout(reg) taps.as_ptr() => _,
-                xb = in(reg) x.as_ptr().add(c0),
-                wb = in(reg) w.as_ptr().add(c0),
-                n = inout(reg) taps.len() => _,
-                o = in(reg) offset_pair(offset),
-                a0 = inout(reg) a0,
-                a1 = inout(reg) a1,
-                a2 = inout(reg) a2,
-                a3 = inout(reg) a3,
-                x = out(reg) _,
-                w = out(reg) _,
-                wo = out(reg) _,
-                xe = out(reg) _,
-                options(pure, readonly, nostack),
-            );
-        }
-        [a0, a1, a2, a3]
+        // SAFETY: `taps` is not empty and every tap's four bytes from channel `c0` lie inside
+        // `x` and `w` (both checked above).
+        unsafe { taps4(acc, taps, x.as_ptr().add(c0), w.as_ptr().add(c0), offset_pair(offset)) }
     }
+
+    #[inline(always)]
+    fn mac4_run(acc: &mut [i32], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) {
+        let taps = list.taps();
+        let quads = acc.len() / 4;
+        if taps.is_empty() || quads == 0 {
+            return;
+        }
+        // Every tap's bytes of the last quad inside `x` and `w` puts those of every quad
+        // before it there too: one check for the run.
+        let last = c0.checked_add(4 * (quads - 1));
+        if !last.is_some_and(|last| list.fits(x.len(), w.len(), last)) {
+            for (k, a) in acc.chunks_exact_mut(4).enumerate() {
+                let sums = Self::mac4([a[0], a[1], a[2], a[3]], list, x, w, c0 + 4 * k, offset);
+                a.copy_from_slice(&sums);
+            }
+            return;
+        }
+        let o = offset_pair(offset);
+        for (k, a) in acc.chunks_exact_mut(4).enumerate() {
+            let c = c0 + 4 * k;
+            // SAFETY: `taps` is not empty (checked above) and `c ≤ last`, for which every
+            // tap's four bytes lie inside `x` and `w` (checked above), so they do for `c`.
+            let sums = unsafe {
+                taps4([a[0], a[1], a[2], a[3]], taps, x.as_ptr().add(c), w.as_ptr().add(c), o)
+            };
+            a.copy_from_slice(&sums);
+        }
+    }
+}
+
+/// The depthwise sums of four channels over `taps`: `acc[i] += w[i] · (x[i] + o)` (each lane
+/// of `o` the offset) for the four bytes at `xb + x offset` and `wb + filter offset` of each
+/// tap, wrapping.
+///
+/// # Safety
+///
+/// `taps` is not empty, and for every tap the four bytes at `xb + x offset` and at
+/// `wb + filter offset` are readable.
+#[inline(always)]
+unsafe fn taps4(acc: [i32; 4], taps: &[[u32; 2]], xb: *const i8, wb: *const i8, o: u32) -> [i32; 4] {
+    let [mut a0, mut a1, mut a2, mut a3] = acc;
+    // SAFETY: the loop runs `taps.len()` ≥ 1 times (the caller's promise), reading each
+    // `[x offset, filter offset]` pair of `taps` once with `ldrd` (the pairs are 4-byte
+    // aligned `u32`s, as `ldrd` needs) and the word at `xb + x offset` and, twice, at
+    // `wb + filter offset`: readable for every tap (the caller's promise). Word loads need
+    // no alignment on these cores. Pointers and the count are local copies; the four
+    // accumulators are the only results.
+    unsafe {
+        asm!(
+            "2:",
+            "ldrd   {x}, {wo}, [{l}], #8",
+            "ldr    {x}, [{xb}, {x}]",
+            "ldr    {w}, [{wb}, {wo}]",
+            "sxtb16 {xe}, {x}",
+            "sadd16 {xe}, {xe}, {o}",
+            "sxtb16 {w}, {w}",
+            "smlabb {a0}, {xe}, {w}, {a0}",
+            "smlatt {a2}, {xe}, {w}, {a2}",
+            "sxtb16 {xe}, {x}, ror #8",
+            "sadd16 {xe}, {xe}, {o}",
+            // Loading the weights again is cheaper than the register holding them.
+            "ldr    {w}, [{wb}, {wo}]",
+            "sxtb16 {w}, {w}, ror #8",
+            "smlabb {a1}, {xe}, {w}, {a1}",
+            "smlatt {a3}, {xe}, {w}, {a3}",
+            "subs   {n}, {n}, #1",
+            "bne    2b",
+            l = inout(reg) taps.as_ptr() => _,
+            xb = in(reg) xb,
+            wb = in(reg) wb,
+            n = inout(reg) taps.len() => _,
+            o = in(reg) o,
+            a0 = inout(reg) a0,
+            a1 = inout(reg) a1,
+            a2 = inout(reg) a2,
+            a3 = inout(reg) a3,
+            x = out(reg) _,
+            w = out(reg) _,
+            wo = out(reg) _,
+            xe = out(reg) _,
+            options(pure, readonly, nostack),
+        );
+    }
+    [a0, a1, a2, a3]
 }
