@@ -19,7 +19,7 @@
 //! [`Op::macs`] (multiply-accumulates for convolutions and matrix products, window taps for
 //! depthwise convolution and pooling, elements for the rest), `taps` the filter positions a
 //! convolution visits (`outputs × kh × kw`: each costs the padding test and index arithmetic
-//! around its channel loop) or the rows a strided copy copies, and `outputs` the output
+//! around its channel loop; for a depthwise one, output pixels × kh × kw) or the rows a strided copy copies, and `outputs` the output
 //! elements (bias, requantisation, store).
 //! `call` is the fixed cost of a call (dispatch, parameter checks, slice views; softmax's
 //! table set-up). Rates are in sixteenths of a cycle so that a cost below one cycle stays
@@ -92,11 +92,13 @@ impl CpuModel {
             // per filter position, makes shallow-channel windows dearer than it says. The scalar
             // direct loop before it: 6.96, 37.9 and 142.5.
             Rates::new(CALL, 33, 14, 504),
-            // Depthwise (four channels at a time on SMLABB/SMLATT): 8 per tap, 47 per output
-            // (kws_dscnn's 3x3 layers, 952,079 instructions, within 0.1%; the synthetic
-            // 16-channel one, 581,551, within 17%: its tap list serves 4 channel quads, not 16).
-            // The scalar loop before it: 14 and 42.
-            Rates::new(CALL, 128, 0, 752),
+            // Depthwise (four channels at a time on SMLABB/SMLATT, a run of channels
+            // requantized in one loop): 4 per tap and channel (the inner loop), 38.9 per
+            // output, 72.6 per filter position of an output pixel (listing its taps, the
+            // pixel's loop). Fitted to kws_dscnn's 3x3 layers (681,300 instructions each) and
+            // the synthetic 16-channel one (474,340), both within 0.1%. The kernel before it
+            // (per-channel requantization beside the accumulators): 8 per tap, 47 per output.
+            Rates::new(CALL, 64, 1161, 622),
             // FullyConnected: 6.06 per MAC, 60 per output.
             Rates::new(CALL, 97, 0, 960),
             // BatchMatmul: 6.06 per MAC, 162.5 per output.

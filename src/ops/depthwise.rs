@@ -58,6 +58,20 @@ impl Operator for DepthwiseConv2dI8 {
     fn cpu_kernel(&self) -> CpuKernel {
         CpuKernel::Depthwise
     }
+    /// The filter positions of each output *pixel*: the kernel lists a pixel's taps once for
+    /// all its channels, a cost per pixel that shallow layers feel most.
+    fn taps(&self) -> u64 {
+        let (w, out) = (self.shape.window, self.params.output_shape());
+        [
+            out.batches,
+            out.height,
+            out.width,
+            w.filter_height,
+            w.filter_width,
+        ]
+        .into_iter()
+        .fold(1_u64, |n, d| n.saturating_mul(u64::from(d)))
+    }
     fn layer(&self) -> Option<Layer> {
         let (input, output) = (self.shape.input, self.params.output_shape());
         Some(windowed(

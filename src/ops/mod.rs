@@ -877,7 +877,8 @@ pub trait Operator {
         None
     }
     /// Filter positions the CPU kernel visits (`outputs × kh × kw` for a convolution, whose
-    /// padding tests dominate a shallow one); for a strided copy (slices, pads, pack) the rows
+    /// padding tests dominate a shallow one; output pixels × kh × kw for a depthwise one,
+    /// whose channels share a pixel's list of taps); for a strided copy (slices, pads, pack) the rows
     /// it copies, each with a cost of its own; 0 for others.
     fn taps(&self) -> u64 {
         0

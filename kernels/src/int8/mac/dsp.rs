@@ -76,7 +76,7 @@ impl Mac for Dsp {
         // The branch-free form below covers right shifts (every shift a sane scale gives);
         // left shifts, and the one multiplier whose doubling high product saturates, take the
         // portable form.
-        if !super::right_shifts_only(&[m]) {
+        if !(-31..=0).contains(&shift) || mult == i32::MIN {
             return Portable::requantize(acc, m, offset, min, max);
         }
         let right = shift.unsigned_abs();
@@ -274,7 +274,15 @@ impl Mac for Dsp {
         }
         // SAFETY: `taps` is not empty and every tap's four bytes from channel `c0` lie inside
         // `x` and `w` (both checked above).
-        unsafe { taps4(acc, taps, x.as_ptr().add(c0), w.as_ptr().add(c0), offset_pair(offset)) }
+        unsafe {
+            taps4(
+                acc,
+                taps,
+                x.as_ptr().add(c0),
+                w.as_ptr().add(c0),
+                offset_pair(offset),
+            )
+        }
     }
 
     #[inline(always)]
@@ -300,7 +308,13 @@ impl Mac for Dsp {
             // SAFETY: `taps` is not empty (checked above) and `c ≤ last`, for which every
             // tap's four bytes lie inside `x` and `w` (checked above), so they do for `c`.
             let sums = unsafe {
-                taps4([a[0], a[1], a[2], a[3]], taps, x.as_ptr().add(c), w.as_ptr().add(c), o)
+                taps4(
+                    [a[0], a[1], a[2], a[3]],
+                    taps,
+                    x.as_ptr().add(c),
+                    w.as_ptr().add(c),
+                    o,
+                )
             };
             a.copy_from_slice(&sums);
         }
@@ -316,7 +330,13 @@ impl Mac for Dsp {
 /// `taps` is not empty, and for every tap the four bytes at `xb + x offset` and at
 /// `wb + filter offset` are readable.
 #[inline(always)]
-unsafe fn taps4(acc: [i32; 4], taps: &[[u32; 2]], xb: *const i8, wb: *const i8, o: u32) -> [i32; 4] {
+unsafe fn taps4(
+    acc: [i32; 4],
+    taps: &[[u32; 2]],
+    xb: *const i8,
+    wb: *const i8,
+    o: u32,
+) -> [i32; 4] {
     let [mut a0, mut a1, mut a2, mut a3] = acc;
     // SAFETY: the loop runs `taps.len()` ≥ 1 times (the caller's promise), reading each
     // `[x offset, filter offset]` pair of `taps` once with `ldrd` (the pairs are 4-byte
