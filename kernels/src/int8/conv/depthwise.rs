@@ -288,8 +288,8 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                     };
                     // A block of channels is accumulated first (four at a time, their
                     // accumulators in registers through the pixel's taps), then requantized in
-                    // a loop of its own: with no accumulators live, `Mac::requantize` gets
-                    // the registers it needs.
+                    // a loop of its own: with no accumulators live, `Mac::requantize_run` gets
+                    // the registers it needs (one assembly loop on the DSP extension).
                     let mut acc = [0_i32; DW_BLOCK];
                     for b0 in (0..quads).step_by(DW_BLOCK) {
                         let n = DW_BLOCK.min(quads - b0);
