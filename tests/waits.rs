@@ -244,3 +244,23 @@ fn a_graph_invokes_through_both_channels_alike() {
     assert!(a.2 > 0);
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_host_write_of_a_pool_waits_for_the_jobs_of_its_placements() {
+    // A job writes a tensor placed in the pool, and the pool is written whole from the host
+    // while it runs: the pool then holds the host's bytes, not the job's.
+    let channel: RefCellChannel<Server> = RefCellChannel::new(server());
+    let client = ComputeClient::new(&channel);
+    let pool = client.empty(256).unwrap();
+    let view = client.place(&pool, 48, 64).unwrap();
+    let x = client.create_f32(&[3.0; 16]).unwrap();
+    client.sync().unwrap();
+    client
+        .execute(Op::ReluF32(ReluF32 { len: 16 }), &[&x], &view)
+        .unwrap();
+    let bytes: Vec<u8> = (0..=255).collect();
+    client.write(&pool, &bytes).unwrap();
+    let mut out = [0u8; 256];
+    client.read(&pool, &mut out).unwrap();
+    assert_eq!(out[..], bytes[..]);
+}

@@ -243,12 +243,28 @@ impl<
         let (Binding::Memory(binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
         };
+        if entry.pool.is_none() {
+            self.settle_placements(id)?;
+        }
         self.cancel_download(id)?;
         self.upload_with(binding, entry.bytes, &mut |buf| {
             buf.copy_from_slice(data);
             Ok(())
         })?;
         self.handles.get_mut(id)?.lost = false;
+        Ok(())
+    }
+
+    /// Waits for every job in flight when `id` is a pool with tensors placed in it. Access
+    /// records are kept per binding, so a transfer into or out of a pool does not see the
+    /// jobs of the tensors placed in it: a host write or read of the pool would race them.
+    /// (Graphs never touch their pool from the host, only its placements, so this costs them
+    /// nothing. Still unordered: a job on a pool against jobs on its placements, and a
+    /// placement's transfer against a job on its pool.)
+    fn settle_placements(&mut self, id: HandleId) -> Result<(), Error> {
+        if self.handles.iter().any(|(_, _, e)| e.pool == Some(id)) {
+            self.sync()?;
+        }
         Ok(())
     }
 
@@ -259,6 +275,9 @@ impl<
         }
         if entry.host.is_some() {
             return self.host_ref(id, &mut |b| out.copy_from_slice(b));
+        }
+        if entry.pool.is_none() {
+            self.settle_placements(id)?;
         }
         let (fence, block) = self.download_of(id, out.len())?;
         self.handles.get_mut(id)?.download = None;
