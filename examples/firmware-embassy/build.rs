@@ -2,19 +2,9 @@
 //! cortex-m-rt's `link.x` finds it: `link.x` does `INCLUDE memory.x`, searched in the linker's
 //! library path. Do not add a `memory.x` to this package's root: it would shadow this one.
 
-use std::path::PathBuf;
-use std::{env, fs};
+#[path = "../firmware-common/memory_x.rs"]
+mod memory_x;
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let memory_x = manifest_dir.join("../../memory.x");
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
-
-    let layout =
-        fs::read(&memory_x).unwrap_or_else(|e| panic!("reading {}: {e}", memory_x.display()));
-    fs::write(out.join("memory.x"), layout).expect("writing memory.x to OUT_DIR");
-
-    println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed={}", memory_x.display());
-    println!("cargo:rerun-if-changed=build.rs");
+    memory_x::provide("../../memory.x");
 }

@@ -45,6 +45,9 @@
 #![no_std]
 #![no_main]
 
+#[path = "../../firmware-common/shell.rs"]
+mod shell;
+
 use core::cell::{Cell, UnsafeCell};
 use core::future::{poll_fn, Future};
 use core::mem::MaybeUninit;
@@ -54,11 +57,11 @@ use core::task::Poll;
 use cortex_m::interrupt::{InterruptNumber, Mutex};
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::NVIC;
-use cortex_m_rt::{entry, exception, ExceptionFrame};
-use cortex_m_semihosting::debug::{self, ExitStatus, EXIT_FAILURE, EXIT_SUCCESS};
+use cortex_m_rt::{entry, exception};
 // The defmt global logger: frames go to semihosting stdout.
 use defmt_semihosting as _;
 use embassy_executor::Executor;
+use shell::{exit, EXIT_FAILURE, EXIT_SUCCESS};
 
 use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::Npu;
@@ -404,30 +407,4 @@ fn main() -> ! {
             Err(_) => exit(EXIT_FAILURE),
         }
     })
-}
-
-/// Ends the program: QEMU exits with status 0 for `EXIT_SUCCESS`, 1 for `EXIT_FAILURE`.
-fn exit(status: ExitStatus) -> ! {
-    debug::exit(status);
-    // Only reached when no semihosting host handled the exit.
-    loop {
-        cortex_m::asm::wfi();
-    }
-}
-
-/// Panics log their message and fail the run.
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    static PANICKING: AtomicBool = AtomicBool::new(false);
-    if !PANICKING.swap(true, Ordering::Relaxed) {
-        defmt::error!("panic: {}", defmt::Display2Format(info));
-    }
-    exit(EXIT_FAILURE)
-}
-
-/// A hard fault fails the run at once instead of hanging until the runner's timeout.
-#[exception]
-unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
-    defmt::error!("hard fault, pc = {=u32:#010x}", frame.pc());
-    exit(EXIT_FAILURE)
 }

@@ -55,6 +55,8 @@ mod dispatch_cost;
 mod irq_latency;
 mod null_npu;
 mod readme;
+#[path = "../../firmware-common/shell.rs"]
+mod shell;
 mod simd_check;
 #[path = "../../firmware-common/systick.rs"]
 mod systick;
@@ -63,10 +65,10 @@ use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use cortex_m_rt::{entry, exception, ExceptionFrame};
-use cortex_m_semihosting::debug::{self, ExitStatus, EXIT_FAILURE, EXIT_SUCCESS};
+use cortex_m_rt::{entry, exception};
 // The defmt global logger: frames go to semihosting stdout. (Never mix it with `hprintln!`.)
 use defmt_semihosting as _;
+use shell::{exit, EXIT_FAILURE, EXIT_SUCCESS};
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
@@ -566,26 +568,6 @@ fn main() -> ! {
     exit(status)
 }
 
-/// Ends the program: QEMU exits with status 0 for `EXIT_SUCCESS`, 1 for `EXIT_FAILURE`.
-fn exit(status: ExitStatus) -> ! {
-    debug::exit(status);
-    // Only reached when no semihosting host handled the exit.
-    loop {
-        cortex_m::asm::wfi();
-    }
-}
-
-/// Panics log their message and fail the run.
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    static PANICKING: AtomicBool = AtomicBool::new(false);
-    // A panic inside the logger (or while logging this one) must not recurse.
-    if !PANICKING.swap(true, Ordering::Relaxed) {
-        defmt::error!("panic: {}", defmt::Display2Format(info));
-    }
-    exit(EXIT_FAILURE)
-}
-
 /// Device interrupts: the timer of [`irq_latency`]; any other fails the run.
 #[exception]
 unsafe fn DefaultHandler(irqn: i16) {
@@ -593,11 +575,4 @@ unsafe fn DefaultHandler(irqn: i16) {
         defmt::error!("unexpected interrupt or exception {=i16}", irqn);
         exit(EXIT_FAILURE)
     }
-}
-
-/// A hard fault fails the run at once instead of hanging until the runner's timeout.
-#[exception]
-unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
-    defmt::error!("hard fault, pc = {=u32:#010x}", frame.pc());
-    exit(EXIT_FAILURE)
 }
