@@ -68,7 +68,7 @@ mod model {
             frac *= 2.0;
             exp -= 1;
         }
-        let mut q = (frac * 2f64.powi(31)).round() as i64;
+        let mut q = (frac * 2_147_483_648.0).round() as i64;
         if q == 1 << 31 {
             q /= 2;
             exp += 1;
@@ -441,13 +441,14 @@ fn add_rejects_bad_quantization() {
         AddParams::new(ok, ok, q(1e-7, 0), none),
         Err(bad("output scale"))
     );
-    // Exactly at the limit: 2 · 0.5 / (2^20 · 2^−20) = 1.
+    // Exactly at the limit: 2 · 0.5 / (2^20 · 2^−20) = 1. (Powers of two written as divisions:
+    // miri rounds `powi` nondeterministically.)
     assert_eq!(
-        AddParams::new(q(0.5, 0), ok, q(2f32.powi(-20), 0), none),
+        AddParams::new(q(0.5, 0), ok, q(1.0 / 1_048_576.0, 0), none),
         Err(bad("output scale"))
     );
     // Just inside: 1 / (2^20 · 2^−19) = 0.5.
-    assert!(AddParams::new(q(0.5, 0), ok, q(2f32.powi(-19), 0), none).is_ok());
+    assert!(AddParams::new(q(0.5, 0), ok, q(1.0 / 524_288.0, 0), none).is_ok());
     // An activation range that does not fit int32.
     assert_eq!(
         AddParams::new(q(1e-12, 0), q(1e-12, 0), q(1e-12, 0), Activation::Relu6),
@@ -613,8 +614,8 @@ fn mul_rejects_bad_quantization() {
         Err(bad("output scale"))
     );
     // Just below 2^31 is still accepted (shift 31).
-    assert!(MulParams::new(q(2f32.powi(30), 0), q(1.5, 0), q(1.0, 0), none).is_ok());
-    assert!(MulParams::new(q(2f32.powi(31), 0), q(1.0, 0), q(1.0, 0), none).is_err());
+    assert!(MulParams::new(q(1_073_741_824.0, 0), q(1.5, 0), q(1.0, 0), none).is_ok());
+    assert!(MulParams::new(q(2_147_483_648.0, 0), q(1.0, 0), q(1.0, 0), none).is_err());
 }
 
 #[test]
@@ -1031,7 +1032,7 @@ fn extreme_parameters_never_panic() {
         f32::from_bits(1),
         1e-38,
         1e-20,
-        2f32.powi(-20),
+        1.0 / 1_048_576.0,
         0.003,
         0.5,
         1.0,
