@@ -27,13 +27,12 @@
 
 #[path = "../../firmware-common/cpu_layers.rs"]
 mod cpu_layers;
+#[path = "../../firmware-common/memories.rs"]
+mod memories;
 #[path = "../../firmware-common/shell.rs"]
 mod shell;
 #[path = "../../firmware-common/systick.rs"]
 mod systick;
-
-use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering};
 
 use cortex_m_rt::entry;
 // The defmt global logger: frames go to semihosting stdout. (Never mix it with `hprintln!`.)
@@ -43,6 +42,7 @@ use shell::{exit, EXIT_FAILURE, EXIT_SUCCESS};
 use npu_compute::hal::CpuOnly;
 
 use crate::cpu_layers::{LayerCounts, LayerError, Model};
+use crate::memories::Memories;
 use crate::systick::{ClockError, Ticks};
 
 // ---------------------------------------------------------------------------------------------
@@ -64,31 +64,8 @@ const STAGING_BYTES: usize = 24 * 1024;
 /// The Cortex-M55's part number in `CPUID` (the Cortex-M4's is 0xC24).
 const CORTEX_M55_PART: u32 = 0xD22;
 
-/// Bytes with the alignment the HAL's regions need (16 covers `CpuOnly::ALIGNMENT`).
-#[repr(C, align(16))]
-struct Aligned<const N: usize>([u8; N]);
-
-/// A `static` handed out once as `&'static mut [u8]`.
-struct Memory<const N: usize>(UnsafeCell<Aligned<N>>);
-
-// SAFETY: the bytes are reached only through the single `&'static mut [u8]` that
-// `take_memories` hands out; the static itself is never read.
-unsafe impl<const N: usize> Sync for Memory<N> {}
-
-static ARENA: Memory<ARENA_BYTES> = Memory(UnsafeCell::new(Aligned([0; ARENA_BYTES])));
-static STAGING: Memory<STAGING_BYTES> = Memory(UnsafeCell::new(Aligned([0; STAGING_BYTES])));
-/// Whether the memories have been handed out.
-static TAKEN: AtomicBool = AtomicBool::new(false);
-
-/// The arena and the staging; `None` after the first call.
-fn take_memories() -> Option<(&'static mut [u8], &'static mut [u8])> {
-    if TAKEN.swap(true, Ordering::AcqRel) {
-        return None;
-    }
-    // SAFETY: the swap lets exactly one caller through, once, so these are the only
-    // references to the two statics that ever exist, and statics live for 'static.
-    unsafe { Some((&mut (*ARENA.0.get()).0, &mut (*STAGING.0.get()).0)) }
-}
+/// The arena and the staging.
+static MEMORIES: Memories<ARENA_BYTES, STAGING_BYTES> = Memories::new();
 
 // ---------------------------------------------------------------------------------------------
 // The run
@@ -119,7 +96,7 @@ fn run() -> Result<LayerCounts, Failure> {
     let calibration = systick::calibrate(&ticks).map_err(Failure::Clock)?;
     systick::log_calibration(&calibration);
 
-    let (arena, staging) = take_memories().ok_or(Failure::Taken)?;
+    let (arena, staging) = MEMORIES.take().ok_or(Failure::Taken)?;
     let model = Model {
         name: "kws_dscnn",
         tflite: KWS_MODEL,
