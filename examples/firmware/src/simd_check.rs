@@ -143,15 +143,78 @@ fn compare(
     }
 }
 
+/// A kernel's entry point: parameters, per-channel multipliers, input, filter, bias, output.
+type Kernel<P> = fn(
+    &P,
+    &[ChannelMultiplier],
+    &[i8],
+    &[i8],
+    Option<&[i32]>,
+    &mut [i8],
+) -> Result<(), KernelError>;
+
+/// The operands and the two outputs of a case, sized for the largest.
+struct Operands {
+    input: [i8; MAX_ELEMS],
+    filter: [i8; MAX_ELEMS],
+    out_simd: [i8; MAX_ELEMS],
+    out_ref: [i8; MAX_ELEMS],
+    mults: [ChannelMultiplier; MAX_CHANNELS],
+    bias: [i32; MAX_CHANNELS],
+}
+
+impl Operands {
+    /// Case `case` of `kernel` with parameters `p`, whose input, filter and output have
+    /// `lens` elements over `channels` output channels: random operands (a bias when
+    /// `with_bias`), then `simd` and `reference` compared. `Ok(true)` when it ran; `Ok(false)`
+    /// when the case is beyond the buffers or has no output, or both paths refused it alike.
+    fn check<P>(
+        &mut self,
+        rng: &mut Rng,
+        (kernel, case): (&'static str, u32),
+        p: &P,
+        (il, fl, ol): (usize, usize, usize),
+        (channels, with_bias): (usize, bool),
+        (simd, reference): (Kernel<P>, Kernel<P>),
+    ) -> Result<bool, SimdCheckError> {
+        if il > MAX_ELEMS || fl > MAX_ELEMS || ol > MAX_ELEMS || ol == 0 {
+            return Ok(false);
+        }
+        rng.fill(&mut self.input[..il]);
+        rng.fill(&mut self.filter[..fl]);
+        let (m, b) = (&mut self.mults[..channels], &mut self.bias[..channels]);
+        channel_operands(rng, m, b);
+        let b = with_bias.then_some(&self.bias[..channels]);
+        let (x, f, m) = (
+            &self.input[..il],
+            &self.filter[..fl],
+            &self.mults[..channels],
+        );
+        let got = simd(p, m, x, f, b, &mut self.out_simd[..ol]);
+        let want = reference(p, m, x, f, b, &mut self.out_ref[..ol]);
+        compare(
+            kernel,
+            case,
+            got,
+            want,
+            &self.out_simd[..ol],
+            &self.out_ref[..ol],
+        )
+    }
+}
+
 /// Runs [`CASES`] random convolutions and depthwise convolutions on both paths; returns how
 /// many of each ran (the others had no valid output, e.g. a VALID window larger than the image).
 pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
     let mut rng = Rng(0x9e37_79b9);
-    let mut input = [0_i8; MAX_ELEMS];
-    let mut filter = [0_i8; MAX_ELEMS];
-    let (mut out_simd, mut out_ref) = ([0_i8; MAX_ELEMS], [0_i8; MAX_ELEMS]);
-    let mut mults = [ChannelMultiplier::default(); MAX_CHANNELS];
-    let mut bias = [0_i32; MAX_CHANNELS];
+    let mut operands = Operands {
+        input: [0; MAX_ELEMS],
+        filter: [0; MAX_ELEMS],
+        out_simd: [0; MAX_ELEMS],
+        out_ref: [0; MAX_ELEMS],
+        mults: [ChannelMultiplier::default(); MAX_CHANNELS],
+        bias: [0; MAX_CHANNELS],
+    };
     let (mut convs, mut depthwise) = (0, 0);
 
     for case in 0..CASES {
@@ -179,26 +242,16 @@ pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
         };
         let (qi, qo, act) = quant(&mut rng);
         if let Ok(p) = Conv2dParams::new(shape, qi, qo, act) {
-            let (il, fl, ol) = p.lens();
-            let oc = shape.out_channels as usize;
-            if il <= MAX_ELEMS && fl <= MAX_ELEMS && ol <= MAX_ELEMS && ol > 0 {
-                rng.fill(&mut input[..il]);
-                rng.fill(&mut filter[..fl]);
-                channel_operands(&mut rng, &mut mults[..oc], &mut bias[..oc]);
-                let b = (case % 3 != 0).then_some(&bias[..oc]);
-                let (x, f, m) = (&input[..il], &filter[..fl], &mults[..oc]);
-                let simd = int8::conv2d(&p, m, x, f, b, &mut out_simd[..ol]);
-                let reference = portable::conv2d(&p, m, x, f, b, &mut out_ref[..ol]);
-                let ran = compare(
-                    "conv2d",
-                    case,
-                    simd,
-                    reference,
-                    &out_simd[..ol],
-                    &out_ref[..ol],
-                )?;
-                convs += u32::from(ran);
-            }
+            let channels = shape.out_channels as usize;
+            let ran = operands.check(
+                &mut rng,
+                ("conv2d", case),
+                &p,
+                p.lens(),
+                (channels, case % 3 != 0),
+                (int8::conv2d, portable::conv2d),
+            )?;
+            convs += u32::from(ran);
         }
 
         // DEPTHWISE_CONV_2D: depth multiplier 1 most of the time (the four-channel path),
@@ -216,26 +269,16 @@ pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
         };
         let (qi, qo, act) = quant(&mut rng);
         if let Ok(p) = DepthwiseParams::new(shape, qi, qo, act) {
-            let (il, fl, ol) = p.lens();
-            let oc = (shape.input.channels * mult) as usize;
-            if il <= MAX_ELEMS && fl <= MAX_ELEMS && ol <= MAX_ELEMS && ol > 0 {
-                rng.fill(&mut input[..il]);
-                rng.fill(&mut filter[..fl]);
-                channel_operands(&mut rng, &mut mults[..oc], &mut bias[..oc]);
-                let b = (case % 3 != 1).then_some(&bias[..oc]);
-                let (x, f, m) = (&input[..il], &filter[..fl], &mults[..oc]);
-                let simd = int8::depthwise_conv2d(&p, m, x, f, b, &mut out_simd[..ol]);
-                let reference = portable::depthwise_conv2d(&p, m, x, f, b, &mut out_ref[..ol]);
-                let ran = compare(
-                    "depthwise_conv2d",
-                    case,
-                    simd,
-                    reference,
-                    &out_simd[..ol],
-                    &out_ref[..ol],
-                )?;
-                depthwise += u32::from(ran);
-            }
+            let channels = (shape.input.channels * mult) as usize;
+            let ran = operands.check(
+                &mut rng,
+                ("depthwise_conv2d", case),
+                &p,
+                p.lens(),
+                (channels, case % 3 != 1),
+                (int8::depthwise_conv2d, portable::depthwise_conv2d),
+            )?;
+            depthwise += u32::from(ran);
         }
     }
     Ok((convs, depthwise))
