@@ -290,6 +290,12 @@ pub enum Error {
     /// abandoned ([`Error::Fault`]): reading it, or reading it in a job, is refused until it is
     /// written again (by `write`, `copy`, or as a job's output).
     ContentsLost,
+    /// What was asked needs a part of the runtime this build leaves out: the cargo feature
+    /// named builds it (see the crate's features: `static-schedule`, `striping`, `tuning`).
+    NotBuilt {
+        /// The cargo feature of `npu-compute` that builds it.
+        feature: &'static str,
+    },
 }
 
 impl From<HalError> for Error {
@@ -489,6 +495,10 @@ impl core::fmt::Display for Error {
             Error::ContentsLost => f.write_str(
                 "the tensor's contents were lost: the job producing them was abandoned when the \
                  NPU was reset after a fault; write or compute it again",
+            ),
+            Error::NotBuilt { feature } => write!(
+                f,
+                "this build of npu-compute leaves it out: its cargo feature `{feature}` builds it"
             ),
         }
     }

@@ -3,6 +3,9 @@
 //! window), or by ranges of elements (an elementwise operator whose operands all have its
 //! output's shape, whose band reads the same range of each).
 
+// Without the planner (`static-schedule`) only the per-job path's band views cut operators.
+#![cfg_attr(not(feature = "static-schedule"), allow(dead_code))]
+
 use core::ops::Range;
 
 use super::tile;

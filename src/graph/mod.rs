@@ -289,12 +289,10 @@ pub struct Graph<
     /// The model's own steps (band steps follow them).
     model_steps: u16,
     schedule: ScheduleReport,
-    /// The model, for the schedule table's fingerprint.
-    model: &'static [u8],
-    /// For each task of the static schedule (in the scheduler's task order), its step.
-    task_steps: heapless::Vec<u16, OPS>,
-    /// The static schedule, kept for [`Graph::export_schedule`].
-    plan: Option<crate::schedule::Schedule<OPS>>,
+    /// What [`Graph::export_schedule`] needs of the static schedule followed.
+    // (Nothing to read in a build without the planner: a unit type then.)
+    #[cfg_attr(not(feature = "static-schedule"), allow(dead_code))]
+    kept: schedule::Kept<OPS>,
     /// The arena plan keeps each activation one step past its last reader, for a schedule
     /// that runs consecutive operators' tasks at once (several NPU units).
     overlap: bool,
@@ -506,9 +504,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             order: heapless::Vec::new(),
             model_steps: 0,
             schedule: ScheduleReport::default(),
-            model,
-            task_steps: heapless::Vec::new(),
-            plan: None,
+            kept: schedule::Kept::new(model),
             overlap: false,
         };
         for t in sub.tensors() {

@@ -346,11 +346,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             place(&mut views, t).map_err(not_one_op)?;
         }
         let mut plan = client.job_plan();
-        if !self.order.is_empty() {
+        if self.scheduled() {
             self.push_scheduled(&pool, &mut views, &mut plan)?;
         }
         for (si, step) in self.steps.iter().enumerate() {
-            if !self.order.is_empty() {
+            if self.scheduled() {
                 break;
             }
             let failed = self.failed(si);

@@ -120,7 +120,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     }
     /// Submits every step; returns once they are queued.
     fn run_steps(&mut self, pool: &Tensor<'c, C>) -> Result<(), GraphError> {
-        if !self.order.is_empty() {
+        if self.scheduled() {
             return self.run_scheduled(pool);
         }
         let mut si = 0;

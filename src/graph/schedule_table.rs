@@ -24,6 +24,10 @@
 //! before anything is followed: steps that exist and run, bands whose rows tile their
 //! operator's output in order, each step covered once.
 
+// Without the planner (`static-schedule`) no table is imported or exported: only the format
+// (its public constants, error and fingerprint) stays.
+#![cfg_attr(not(feature = "static-schedule"), allow(dead_code))]
+
 use super::schedule::Band;
 use super::GraphError;
 use crate::hal::{Capabilities, ExecutionUnit, MAX_EXECUTION_UNITS};
