@@ -72,22 +72,6 @@ impl<
         self.execute_tuned(op, inputs, output)
     }
 
-    /// The driver's own way on the NPU, or the CPU fallback where the NPU lacks the op.
-    pub(super) fn execute_untuned(
-        &mut self,
-        op: &Op,
-        inputs: &[HandleId],
-        output: HandleId,
-    ) -> Result<(), Error> {
-        self.dispatch(op, inputs, output, |s, operands, out| {
-            if s.caps.ops.runs(op) {
-                s.execute_on_npu(op, Variant::Auto, operands, out)
-            } else {
-                s.execute_on_cpu(op, operands, out)
-            }
-        })
-    }
-
     /// Like `execute`, but the way to run `op` is given rather than chosen:
     /// [`Candidate::Npu`] with a [`Variant`] (scratch memory, when the variant needs it, is
     /// reserved for the job and released at once, fence-safe like any memory), or

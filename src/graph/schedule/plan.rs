@@ -12,7 +12,7 @@ use crate::client::Tensor;
 use crate::error::Error;
 use crate::hal::{Cycles, Estimate, MAX_EXECUTION_UNITS, MAX_JOB_INPUTS};
 use crate::ops::Op;
-use crate::schedule::{self as sched, LowerBound, Policy, Task, TaskCost, Unit};
+use crate::schedule::{self as sched, Policy, Task, TaskCost, Unit};
 use crate::server::Placement;
 
 /// Where a task reads and writes the graph's pool: `(offset, len)` byte ranges.
