@@ -2,9 +2,14 @@
 //! runs in place or writes into a concatenation, tiled chains chosen for the smallest arena,
 //! then one [`ArenaPlan`](crate::memory::ArenaPlan) for all of them (see
 //! [`plan_arena`](crate::memory::plan_arena)), reserved as one pool at prepare.
+//!
+//! Choosing tiled chains (the `stripes` submodule, for [`Optimise::Memory`]) is built with
+//! the cargo feature `striping` (on by default). Without it a graph has no tiled chain, the
+//! paths that run them are left out, and [`Optimise::Memory`] fails with
+//! [`Error::NotBuilt`](crate::error::Error::NotBuilt).
 
 use super::tile::{self, Tile};
-use super::{not_one_op, ArenaReport, Graph, GraphError, Optimise, Step, StepOperand, MAX_TILES};
+use super::{not_one_op, ArenaReport, Graph, GraphError, Optimise, StepOperand};
 use crate::channel::ComputeChannel;
 use crate::hal::MAX_JOB_INPUTS;
 use crate::memory::{ArenaPlanError, Lifetime};
@@ -17,6 +22,9 @@ pub(super) struct Buffers<const N: usize> {
     of: heapless::Vec<u16, N>,
     at: heapless::Vec<u32, N>,
 }
+
+#[cfg(feature = "striping")]
+mod stripes;
 
 /// Rounds of local search the arena planner runs at prepare (see [`plan_arena`](crate::memory::plan_arena)).
 pub const PLAN_EFFORT: u32 = 200;
@@ -232,90 +240,6 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             StepOperand::Aux(_) => None,
         }
     }
-    /// Whether steps `si` and `si + 1` can run in one tiled chain: both row-local, and the
-    /// second reads the first's output, which nothing else reads.
-    fn chainable(&self, si: usize, alignment: u32) -> bool {
-        let (Some(s), Some(next)) = (self.steps.get(si), self.steps.get(si + 1)) else {
-            return false;
-        };
-        let local = |st: &Step| {
-            st.op
-                .as_ref()
-                .is_some_and(|op| tile::is_row_local(op, alignment))
-        };
-        local(s)
-            && local(next)
-            && self.chain_input(si + 1) == Some(s.output)
-            && usize::from(self.tensors[usize::from(s.output)].last_use) == si + 1
-    }
-    /// Arena bytes of the plan under `tiles` (`None`: some tile cannot be cut).
-    fn planned_size(&self, tiles: &[Tile], alignment: u32) -> Option<u32> {
-        let b = self.buffers(tiles, alignment, true)?;
-        crate::memory::plan_arena::<TENSORS>(&b.lifetimes, alignment, 0)
-            .ok()
-            .map(|p| p.size())
-    }
-    /// Picks tiled chains greedily: each round tries every chain of chainable steps that does
-    /// not overlap a chosen one, in stripes of 1, 2, 4, ... rows, and keeps the one giving the
-    /// smallest arena (fewest recomputed multiply-accumulates on a tie), while the arena
-    /// shrinks.
-    fn choose_tiles(&mut self, alignment: u32) {
-        let n = self.steps.len();
-        let mut tiles: heapless::Vec<Tile, MAX_TILES> = heapless::Vec::new();
-        let Some(mut best) = self.planned_size(&tiles, alignment) else {
-            return;
-        };
-        while !tiles.is_full() {
-            let mut found: Option<(u32, u64, Tile)> = None;
-            for a in 0..n {
-                for b in a + 1..n.min(a + tile::MAX_CHAIN) {
-                    if !self.chainable(b - 1, alignment) {
-                        break;
-                    }
-                    if tiles
-                        .iter()
-                        .any(|t| usize::from(t.first) <= b && a <= usize::from(t.last))
-                    {
-                        continue;
-                    }
-                    let height = self
-                        .chain_op(a, b - a)
-                        .and_then(tile::shapes)
-                        .map_or(0, |(_, o)| o.height);
-                    // Stripes of 1, 2, 4, ... rows, each with and without streaming in place.
-                    let heights = (0..16).map(|p| 1u32 << p).take_while(|&r| r < height);
-                    for (rows, in_place) in heights.flat_map(|r| [(r, false), (r, true)]) {
-                        let tile = Tile {
-                            first: a as u16,
-                            last: b as u16,
-                            rows: rows as u16,
-                            in_place,
-                        };
-                        let Some(cost) = self.tile_cost(&tile) else {
-                            continue;
-                        };
-                        let _ = tiles.push(tile);
-                        let size = self.planned_size(&tiles, alignment);
-                        tiles.pop();
-                        if let Some(size) = size {
-                            let key = (size, cost.extra_macs);
-                            if found.is_none_or(|(s, m, _)| key < (s, m)) {
-                                found = Some((size, cost.extra_macs, tile));
-                            }
-                        }
-                    }
-                }
-            }
-            match found {
-                Some((size, _, tile)) if size < best => {
-                    best = size;
-                    let _ = tiles.push(tile);
-                }
-                _ => break,
-            }
-        }
-        self.tiles = tiles;
-    }
     /// Lays the activations out in one pool (see [`plan_arena`](crate::memory::plan_arena)) and reserves it,
     /// after choosing tiled chains when `optimise` asks for the smallest arena.
     pub(super) fn plan_arena(&mut self, optimise: Optimise) -> Result<(), GraphError> {
@@ -326,10 +250,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .alignment
             .max(1);
         if optimise == Optimise::Memory {
-            self.choose_tiles(alignment);
+            self.choose_tiles(alignment)?;
         }
         let buffers = self
-            .buffers(&self.tiles, alignment, true)
+            .buffers(self.striped(), alignment, true)
             .ok_or(GraphError::Plan(ArenaPlanError::BadInput {
                 buffer: u32::MAX,
             }))?;
@@ -354,7 +278,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             self.steps[si].in_place = in_place;
         }
         let recomputed_macs = self
-            .tiles
+            .striped()
             .iter()
             .filter_map(|t| self.tile_cost(t))
             .map(|c| c.extra_macs)
@@ -378,7 +302,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 alignment,
             ),
             constant_bytes,
-            tiled_chains: self.tiles.len() as u8,
+            tiled_chains: self.striped().len() as u8,
             recomputed_macs,
         };
         if plan.size() > 0 {
@@ -386,5 +310,37 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             self.pool = Some(pool);
         }
         Ok(())
+    }
+}
+
+impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
+    /// The tiled chains the graph runs: none in a build without `striping`, which lets the
+    /// compiler leave out the paths that run them.
+    pub(super) fn striped(&self) -> &[Tile] {
+        if cfg!(feature = "striping") {
+            &self.tiles
+        } else {
+            &[]
+        }
+    }
+}
+
+/// Tiled chains in a build without them: [`Optimise::Memory`] is refused.
+#[cfg(not(feature = "striping"))]
+mod stripes {
+    use super::super::{Graph, GraphError};
+    use crate::channel::ComputeChannel;
+    use crate::error::Error;
+
+    impl<C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'_, C, OPS, TENSORS> {
+        /// Refused: this build does not run layers in stripes.
+        pub(in crate::graph) fn choose_tiles(&mut self, _alignment: u32) -> Result<(), GraphError> {
+            Err(GraphError::Compute {
+                op_index: None,
+                error: Error::NotBuilt {
+                    feature: "striping",
+                },
+            })
+        }
     }
 }

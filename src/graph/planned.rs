@@ -320,7 +320,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// Places every activation at its planned offset for the plan's lifetime and records each
     /// operator's job, choosing each as the server's tuning says now.
     fn build_plan(&self) -> Result<GraphJobPlan<'c, C, OPS, TENSORS>, GraphError> {
-        if let Some(tile) = self.tiles.first() {
+        if let Some(tile) = self.striped().first() {
             let step = &self.steps[usize::from(tile.first)];
             return Err(GraphError::Compute {
                 op_index: Some(u32::from(step.op_index)),

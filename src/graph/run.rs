@@ -125,7 +125,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         let mut si = 0;
         while si < self.steps.len() {
-            let last = match self.tiles.iter().find(|t| usize::from(t.first) == si) {
+            let last = match self.striped().iter().find(|t| usize::from(t.first) == si) {
                 Some(&tile) => {
                     self.run_tile(pool, tile)?;
                     usize::from(tile.last)

@@ -56,16 +56,6 @@ pub(crate) fn row_bytes(t: Nhwc) -> u32 {
     t.width.saturating_mul(t.channels)
 }
 
-/// Whether `op` can be a member of a chain on an arena aligned to `alignment`.
-pub(crate) fn is_row_local(op: &Op, alignment: u32) -> bool {
-    shapes(op).is_some_and(|(i, o)| {
-        i.batches == 1
-            && o.batches == 1
-            && row_bytes(i).is_multiple_of(alignment)
-            && row_bytes(o).is_multiple_of(alignment)
-    })
-}
-
 /// The operator computing output rows `out_rows` of `op` from a band of its input, and that
 /// band's rows. The band op's shape describes the band's input (its window keeps the layer's
 /// filter size and strides; the band's own padding is in the params).

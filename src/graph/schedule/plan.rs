@@ -94,7 +94,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             scheduling,
             ..ScheduleReport::default()
         };
-        if scheduling == Scheduling::Dynamic || !self.tiles.is_empty() {
+        if scheduling == Scheduling::Dynamic || !self.striped().is_empty() {
             return Ok(());
         }
         let caps = self.client.capabilities().map_err(not_one_op)?;
