@@ -54,7 +54,9 @@
 //! kernels it is not given). A model with an operator left out fails to prepare with
 //! [`LowerError::Unsupported`] saying so; an [`Op`] variant left out has a description that
 //! refuses to run ([`OpError::NotBuilt`]) and no operand sizes, so a program's own job naming
-//! one is refused.
+//! one is refused. The int16 (16x8) variants also need the feature `int16` (which `all-ops`
+//! turns on): an int8 firmware leaves their kernels out, and an int16 model then fails to
+//! prepare at its first int16 operator.
 
 // A build without `all-ops` leaves the lowering and the descriptions of the operators it does
 // not build unused.
@@ -378,7 +380,7 @@ impl Operator for NotBuilt {
 /// Declares [`Op`], one variant per description type, and the methods that hand each question
 /// to the variant's description.
 macro_rules! operators {
-    ($($(#[$doc:meta])* $variant:ident = $kind:ident, $dtype:ident, [$($feature:literal),*];)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $kind:ident, $dtype:ident, [$($feature:literal),*] $(+ $needs:literal)?;)*) => {
         /// A compute operation: one of the described operators, with its shape and every
         /// parameter its kernel needs, precomputed once when a model is prepared
         /// (multipliers, offsets, resolved padding), so a job is self-contained and a driver
@@ -431,10 +433,23 @@ macro_rules! operators {
                 #[allow(unreachable_patterns)]
                 match self {
                     $(
-                        #[cfg(any(feature = "all-ops" $(, feature = $feature)*))]
+                        #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
                         Op::$variant(o) => o,
                     )*
                     _ => &NotBuilt,
+                }
+            }
+
+            /// Whether this build has the operator's code (its `op-` feature, and `int16`
+            /// for an int16 one).
+            const fn is_built(&self) -> bool {
+                #[allow(unreachable_patterns)]
+                match self {
+                    $(
+                        #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
+                        Op::$variant(_) => true,
+                    )*
+                    _ => false,
                 }
             }
 
@@ -446,7 +461,7 @@ macro_rules! operators {
                 #[allow(unreachable_patterns)]
                 match self {
                     $(
-                        #[cfg(any(feature = "all-ops" $(, feature = $feature)*))]
+                        #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
                         Op::$variant(o) => o.operands(),
                     )*
                     _ => None,
@@ -572,37 +587,37 @@ operators! {
     /// int8 ABS.
     AbsI8 = Abs, I8, ["op-abs"];
     /// 16x8 fully connected (per tensor or per channel).
-    FullyConnectedI16 = FullyConnected, I16, ["op-fully-connected"];
+    FullyConnectedI16 = FullyConnected, I16, ["op-fully-connected"] + "int16";
     /// 16x8 CONV_2D.
-    Conv2dI16 = Conv2d, I16, ["op-conv-2d"];
+    Conv2dI16 = Conv2d, I16, ["op-conv-2d"] + "int16";
     /// 16x8 DEPTHWISE_CONV_2D.
-    DepthwiseConv2dI16 = DepthwiseConv2d, I16, ["op-depthwise-conv-2d"];
+    DepthwiseConv2dI16 = DepthwiseConv2d, I16, ["op-depthwise-conv-2d"] + "int16";
     /// 16x8 ADD with broadcasting.
-    AddI16 = Add, I16, ["op-add"];
+    AddI16 = Add, I16, ["op-add"] + "int16";
     /// 16x8 MUL with broadcasting.
-    MulI16 = Mul, I16, ["op-mul"];
+    MulI16 = Mul, I16, ["op-mul"] + "int16";
     /// int8 PAD of height and width.
     PadI8 = Pad, I8, ["op-pad"];
     /// int16 PAD of height and width.
-    PadI16 = Pad, I16, ["op-pad"];
+    PadI16 = Pad, I16, ["op-pad"] + "int16";
     /// int8 PADV2, or PAD of other axes.
     PadV2I8 = PadV2, I8, ["op-pad", "op-padv-2"];
     /// int16 PADV2, or PAD of other axes.
-    PadV2I16 = PadV2, I16, ["op-pad", "op-padv-2"];
+    PadV2I16 = PadV2, I16, ["op-pad", "op-padv-2"] + "int16";
     /// int8 MIRROR_PAD.
     MirrorPadI8 = MirrorPad, I8, ["op-mirror-pad"];
     /// int8 slice of unit strides (SLICE, SPLIT, SPLIT_V, UNPACK, STRIDED_SLICE).
     SliceI8 = Slice, I8, ["op-slice", "op-split", "op-split-v", "op-strided-slice", "op-unpack"];
     /// int16 slice of unit strides.
-    SliceI16 = Slice, I16, ["op-slice", "op-split", "op-split-v", "op-strided-slice", "op-unpack"];
+    SliceI16 = Slice, I16, ["op-slice", "op-split", "op-split-v", "op-strided-slice", "op-unpack"] + "int16";
     /// int8 STRIDED_SLICE of other strides.
     StridedSliceI8 = StridedSlice, I8, ["op-strided-slice"];
     /// int16 STRIDED_SLICE of other strides.
-    StridedSliceI16 = StridedSlice, I16, ["op-strided-slice"];
+    StridedSliceI16 = StridedSlice, I16, ["op-strided-slice"] + "int16";
     /// int8 PACK.
     PackI8 = Pack, I8, ["op-pack"];
     /// int16 PACK.
-    PackI16 = Pack, I16, ["op-pack"];
+    PackI16 = Pack, I16, ["op-pack"] + "int16";
     /// int8 SUM.
     SumI8 = Sum, I8, ["op-sum"];
     /// int8 REDUCE_MAX.
@@ -622,33 +637,33 @@ operators! {
     /// int8 LOGISTIC.
     LogisticI8 = Logistic, I8, ["op-logistic"];
     /// int16 LOGISTIC.
-    LogisticI16 = Logistic, I16, ["op-logistic"];
+    LogisticI16 = Logistic, I16, ["op-logistic"] + "int16";
     /// int8 TANH.
     TanhI8 = Tanh, I8, ["op-tanh"];
     /// int16 TANH.
-    TanhI16 = Tanh, I16, ["op-tanh"];
+    TanhI16 = Tanh, I16, ["op-tanh"] + "int16";
     /// int16 to int16 QUANTIZE.
-    RequantizeI16 = Quantize, I16, ["op-quantize"];
+    RequantizeI16 = Quantize, I16, ["op-quantize"] + "int16";
     /// int16 to int8 QUANTIZE.
-    RequantizeI16ToI8 = Quantize, I16, ["op-quantize"];
+    RequantizeI16ToI8 = Quantize, I16, ["op-quantize"] + "int16";
     /// int8 to int16 QUANTIZE.
     RequantizeI8ToI16 = Quantize, I8, ["op-quantize"];
     /// f32 to int16 QUANTIZE.
     QuantizeF32ToI16 = Quantize, F32, ["op-quantize"];
     /// int16 to f32 DEQUANTIZE.
-    DequantizeI16 = Dequantize, I16, ["op-dequantize"];
+    DequantizeI16 = Dequantize, I16, ["op-dequantize"] + "int16";
     /// int16 SOFTMAX.
-    SoftmaxI16 = Softmax, I16, ["op-softmax"];
+    SoftmaxI16 = Softmax, I16, ["op-softmax"] + "int16";
     /// int8 SVDF (int8 or int16 activation state).
     SvdfI8 = Svdf, I8, ["op-svdf"];
     /// int8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
     LstmI8 = Lstm, I8, ["op-unidirectional-sequence-lstm"];
     /// int16 (16x8) UNIDIRECTIONAL_SEQUENCE_LSTM (int16 cell state).
-    LstmI16 = Lstm, I16, ["op-unidirectional-sequence-lstm"];
+    LstmI16 = Lstm, I16, ["op-unidirectional-sequence-lstm"] + "int16";
     /// int8 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
     ResizeNearestI8 = ResizeNearestNeighbor, I8, ["op-resize-nearest-neighbor"];
     /// int16 RESIZE_NEAREST_NEIGHBOR of a size Vela runs on the NPU.
-    ResizeNearestI16 = ResizeNearestNeighbor, I16, ["op-resize-nearest-neighbor"];
+    ResizeNearestI16 = ResizeNearestNeighbor, I16, ["op-resize-nearest-neighbor"] + "int16";
     /// int8 GATHER (int32 indices).
     GatherI8 = Gather, I8, ["op-gather"];
     /// SHAPE (int32 output).
@@ -666,7 +681,7 @@ operators! {
     /// CAST from int8.
     CastI8 = Cast, I8, ["op-cast"];
     /// CAST from int16.
-    CastI16 = Cast, I16, ["op-cast"];
+    CastI16 = Cast, I16, ["op-cast"] + "int16";
     /// CAST from int32.
     CastI32 = Cast, I32, ["op-cast"];
     /// CAST from float32.
@@ -674,13 +689,13 @@ operators! {
     /// int8 RESIZE_NEAREST_NEIGHBOR of another size.
     ResizeNearestOtherI8 = ResizeNearestOther, I8, ["op-resize-nearest-neighbor"];
     /// int16 RESIZE_NEAREST_NEIGHBOR of another size.
-    ResizeNearestOtherI16 = ResizeNearestOther, I16, ["op-resize-nearest-neighbor"];
+    ResizeNearestOtherI16 = ResizeNearestOther, I16, ["op-resize-nearest-neighbor"] + "int16";
     /// int8 RESIZE_BILINEAR of another size.
     ResizeBilinearOtherI8 = ResizeBilinearOther, I8, ["op-resize-bilinear"];
     /// int8 to int32 QUANTIZE.
     RequantizeI8ToI32 = QuantizeInt32, I8, ["op-quantize"];
     /// int16 to int32 QUANTIZE.
-    RequantizeI16ToI32 = QuantizeInt32, I16, ["op-quantize"];
+    RequantizeI16ToI32 = QuantizeInt32, I16, ["op-quantize"] + "int16";
     /// int32 to int8 QUANTIZE.
     RequantizeI32ToI8 = QuantizeInt32, I32, ["op-quantize"];
     /// int32 to int16 QUANTIZE.
@@ -696,7 +711,7 @@ macro_rules! lowerings {
         /// what is unsupported or inconsistent, or that this build leaves the operator out
         /// (the crate's operator features).
         pub fn lower(ctx: &LowerCtx<'_, '_>) -> Result<Lowered, LowerError> {
-            match ctx.builtin() {
+            let lowered = match ctx.builtin() {
                 $(
                     #[cfg(any(feature = "all-ops", feature = $feature))]
                     BuiltinOp::$builtin => $lower(ctx),
@@ -708,6 +723,13 @@ macro_rules! lowerings {
                     )),
                 )*
                 _ => Err(LowerError::Unsupported("operator")),
+            }?;
+            match lowered {
+                // The operator's feature is on but not its element type's.
+                Lowered::Compute { op, .. } if !op.is_built() => Err(LowerError::Unsupported(
+                    "int16 operator left out of this build (the cargo feature `int16` builds them)",
+                )),
+                lowered => Ok(lowered),
             }
         }
 
