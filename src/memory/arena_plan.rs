@@ -172,13 +172,6 @@ pub fn plan_arena<const N: usize>(
     }
     let bound = lower_bound(buffers, alignment);
     let n = buffers.len();
-    let identity = || {
-        let mut o: heapless::Vec<u16, N> = heapless::Vec::new();
-        for i in 0..n {
-            let _ = o.push(i as u16);
-        }
-        o
-    };
     let steps = |b: &Lifetime| u32::from(b.last - b.first) + 1;
     let keys: [&dyn Fn(usize) -> (u64, u64); 4] = [
         &|i| (u64::from(sizes[i]), u64::from(steps(&buffers[i]))),
@@ -188,13 +181,16 @@ pub fn plan_arena<const N: usize>(
     ];
     let mut best: Option<(u32, heapless::Vec<u16, N>, heapless::Vec<u32, N>)> = None;
     for key in keys {
-        let mut order = identity();
         // Descending by key; ties keep the buffers' order, so the result is deterministic.
-        order.sort_unstable_by(|&a, &b| {
-            key(usize::from(b))
-                .cmp(&key(usize::from(a)))
-                .then(a.cmp(&b))
-        });
+        // Each buffer is inserted after those that go before it: a model has few buffers,
+        // and a general sort would put a quicksort in a firmware's flash for this alone.
+        let mut order: heapless::Vec<u16, N> = heapless::Vec::new();
+        for i in 0..n {
+            let k = key(i);
+            let at = order.partition_point(|&j| key(usize::from(j)) >= k);
+            // At most N buffers (checked above).
+            let _ = order.insert(at, i as u16);
+        }
         let (size, offsets) = place_in_order::<N>(buffers, &sizes, &order)?;
         if best.as_ref().is_none_or(|(s, _, _)| size < *s) {
             best = Some((size, order, offsets));
@@ -257,10 +253,11 @@ fn place_in_order<const N: usize>(
         for &j in &order[..k] {
             let j = usize::from(j);
             if buffers[i].overlaps(&buffers[j]) {
-                let _ = taken.push((offsets[j], offsets[j] + sizes[j]));
+                // Kept sorted as it grows (see the order above: no quicksort).
+                let t = (offsets[j], offsets[j] + sizes[j]);
+                let _ = taken.insert(taken.partition_point(|&x| x <= t), t);
             }
         }
-        taken.sort_unstable();
         let mut at = 0u32;
         for &(start, stop) in &taken {
             if at.checked_add(sizes[i]).ok_or(ArenaPlanError::TooLarge)? <= start {

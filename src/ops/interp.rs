@@ -148,11 +148,13 @@ pub fn split_writable<'m>(
     inputs: &[(usize, usize)],
 ) -> Option<Split<'m>> {
     // The writable ranges by start, each checked to end before the next begins.
-    let mut order: heapless::Vec<usize, MAX_INPUTS> = (0..writable.len()).collect();
-    if order.len() != writable.len() {
-        return None;
+    // (Kept sorted as they are added, here and for `cut` below: a few ranges, and a general
+    // sort would put a quicksort in a firmware's flash.)
+    let mut order: heapless::Vec<usize, MAX_INPUTS> = heapless::Vec::new();
+    for (k, &(start, _)) in writable.iter().enumerate() {
+        let at = order.partition_point(|&o| writable[o].0 <= start);
+        order.insert(at, k).ok()?;
     }
-    order.sort_unstable_by_key(|&k| writable[k].0);
     // Memory cut at each writable range: the shared gaps between, with their offsets.
     let mut gaps: heapless::Vec<(usize, &'m [u8]), { MAX_INPUTS + 1 }> = heapless::Vec::new();
     let mut cut: heapless::Vec<(usize, &'m mut [u8]), MAX_INPUTS> = heapless::Vec::new();
@@ -167,7 +169,9 @@ pub fn split_writable<'m>(
         let (gap, tail) = rest.split_at_mut(skip);
         let (range, tail) = tail.split_at_mut(len);
         gaps.push((at, gap)).ok()?;
-        cut.push((k, range)).ok()?;
+        // In the order asked for.
+        cut.insert(cut.partition_point(|&(o, _)| o < k), (k, range))
+            .ok()?;
         rest = tail;
         at = start + len;
     }
@@ -185,8 +189,6 @@ pub fn split_writable<'m>(
         };
         views.push(view).ok()?;
     }
-    // Back in the order asked for.
-    cut.sort_unstable_by_key(|&(k, _)| k);
     Some((cut.into_iter().map(|(_, r)| r).collect(), views))
 }
 
