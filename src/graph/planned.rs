@@ -50,7 +50,7 @@ pub(super) enum Path<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usi
     PerJob,
 }
 
-/// The figures of the job plan a graph's invokes replay ([`Graph::job_plan`]).
+/// The figures of the job plan a graph's invokes replay ([`Graph::job_plan`](super::Graph::job_plan)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct JobPlanReport {
@@ -60,7 +60,7 @@ pub struct JobPlanReport {
     pub tensors: usize,
     /// Of those, the tensors whose access records each run walks and writes: the graph's
     /// inputs and outputs. Constants need no bookkeeping once uploaded, and the plan owns the
-    /// activations between (see [`JobPlan::adopt`]).
+    /// activations between (see [`JobPlan::adopt`](crate::client::JobPlan::adopt)).
     pub shared_tensors: usize,
     /// Of the jobs, the operators the CPU fallback computes (the NPU lacks them, or the
     /// server's tuning chose the CPU).

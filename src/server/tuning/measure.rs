@@ -59,7 +59,7 @@ impl<
 {
     /// This server with the choices of a tuning table (made by
     /// [`export_tuning`](crate::server::ComputeServer::export_tuning), or `npu-sim tune`) in its
-    /// cache; [`TuneStats::imported`] counts them. The table is checked against this crate
+    /// cache; [`TuneStats::imported`](super::TuneStats::imported) counts them. The table is checked against this crate
     /// and this NPU's configuration, all or nothing. Pair it with [`TuneMode::CacheOnly`] to
     /// run from the table and never measure.
     ///
