@@ -549,7 +549,13 @@ impl<
         if let Some((fence, fault)) = self.frontier.fault {
             return Err(self.recover(fence, fault));
         }
-        if !self.watchdog.config.enabled {
+        if !self.watching() {
+            if self.watchdog.config.enabled {
+                // Asked of a build without it.
+                return Err(Error::NotBuilt {
+                    feature: "recovery",
+                });
+            }
             return self.scan();
         }
         let now = self.npu.now();
@@ -615,7 +621,7 @@ impl<
                     let slot = &mut self.newest[job.queue.index()];
                     *slot = Some(fence);
                     self.last_fence = Some(fence);
-                    if self.watchdog.config.enabled {
+                    if self.watching() {
                         self.follow(job, fence);
                     }
                     return Ok(fence);
@@ -624,6 +630,13 @@ impl<
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Whether the watchdog follows jobs: never in a build without `recovery`, which lets
+    /// the compiler leave it out.
+    #[inline(always)]
+    fn watching(&self) -> bool {
+        cfg!(feature = "recovery") && self.watchdog.config.enabled
     }
 
     /// Gives the watchdog the job just submitted as `fence`, with its deadline. Out of line:

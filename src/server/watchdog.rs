@@ -30,6 +30,10 @@
 //! part still in flight, its clock starts, and it is over when every queue's newest fence is.
 //! New jobs join it until then, and the list follows jobs one by one again after.
 
+// Without `recovery` the server neither follows jobs nor looks for a culprit: the watchdog
+// keeps only its configuration.
+#![cfg_attr(not(feature = "recovery"), allow(dead_code))]
+
 use crate::hal::{Cycles, Fault, Fence, MAX_QUEUES};
 use crate::ops::OpKind;
 
