@@ -16,7 +16,8 @@
 //! - [`gemmlowp`]: gemmlowp's fixed-point `exp` and reciprocal, used by int8 SOFTMAX.
 //!
 //! The crate is `no_std` and allocation-free; its only `unsafe` is the inline assembly of the
-//! Arm DSP-extension inner loops (`int8::mac`, built for DSP targets only). Kernels never panic: every buffer
+//! Arm DSP-extension inner loops (`int8::mac`, built for DSP targets only) and, with the `std`
+//! feature on x86-64, the calls into the AVX2 convolutions once the CPU is known to have AVX2. Kernels never panic: every buffer
 //! length is checked against the shape first ([`KernelError::LengthMismatch`]), shapes whose
 //! element counts cannot exist in memory are refused ([`KernelError::ShapeOverflow`]), and
 //! quantization parameters TFLM would abort on are refused when the parameters are built
@@ -27,6 +28,11 @@
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+// Only for run-time CPU feature detection (`std` feature, x86-64 hosts): the kernels
+// themselves allocate nothing.
+#[cfg(feature = "std")]
+extern crate std;
 
 pub mod f32;
 pub mod fixed_point;

@@ -42,6 +42,8 @@ use crate::{check_len, KernelError};
 mod blocked;
 mod depthwise;
 pub(crate) mod int16;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod x86;
 
 pub use blocked::MAX_PATCH_TAPS;
 pub(crate) use depthwise::depthwise_conv2d_with;
@@ -457,6 +459,21 @@ impl Conv2dParams {
     }
 }
 
+/// Checks a convolution's operands against its parameters' `(input, filter, output)` lengths
+/// and its `channels`, in the order the errors are reported.
+fn check_operands(
+    (input_len, filter_len, output_len): (usize, usize, usize),
+    channels: usize,
+    (input, filter, output): (&[i8], &[i8], &[i8]),
+    multipliers: &[ChannelMultiplier],
+    bias: Option<&[i32]>,
+) -> Result<(), KernelError> {
+    check_len("input", input_len, input.len())?;
+    check_len("filter", filter_len, filter.len())?;
+    check_len("output", output_len, output.len())?;
+    check_channel_operands(channels, multipliers, bias)
+}
+
 fn check_channel_operands<B>(
     channels: usize,
     multipliers: &[ChannelMultiplier],
@@ -488,6 +505,19 @@ pub fn conv2d(
     bias: Option<&[i32]>,
     output: &mut [i8],
 ) -> Result<(), KernelError> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        check_operands(
+            p.lens(),
+            p.out_channels,
+            (input, filter, output),
+            multipliers,
+            bias,
+        )?;
+        if p.output_len == 0 || x86::conv2d(p, multipliers, input, filter, bias, output) {
+            return Ok(());
+        }
+    }
     conv2d_with::<Native>(p, multipliers, input, filter, bias, output)
 }
 
@@ -500,10 +530,13 @@ pub(crate) fn conv2d_with<M: Mac>(
     bias: Option<&[i32]>,
     output: &mut [i8],
 ) -> Result<(), KernelError> {
-    check_len("input", p.input_len, input.len())?;
-    check_len("filter", p.filter_len, filter.len())?;
-    check_len("output", p.output_len, output.len())?;
-    check_channel_operands(p.out_channels, multipliers, bias)?;
+    check_operands(
+        p.lens(),
+        p.out_channels,
+        (input, filter, output),
+        multipliers,
+        bias,
+    )?;
     if p.output_len == 0 {
         return Ok(());
     }

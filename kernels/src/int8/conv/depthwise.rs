@@ -1,11 +1,11 @@
 //! int8 DEPTHWISE_CONV_2D: its shape, its resolved parameters and the kernel (the arithmetic
 //! is [`conv`](super)'s, shared with CONV_2D).
 
-use super::{check_channel_operands, ChannelMultiplier, ConvQuant, PixelTaps};
+use super::{check_operands, ChannelMultiplier, ConvQuant, PixelTaps};
 use crate::int8::mac::{self, Mac, Native};
 use crate::int8::window::{elems, image_len, row_band, Axis, Nhwc, Window2d};
 use crate::int8::{Activation, Quant};
-use crate::{check_len, KernelError};
+use crate::KernelError;
 
 #[cfg(doc)]
 use super::Conv2dParams;
@@ -232,6 +232,21 @@ pub fn depthwise_conv2d(
     bias: Option<&[i32]>,
     output: &mut [i8],
 ) -> Result<(), KernelError> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        check_operands(
+            p.lens(),
+            p.out_channels,
+            (input, filter, output),
+            multipliers,
+            bias,
+        )?;
+        if p.output_len == 0
+            || super::x86::depthwise_conv2d(p, multipliers, input, filter, bias, output)
+        {
+            return Ok(());
+        }
+    }
     depthwise_conv2d_with::<Native>(p, multipliers, input, filter, bias, output)
 }
 
@@ -244,10 +259,13 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
     bias: Option<&[i32]>,
     output: &mut [i8],
 ) -> Result<(), KernelError> {
-    check_len("input", p.input_len, input.len())?;
-    check_len("filter", p.filter_len, filter.len())?;
-    check_len("output", p.output_len, output.len())?;
-    check_channel_operands(p.out_channels, multipliers, bias)?;
+    check_operands(
+        p.lens(),
+        p.out_channels,
+        (input, filter, output),
+        multipliers,
+        bias,
+    )?;
     if p.output_len == 0 {
         return Ok(());
     }

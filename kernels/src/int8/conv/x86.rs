@@ -1,0 +1,680 @@
+//! CONV_2D and DEPTHWISE_CONV_2D on x86-64 with AVX2, for the host (`std` feature: the CPU is
+//! asked at run time whether it has AVX2, and the portable kernels run when it does not).
+//!
+//! # Why
+//!
+//! On the host the simulator runs every operator on these kernels, and the portable path,
+//! written for a Cortex-M's registers, leaves most of an x86-64 core idle: the compiler cannot
+//! see that a 2×2 block of dot products is a matrix product. AVX2's `VPMADDWD` multiplies
+//! sixteen pairs of 16-bit lanes and adds adjacent products into eight 32-bit lanes: sixteen
+//! multiply-accumulates per instruction, exact for int8 operands widened to 16 bits.
+//!
+//! # Design
+//!
+//! - **Convolution** (one group, a window of at most [`MAX_PATCH_TAPS`]) is a matrix product
+//!   *outer* in the channels: the filter rows of eight output channels are repacked so that one
+//!   vector holds, for one pair of taps, the two weights of each of the eight channels
+//!   (`[w(c, 2t), w(c, 2t + 1)]` as 16-bit lanes, channel `c` in 32-bit lane `c`). A pixel's
+//!   patch is widened once with the input offset added, two taps per 32-bit word; broadcasting
+//!   a word and `VPMADDWD` with the packed vector adds both taps' products to all eight
+//!   channels' accumulators at once. Eight pixels share each packed vector (eight accumulators
+//!   in registers), and the accumulators come out one channel per lane, ready for a vector
+//!   requantization and an eight-byte store: no horizontal sums. The packed filter of a group
+//!   of channel blocks lives in a fixed stack buffer ([`PACKED_VECTORS`]); the patches are
+//!   widened again for each group.
+//! - **Depthwise** (depth multiplier 1) takes sixteen channels at a time: the taps' bytes are
+//!   widened to 16 bits, the input offset added, multiplied with `VPMULLW` (exact: `|w| ≤ 128`
+//!   and `|x + offset| ≤ 255` give at most 32,640) and the products widened into two vectors of
+//!   eight 32-bit accumulators.
+//! - **Requantization** runs on eight lanes: TFLM's `MultiplyByQuantizedMultiplier` with a
+//!   per-lane shift (`VPSLLVD`, `VPSRAVD`), the doubling high product from two `VPMULDQ`s, the
+//!   rounding division, the offset and the clamp.
+//!
+//! # Exactness
+//!
+//! Every product is the portable kernel's `w · (x + input_offset)`, padded taps are gathered as
+//! the zero point (widened to exactly 0), and the sums wrap modulo 2³² (`VPADDD`), where their
+//! order does not matter. The requantization is the portable one lane by lane; it covers the
+//! multipliers converters emit (shift in −31..=31, multiplier other than `i32::MIN`, whose
+//! doubling high product never saturates), and a layer with any other multiplier, an input
+//! offset outside −128..=128 or an activation range outside int8 runs the portable kernel. The
+//! tests compare both paths byte for byte on random shapes.
+
+use core::arch::x86_64::{
+    __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_add_epi64, _mm256_and_si256,
+    _mm256_blend_epi32, _mm256_castsi256_si128, _mm256_cmpgt_epi32, _mm256_cvtepi16_epi32,
+    _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_max_epi32,
+    _mm256_min_epi32, _mm256_mul_epi32, _mm256_mullo_epi16, _mm256_packs_epi32,
+    _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi64x,
+    _mm256_setzero_si256, _mm256_slli_epi64, _mm256_sllv_epi32, _mm256_srai_epi32,
+    _mm256_srav_epi32, _mm256_srli_epi32, _mm256_srli_epi64, _mm256_sub_epi32, _mm_cvtsi128_si64,
+    _mm_packs_epi16,
+};
+
+use super::blocked::MAX_PATCH_TAPS;
+use super::{ChannelMultiplier, Conv2dParams, ConvQuant, DepthwiseParams};
+use crate::int8::im2col::gather_patch;
+
+/// 32-bit words of a widened patch: two taps per word.
+const PATCH_PAIRS: usize = MAX_PATCH_TAPS.div_ceil(2);
+
+/// Pixels accumulated together (one accumulator register each).
+const PIXELS: usize = 8;
+
+/// Vectors of packed filter (32 bytes each, 16 KiB) on the stack: a group of channel blocks
+/// whose packed rows fit is run over every pixel before the next group is packed.
+const PACKED_VECTORS: usize = 512;
+
+/// Most channel blocks of eight in a group (the multipliers and biases of each are kept).
+const MAX_GROUP_BLOCKS: usize = 32;
+
+/// Most channels of the depthwise path (its multipliers and biases are prepared once, as
+/// vectors, for every channel).
+const MAX_DEPTHWISE_CHANNELS: usize = 512;
+
+/// Whether this CPU has AVX2 (`std` caches the answer).
+fn has_avx2() -> bool {
+    std::is_x86_feature_detected!("avx2")
+}
+
+/// Whether the vector requantization equals the portable one for every channel of
+/// `multipliers` and the layer's quantization: see the module docs.
+fn vector_quant_fits(multipliers: &[ChannelMultiplier], q: &ConvQuant) -> bool {
+    multipliers
+        .iter()
+        .all(|m| (-31..=31).contains(&m.shift()) && m.multiplier() != i32::MIN)
+        && (-128..=128).contains(&q.input_offset)
+        && q.activation_min >= i32::from(i8::MIN)
+        && q.activation_max <= i32::from(i8::MAX)
+}
+
+/// CONV_2D on AVX2 when the CPU has it and the layer fits (see the module docs): `true` when
+/// it ran. The operands were checked by the caller.
+pub(super) fn conv2d(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> bool {
+    let taps = p.rows.filter * p.cols.filter * p.filter_depth;
+    let fits = p.in_channels == p.filter_depth
+        && taps <= MAX_PATCH_TAPS
+        && vector_quant_fits(multipliers, &p.quant);
+    if !fits || !has_avx2() {
+        return false;
+    }
+    // SAFETY: the CPU has AVX2 (checked just above), the only feature the function enables.
+    #[allow(unsafe_code)]
+    unsafe {
+        conv2d_avx2(p, multipliers, input, filter, bias, output);
+    }
+    true
+}
+
+/// DEPTHWISE_CONV_2D on AVX2 when the CPU has it and the layer fits (depth multiplier 1, at
+/// most [`MAX_DEPTHWISE_CHANNELS`] channels, see the module docs): `true` when it ran. The
+/// operands were checked by the caller.
+pub(super) fn depthwise_conv2d(
+    p: &DepthwiseParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> bool {
+    let fits = p.depth_multiplier == 1
+        && p.out_channels <= MAX_DEPTHWISE_CHANNELS
+        && vector_quant_fits(multipliers, &p.quant);
+    if !fits || !has_avx2() {
+        return false;
+    }
+    // SAFETY: the CPU has AVX2 (checked just above), the only feature the function enables.
+    #[allow(unsafe_code)]
+    unsafe {
+        depthwise_avx2(p, multipliers, input, filter, bias, output);
+    }
+    true
+}
+
+/// The requantization of eight channels as vectors: multiplier, left shift, right shift, bias.
+#[derive(Clone, Copy)]
+struct Lanes {
+    multiplier: __m256i,
+    left: __m256i,
+    right: __m256i,
+    bias: __m256i,
+}
+
+impl Lanes {
+    /// The vectors of channels `c0..c0 + 8`; channels past `multipliers` get zeros.
+    #[target_feature(enable = "avx2")]
+    fn new(multipliers: &[ChannelMultiplier], bias: Option<&[i32]>, c0: usize) -> Self {
+        let mut words = [[0_i32; 8]; 4];
+        for k in 0..8 {
+            let Some(m) = multipliers.get(c0 + k) else {
+                break;
+            };
+            words[0][k] = m.multiplier();
+            words[1][k] = m.shift().max(0);
+            words[2][k] = m.shift().saturating_neg().max(0);
+            words[3][k] = bias.and_then(|b| b.get(c0 + k)).copied().unwrap_or(0);
+        }
+        let [multiplier, left, right, bias] = words.map(bytemuck::cast::<[i32; 8], __m256i>);
+        Self {
+            multiplier,
+            left,
+            right,
+            bias,
+        }
+    }
+}
+
+/// The output offset and the activation range in every lane.
+#[derive(Clone, Copy)]
+struct Clamp {
+    offset: __m256i,
+    min: __m256i,
+    max: __m256i,
+}
+
+impl Clamp {
+    #[target_feature(enable = "avx2")]
+    fn new(q: &ConvQuant) -> Self {
+        Self {
+            offset: _mm256_set1_epi32(q.output_offset),
+            min: _mm256_set1_epi32(q.activation_min),
+            max: _mm256_set1_epi32(q.activation_max),
+        }
+    }
+}
+
+/// TFLM's `MultiplyByQuantizedMultiplier` of each lane of `acc` (bias included) by its
+/// channel's multiplier, plus the output offset, clamped: the portable `requantize`, for
+/// shifts in −31..=31 and multipliers other than `i32::MIN`.
+#[target_feature(enable = "avx2")]
+fn requantize(acc: __m256i, l: &Lanes, c: &Clamp) -> __m256i {
+    let x = _mm256_sllv_epi32(acc, l.left);
+    // `(x · m + 2³⁰) >> 31` for even and odd lanes: the 64-bit products are exact and the
+    // quotient fits 32 bits (no saturation without i32::MIN), so its low word is taken
+    // from a logical shift.
+    let nudge = _mm256_set1_epi64x(1 << 30);
+    let even = _mm256_mul_epi32(x, l.multiplier);
+    let odd = _mm256_mul_epi32(
+        _mm256_srli_epi64(x, 32),
+        _mm256_srli_epi64(l.multiplier, 32),
+    );
+    let even = _mm256_srli_epi64(_mm256_add_epi64(even, nudge), 31);
+    let odd = _mm256_slli_epi64(_mm256_add_epi64(odd, nudge), 1);
+    let high = _mm256_blend_epi32(even, odd, 0b1010_1010);
+    // Rounding division by 2^right: +1 when the remainder exceeds half the divisor (or
+    // reaches it, for a negative value).
+    let one = _mm256_set1_epi32(1);
+    let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, l.right), one);
+    let remainder = _mm256_and_si256(high, mask);
+    let threshold = _mm256_add_epi32(_mm256_srai_epi32(mask, 1), _mm256_srli_epi32(high, 31));
+    let quotient = _mm256_srav_epi32(high, l.right);
+    let rounded = _mm256_sub_epi32(quotient, _mm256_cmpgt_epi32(remainder, threshold));
+    let out = _mm256_add_epi32(rounded, c.offset);
+    _mm256_min_epi32(_mm256_max_epi32(out, c.min), c.max)
+}
+
+/// The eight lanes of `v` (each within int8) as bytes.
+#[target_feature(enable = "avx2")]
+fn to_bytes(v: __m256i) -> [i8; 8] {
+    let words = _mm256_permute4x64_epi64(_mm256_packs_epi32(v, v), 0b1000);
+    let low = _mm256_castsi256_si128(words);
+    _mm_cvtsi128_si64(_mm_packs_epi16(low, low))
+        .to_le_bytes()
+        .map(|b| b as i8)
+}
+
+/// Writes the first `out.len()` (at most eight) bytes of `v`'s lanes to `out`.
+#[target_feature(enable = "avx2")]
+fn store(v: __m256i, out: &mut [i8]) {
+    let bytes = to_bytes(v);
+    let n = out.len().min(8);
+    out[..n].copy_from_slice(&bytes[..n]);
+}
+
+/// Widens `taps` with `offset` added, two per word (low lane first; a last odd tap pairs with
+/// 0), into `out`.
+#[inline(always)]
+fn widen(taps: &[i8], offset: i32, out: &mut [i32]) {
+    let lane = |x: i8| (i32::from(x) + offset) as u16 as u32;
+    let mut pairs = taps.chunks_exact(2);
+    for (o, pair) in out.iter_mut().zip(pairs.by_ref()) {
+        *o = (lane(pair[0]) | (lane(pair[1]) << 16)) as i32;
+    }
+    if let [last] = pairs.remainder() {
+        if let Some(o) = out.get_mut(taps.len() / 2) {
+            *o = lane(*last) as i32;
+        }
+    }
+}
+
+/// Packs the filter rows of channels `c0..c0 + 8` (`taps` bytes each; missing channels are
+/// zeros) into `out`, one vector per pair of taps: see the module docs.
+#[target_feature(enable = "avx2")]
+fn pack_block(filter: &[i8], taps: usize, c0: usize, out: &mut [__m256i]) {
+    let pairs = taps.div_ceil(2);
+    let out = &mut out[..pairs];
+    let words: &mut [i32] = bytemuck::cast_slice_mut(out);
+    words.fill(0);
+    for k in 0..8 {
+        let Some(row) = filter.get((c0 + k) * taps..(c0 + k + 1) * taps) else {
+            break;
+        };
+        let mut chunks = row.chunks_exact(2);
+        for (t, w) in chunks.by_ref().enumerate() {
+            words[t * 8 + k] = (i32::from(w[0]) & 0xFFFF) | (i32::from(w[1]) << 16);
+        }
+        if let [last] = chunks.remainder() {
+            words[(pairs - 1) * 8 + k] = i32::from(*last) & 0xFFFF;
+        }
+    }
+}
+
+/// The accumulators of `N` pixels (the first `N` widened patches of `patches`) for the eight
+/// channels of `packed` (one vector per pair of taps), each started at `bias`.
+#[target_feature(enable = "avx2")]
+fn dot<const N: usize>(
+    patches: &[[i32; PATCH_PAIRS]; PIXELS],
+    packed: &[__m256i],
+    bias: __m256i,
+) -> [__m256i; N] {
+    let packed = &packed[..packed.len().min(PATCH_PAIRS)];
+    let mut acc = [bias; N];
+    for (t, &w) in packed.iter().enumerate() {
+        for (a, patch) in acc.iter_mut().zip(patches) {
+            let x = _mm256_set1_epi32(patch[t]);
+            *a = _mm256_add_epi32(*a, _mm256_madd_epi16(x, w));
+        }
+    }
+    acc
+}
+
+/// The convolution: see the module docs. Operands checked by [`conv2d`]'s caller.
+#[target_feature(enable = "avx2")]
+fn conv2d_avx2(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) {
+    let (rows, cols) = (p.rows, p.cols);
+    let ch = p.in_channels;
+    let taps = rows.filter * cols.filter * ch;
+    let pairs = taps.div_ceil(2);
+    let oc = p.out_channels;
+    let image_len = rows.in_size * cols.in_size * ch;
+    let per_image = rows.out_size * cols.out_size;
+    let pixels = p.batches * per_image;
+    let offset = p.quant.input_offset;
+    // The zero point, gathered for padded taps (widened to 0); the offset is within −128..=128.
+    let pad = offset.wrapping_neg() as i8;
+    let in_place = rows.filter == 1 && cols.filter == 1;
+    if taps == 0 || pairs > PATCH_PAIRS || per_image == 0 || oc == 0 {
+        return;
+    }
+    let clamp = Clamp::new(&p.quant);
+    let blocks = oc.div_ceil(8);
+    let group = (PACKED_VECTORS / pairs).clamp(1, MAX_GROUP_BLOCKS);
+
+    let mut packed = [_mm256_setzero_si256(); PACKED_VECTORS];
+    let mut lanes = [Lanes::new(&[], None, 0); MAX_GROUP_BLOCKS];
+    let mut gathered = [0_i8; MAX_PATCH_TAPS];
+    let mut patches = [[0_i32; PATCH_PAIRS]; PIXELS];
+
+    for b0 in (0..blocks).step_by(group) {
+        let nb = group.min(blocks - b0);
+        for (k, l) in lanes[..nb].iter_mut().enumerate() {
+            let c0 = (b0 + k) * 8;
+            pack_block(filter, taps, c0, &mut packed[k * pairs..]);
+            *l = Lanes::new(multipliers, bias, c0);
+        }
+        let mut n = 0;
+        while n < pixels {
+            let count = PIXELS.min(pixels - n);
+            for (px, patch) in (n..n + count).zip(patches.iter_mut()) {
+                let (b, r) = (px / per_image, px % per_image);
+                let (oy, ox) = (r / cols.out_size, r % cols.out_size);
+                let in_image = &input[b * image_len..][..image_len];
+                let window: &[i8] = if in_place {
+                    // A 1×1 window is always inside the image (its padding is 0).
+                    let (_, _, iy) = rows.taps(oy);
+                    let (_, _, ix) = cols.taps(ox);
+                    &in_image[(iy * cols.in_size + ix) * ch..][..ch]
+                } else {
+                    gather_patch(p, in_image, (oy, ox), pad, &mut gathered[..taps]);
+                    &gathered[..taps]
+                };
+                widen(window, offset, &mut patch[..pairs]);
+            }
+            for (k, l) in lanes[..nb].iter().enumerate() {
+                let c0 = (b0 + k) * 8;
+                let width = 8.min(oc - c0);
+                let w = &packed[k * pairs..][..pairs];
+                let mut put = |i: usize, acc: __m256i| {
+                    let at = (n + i) * oc + c0;
+                    store(requantize(acc, l, &clamp), &mut output[at..at + width]);
+                };
+                // Full blocks of pixels, then the last few one at a time.
+                if count == PIXELS {
+                    for (i, acc) in dot::<PIXELS>(&patches, w, l.bias).into_iter().enumerate() {
+                        put(i, acc);
+                    }
+                } else {
+                    let mut i = 0;
+                    while i + 4 <= count {
+                        let four: &[[i32; PATCH_PAIRS]; PIXELS] = &patches;
+                        let acc = dot4(four, i, w, l.bias);
+                        for (j, a) in acc.into_iter().enumerate() {
+                            put(i + j, a);
+                        }
+                        i += 4;
+                    }
+                    while i < count {
+                        let acc = dot1(&patches[i], w, l.bias);
+                        put(i, acc);
+                        i += 1;
+                    }
+                }
+            }
+            n += count;
+        }
+    }
+}
+
+/// [`dot`] of the four patches from `first`.
+#[target_feature(enable = "avx2")]
+fn dot4(
+    patches: &[[i32; PATCH_PAIRS]; PIXELS],
+    first: usize,
+    packed: &[__m256i],
+    bias: __m256i,
+) -> [__m256i; 4] {
+    let packed = &packed[..packed.len().min(PATCH_PAIRS)];
+    let (p0, p1, p2, p3) = match &patches[first.min(PIXELS - 4)..] {
+        [a, b, c, d, ..] => (a, b, c, d),
+        _ => return [bias; 4],
+    };
+    let mut acc = [bias; 4];
+    for (t, &w) in packed.iter().enumerate() {
+        for (a, patch) in acc.iter_mut().zip([p0, p1, p2, p3]) {
+            let x = _mm256_set1_epi32(patch[t]);
+            *a = _mm256_add_epi32(*a, _mm256_madd_epi16(x, w));
+        }
+    }
+    acc
+}
+
+/// [`dot`] of one patch.
+#[target_feature(enable = "avx2")]
+fn dot1(patch: &[i32; PATCH_PAIRS], packed: &[__m256i], bias: __m256i) -> __m256i {
+    let mut acc = bias;
+    for (&x, &w) in patch.iter().zip(packed) {
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_set1_epi32(x), w));
+    }
+    acc
+}
+
+/// Sixteen bytes of `bytes` from `at` (fewer when it ends first: zeros after them).
+#[target_feature(enable = "avx2")]
+fn load16(bytes: &[i8], at: usize) -> __m128i {
+    let bytes: &[u8] = bytemuck::cast_slice(bytes);
+    match bytes.get(at..at + 16) {
+        Some(b) => bytemuck::pod_read_unaligned(b),
+        None => {
+            let mut tail = [0_u8; 16];
+            let rest = bytes.get(at..).unwrap_or(&[]);
+            tail[..rest.len().min(16)].copy_from_slice(&rest[..rest.len().min(16)]);
+            bytemuck::cast(tail)
+        }
+    }
+}
+
+/// The depthwise convolution: see the module docs. Operands checked by
+/// [`depthwise_conv2d`]'s caller; depth multiplier 1.
+#[target_feature(enable = "avx2")]
+fn depthwise_avx2(
+    p: &DepthwiseParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) {
+    let (rows, cols) = (p.rows, p.cols);
+    let c = p.in_channels;
+    let in_row_len = cols.in_size * c;
+    let in_image_len = rows.in_size * in_row_len;
+    let out_image_len = rows.out_size * cols.out_size * c;
+    if c == 0 || c > MAX_DEPTHWISE_CHANNELS || in_image_len == 0 || out_image_len == 0 {
+        return;
+    }
+    let clamp = Clamp::new(&p.quant);
+    let offset = _mm256_set1_epi16(p.quant.input_offset as i16);
+    let mut lanes = [Lanes::new(&[], None, 0); MAX_DEPTHWISE_CHANNELS / 8];
+    let blocks = c.div_ceil(8);
+    for (k, l) in lanes[..blocks].iter_mut().enumerate() {
+        *l = Lanes::new(multipliers, bias, 8 * k);
+    }
+    // Filter bytes from one tap to the next along a row.
+    let filter_row_len = cols.filter * c;
+
+    for (in_image, out_image) in input
+        .chunks_exact(in_image_len)
+        .zip(output.chunks_exact_mut(out_image_len))
+    {
+        for (oy, out_row) in out_image.chunks_exact_mut(cols.out_size * c).enumerate() {
+            let (ky0, ky1, iy0) = rows.taps(oy);
+            for (ox, out_px) in out_row.chunks_exact_mut(c).enumerate() {
+                let (kx0, kx1, ix0) = cols.taps(ox);
+                for (k, l) in lanes[..blocks].chunks(2).enumerate() {
+                    let c0 = 16 * k;
+                    let mut lo = l[0].bias;
+                    let mut hi = l.get(1).map_or(lo, |l| l.bias);
+                    for (j, ky) in (ky0..ky1).enumerate() {
+                        let iy = iy0 + j * rows.dilation;
+                        for (i, kx) in (kx0..kx1).enumerate() {
+                            let ix = ix0 + i * cols.dilation;
+                            let x = load16(in_image, iy * in_row_len + ix * c + c0);
+                            let w = load16(filter, ky * filter_row_len + kx * c + c0);
+                            let x = _mm256_add_epi16(_mm256_cvtepi8_epi16(x), offset);
+                            let prod = _mm256_mullo_epi16(x, _mm256_cvtepi8_epi16(w));
+                            lo = _mm256_add_epi32(
+                                lo,
+                                _mm256_cvtepi16_epi32(_mm256_castsi256_si128(prod)),
+                            );
+                            hi = _mm256_add_epi32(
+                                hi,
+                                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1)),
+                            );
+                        }
+                    }
+                    let end = (c0 + 8).min(c);
+                    store(requantize(lo, &l[0], &clamp), &mut out_px[c0..end]);
+                    if let Some(l1) = l.get(1) {
+                        let end = (c0 + 16).min(c);
+                        store(requantize(hi, l1, &clamp), &mut out_px[c0 + 8..end]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::int8::{portable, Activation, Conv2dShape, DepthwiseShape, Nhwc, Padding, Quant};
+    use crate::int8::{DepthwiseParams, Window2d};
+
+    /// A xorshift generator: the same cases on every run.
+    struct Rng(u32);
+
+    impl Rng {
+        fn next(&mut self) -> u32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 17;
+            self.0 ^= self.0 << 5;
+            self.0
+        }
+
+        fn range(&mut self, lo: u32, hi: u32) -> u32 {
+            lo + self.next() % (hi - lo + 1)
+        }
+
+        fn bytes(&mut self, n: usize) -> Vec<i8> {
+            (0..n).map(|_| self.next() as u8 as i8).collect()
+        }
+    }
+
+    fn window(r: &mut Rng, max_filter: u32) -> Window2d {
+        Window2d {
+            filter_height: r.range(1, max_filter),
+            filter_width: r.range(1, max_filter),
+            stride_height: r.range(1, 3),
+            stride_width: r.range(1, 3),
+            dilation_height: r.range(1, 2),
+            dilation_width: r.range(1, 2),
+            padding: if r.range(0, 1) == 0 {
+                Padding::Same
+            } else {
+                Padding::Valid
+            },
+        }
+    }
+
+    /// Quantization of a random layer: zero points over all of int8, scales whose
+    /// multipliers shift right and (sometimes) left, and the three activations.
+    fn quant(r: &mut Rng) -> (Quant, Quant, Activation) {
+        let zp = |v: u32| v as i32 - 128;
+        let qi = Quant {
+            scale: 0.02 + r.range(0, 100) as f32 / 1000.0,
+            zero_point: zp(r.range(0, 255)),
+        };
+        let qo = Quant {
+            scale: 0.02 + r.range(0, 100) as f32 / 1000.0,
+            zero_point: zp(r.range(0, 255)),
+        };
+        let act = [Activation::None, Activation::Relu, Activation::Relu6][r.range(0, 2) as usize];
+        (qi, qo, act)
+    }
+
+    fn multipliers(r: &mut Rng, n: usize) -> Vec<ChannelMultiplier> {
+        (0..n)
+            .map(|_| {
+                // Mostly right shifts, as converters give; some left shifts and the extremes.
+                let shift = match r.range(0, 9) {
+                    0 => r.range(1, 3) as i32,
+                    1 => -31,
+                    _ => -(r.range(0, 12) as i32),
+                };
+                ChannelMultiplier::from_raw((1 << 30) + r.range(0, (1 << 30) - 1) as i32, shift)
+            })
+            .collect()
+    }
+
+    /// The AVX2 convolution against the portable kernel on random shapes: pixel counts and
+    /// channel counts that are not multiples of the blocks, odd tap counts, windows past the
+    /// packing buffer's group size, padding, strides, dilations, with and without bias.
+    #[test]
+    fn conv2d_equals_portable() {
+        if !has_avx2() {
+            return;
+        }
+        let mut r = Rng(0x9e37_79b9);
+        let mut ran = 0;
+        for case in 0..300 {
+            let depth = match case % 4 {
+                0 => r.range(1, 5),
+                1 => r.range(6, 40),
+                2 => r.range(40, 130),
+                _ => r.range(1, 300),
+            };
+            let shape = Conv2dShape {
+                input: Nhwc {
+                    batches: r.range(1, 2),
+                    height: r.range(1, 9),
+                    width: r.range(1, 9),
+                    channels: depth,
+                },
+                out_channels: r.range(1, 40),
+                filter_depth: depth,
+                window: window(&mut r, 3),
+            };
+            let (qi, qo, act) = quant(&mut r);
+            let Ok(p) = Conv2dParams::new(shape, qi, qo, act) else {
+                continue;
+            };
+            let (il, fl, ol) = p.lens();
+            let oc = shape.out_channels as usize;
+            let m = multipliers(&mut r, oc);
+            let bias: Vec<i32> = (0..oc).map(|_| r.next() as i32 >> 8).collect();
+            let b = (case % 3 != 0).then_some(&bias[..]);
+            let (input, filter) = (r.bytes(il), r.bytes(fl));
+            let (mut fast, mut reference) = (vec![0_i8; ol], vec![0_i8; ol]);
+            if ol == 0 || !conv2d(&p, &m, &input, &filter, b, &mut fast) {
+                continue;
+            }
+            portable::conv2d(&p, &m, &input, &filter, b, &mut reference).unwrap();
+            assert_eq!(fast, reference, "case {case}: {shape:?}");
+            ran += 1;
+        }
+        assert!(ran > 150, "only {ran} cases ran");
+    }
+
+    /// The AVX2 depthwise convolution against the portable kernel on random shapes: channel
+    /// counts around the sixteen-channel blocks, windows with padding, strides and dilations.
+    #[test]
+    fn depthwise_equals_portable() {
+        if !has_avx2() {
+            return;
+        }
+        let mut r = Rng(0x2545_f491);
+        let mut ran = 0;
+        for case in 0..300 {
+            let shape = DepthwiseShape {
+                input: Nhwc {
+                    batches: r.range(1, 2),
+                    height: r.range(1, 9),
+                    width: r.range(1, 9),
+                    channels: if case % 2 == 0 {
+                        r.range(1, 40)
+                    } else {
+                        r.range(1, 200)
+                    },
+                },
+                depth_multiplier: 1,
+                window: window(&mut r, 4),
+            };
+            let (qi, qo, act) = quant(&mut r);
+            let Ok(p) = DepthwiseParams::new(shape, qi, qo, act) else {
+                continue;
+            };
+            let (il, fl, ol) = p.lens();
+            let c = shape.input.channels as usize;
+            let m = multipliers(&mut r, c);
+            let bias: Vec<i32> = (0..c).map(|_| r.next() as i32 >> 8).collect();
+            let b = (case % 3 != 0).then_some(&bias[..]);
+            let (input, filter) = (r.bytes(il), r.bytes(fl));
+            let (mut fast, mut reference) = (vec![0_i8; ol], vec![0_i8; ol]);
+            if ol == 0 || !depthwise_conv2d(&p, &m, &input, &filter, b, &mut fast) {
+                continue;
+            }
+            portable::depthwise_conv2d(&p, &m, &input, &filter, b, &mut reference).unwrap();
+            assert_eq!(fast, reference, "case {case}: {shape:?}");
+            ran += 1;
+        }
+        assert!(ran > 150, "only {ran} cases ran");
+    }
+}
