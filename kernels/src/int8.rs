@@ -73,6 +73,8 @@ pub mod cast;
 pub mod concat;
 pub mod conv;
 pub mod dims;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod dot_x86;
 pub mod elementwise;
 pub mod fc_per_channel;
 pub mod gather;
@@ -647,6 +649,13 @@ pub fn fully_connected(
         .chunks_exact(lens.in_features)
         .zip(out.chunks_exact_mut(lens.out_features))
     {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if dot_x86::each_dot(in_row, offset, weights, out_row.len(), |o, acc| {
+            let b = bias.map_or(0, |b| b[o]);
+            out_row[o] = p.requantize(acc.wrapping_add(b));
+        }) {
+            continue;
+        }
         for ((o, w_row), b) in out_row
             .iter_mut()
             .zip(weights.chunks_exact(lens.in_features))

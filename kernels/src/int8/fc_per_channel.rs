@@ -143,6 +143,12 @@ pub fn fully_connected_per_channel(
         .chunks_exact(lens.in_features)
         .zip(out.chunks_exact_mut(lens.out_features))
     {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if super::dot_x86::each_dot(in_row, offset, weights, out_row.len(), |o, acc| {
+            out_row[o] = p.requantize(acc.wrapping_add(bias_of(o)), multipliers[o]);
+        }) {
+            continue;
+        }
         for (o, ((y, w_row), &m)) in out_row
             .iter_mut()
             .zip(weights.chunks_exact(lens.in_features))
