@@ -73,8 +73,6 @@ pub mod cast;
 pub mod concat;
 pub mod conv;
 pub mod dims;
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-mod dot_x86;
 pub mod elementwise;
 pub mod fc_per_channel;
 pub mod gather;
@@ -99,6 +97,8 @@ pub mod svdf;
 pub mod transpose;
 pub mod transpose_conv;
 pub mod window;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod x86;
 
 pub use arg_min_max::{arg_min_max, ArgMinMaxParams};
 pub use batch_matmul::{batch_matmul, BatchMatmulParams};
@@ -571,6 +571,10 @@ impl FcParams {
 pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if x86::add::add(p, a, b, out) {
+        return Ok(());
+    }
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, a, b, out);
     Ok(())
@@ -650,7 +654,7 @@ pub fn fully_connected(
         .zip(out.chunks_exact_mut(lens.out_features))
     {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        if dot_x86::each_dot(in_row, offset, weights, out_row.len(), |o, acc| {
+        if x86::dot::each_dot(in_row, offset, weights, out_row.len(), |o, acc| {
             let b = bias.map_or(0, |b| b[o]);
             out_row[o] = p.requantize(acc.wrapping_add(b));
         }) {

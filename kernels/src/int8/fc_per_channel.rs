@@ -144,7 +144,7 @@ pub fn fully_connected_per_channel(
         .zip(out.chunks_exact_mut(lens.out_features))
     {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        if super::dot_x86::each_dot(in_row, offset, weights, out_row.len(), |o, acc| {
+        if super::x86::dot::each_dot(in_row, offset, weights, out_row.len(), |o, acc| {
             out_row[o] = p.requantize(acc.wrapping_add(bias_of(o)), multipliers[o]);
         }) {
             continue;

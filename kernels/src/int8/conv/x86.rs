@@ -41,19 +41,16 @@
 //! tests compare both paths byte for byte on random shapes.
 
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_add_epi64, _mm256_and_si256,
-    _mm256_blend_epi32, _mm256_castsi256_si128, _mm256_cmpgt_epi32, _mm256_cvtepi16_epi32,
-    _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_max_epi32,
-    _mm256_min_epi32, _mm256_mul_epi32, _mm256_mullo_epi16, _mm256_packs_epi32,
-    _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi64x,
-    _mm256_setzero_si256, _mm256_slli_epi64, _mm256_sllv_epi32, _mm256_srai_epi32,
-    _mm256_srav_epi32, _mm256_srli_epi32, _mm256_srli_epi64, _mm256_sub_epi32, _mm_cvtsi128_si64,
-    _mm_packs_epi16,
+    __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_castsi256_si128,
+    _mm256_cvtepi16_epi32, _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16,
+    _mm256_mullo_epi16, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setzero_si256,
 };
 
 use super::blocked::MAX_PATCH_TAPS;
 use super::{ChannelMultiplier, Conv2dParams, ConvQuant, DepthwiseParams};
 use crate::int8::im2col::gather_patch;
+use crate::int8::x86::has_avx2;
+use crate::int8::x86::requant::{lane_fits, requantize, store, Clamp, Lanes};
 
 /// 32-bit words of a widened patch: two taps per word.
 const PATCH_PAIRS: usize = MAX_PATCH_TAPS.div_ceil(2);
@@ -72,17 +69,10 @@ const MAX_GROUP_BLOCKS: usize = 32;
 /// vectors, for every channel).
 const MAX_DEPTHWISE_CHANNELS: usize = 512;
 
-/// Whether this CPU has AVX2 (`std` caches the answer).
-fn has_avx2() -> bool {
-    std::is_x86_feature_detected!("avx2")
-}
-
 /// Whether the vector requantization equals the portable one for every channel of
 /// `multipliers` and the layer's quantization: see the module docs.
 fn vector_quant_fits(multipliers: &[ChannelMultiplier], q: &ConvQuant) -> bool {
-    multipliers
-        .iter()
-        .all(|m| (-31..=31).contains(&m.shift()) && m.multiplier() != i32::MIN)
+    multipliers.iter().all(|&m| lane_fits(m))
         && (-128..=128).contains(&q.input_offset)
         && q.activation_min >= i32::from(i8::MIN)
         && q.activation_max <= i32::from(i8::MAX)
@@ -136,106 +126,6 @@ pub(super) fn depthwise_conv2d(
         depthwise_avx2(p, multipliers, input, filter, bias, output);
     }
     true
-}
-
-/// The requantization of eight channels as vectors: multiplier, left shift, right shift, bias.
-#[derive(Clone, Copy)]
-struct Lanes {
-    multiplier: __m256i,
-    left: __m256i,
-    right: __m256i,
-    bias: __m256i,
-}
-
-impl Lanes {
-    /// The vectors of channels `c0..c0 + 8`; channels past `multipliers` get zeros.
-    #[target_feature(enable = "avx2")]
-    fn new(multipliers: &[ChannelMultiplier], bias: Option<&[i32]>, c0: usize) -> Self {
-        let mut words = [[0_i32; 8]; 4];
-        for k in 0..8 {
-            let Some(m) = multipliers.get(c0 + k) else {
-                break;
-            };
-            words[0][k] = m.multiplier();
-            words[1][k] = m.shift().max(0);
-            words[2][k] = m.shift().saturating_neg().max(0);
-            words[3][k] = bias.and_then(|b| b.get(c0 + k)).copied().unwrap_or(0);
-        }
-        let [multiplier, left, right, bias] = words.map(bytemuck::cast::<[i32; 8], __m256i>);
-        Self {
-            multiplier,
-            left,
-            right,
-            bias,
-        }
-    }
-}
-
-/// The output offset and the activation range in every lane.
-#[derive(Clone, Copy)]
-struct Clamp {
-    offset: __m256i,
-    min: __m256i,
-    max: __m256i,
-}
-
-impl Clamp {
-    #[target_feature(enable = "avx2")]
-    fn new(q: &ConvQuant) -> Self {
-        Self {
-            offset: _mm256_set1_epi32(q.output_offset),
-            min: _mm256_set1_epi32(q.activation_min),
-            max: _mm256_set1_epi32(q.activation_max),
-        }
-    }
-}
-
-/// TFLM's `MultiplyByQuantizedMultiplier` of each lane of `acc` (bias included) by its
-/// channel's multiplier, plus the output offset, clamped: the portable `requantize`, for
-/// shifts in −31..=31 and multipliers other than `i32::MIN`.
-#[target_feature(enable = "avx2")]
-fn requantize(acc: __m256i, l: &Lanes, c: &Clamp) -> __m256i {
-    let x = _mm256_sllv_epi32(acc, l.left);
-    // `(x · m + 2³⁰) >> 31` for even and odd lanes: the 64-bit products are exact and the
-    // quotient fits 32 bits (no saturation without i32::MIN), so its low word is taken
-    // from a logical shift.
-    let nudge = _mm256_set1_epi64x(1 << 30);
-    let even = _mm256_mul_epi32(x, l.multiplier);
-    let odd = _mm256_mul_epi32(
-        _mm256_srli_epi64(x, 32),
-        _mm256_srli_epi64(l.multiplier, 32),
-    );
-    let even = _mm256_srli_epi64(_mm256_add_epi64(even, nudge), 31);
-    let odd = _mm256_slli_epi64(_mm256_add_epi64(odd, nudge), 1);
-    let high = _mm256_blend_epi32(even, odd, 0b1010_1010);
-    // Rounding division by 2^right: +1 when the remainder exceeds half the divisor (or
-    // reaches it, for a negative value).
-    let one = _mm256_set1_epi32(1);
-    let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, l.right), one);
-    let remainder = _mm256_and_si256(high, mask);
-    let threshold = _mm256_add_epi32(_mm256_srai_epi32(mask, 1), _mm256_srli_epi32(high, 31));
-    let quotient = _mm256_srav_epi32(high, l.right);
-    let rounded = _mm256_sub_epi32(quotient, _mm256_cmpgt_epi32(remainder, threshold));
-    let out = _mm256_add_epi32(rounded, c.offset);
-    _mm256_min_epi32(_mm256_max_epi32(out, c.min), c.max)
-}
-
-/// The eight lanes of `v` (each within int8) as bytes.
-#[target_feature(enable = "avx2")]
-fn to_bytes(v: __m256i) -> [i8; 8] {
-    let words = _mm256_permute4x64_epi64(_mm256_packs_epi32(v, v), 0b1000);
-    let low = _mm256_castsi256_si128(words);
-    _mm_cvtsi128_si64(_mm_packs_epi16(low, low))
-        .to_le_bytes()
-        .map(|b| b as i8)
-}
-
-/// Writes the first `out.len()` (at most eight) bytes of `v`'s lanes to `out`.
-#[target_feature(enable = "avx2")]
-fn store(v: __m256i, out: &mut [i8]) {
-    let bytes = to_bytes(v);
-    let n = out.len().min(8);
-    out[..n].copy_from_slice(&bytes[..n]);
 }
 
 /// Widens `taps` with `offset` added, two per word (low lane first; a last odd tap pairs with
@@ -320,7 +210,11 @@ fn conv2d_avx2(
     if taps == 0 || pairs > PATCH_PAIRS || per_image == 0 || oc == 0 {
         return;
     }
-    let clamp = Clamp::new(&p.quant);
+    let clamp = Clamp::new(
+        p.quant.output_offset,
+        p.quant.activation_min,
+        p.quant.activation_max,
+    );
     let blocks = oc.div_ceil(8);
     let group = (PACKED_VECTORS / pairs).clamp(1, MAX_GROUP_BLOCKS);
 
@@ -456,7 +350,11 @@ fn depthwise_avx2(
     if c == 0 || c > MAX_DEPTHWISE_CHANNELS || in_image_len == 0 || out_image_len == 0 {
         return;
     }
-    let clamp = Clamp::new(&p.quant);
+    let clamp = Clamp::new(
+        p.quant.output_offset,
+        p.quant.activation_min,
+        p.quant.activation_max,
+    );
     let offset = _mm256_set1_epi16(p.quant.input_offset as i16);
     let mut lanes = [Lanes::new(&[], None, 0); MAX_DEPTHWISE_CHANNELS / 8];
     let blocks = c.div_ceil(8);

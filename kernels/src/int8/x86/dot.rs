@@ -1,5 +1,4 @@
-//! Dot products of int8 rows on x86-64 with AVX2, for FULLY_CONNECTED on the host (`std`
-//! feature: the CPU is asked at run time, and the portable loops run when it lacks AVX2).
+//! Dot products of int8 rows with AVX2, for FULLY_CONNECTED.
 //!
 //! A fully connected layer of batch 1 is one input row against every weight row: each weight
 //! byte is used once, so the work is streaming the weights through `VPMADDWD`. Sixteen input
@@ -28,7 +27,7 @@ pub(crate) fn each_dot(
         && rows
             .checked_mul(x.len())
             .is_some_and(|n| n <= weights.len());
-    if !fits || !std::is_x86_feature_detected!("avx2") {
+    if !fits || !super::has_avx2() {
         return false;
     }
     // SAFETY: the CPU has AVX2 (checked just above), the only feature the function enables.
@@ -115,7 +114,7 @@ mod tests {
     /// steps and row counts around the four-row blocks, over all offsets' extremes.
     #[test]
     fn each_dot_equals_scalar() {
-        if !std::is_x86_feature_detected!("avx2") {
+        if !crate::int8::x86::has_avx2() {
             return;
         }
         let mut state = 0x1357_9bdf_u32;

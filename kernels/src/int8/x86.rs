@@ -1,0 +1,25 @@
+//! AVX2 building blocks of the int8 kernels on x86-64 hosts (`std` feature): the CPU is asked
+//! at run time whether it has AVX2 ([`has_avx2`]), and the portable kernels run when it does
+//! not, so a host binary runs on any x86-64.
+//!
+//! On the host the simulator runs every operator on these kernels, and the portable loops,
+//! written for a Cortex-M's registers, leave most of an x86-64 core idle. Each module here
+//! vectorises one job and is tested byte for byte against the portable path it replaces:
+//!
+//! - [`requant`]: TFLM's requantization of eight 32-bit lanes (shared by everything below and
+//!   by the convolutions in `conv::x86`);
+//! - [`dot`]: dot products of int8 rows, the inner loop of FULLY_CONNECTED;
+//! - [`add`]: elementwise int8 ADD without broadcasting.
+//!
+//! Every `unsafe` block is a call into a `#[target_feature(enable = "avx2")]` function after
+//! [`has_avx2`] said yes; the vector code itself is safe (loads go through `bytemuck` from
+//! checked slices).
+
+pub(crate) mod add;
+pub(crate) mod dot;
+pub(crate) mod requant;
+
+/// Whether this CPU has AVX2 (`std` caches the answer).
+pub(crate) fn has_avx2() -> bool {
+    std::is_x86_feature_detected!("avx2")
+}
