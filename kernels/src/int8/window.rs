@@ -164,7 +164,12 @@ impl Axis {
         if first >= self.filter || in_pos >= self.in_size {
             return (first, first, in_pos);
         }
-        let fit = (self.in_size - in_pos - 1) / self.dilation + 1;
+        // Undilated (the usual case) without a division: it is paid per output position.
+        let fit = if self.dilation == 1 {
+            self.in_size - in_pos
+        } else {
+            (self.in_size - in_pos - 1) / self.dilation + 1
+        };
         let end = self.filter.min(first + fit);
         (first, end, in_pos)
     }

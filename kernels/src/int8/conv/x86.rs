@@ -48,7 +48,6 @@ use core::arch::x86_64::{
 
 use super::blocked::MAX_PATCH_TAPS;
 use super::{ChannelMultiplier, Conv2dParams, ConvQuant, DepthwiseParams};
-use crate::int8::im2col::gather_patch;
 use crate::int8::x86::has_avx2;
 use crate::int8::x86::requant::{lane_fits, requantize, store, Clamp, Lanes};
 
@@ -128,6 +127,60 @@ pub(super) fn depthwise_conv2d(
     true
 }
 
+/// Widens output pixel `(oy, ox)`'s input window from one image (`in_image`, NHWC) with
+/// `offset` added into `out` (16-bit lanes, taps in filter order `(ky, kx, c)`): the gather of
+/// `im2col`'s `gather_patch` and the widening of [`widen`] in one pass, taps in the padding 0 (the
+/// zero point's widened value). `out` has at least the window's taps.
+#[inline(always)]
+fn widen_window(
+    p: &Conv2dParams,
+    in_image: &[i8],
+    (oy, ox): (usize, usize),
+    offset: i32,
+    out: &mut [i16],
+) {
+    let (rows, cols) = (p.rows, p.cols);
+    let ch = p.in_channels;
+    let in_row_len = cols.in_size * ch;
+    let filter_row_len = cols.filter * ch;
+    let (ky0, ky1, iy0) = rows.taps(oy);
+    // When no tap is inside, `taps` may report a first tap past the filter's end.
+    let (kx0, kx1, ix0) = cols.taps(ox);
+    let (kx0, kx1) = (kx0.min(cols.filter), kx1.min(cols.filter));
+    let off = offset as i16;
+    let lane = |x: i8| i16::from(x) + off;
+    for (ky, out_row) in out
+        .chunks_exact_mut(filter_row_len)
+        .take(rows.filter)
+        .enumerate()
+    {
+        if !(ky0..ky1).contains(&ky) {
+            out_row.fill(0);
+            continue;
+        }
+        let iy = iy0 + (ky - ky0) * rows.dilation;
+        let in_row = &in_image[iy * in_row_len..][..in_row_len];
+        let (before, rest) = out_row.split_at_mut(kx0 * ch);
+        let (inside, after) = rest.split_at_mut((kx1 - kx0) * ch);
+        before.fill(0);
+        after.fill(0);
+        if cols.dilation == 1 {
+            // Undilated taps are adjacent pixels: one run.
+            let n = inside.len();
+            for (o, &x) in inside.iter_mut().zip(&in_row[ix0 * ch..][..n]) {
+                *o = lane(x);
+            }
+        } else {
+            for (i, tap) in inside.chunks_exact_mut(ch).enumerate() {
+                let ix = ix0 + i * cols.dilation;
+                for (o, &x) in tap.iter_mut().zip(&in_row[ix * ch..][..ch]) {
+                    *o = lane(x);
+                }
+            }
+        }
+    }
+}
+
 /// Widens `taps` with `offset` added, two per word (low lane first; a last odd tap pairs with
 /// 0), into `out`.
 #[inline(always)]
@@ -204,8 +257,6 @@ fn conv2d_avx2(
     let per_image = rows.out_size * cols.out_size;
     let pixels = p.batches * per_image;
     let offset = p.quant.input_offset;
-    // The zero point, gathered for padded taps (widened to 0); the offset is within −128..=128.
-    let pad = offset.wrapping_neg() as i8;
     let in_place = rows.filter == 1 && cols.filter == 1;
     if taps == 0 || pairs > PATCH_PAIRS || per_image == 0 || oc == 0 {
         return;
@@ -220,7 +271,6 @@ fn conv2d_avx2(
 
     let mut packed = [_mm256_setzero_si256(); PACKED_VECTORS];
     let mut lanes = [Lanes::new(&[], None, 0); MAX_GROUP_BLOCKS];
-    let mut gathered = [0_i8; MAX_PATCH_TAPS];
     let mut patches = [[0_i32; PATCH_PAIRS]; PIXELS];
 
     for b0 in (0..blocks).step_by(group) {
@@ -237,16 +287,20 @@ fn conv2d_avx2(
                 let (b, r) = (px / per_image, px % per_image);
                 let (oy, ox) = (r / cols.out_size, r % cols.out_size);
                 let in_image = &input[b * image_len..][..image_len];
-                let window: &[i8] = if in_place {
+                if in_place {
                     // A 1×1 window is always inside the image (its padding is 0).
                     let (_, _, iy) = rows.taps(oy);
                     let (_, _, ix) = cols.taps(ox);
-                    &in_image[(iy * cols.in_size + ix) * ch..][..ch]
+                    let window = &in_image[(iy * cols.in_size + ix) * ch..][..ch];
+                    widen(window, offset, &mut patch[..pairs]);
                 } else {
-                    gather_patch(p, in_image, (oy, ox), pad, &mut gathered[..taps]);
-                    &gathered[..taps]
-                };
-                widen(window, offset, &mut patch[..pairs]);
+                    // Lanes in memory order: the low lane of a word is its first tap.
+                    let lanes: &mut [i16] = bytemuck::cast_slice_mut(&mut patch[..pairs]);
+                    widen_window(p, in_image, (oy, ox), offset, lanes);
+                    if taps % 2 == 1 {
+                        lanes[taps] = 0;
+                    }
+                }
             }
             for (k, l) in lanes[..nb].iter().enumerate() {
                 let c0 = (b0 + k) * 8;

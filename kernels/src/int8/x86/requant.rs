@@ -134,6 +134,11 @@ pub(crate) fn to_bytes(v: __m256i) -> [i8; 8] {
 #[target_feature(enable = "avx2")]
 pub(crate) fn store(v: __m256i, out: &mut [i8]) {
     let bytes = to_bytes(v);
+    // All eight (the usual case) as one store rather than a copy of a variable length.
+    if let Ok(whole) = <&mut [i8; 8]>::try_from(&mut *out) {
+        *whole = bytes;
+        return;
+    }
     let n = out.len().min(8);
     out[..n].copy_from_slice(&bytes[..n]);
 }
