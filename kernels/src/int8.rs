@@ -648,6 +648,25 @@ pub fn fully_connected(
         return Ok(());
     }
 
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        // One multiplier for every channel: the per-channel product with a constant one.
+        let m = ChannelMultiplier::from_raw(p.output_multiplier, p.output_shift);
+        let layer = conv::x86::FcLayer {
+            shape: (
+                lens.output / lens.out_features,
+                lens.in_features,
+                lens.out_features,
+            ),
+            multiplier: &|c| (c < lens.out_features).then_some(m),
+            bias,
+            input_offset: p.input_offset,
+            output: (p.output_offset, p.activation_min, p.activation_max),
+        };
+        if conv::x86::fully_connected(&layer, input, weights, out) {
+            return Ok(());
+        }
+    }
     let offset = p.input_offset;
     for (in_row, out_row) in input
         .chunks_exact(lens.in_features)

@@ -43,7 +43,7 @@ mod blocked;
 mod depthwise;
 pub(crate) mod int16;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
-mod x86;
+pub(crate) mod x86;
 
 pub use blocked::MAX_PATCH_TAPS;
 pub(crate) use depthwise::depthwise_conv2d_with;

@@ -138,6 +138,23 @@ pub fn fully_connected_per_channel(
         return Ok(());
     }
 
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        let layer = super::conv::x86::FcLayer {
+            shape: (
+                lens.output / lens.out_features,
+                lens.in_features,
+                lens.out_features,
+            ),
+            multiplier: &|c| multipliers.get(c).copied(),
+            bias,
+            input_offset: p.input_offset,
+            output: (p.output_offset, p.activation_min, p.activation_max),
+        };
+        if super::conv::x86::fully_connected(&layer, input, weights, out) {
+            return Ok(());
+        }
+    }
     let offset = p.input_offset;
     for (in_row, out_row) in input
         .chunks_exact(lens.in_features)

@@ -251,90 +251,199 @@ fn conv2d_avx2(
     let (rows, cols) = (p.rows, p.cols);
     let ch = p.in_channels;
     let taps = rows.filter * cols.filter * ch;
-    let pairs = taps.div_ceil(2);
-    let oc = p.out_channels;
     let image_len = rows.in_size * cols.in_size * ch;
     let per_image = rows.out_size * cols.out_size;
-    let pixels = p.batches * per_image;
     let offset = p.quant.input_offset;
     let in_place = rows.filter == 1 && cols.filter == 1;
-    if taps == 0 || pairs > PATCH_PAIRS || per_image == 0 || oc == 0 {
+    if per_image == 0 {
         return;
     }
-    let clamp = Clamp::new(
-        p.quant.output_offset,
-        p.quant.activation_min,
-        p.quant.activation_max,
-    );
-    let blocks = oc.div_ceil(8);
-    let group = (PACKED_VECTORS / pairs).clamp(1, MAX_GROUP_BLOCKS);
-
-    let mut packed = [_mm256_setzero_si256(); PACKED_VECTORS];
-    let mut lanes = [Lanes::new(&[], None, 0); MAX_GROUP_BLOCKS];
-    let mut patches = [[0_i32; PATCH_PAIRS]; PIXELS];
-
-    for b0 in (0..blocks).step_by(group) {
-        let nb = group.min(blocks - b0);
-        for (k, l) in lanes[..nb].iter_mut().enumerate() {
-            let c0 = (b0 + k) * 8;
-            pack_block(filter, taps, c0, &mut packed[k * pairs..]);
-            *l = Lanes::new(multipliers, bias, c0);
+    let product = Product {
+        taps,
+        rows: p.batches * per_image,
+        channels: p.out_channels,
+        multiplier: &|c| multipliers.get(c).copied(),
+        bias,
+        clamp: Clamp::new(
+            p.quant.output_offset,
+            p.quant.activation_min,
+            p.quant.activation_max,
+        ),
+    };
+    let widen_pixel = |px: usize, patch: &mut [i32]| {
+        let (b, r) = (px / per_image, px % per_image);
+        let (oy, ox) = (r / cols.out_size, r % cols.out_size);
+        let in_image = &input[b * image_len..][..image_len];
+        if in_place {
+            // A 1×1 window is always inside the image (its padding is 0).
+            let (_, _, iy) = rows.taps(oy);
+            let (_, _, ix) = cols.taps(ox);
+            widen(
+                &in_image[(iy * cols.in_size + ix) * ch..][..ch],
+                offset,
+                patch,
+            );
+        } else {
+            // Lanes in memory order: the low lane of a word is its first tap.
+            let lanes: &mut [i16] = bytemuck::cast_slice_mut(patch);
+            widen_window(p, in_image, (oy, ox), offset, lanes);
+            if let Some(last) = lanes.get_mut(taps).filter(|_| taps % 2 == 1) {
+                *last = 0;
+            }
         }
-        let mut n = 0;
-        while n < pixels {
-            let count = PIXELS.min(pixels - n);
-            for (px, patch) in (n..n + count).zip(patches.iter_mut()) {
-                let (b, r) = (px / per_image, px % per_image);
-                let (oy, ox) = (r / cols.out_size, r % cols.out_size);
-                let in_image = &input[b * image_len..][..image_len];
-                if in_place {
-                    // A 1×1 window is always inside the image (its padding is 0).
-                    let (_, _, iy) = rows.taps(oy);
-                    let (_, _, ix) = cols.taps(ox);
-                    let window = &in_image[(iy * cols.in_size + ix) * ch..][..ch];
-                    widen(window, offset, &mut patch[..pairs]);
-                } else {
-                    // Lanes in memory order: the low lane of a word is its first tap.
-                    let lanes: &mut [i16] = bytemuck::cast_slice_mut(&mut patch[..pairs]);
-                    widen_window(p, in_image, (oy, ox), offset, lanes);
-                    if taps % 2 == 1 {
-                        lanes[taps] = 0;
-                    }
-                }
-            }
-            for (k, l) in lanes[..nb].iter().enumerate() {
+    };
+    product.run(filter, widen_pixel, output);
+}
+
+/// A matrix product with requantized int8 results: `rows` rows of `taps` inputs (widened by
+/// the caller) times `channels` filter rows of `taps` bytes, into `rows × channels` bytes.
+pub(crate) struct Product<'a> {
+    /// Inputs per row (at most [`MAX_PATCH_TAPS`]).
+    pub(crate) taps: usize,
+    /// Rows (pixels, or a fully connected layer's batches).
+    pub(crate) rows: usize,
+    /// Output channels.
+    pub(crate) channels: usize,
+    /// Each channel's multiplier ([`lane_fits`] for every channel: the caller checks).
+    pub(crate) multiplier: &'a dyn Fn(usize) -> Option<ChannelMultiplier>,
+    /// Each channel's bias, if any.
+    pub(crate) bias: Option<&'a [i32]>,
+    /// Output offset and activation range.
+    pub(crate) clamp: Clamp,
+}
+
+impl Product<'_> {
+    /// Runs the product: `widen_row(r, patch)` writes row `r`'s taps with the input offset
+    /// added, two per word (the words [`widen`] makes), into the `taps.div_ceil(2)` words of
+    /// `patch`; `filter` has the channels' rows one after the other.
+    #[target_feature(enable = "avx2")]
+    fn run(&self, filter: &[i8], mut widen_row: impl FnMut(usize, &mut [i32]), output: &mut [i8]) {
+        let (taps, oc, rows) = (self.taps, self.channels, self.rows);
+        let pairs = taps.div_ceil(2);
+        if taps == 0 || pairs > PATCH_PAIRS || oc == 0 || output.len() < rows * oc {
+            return;
+        }
+        let blocks = oc.div_ceil(8);
+        let group = (PACKED_VECTORS / pairs).clamp(1, MAX_GROUP_BLOCKS);
+
+        let mut packed = [_mm256_setzero_si256(); PACKED_VECTORS];
+        let mut lanes = [Lanes::new(&|_| None, None, 0); MAX_GROUP_BLOCKS];
+        let mut patches = [[0_i32; PATCH_PAIRS]; PIXELS];
+
+        for b0 in (0..blocks).step_by(group) {
+            let nb = group.min(blocks - b0);
+            for (k, l) in lanes[..nb].iter_mut().enumerate() {
                 let c0 = (b0 + k) * 8;
-                let width = 8.min(oc - c0);
-                let w = &packed[k * pairs..][..pairs];
-                let mut put = |i: usize, acc: __m256i| {
-                    let at = (n + i) * oc + c0;
-                    store(requantize(acc, l, &clamp), &mut output[at..at + width]);
-                };
-                // Full blocks of pixels, then the last few one at a time.
-                if count == PIXELS {
-                    for (i, acc) in dot::<PIXELS>(&patches, w, l.bias).into_iter().enumerate() {
-                        put(i, acc);
-                    }
-                } else {
-                    let mut i = 0;
-                    while i + 4 <= count {
-                        let four: &[[i32; PATCH_PAIRS]; PIXELS] = &patches;
-                        let acc = dot4(four, i, w, l.bias);
-                        for (j, a) in acc.into_iter().enumerate() {
-                            put(i + j, a);
+                pack_block(filter, taps, c0, &mut packed[k * pairs..]);
+                *l = Lanes::new(self.multiplier, self.bias, c0);
+            }
+            let mut n = 0;
+            while n < rows {
+                let count = PIXELS.min(rows - n);
+                for (r, patch) in (n..n + count).zip(patches.iter_mut()) {
+                    widen_row(r, &mut patch[..pairs]);
+                }
+                for (k, l) in lanes[..nb].iter().enumerate() {
+                    let c0 = (b0 + k) * 8;
+                    let width = 8.min(oc - c0);
+                    let w = &packed[k * pairs..][..pairs];
+                    let mut put = |i: usize, acc: __m256i| {
+                        let at = (n + i) * oc + c0;
+                        store(requantize(acc, l, &self.clamp), &mut output[at..at + width]);
+                    };
+                    // Full blocks of rows, then fours, then the last few one at a time.
+                    if count == PIXELS {
+                        for (i, acc) in dot::<PIXELS>(&patches, w, l.bias).into_iter().enumerate() {
+                            put(i, acc);
                         }
-                        i += 4;
-                    }
-                    while i < count {
-                        let acc = dot1(&patches[i], w, l.bias);
-                        put(i, acc);
-                        i += 1;
+                    } else {
+                        let mut i = 0;
+                        while i + 4 <= count {
+                            for (j, a) in dot4(&patches, i, w, l.bias).into_iter().enumerate() {
+                                put(i + j, a);
+                            }
+                            i += 4;
+                        }
+                        while i < count {
+                            put(i, dot1(&patches[i], w, l.bias));
+                            i += 1;
+                        }
                     }
                 }
+                n += count;
             }
-            n += count;
         }
     }
+}
+
+/// Rows from which a fully connected layer runs as a [`Product`]: the packing is paid once
+/// per call and every packed vector then serves all rows; a single row is faster streamed
+/// (`int8::x86::dot`).
+const FC_MIN_ROWS: usize = 4;
+
+/// A fully connected layer for [`fully_connected`].
+pub(crate) struct FcLayer<'a> {
+    /// Input rows (batches), inputs per row, output channels.
+    pub(crate) shape: (usize, usize, usize),
+    /// Each channel's multiplier (`None` past the last channel).
+    pub(crate) multiplier: &'a dyn Fn(usize) -> Option<ChannelMultiplier>,
+    /// Each channel's bias, if any.
+    pub(crate) bias: Option<&'a [i32]>,
+    /// The input offset (the input zero point negated).
+    pub(crate) input_offset: i32,
+    /// Output offset and activation range.
+    pub(crate) output: (i32, i32, i32),
+}
+
+/// A fully connected layer as a [`Product`] (each input row a 1×1 window), on AVX2 when the
+/// CPU has it and the layer fits (at least [`FC_MIN_ROWS`] rows, at most [`MAX_PATCH_TAPS`]
+/// inputs, multipliers, offsets and range as for the convolution): `true` when it ran.
+/// Operands checked by the caller (`input` rows × inputs, `weights` channels × inputs,
+/// `output` rows × channels).
+pub(crate) fn fully_connected(
+    layer: &FcLayer<'_>,
+    input: &[i8],
+    weights: &[i8],
+    output: &mut [i8],
+) -> bool {
+    let (rows, depth, channels) = layer.shape;
+    let (_, min, max) = layer.output;
+    let fits = rows >= FC_MIN_ROWS
+        && (1..=MAX_PATCH_TAPS).contains(&depth)
+        && (0..channels).all(|c| (layer.multiplier)(c).is_some_and(lane_fits))
+        && (-128..=128).contains(&layer.input_offset)
+        && min >= i32::from(i8::MIN)
+        && max <= i32::from(i8::MAX)
+        && input.len() >= rows * depth
+        && weights.len() >= channels * depth;
+    if !fits || !has_avx2() {
+        return false;
+    }
+    // SAFETY: the CPU has AVX2 (checked just above), the only feature the function enables.
+    #[allow(unsafe_code)]
+    unsafe {
+        fully_connected_avx2(layer, input, weights, output);
+    }
+    true
+}
+
+/// [`fully_connected`] once the layer is known to fit.
+#[target_feature(enable = "avx2")]
+fn fully_connected_avx2(layer: &FcLayer<'_>, input: &[i8], weights: &[i8], output: &mut [i8]) {
+    let (rows, depth, channels) = layer.shape;
+    let (offset, min, max) = layer.output;
+    let product = Product {
+        taps: depth,
+        rows,
+        channels,
+        multiplier: layer.multiplier,
+        bias: layer.bias,
+        clamp: Clamp::new(offset, min, max),
+    };
+    let widen_row = |r: usize, patch: &mut [i32]| {
+        widen(&input[r * depth..][..depth], layer.input_offset, patch);
+    };
+    product.run(weights, widen_row, output);
 }
 
 /// [`dot`] of the four patches from `first`.
@@ -410,10 +519,10 @@ fn depthwise_avx2(
         p.quant.activation_max,
     );
     let offset = _mm256_set1_epi16(p.quant.input_offset as i16);
-    let mut lanes = [Lanes::new(&[], None, 0); MAX_DEPTHWISE_CHANNELS / 8];
+    let mut lanes = [Lanes::new(&|_| None, None, 0); MAX_DEPTHWISE_CHANNELS / 8];
     let blocks = c.div_ceil(8);
     for (k, l) in lanes[..blocks].iter_mut().enumerate() {
-        *l = Lanes::new(multipliers, bias, 8 * k);
+        *l = Lanes::new(&|c| multipliers.get(c).copied(), bias, 8 * k);
     }
     // Filter bytes from one tap to the next along a row.
     let filter_row_len = cols.filter * c;
@@ -583,6 +692,67 @@ mod tests {
             ran += 1;
         }
         assert!(ran > 150, "only {ran} cases ran");
+    }
+
+    /// The fully connected product against the scalar arithmetic (TFLM's order) on random
+    /// shapes: row counts around the eight-row blocks, depths past the packing group and odd,
+    /// per-channel and constant multipliers, with and without bias.
+    #[test]
+    fn fully_connected_equals_scalar() {
+        if !has_avx2() {
+            return;
+        }
+        let mut r = Rng(0x6a09_e667);
+        let mut ran = 0;
+        for case in 0..200 {
+            let rows = r.range(4, 21) as usize;
+            let depth = r.range(1, MAX_PATCH_TAPS as u32) as usize;
+            let channels = r.range(1, 40) as usize;
+            let mut m = multipliers(&mut r, channels);
+            if case % 2 == 0 {
+                let first = m[0];
+                m.fill(first);
+            }
+            let bias: Vec<i32> = (0..channels).map(|_| r.next() as i32 >> 8).collect();
+            let b = (case % 3 != 0).then_some(&bias[..]);
+            let input_offset = r.range(0, 256) as i32 - 128;
+            let lo = r.range(0, 127) as i32 - 128;
+            let output = (
+                r.range(0, 255) as i32 - 128,
+                lo,
+                lo + r.range(0, 127) as i32,
+            );
+            let (input, weights) = (r.bytes(rows * depth), r.bytes(channels * depth));
+            let layer = FcLayer {
+                shape: (rows, depth, channels),
+                multiplier: &|c| m.get(c).copied(),
+                bias: b,
+                input_offset,
+                output,
+            };
+            let mut fast = vec![0_i8; rows * channels];
+            assert!(fully_connected(&layer, &input, &weights, &mut fast));
+            let expected: Vec<i8> = (0..rows * channels)
+                .map(|i| {
+                    let (row, c) = (i / channels, i % channels);
+                    let x = &input[row * depth..][..depth];
+                    let w = &weights[c * depth..][..depth];
+                    let acc = x.iter().zip(w).fold(0_i32, |a, (&x, &w)| {
+                        a.wrapping_add(i32::from(w) * (i32::from(x) + input_offset))
+                    });
+                    let acc = acc.wrapping_add(b.map_or(0, |b| b[c]));
+                    let scaled = crate::fixed_point::multiply_by_quantized_multiplier(
+                        acc,
+                        m[c].multiplier(),
+                        m[c].shift(),
+                    );
+                    scaled.wrapping_add(output.0).max(output.1).min(output.2) as i8
+                })
+                .collect();
+            assert_eq!(fast, expected, "case {case}: {rows}×{depth}×{channels}");
+            ran += 1;
+        }
+        assert_eq!(ran, 200);
     }
 
     /// The AVX2 depthwise convolution against the portable kernel on random shapes: channel

@@ -38,12 +38,17 @@ pub(crate) struct Lanes {
 }
 
 impl Lanes {
-    /// The vectors of channels `c0..c0 + 8`; channels past `multipliers` get zeros.
+    /// The vectors of channels `c0..c0 + 8`, `multiplier(c)` giving channel `c`'s; from the
+    /// first channel it has none for, zeros.
     #[target_feature(enable = "avx2")]
-    pub(crate) fn new(multipliers: &[ChannelMultiplier], bias: Option<&[i32]>, c0: usize) -> Self {
+    pub(crate) fn new(
+        multiplier: &dyn Fn(usize) -> Option<ChannelMultiplier>,
+        bias: Option<&[i32]>,
+        c0: usize,
+    ) -> Self {
         let mut words = [[0_i32; 8]; 4];
         for k in 0..8 {
-            let Some(m) = multipliers.get(c0 + k) else {
+            let Some(m) = multiplier(c0 + k) else {
                 break;
             };
             words[0][k] = m.multiplier();
@@ -206,7 +211,7 @@ mod tests {
             multipliers: &[ChannelMultiplier; 8],
             (offset, lo, hi): (i32, i32, i32),
         ) -> [i8; 8] {
-            let l = Lanes::new(multipliers, None, 0);
+            let l = Lanes::new(&|c| multipliers.get(c).copied(), None, 0);
             let c = Clamp::new(offset, lo, hi);
             to_bytes(requantize(bytemuck::cast(acc), &l, &c))
         }
