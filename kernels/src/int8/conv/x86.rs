@@ -43,7 +43,9 @@
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_castsi256_si128,
     _mm256_cvtepi16_epi32, _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16,
-    _mm256_mullo_epi16, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setzero_si256,
+    _mm256_mullo_epi16, _mm256_permute2x128_si256, _mm256_set1_epi16, _mm256_set1_epi32,
+    _mm256_setzero_si256, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64, _mm256_unpacklo_epi32,
+    _mm256_unpacklo_epi64,
 };
 
 use super::blocked::MAX_PATCH_TAPS;
@@ -198,25 +200,70 @@ fn widen(taps: &[i8], offset: i32, out: &mut [i32]) {
 }
 
 /// Packs the filter rows of channels `c0..c0 + 8` (`taps` bytes each; missing channels are
-/// zeros) into `out`, one vector per pair of taps: see the module docs.
+/// zeros) into `out`, one vector per pair of taps: see the module docs. Sixteen taps of the
+/// eight rows at a time are widened and transposed (eight pairs by eight channels) in
+/// registers; the last pairs one by one.
 #[target_feature(enable = "avx2")]
 fn pack_block(filter: &[i8], taps: usize, c0: usize, out: &mut [__m256i]) {
     let pairs = taps.div_ceil(2);
     let out = &mut out[..pairs];
-    let words: &mut [i32] = bytemuck::cast_slice_mut(out);
+    let rows: [Option<&[i8]>; 8] =
+        core::array::from_fn(|k| filter.get((c0 + k) * taps..(c0 + k + 1) * taps));
+    let groups = taps / 16;
+    for (g, o) in out.chunks_exact_mut(8).take(groups).enumerate() {
+        let r: [__m256i; 8] = core::array::from_fn(|k| {
+            rows[k].and_then(|row| row.get(16 * g..16 * g + 16)).map_or(
+                _mm256_setzero_si256(),
+                |b| {
+                    let b: &[u8] = bytemuck::cast_slice(b);
+                    _mm256_cvtepi8_epi16(bytemuck::pod_read_unaligned::<__m128i>(b))
+                },
+            )
+        });
+        o.copy_from_slice(&transpose8(r));
+    }
+    let words: &mut [i32] = bytemuck::cast_slice_mut(&mut out[8 * groups..]);
     words.fill(0);
-    for k in 0..8 {
-        let Some(row) = filter.get((c0 + k) * taps..(c0 + k + 1) * taps) else {
-            break;
+    for (k, row) in rows.iter().enumerate() {
+        let Some(row) = row.and_then(|row| row.get(16 * groups..)) else {
+            continue;
         };
         let mut chunks = row.chunks_exact(2);
         for (t, w) in chunks.by_ref().enumerate() {
             words[t * 8 + k] = (i32::from(w[0]) & 0xFFFF) | (i32::from(w[1]) << 16);
         }
         if let [last] = chunks.remainder() {
-            words[(pairs - 1) * 8 + k] = i32::from(*last) & 0xFFFF;
+            if let Some(word) = words.last_chunk_mut::<8>() {
+                word[k] = i32::from(*last) & 0xFFFF;
+            }
         }
     }
+}
+
+/// The 8×8 transpose of 32-bit lanes: lane `t` of row `k` becomes lane `k` of row `t`.
+#[target_feature(enable = "avx2")]
+fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+    let [r0, r1, r2, r3, r4, r5, r6, r7] = r;
+    // Within each 128-bit half: interleave words, then double words.
+    let (t0, t1) = (_mm256_unpacklo_epi32(r0, r1), _mm256_unpackhi_epi32(r0, r1));
+    let (t2, t3) = (_mm256_unpacklo_epi32(r2, r3), _mm256_unpackhi_epi32(r2, r3));
+    let (t4, t5) = (_mm256_unpacklo_epi32(r4, r5), _mm256_unpackhi_epi32(r4, r5));
+    let (t6, t7) = (_mm256_unpacklo_epi32(r6, r7), _mm256_unpackhi_epi32(r6, r7));
+    let (u0, u1) = (_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2));
+    let (u2, u3) = (_mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3));
+    let (u4, u5) = (_mm256_unpacklo_epi64(t4, t6), _mm256_unpackhi_epi64(t4, t6));
+    let (u6, u7) = (_mm256_unpacklo_epi64(t5, t7), _mm256_unpackhi_epi64(t5, t7));
+    // Then the halves: rows 0..4 and 4..8 of the result.
+    [
+        _mm256_permute2x128_si256(u0, u4, 0x20),
+        _mm256_permute2x128_si256(u1, u5, 0x20),
+        _mm256_permute2x128_si256(u2, u6, 0x20),
+        _mm256_permute2x128_si256(u3, u7, 0x20),
+        _mm256_permute2x128_si256(u0, u4, 0x31),
+        _mm256_permute2x128_si256(u1, u5, 0x31),
+        _mm256_permute2x128_si256(u2, u6, 0x31),
+        _mm256_permute2x128_si256(u3, u7, 0x31),
+    ]
 }
 
 /// The accumulators of `N` pixels (the first `N` widened patches of `patches`) for the eight

@@ -3,14 +3,15 @@
 //! A fully connected layer of batch 1 is one input row against every weight row: each weight
 //! byte is used once, so the work is streaming the weights through `VPMADDWD`. Sixteen input
 //! bytes are widened to 16 bits with the input offset added (`|x + offset| ≤ 255`: exact) once
-//! for four weight rows, whose bytes are widened and multiplied into four vectors of eight
+//! for eight weight rows, whose bytes are widened and multiplied into eight vectors of eight
 //! 32-bit accumulators; the lanes are summed at the end of the rows. The sums wrap modulo 2³²
 //! (`VPADDD`), where their order does not matter, so every accumulator is the portable one.
 
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_castsi256_si128,
-    _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_set1_epi16,
-    _mm256_setzero_si256, _mm_add_epi32, _mm_cvtsi128_si32, _mm_hadd_epi32,
+    _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_hadd_epi32, _mm256_madd_epi16,
+    _mm256_permute2x128_si256, _mm256_set1_epi16, _mm256_setzero_si256, _mm_add_epi32,
+    _mm_cvtsi128_si32, _mm_hadd_epi32,
 };
 
 /// Calls `f(r, acc)` for each of the `rows` weight rows of `weights` (`x.len()` bytes each, in
@@ -38,16 +39,32 @@ pub(crate) fn each_dot(
     true
 }
 
-/// Sixteen bytes of `bytes` from `at`, widened to 16-bit lanes (the caller keeps `at + 16`
-/// within `bytes`; past its end the lanes are 0).
-#[target_feature(enable = "avx2")]
-fn widen16(bytes: &[i8], at: usize) -> __m256i {
+/// Rows accumulated together: each widened input chunk serves this many weight rows.
+const ROWS: usize = 8;
+
+/// The sixteen-byte chunks of `bytes`, as many as `chunks` (the caller keeps them within it).
+fn chunks16(bytes: &[i8], chunks: usize) -> &[[u8; 16]] {
     let bytes: &[u8] = bytemuck::cast_slice(bytes);
-    let v: __m128i = match bytes.get(at..at + 16) {
-        Some(b) => bytemuck::pod_read_unaligned(b),
-        None => bytemuck::cast([0_u8; 16]),
-    };
-    _mm256_cvtepi8_epi16(v)
+    let whole: &[[u8; 16]] = bytemuck::cast_slice(&bytes[..bytes.len() / 16 * 16]);
+    &whole[..chunks.min(whole.len())]
+}
+
+/// A chunk widened to sixteen 16-bit lanes.
+#[target_feature(enable = "avx2")]
+fn widen(chunk: [u8; 16]) -> __m256i {
+    _mm256_cvtepi8_epi16(bytemuck::cast::<[u8; 16], __m128i>(chunk))
+}
+
+/// The lane sums of eight accumulators, in order, wrapping.
+#[target_feature(enable = "avx2")]
+fn sums(acc: [__m256i; ROWS]) -> [i32; ROWS] {
+    let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
+    let q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+    let q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(a4, a5), _mm256_hadd_epi32(a6, a7));
+    // q0 holds rows 0..4 (each 128-bit half one half of every row's lanes), q1 rows 4..8.
+    let low = _mm256_permute2x128_si256(q0, q1, 0x20);
+    let high = _mm256_permute2x128_si256(q0, q1, 0x31);
+    bytemuck::cast(_mm256_add_epi32(low, high))
 }
 
 /// The sum of the eight lanes of `v`, wrapping.
@@ -68,37 +85,41 @@ fn each_dot_avx2(
     mut f: impl FnMut(usize, i32),
 ) {
     let n = x.len();
-    let full = n / 16 * 16;
+    let chunks = n / 16;
+    let full = chunks * 16;
     let off = _mm256_set1_epi16(offset as i16);
+    let xs = chunks16(x, chunks);
     let tail = |w: &[i8]| {
         w.iter().zip(&x[full..]).fold(0_i32, |a, (&w, &x)| {
             a.wrapping_add(i32::from(w) * (i32::from(x) + offset))
         })
     };
+    let row = |r: usize| &weights[r * n..(r + 1) * n];
     let mut r = 0;
-    while r + 4 <= rows {
-        let w = &weights[r * n..(r + 4) * n];
-        let mut acc = [_mm256_setzero_si256(); 4];
-        for k in (0..full).step_by(16) {
-            let xv = _mm256_add_epi16(widen16(x, k), off);
-            for (j, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(widen16(w, j * n + k), xv));
+    while r + ROWS <= rows {
+        let w: [&[[u8; 16]]; ROWS] = core::array::from_fn(|j| chunks16(row(r + j), chunks));
+        let mut acc = [_mm256_setzero_si256(); ROWS];
+        for (k, &xc) in xs.iter().enumerate() {
+            let xv = _mm256_add_epi16(widen(xc), off);
+            for (a, wj) in acc.iter_mut().zip(&w) {
+                if let Some(&wc) = wj.get(k) {
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(widen(wc), xv));
+                }
             }
         }
-        for (j, a) in acc.into_iter().enumerate() {
-            let row = &w[j * n..(j + 1) * n];
-            f(r + j, lane_sum(a).wrapping_add(tail(&row[full..])));
+        for (j, s) in sums(acc).into_iter().enumerate() {
+            f(r + j, s.wrapping_add(tail(&row(r + j)[full..])));
         }
-        r += 4;
+        r += ROWS;
     }
     while r < rows {
-        let row = &weights[r * n..(r + 1) * n];
+        let w = chunks16(row(r), chunks);
         let mut acc = _mm256_setzero_si256();
-        for k in (0..full).step_by(16) {
-            let xv = _mm256_add_epi16(widen16(x, k), off);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widen16(row, k), xv));
+        for (&xc, &wc) in xs.iter().zip(w) {
+            let xv = _mm256_add_epi16(widen(xc), off);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widen(wc), xv));
         }
-        f(r, lane_sum(acc).wrapping_add(tail(&row[full..])));
+        f(r, lane_sum(acc).wrapping_add(tail(&row(r)[full..])));
         r += 1;
     }
 }
@@ -126,7 +147,7 @@ mod tests {
         };
         for case in 0..200 {
             let n = (next() % 80) as usize + usize::from(case % 5 == 0) * 600;
-            let rows = (next() % 11) as usize;
+            let rows = (next() % 20) as usize;
             let offset = [-128, 128, 0, (next() % 257) as i32 - 128][case % 4];
             let x: Vec<i8> = (0..n).map(|_| next() as i8).collect();
             let w: Vec<i8> = (0..n * rows).map(|_| next() as i8).collect();
