@@ -22,13 +22,12 @@
 //!   requantization and an eight-byte store: no horizontal sums. The packed filter of a group
 //!   of channel blocks lives in a fixed stack buffer ([`PACKED_VECTORS`]); the patches are
 //!   widened again for each group.
-//! - **Depthwise** (depth multiplier 1) takes sixteen channels at a time: the taps' bytes are
-//!   widened to 16 bits, the input offset added, multiplied with `VPMULLW` (exact: `|w| ≤ 128`
-//!   and `|x + offset| ≤ 255` give at most 32,640) and the products widened into two vectors of
-//!   eight 32-bit accumulators.
-//! - **Requantization** runs on eight lanes: TFLM's `MultiplyByQuantizedMultiplier` with a
-//!   per-lane shift (`VPSLLVD`, `VPSRAVD`), the doubling high product from two `VPMULDQ`s, the
-//!   rounding division, the offset and the clamp.
+//! - **Depthwise** (depth multiplier 1) takes sixteen channels at a time through every pixel:
+//!   the chunk's filter bytes of each tap are widened once, and a pixel's taps go two by two
+//!   (along a window row) through `VPMADDWD`, their 16-bit lanes interleaved so that each
+//!   32-bit lane gets one channel's two products (`|w| ≤ 128` and `|x + offset| ≤ 255`: exact).
+//! - **Requantization** runs on eight lanes ([`requant`](crate::int8::x86::requant)):
+//!   TFLM's `MultiplyByQuantizedMultiplier` with a per-lane shift, the offset and the clamp.
 //!
 //! # Exactness
 //!
@@ -41,11 +40,10 @@
 //! tests compare both paths byte for byte on random shapes.
 
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_castsi256_si128,
-    _mm256_cvtepi16_epi32, _mm256_cvtepi8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16,
-    _mm256_mullo_epi16, _mm256_permute2x128_si256, _mm256_set1_epi16, _mm256_set1_epi32,
-    _mm256_setzero_si256, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64, _mm256_unpacklo_epi32,
-    _mm256_unpacklo_epi64,
+    __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_cvtepi8_epi16, _mm256_madd_epi16,
+    _mm256_permute2x128_si256, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setzero_si256,
+    _mm256_unpackhi_epi16, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64, _mm256_unpacklo_epi16,
+    _mm256_unpacklo_epi32, _mm256_unpacklo_epi64,
 };
 
 use super::blocked::MAX_PATCH_TAPS;
@@ -66,9 +64,9 @@ const PACKED_VECTORS: usize = 512;
 /// Most channel blocks of eight in a group (the multipliers and biases of each are kept).
 const MAX_GROUP_BLOCKS: usize = 32;
 
-/// Most channels of the depthwise path (its multipliers and biases are prepared once, as
-/// vectors, for every channel).
-const MAX_DEPTHWISE_CHANNELS: usize = 512;
+/// Most taps of a depthwise window on this path (a 7×7 window has 49): each tap's widened
+/// filter bytes of a sixteen-channel chunk are kept in a vector.
+const MAX_WINDOW_TAPS: usize = 64;
 
 /// Whether the vector requantization equals the portable one for every channel of
 /// `multipliers` and the layer's quantization: see the module docs.
@@ -105,7 +103,7 @@ pub(super) fn conv2d(
 }
 
 /// DEPTHWISE_CONV_2D on AVX2 when the CPU has it and the layer fits (depth multiplier 1, at
-/// most [`MAX_DEPTHWISE_CHANNELS`] channels, see the module docs): `true` when it ran. The
+/// most [`MAX_WINDOW_TAPS`] taps, see the module docs): `true` when it ran. The
 /// operands were checked by the caller.
 pub(super) fn depthwise_conv2d(
     p: &DepthwiseParams,
@@ -116,7 +114,7 @@ pub(super) fn depthwise_conv2d(
     output: &mut [i8],
 ) -> bool {
     let fits = p.depth_multiplier == 1
-        && p.out_channels <= MAX_DEPTHWISE_CHANNELS
+        && p.rows.filter * p.cols.filter <= MAX_WINDOW_TAPS
         && vector_quant_fits(multipliers, &p.quant);
     if !fits || !has_avx2() {
         return false;
@@ -542,7 +540,7 @@ fn load16(bytes: &[i8], at: usize) -> __m128i {
 }
 
 /// The depthwise convolution: see the module docs. Operands checked by
-/// [`depthwise_conv2d`]'s caller; depth multiplier 1.
+/// [`depthwise_conv2d`]'s caller; depth multiplier 1, at most [`MAX_WINDOW_TAPS`] taps.
 #[target_feature(enable = "avx2")]
 fn depthwise_avx2(
     p: &DepthwiseParams,
@@ -557,7 +555,8 @@ fn depthwise_avx2(
     let in_row_len = cols.in_size * c;
     let in_image_len = rows.in_size * in_row_len;
     let out_image_len = rows.out_size * cols.out_size * c;
-    if c == 0 || c > MAX_DEPTHWISE_CHANNELS || in_image_len == 0 || out_image_len == 0 {
+    let window = rows.filter * cols.filter;
+    if c == 0 || window > MAX_WINDOW_TAPS || in_image_len == 0 || out_image_len == 0 {
         return;
     }
     let clamp = Clamp::new(
@@ -566,49 +565,73 @@ fn depthwise_avx2(
         p.quant.activation_max,
     );
     let offset = _mm256_set1_epi16(p.quant.input_offset as i16);
-    let mut lanes = [Lanes::new(&|_| None, None, 0); MAX_DEPTHWISE_CHANNELS / 8];
-    let blocks = c.div_ceil(8);
-    for (k, l) in lanes[..blocks].iter_mut().enumerate() {
-        *l = Lanes::new(&|c| multipliers.get(c).copied(), bias, 8 * k);
-    }
-    // Filter bytes from one tap to the next along a row.
-    let filter_row_len = cols.filter * c;
+    let multiplier = |ch: usize| multipliers.get(ch).copied();
+    let zero = _mm256_setzero_si256();
+    let mut taps = [zero; MAX_WINDOW_TAPS];
 
-    for (in_image, out_image) in input
-        .chunks_exact(in_image_len)
-        .zip(output.chunks_exact_mut(out_image_len))
-    {
-        for (oy, out_row) in out_image.chunks_exact_mut(cols.out_size * c).enumerate() {
-            let (ky0, ky1, iy0) = rows.taps(oy);
-            for (ox, out_px) in out_row.chunks_exact_mut(c).enumerate() {
-                let (kx0, kx1, ix0) = cols.taps(ox);
-                for (k, l) in lanes[..blocks].chunks(2).enumerate() {
-                    let c0 = 16 * k;
-                    let mut lo = l[0].bias;
-                    let mut hi = l.get(1).map_or(lo, |l| l.bias);
+    for c0 in (0..c).step_by(16) {
+        let (l0, l1) = (
+            Lanes::new(&multiplier, bias, c0),
+            Lanes::new(&multiplier, bias, c0 + 8),
+        );
+        // The chunk's sixteen filter bytes of every tap, widened once for all pixels.
+        for (t, w) in taps[..window].iter_mut().enumerate() {
+            *w = _mm256_cvtepi8_epi16(load16(filter, t * c + c0));
+        }
+        for (in_image, out_image) in input
+            .chunks_exact(in_image_len)
+            .zip(output.chunks_exact_mut(out_image_len))
+        {
+            for (oy, out_row) in out_image.chunks_exact_mut(cols.out_size * c).enumerate() {
+                let (ky0, ky1, iy0) = rows.taps(oy);
+                for (ox, out_px) in out_row.chunks_exact_mut(c).enumerate() {
+                    let (kx0, kx1, ix0) = cols.taps(ox);
+                    // Two taps per `VPMADDWD`: their lanes interleaved, channels 0..4 and
+                    // 8..12 in `lo`, 4..8 and 12..16 in `hi` (the unpacks work per 128 bits).
+                    let (mut lo, mut hi) = (zero, zero);
+                    let x_at = |j: usize, i: usize| {
+                        let (iy, ix) = (iy0 + j * rows.dilation, ix0 + i * cols.dilation);
+                        let x =
+                            _mm256_cvtepi8_epi16(load16(in_image, iy * in_row_len + ix * c + c0));
+                        _mm256_add_epi16(x, offset)
+                    };
                     for (j, ky) in (ky0..ky1).enumerate() {
-                        let iy = iy0 + j * rows.dilation;
-                        for (i, kx) in (kx0..kx1).enumerate() {
-                            let ix = ix0 + i * cols.dilation;
-                            let x = load16(in_image, iy * in_row_len + ix * c + c0);
-                            let w = load16(filter, ky * filter_row_len + kx * c + c0);
-                            let x = _mm256_add_epi16(_mm256_cvtepi8_epi16(x), offset);
-                            let prod = _mm256_mullo_epi16(x, _mm256_cvtepi8_epi16(w));
+                        let row_taps = &taps[ky * cols.filter..][..cols.filter];
+                        let mut kx = kx0;
+                        while kx < kx1 {
+                            let i = kx - kx0;
+                            let (xa, wa) = (x_at(j, i), row_taps[kx]);
+                            let (xb, wb) = if kx + 1 < kx1 {
+                                (x_at(j, i + 1), row_taps[kx + 1])
+                            } else {
+                                (zero, zero)
+                            };
                             lo = _mm256_add_epi32(
                                 lo,
-                                _mm256_cvtepi16_epi32(_mm256_castsi256_si128(prod)),
+                                _mm256_madd_epi16(
+                                    _mm256_unpacklo_epi16(xa, xb),
+                                    _mm256_unpacklo_epi16(wa, wb),
+                                ),
                             );
                             hi = _mm256_add_epi32(
                                 hi,
-                                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1)),
+                                _mm256_madd_epi16(
+                                    _mm256_unpackhi_epi16(xa, xb),
+                                    _mm256_unpackhi_epi16(wa, wb),
+                                ),
                             );
+                            kx += 2;
                         }
                     }
+                    let first = _mm256_permute2x128_si256(lo, hi, 0x20);
+                    let second = _mm256_permute2x128_si256(lo, hi, 0x31);
                     let end = (c0 + 8).min(c);
-                    store(requantize(lo, &l[0], &clamp), &mut out_px[c0..end]);
-                    if let Some(l1) = l.get(1) {
+                    let acc = _mm256_add_epi32(first, l0.bias);
+                    store(requantize(acc, &l0, &clamp), &mut out_px[c0..end]);
+                    if c0 + 8 < c {
                         let end = (c0 + 16).min(c);
-                        store(requantize(hi, l1, &clamp), &mut out_px[c0 + 8..end]);
+                        let acc = _mm256_add_epi32(second, l1.bias);
+                        store(requantize(acc, &l1, &clamp), &mut out_px[c0 + 8..end]);
                     }
                 }
             }

@@ -46,17 +46,17 @@ impl Lanes {
         bias: Option<&[i32]>,
         c0: usize,
     ) -> Self {
-        let mut words = [[0_i32; 8]; 4];
-        for k in 0..8 {
-            let Some(m) = multiplier(c0 + k) else {
+        let (mut m, mut l, mut r, mut b) = ([0_i32; 8], [0_i32; 8], [0_i32; 8], [0_i32; 8]);
+        for (k, c) in (c0..c0 + 8).enumerate() {
+            let Some(channel) = multiplier(c) else {
                 break;
             };
-            words[0][k] = m.multiplier();
-            words[1][k] = m.shift().max(0);
-            words[2][k] = m.shift().saturating_neg().max(0);
-            words[3][k] = bias.and_then(|b| b.get(c0 + k)).copied().unwrap_or(0);
+            m[k] = channel.multiplier();
+            l[k] = channel.shift().max(0);
+            r[k] = channel.shift().saturating_neg().max(0);
+            b[k] = bias.and_then(|b| b.get(c)).copied().unwrap_or(0);
         }
-        let [multiplier, left, right, bias] = words.map(bytemuck::cast::<[i32; 8], __m256i>);
+        let [multiplier, left, right, bias] = [m, l, r, b].map(bytemuck::cast::<[i32; 8], __m256i>);
         Self {
             multiplier,
             left,
