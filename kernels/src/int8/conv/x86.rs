@@ -185,15 +185,15 @@ fn widen_window(
 /// 0), into `out`.
 #[inline(always)]
 fn widen(taps: &[i8], offset: i32, out: &mut [i32]) {
-    let lane = |x: i8| (i32::from(x) + offset) as u16 as u32;
-    let mut pairs = taps.chunks_exact(2);
-    for (o, pair) in out.iter_mut().zip(pairs.by_ref()) {
-        *o = (lane(pair[0]) | (lane(pair[1]) << 16)) as i32;
+    // Lanes in memory order: the low lane of a word is its first tap. A plain map over the
+    // lanes, which the compiler vectorises.
+    let lanes: &mut [i16] = bytemuck::cast_slice_mut(out);
+    let off = offset as i16;
+    for (o, &x) in lanes.iter_mut().zip(taps) {
+        *o = i16::from(x) + off;
     }
-    if let [last] = pairs.remainder() {
-        if let Some(o) = out.get_mut(taps.len() / 2) {
-            *o = lane(*last) as i32;
-        }
+    if let Some(last) = lanes.get_mut(taps.len()).filter(|_| taps.len() % 2 == 1) {
+        *last = 0;
     }
 }
 
@@ -315,9 +315,26 @@ fn conv2d_avx2(
             p.quant.activation_max,
         ),
     };
-    let widen_pixel = |px: usize, patch: &mut [i32]| {
-        let (b, r) = (px / per_image, px % per_image);
-        let (oy, ox) = (r / cols.out_size, r % cols.out_size);
+    // The position of the last pixel widened: pixels come in order (from 0 again for each
+    // group of channels), so the next one is found without dividing.
+    let mut at: Option<(usize, (usize, usize, usize))> = None;
+    let mut widen_pixel = |px: usize, patch: &mut [i32]| {
+        let (b, oy, ox) = match at {
+            Some((last, (b, oy, ox))) if last + 1 == px => {
+                if ox + 1 < cols.out_size {
+                    (b, oy, ox + 1)
+                } else if oy + 1 < rows.out_size {
+                    (b, oy + 1, 0)
+                } else {
+                    (b + 1, 0, 0)
+                }
+            }
+            _ => {
+                let (b, r) = (px / per_image, px % per_image);
+                (b, r / cols.out_size, r % cols.out_size)
+            }
+        };
+        at = Some((px, (b, oy, ox)));
         let in_image = &input[b * image_len..][..image_len];
         if in_place {
             // A 1×1 window is always inside the image (its padding is 0).
@@ -337,7 +354,7 @@ fn conv2d_avx2(
             }
         }
     };
-    product.run(filter, widen_pixel, output);
+    product.run(filter, &mut widen_pixel, output);
 }
 
 /// A matrix product with requantized int8 results: `rows` rows of `taps` inputs (widened by
