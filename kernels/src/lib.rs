@@ -17,10 +17,11 @@
 //!
 //! The crate is `no_std` and allocation-free; its only `unsafe` is the inline assembly of the
 //! Arm DSP-extension inner loops (`int8::mac`, built for DSP targets only) and, with the `std`
-//! feature on x86-64, the calls into the AVX2 convolutions once the CPU is known to have AVX2. Kernels never panic: every buffer
-//! length is checked against the shape first ([`KernelError::LengthMismatch`]), shapes whose
-//! element counts cannot exist in memory are refused ([`KernelError::ShapeOverflow`]), and
-//! quantization parameters TFLM would abort on are refused when the parameters are built
+//! feature on x86-64, the calls into the AVX2 kernels (`int8::x86`, `int8::conv::x86`) once
+//! the CPU is known to have AVX2; `std` is used for nothing else. Kernels never panic: every
+//! buffer length is checked against the shape first ([`KernelError::LengthMismatch`]), shapes
+//! whose element counts cannot exist in memory are refused ([`KernelError::ShapeOverflow`]),
+//! and quantization parameters TFLM would abort on are refused when the parameters are built
 //! ([`KernelError::InvalidQuantization`]). Where TFLM's C++ relies on two's-complement
 //! wrap-around (a long int8 dot product overflowing its `int32` accumulator), the kernels wrap
 //! the same way instead of panicking in debug builds.
