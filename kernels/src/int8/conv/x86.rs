@@ -205,25 +205,28 @@ fn widen(taps: &[i8], offset: i32, out: &mut [i32]) {
 fn pack_block(filter: &[i8], taps: usize, c0: usize, out: &mut [__m256i]) {
     let pairs = taps.div_ceil(2);
     let out = &mut out[..pairs];
-    let rows: [Option<&[i8]>; 8] =
-        core::array::from_fn(|k| filter.get((c0 + k) * taps..(c0 + k + 1) * taps));
+    // Missing channels are empty rows (every read of them is a zero).
+    let mut rows: [&[i8]; 8] = [&[]; 8];
+    for (k, row) in rows.iter_mut().enumerate() {
+        if let Some(r) = filter.get((c0 + k) * taps..(c0 + k + 1) * taps) {
+            *row = r;
+        }
+    }
     let groups = taps / 16;
     for (g, o) in out.chunks_exact_mut(8).take(groups).enumerate() {
-        let r: [__m256i; 8] = core::array::from_fn(|k| {
-            rows[k].and_then(|row| row.get(16 * g..16 * g + 16)).map_or(
-                _mm256_setzero_si256(),
-                |b| {
-                    let b: &[u8] = bytemuck::cast_slice(b);
-                    _mm256_cvtepi8_epi16(bytemuck::pod_read_unaligned::<__m128i>(b))
-                },
-            )
-        });
+        let mut r = [_mm256_setzero_si256(); 8];
+        for (v, row) in r.iter_mut().zip(&rows) {
+            if let Some(b) = row.get(16 * g..16 * g + 16) {
+                let b: &[u8] = bytemuck::cast_slice(b);
+                *v = _mm256_cvtepi8_epi16(bytemuck::pod_read_unaligned::<__m128i>(b));
+            }
+        }
         o.copy_from_slice(&transpose8(r));
     }
     let words: &mut [i32] = bytemuck::cast_slice_mut(&mut out[8 * groups..]);
     words.fill(0);
     for (k, row) in rows.iter().enumerate() {
-        let Some(row) = row.and_then(|row| row.get(16 * groups..)) else {
+        let Some(row) = row.get(16 * groups..) else {
             continue;
         };
         let mut chunks = row.chunks_exact(2);

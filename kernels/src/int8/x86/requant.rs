@@ -54,7 +54,9 @@ impl Lanes {
             m[k] = channel.multiplier();
             l[k] = channel.shift().max(0);
             r[k] = channel.shift().saturating_neg().max(0);
-            b[k] = bias.and_then(|b| b.get(c)).copied().unwrap_or(0);
+            if let Some(&bias) = bias.and_then(|b| b.get(c)) {
+                b[k] = bias;
+            }
         }
         let [multiplier, left, right, bias] = [m, l, r, b].map(bytemuck::cast::<[i32; 8], __m256i>);
         Self {
