@@ -41,6 +41,7 @@ use crate::{check_len, KernelError};
 
 mod blocked;
 mod depthwise;
+mod quads;
 pub(crate) mod int16;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod x86;
@@ -495,8 +496,9 @@ fn check_channel_operands<B>(
 /// overflow like TFLM's.
 ///
 /// One-group convolutions whose window has at most [`MAX_PATCH_TAPS`] taps run as a blocked
-/// matrix product (two pixels by two channels, on the DSP extension where the target has it);
-/// the others run the direct loop. All paths give the same bytes.
+/// matrix product (two pixels by two channels, on the DSP extension where the target has it;
+/// four pixels by one channel on Helium); the others run the direct loop. All paths give the
+/// same bytes.
 pub fn conv2d(
     p: &Conv2dParams,
     multipliers: &[ChannelMultiplier],
@@ -540,7 +542,9 @@ pub(crate) fn conv2d_with<M: Mac>(
     if p.output_len == 0 {
         return Ok(());
     }
-    if blocked::fits(p) {
+    if M::QUAD_CONV && quads::fits(p) {
+        quads::conv2d::<M>(p, multipliers, input, filter, bias, output);
+    } else if blocked::fits(p) {
         blocked::conv2d::<M>(p, multipliers, input, filter, bias, output);
     } else {
         conv2d_direct(p, multipliers, input, filter, bias, output);

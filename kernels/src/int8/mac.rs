@@ -67,19 +67,85 @@ pub(crate) trait Mac {
 
     /// [`requantize`](Self::requantize) of each accumulator of `acc` (bias included) by the
     /// multiplier of the same index into `out`, over the shortest of the three.
-    /// `right_shifts` tells that [`right_shifts_only`] holds for `multipliers`.
+    /// `fast` tells that [`fast_requantize`](Self::fast_requantize) holds for `multipliers`.
     #[inline(always)]
     fn requantize_run(
         acc: &[i32],
         multipliers: &[ChannelMultiplier],
-        right_shifts: bool,
+        fast: bool,
         out: &mut [i8],
         (offset, min, max): (i32, i32, i32),
     ) {
-        let _ = right_shifts;
+        let _ = fast;
         for ((o, &a), &m) in out.iter_mut().zip(acc).zip(multipliers) {
             *o = Self::requantize(a, m, offset, min, max);
         }
+    }
+
+    /// Whether [`requantize_run`](Self::requantize_run)'s fast form covers every multiplier
+    /// of `multipliers` (checked once per layer, outside the inner loops): by default the
+    /// multipliers [`right_shifts_only`] accepts.
+    #[inline(always)]
+    fn fast_requantize(multipliers: &[ChannelMultiplier]) -> bool {
+        right_shifts_only(multipliers)
+    }
+
+    /// Whether the one-group convolutions run on [`dot_4x1`](Self::dot_4x1) blocks (four
+    /// pixels by one channel over the raw int8 taps, the shape 16-lane byte vectors want)
+    /// rather than on [`dot_2x2`](Self::dot_2x2) over widened patches.
+    const QUAD_CONV: bool = false;
+
+    /// The dot products of the rows of `x` (four output pixels' raw int8 taps, no offset
+    /// added) with the filter row `w`, and the sum of `w`'s bytes, all wrapping, over the
+    /// first `n` bytes of each, `n` the shortest length of the five:
+    /// `([x₀·w, x₁·w, x₂·w, x₃·w], Σw)`.
+    #[inline(always)]
+    fn dot_4x1(x: [&[i8]; 4], w: &[i8]) -> ([i32; 4], i32) {
+        Portable::dot_4x1(x, w)
+    }
+
+    /// What [`requantize4`](Self::requantize4) needs of a layer besides the multiplier,
+    /// prepared once per layer by [`quad_output`](Self::quad_output).
+    type QuadOutput;
+
+    /// The [`QuadOutput`](Self::QuadOutput) for the output offset, range
+    /// `(offset, min, max)` and the distance `stride` between two pixels' bytes of a channel.
+    fn quad_output(requant: (i32, i32, i32), stride: usize) -> Self::QuadOutput;
+
+    /// [`requantize`](Self::requantize) of four accumulators of one channel (one multiplier),
+    /// each plus `base`, into `out[0]`, `out[s]`, `out[2s]`, `out[3s]` (`s` the stride of `q`:
+    /// four pixels' bytes of one channel in an NHWC output). Does nothing when `out` is too
+    /// short for the last.
+    fn requantize4(
+        acc: [i32; 4],
+        base: i32,
+        m: ChannelMultiplier,
+        q: &Self::QuadOutput,
+        out: &mut [i8],
+    );
+}
+
+/// [`Portable`]'s [`Mac::QuadOutput`]: the output offset, range and stride as given.
+pub(crate) struct QuadOutput {
+    requant: (i32, i32, i32),
+    stride: usize,
+}
+
+/// [`Mac::requantize4`] on [`Mac::requantize`], one accumulator after the other.
+#[inline(always)]
+pub(crate) fn requantize4_scalar<M: Mac>(
+    acc: [i32; 4],
+    base: i32,
+    m: ChannelMultiplier,
+    q: &QuadOutput,
+    out: &mut [i8],
+) {
+    let ((offset, min, max), stride) = (q.requant, q.stride);
+    if stride.checked_mul(3).is_none_or(|last| last >= out.len()) {
+        return;
+    }
+    for (k, a) in acc.into_iter().enumerate() {
+        out[k * stride] = M::requantize(a.wrapping_add(base), m, offset, min, max);
     }
 }
 
@@ -100,8 +166,11 @@ pub(crate) struct Portable;
 #[cfg(not(npu_arm_dsp))]
 pub(crate) type Native = Portable;
 /// The [`Mac`] the public kernels run on this target.
-#[cfg(npu_arm_dsp)]
+#[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
 pub(crate) type Native = dsp::Dsp;
+/// The [`Mac`] the public kernels run on this target.
+#[cfg(npu_arm_mve)]
+pub(crate) type Native = mve::Mve;
 
 /// The two `i16` lanes of a widened-patch word, low first.
 #[inline(always)]
@@ -131,6 +200,24 @@ pub(crate) fn word(b: &[i8]) -> u32 {
 }
 
 impl Mac for Portable {
+    type QuadOutput = QuadOutput;
+
+    #[inline(always)]
+    fn quad_output(requant: (i32, i32, i32), stride: usize) -> QuadOutput {
+        QuadOutput { requant, stride }
+    }
+
+    #[inline(always)]
+    fn requantize4(
+        acc: [i32; 4],
+        base: i32,
+        m: ChannelMultiplier,
+        q: &QuadOutput,
+        out: &mut [i8],
+    ) {
+        requantize4_scalar::<Self>(acc, base, m, q, out);
+    }
+
     #[inline(always)]
     fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8 {
         let scaled = multiply_by_quantized_multiplier(acc, m.multiplier(), m.shift());
@@ -182,6 +269,20 @@ impl Mac for Portable {
             a11 = a11.wrapping_add(y0 * v0 + y1 * v1 + y2 * v2 + y3 * v3);
         }
         [a00, a01, a10, a11]
+    }
+
+    #[inline(always)]
+    fn dot_4x1(x: [&[i8]; 4], w: &[i8]) -> ([i32; 4], i32) {
+        let n = x.iter().fold(w.len(), |n, row| n.min(row.len()));
+        let w = &w[..n];
+        let mut acc = [0_i32; 4];
+        for (a, row) in acc.iter_mut().zip(x) {
+            *a = row.iter().zip(w).fold(0_i32, |s, (&x, &w)| {
+                s.wrapping_add(i32::from(x) * i32::from(w))
+            });
+        }
+        let sum = w.iter().fold(0_i32, |s, &w| s.wrapping_add(i32::from(w)));
+        (acc, sum)
     }
 
     #[inline(always)]
@@ -359,3 +460,7 @@ fn dot_tail(pair: &PatchPair, taps: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
 #[cfg(npu_arm_dsp)]
 #[allow(unsafe_code)]
 mod dsp;
+
+#[cfg(npu_arm_mve)]
+#[allow(unsafe_code)]
+mod mve;

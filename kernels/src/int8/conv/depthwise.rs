@@ -275,7 +275,7 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
     let out_image_len = rows.out_size * cols.out_size * oc;
     let offset = p.quant.input_offset;
     let mut list = mac::TapList::new();
-    let right_shifts = mac::right_shifts_only(multipliers);
+    let fast = M::fast_requantize(multipliers);
     let q = &p.quant;
     let requant = (q.output_offset, q.activation_min, q.activation_max);
 
@@ -320,7 +320,7 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                         M::requantize_run(
                             &acc[..n],
                             &multipliers[b0..b0 + n],
-                            right_shifts,
+                            fast,
                             &mut out_px[b0..b0 + n],
                             requant,
                         );

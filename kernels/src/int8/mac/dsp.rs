@@ -70,6 +70,24 @@ fn offset_pair(offset: i32) -> u32 {
 }
 
 impl Mac for Dsp {
+    type QuadOutput = super::QuadOutput;
+
+    #[inline(always)]
+    fn quad_output(requant: (i32, i32, i32), stride: usize) -> Self::QuadOutput {
+        Portable::quad_output(requant, stride)
+    }
+
+    #[inline(always)]
+    fn requantize4(
+        acc: [i32; 4],
+        base: i32,
+        m: ChannelMultiplier,
+        q: &Self::QuadOutput,
+        out: &mut [i8],
+    ) {
+        super::requantize4_scalar::<Self>(acc, base, m, q, out);
+    }
+
     #[inline(always)]
     fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8 {
         let (mult, shift) = (m.multiplier(), m.shift());

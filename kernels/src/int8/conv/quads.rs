@@ -1,0 +1,191 @@
+//! CONV_2D as a matrix product in blocks of four output pixels by one output channel, over
+//! the raw int8 taps: the blocking for 16-lane byte vectors (Helium).
+//!
+//! A vector unit that multiplies sixteen int8 pairs and adds them into a scalar in one
+//! instruction (`VMLADAVA.S8`) wants both operands as plain bytes, sixteen contiguous taps at a
+//! time, and gains nothing from [`blocked`](super::blocked)'s widened 16-bit patches. So each
+//! group of four output pixels gathers its input windows once as bytes (a 1×1 filter's window
+//! is the input pixel itself, read in place), and every filter row then gives four dot
+//! products from one pass over the taps: each loaded filter vector serves four pixels. The
+//! input offset is not added to the taps (`x + input_offset` does not fit a byte); instead
+//!
+//! ```text
+//! Σ w·(x + input_offset) = Σ w·x + input_offset · Σ w
+//! ```
+//!
+//! with `Σ w` taken in the same pass ([`Mac::dot_4x1`]). The four accumulators share the
+//! channel's multiplier, so they are requantized together ([`Mac::requantize4`]) and written to
+//! the four pixels' bytes of that channel.
+//!
+//! Exactness: a tap in the padding is gathered as the input zero point, so its
+//! `w·(x + input_offset)` is exactly 0, as the direct kernel's skipped tap. All sums wrap
+//! (modulo 2³², where regrouping and distributing are exact), so the accumulator is the direct
+//! kernel's bit for bit before the shared requantization.
+//!
+//! An output whose pixel count is not a multiple of four ends with a block that overlaps the
+//! one before it, whose pixels are written again with the same bytes.
+
+use super::{ChannelMultiplier, Conv2dParams, MAX_PATCH_TAPS};
+use crate::int8::im2col::gather_patch;
+use crate::int8::mac::Mac;
+
+/// Output pixels per block.
+const PIXELS: usize = 4;
+
+/// Whether the quad path runs `p`: one group, a window of at most [`MAX_PATCH_TAPS`], and
+/// at least one block of output pixels.
+pub(super) fn fits(p: &Conv2dParams) -> bool {
+    p.in_channels == p.filter_depth
+        && p.rows.filter * p.cols.filter * p.filter_depth <= MAX_PATCH_TAPS
+        && p.batches * p.rows.out_size * p.cols.out_size >= PIXELS
+}
+
+/// The quad convolution, on operands [`conv2d`](super::conv2d) checked (lengths, a non-empty
+/// output) and a shape [`fits`] accepted.
+pub(super) fn conv2d<M: Mac>(
+    p: &Conv2dParams,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    filter: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) {
+    let (rows, cols) = (p.rows, p.cols);
+    let ch = p.in_channels;
+    let taps = rows.filter * cols.filter * ch;
+    let oc = p.out_channels;
+    let image_len = rows.in_size * cols.in_size * ch;
+    let per_image = rows.out_size * cols.out_size;
+    let pixels = p.batches * per_image;
+    let offset = p.quant.input_offset;
+    // The zero point, gathered for padded taps; `ConvQuant` holds int8 zero points only.
+    let pad = offset.wrapping_neg() as i8;
+    let in_place = rows.filter == 1 && cols.filter == 1;
+    let q = &p.quant;
+    let quad_out = M::quad_output((q.output_offset, q.activation_min, q.activation_max), oc);
+    if taps == 0 || image_len == 0 || per_image == 0 || oc == 0 || pixels < PIXELS {
+        return;
+    }
+
+    let mut gathered = [[0_i8; MAX_PATCH_TAPS]; PIXELS];
+    let mut n = 0;
+    while n < pixels {
+        let first = n.min(pixels - PIXELS);
+        let mut windows: [&[i8]; PIXELS] = [&[]; PIXELS];
+        for ((px, window), buf) in (first..).zip(&mut windows).zip(&mut gathered) {
+            let (b, r) = (px / per_image, px % per_image);
+            let (oy, ox) = (r / cols.out_size, r % cols.out_size);
+            let in_image = &input[b * image_len..][..image_len];
+            *window = if in_place {
+                // A 1×1 window is always inside the image (its padding is 0).
+                let (_, _, iy) = rows.taps(oy);
+                let (_, _, ix) = cols.taps(ox);
+                &in_image[(iy * cols.in_size + ix) * ch..][..ch]
+            } else {
+                gather_patch(p, in_image, (oy, ox), pad, &mut buf[..taps]);
+                &buf[..taps]
+            };
+        }
+        // The block's outputs: pixel k's channel c at `k · oc + c`.
+        let out = &mut output[first * oc..][..PIXELS * oc];
+        for (c, (w, &m)) in filter.chunks_exact(taps).zip(multipliers).enumerate() {
+            let (acc, sum) = M::dot_4x1(windows, w);
+            let b = bias.map_or(0, |b| b[c]);
+            let base = offset.wrapping_mul(sum).wrapping_add(b);
+            M::requantize4(acc, base, m, &quad_out, &mut out[c..]);
+        }
+        n += PIXELS;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::super::conv2d_direct;
+    use super::*;
+    use crate::int8::mac::Portable;
+    use crate::int8::{Activation, Conv2dShape, Nhwc, Padding, Quant, Window2d};
+
+    /// The quad path (on the portable operations) against the direct loop (TFLM's order) on
+    /// pseudo-random shapes: pixel counts that are not multiples of four, odd channel counts,
+    /// depths that are not multiples of sixteen, padding, strides, dilations, offsets, shifts
+    /// both ways, with and without bias.
+    #[test]
+    fn quads_equal_direct() {
+        let mut state = 0x0bad_5eed_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        let mut ran = 0;
+        let cases = if cfg!(miri) { 12 } else { 400 };
+        for case in 0..cases {
+            let mut r = |lo: u32, hi: u32| lo + next() % (hi - lo + 1);
+            let window = Window2d {
+                filter_height: r(1, 4),
+                filter_width: r(1, 4),
+                stride_height: r(1, 3),
+                stride_width: r(1, 3),
+                dilation_height: r(1, 2),
+                dilation_width: r(1, 2),
+                padding: if r(0, 1) == 0 {
+                    Padding::Same
+                } else {
+                    Padding::Valid
+                },
+            };
+            let depth = r(1, 37);
+            let shape = Conv2dShape {
+                input: Nhwc {
+                    batches: r(1, 2),
+                    height: r(1, 8),
+                    width: r(1, 8),
+                    channels: depth,
+                },
+                out_channels: r(1, 9),
+                filter_depth: depth,
+                window,
+            };
+            let zp = |v: u32| v as i32 - 128;
+            let qi = Quant {
+                scale: 0.05,
+                zero_point: zp(r(0, 255)),
+            };
+            let qo = Quant {
+                scale: 0.05,
+                zero_point: zp(r(0, 255)),
+            };
+            let Ok(p) = Conv2dParams::new(shape, qi, qo, Activation::None) else {
+                continue;
+            };
+            let (il, fl, ol) = p.lens();
+            if ol == 0 || !fits(&p) {
+                continue;
+            }
+            let input: Vec<i8> = (0..il).map(|_| r(0, 255) as u8 as i8).collect();
+            let filter: Vec<i8> = (0..fl).map(|_| r(0, 255) as u8 as i8).collect();
+            let oc = shape.out_channels as usize;
+            let m: Vec<ChannelMultiplier> = (0..oc)
+                .map(|_| {
+                    ChannelMultiplier::from_raw(
+                        (1 << 30) + (r(0, 1 << 29) as i32),
+                        r(0, 12) as i32 - 10,
+                    )
+                })
+                .collect();
+            let bias: Vec<i32> = (0..oc).map(|_| r(0, 40_000) as i32 - 20_000).collect();
+            let b = (case % 2 == 0).then_some(&bias[..]);
+            let (mut quads, mut direct) = (vec![0_i8; ol], vec![0_i8; ol]);
+            conv2d::<Portable>(&p, &m, &input, &filter, b, &mut quads);
+            conv2d_direct(&p, &m, &input, &filter, b, &mut direct);
+            assert_eq!(quads, direct, "case {case}: {shape:?}");
+            ran += 1;
+        }
+        assert!(ran > cases / 4, "only {ran} of {cases} cases ran");
+    }
+}

@@ -1,0 +1,378 @@
+//! [`Mac`] with Helium, the M-profile Vector Extension (`cfg(npu_arm_mve)`: Armv8.1-M cores
+//! such as the Cortex-M55 and M85).
+//!
+//! Helium has eight 128-bit vector registers (`q0`–`q7`) of sixteen int8, eight int16 or four
+//! int32 lanes, and tail predication: a loop started with `DLSTP.8 lr, n` runs `⌈n / 16⌉`
+//! times and the lanes past `n` are off in its last pass (loads leave them zero and read no
+//! memory there, reductions skip them). Three kernels use it:
+//!
+//! - [`dot_4x1`](Mac::dot_4x1) (the [`quads`](crate::int8::conv) convolution path): per
+//!   sixteen taps one filter load, its sum (`VADDVA.S8`) and four input loads with four
+//!   `VMLADAVA.S8` (sixteen multiply-accumulates into a scalar each): 64 MACs in eleven
+//!   instructions.
+//! - [`mac4_run`](Mac::mac4_run) (depthwise): sixteen channels per tap, the input widened to
+//!   int16 with the offset added (`x + input_offset` fits: `−255..=255`), the products of
+//!   even and odd lanes (`VMULLB`/`VMULLT.S16`, exact in 32 bits) added into four int32
+//!   accumulator vectors, which `VLD2`/`VST2` de- and re-interleave into channel order.
+//! - [`requantize_run`](Mac::requantize_run) and [`requantize4`](Mac::requantize4): four
+//!   outputs at a time, bit-exact with TFLM's `MultiplyByQuantizedMultiplier`: `VSHL` by the
+//!   left shift (wrapping, as TFLM's `x · 2^left`), `VQRDMULH` (exactly gemmlowp's
+//!   `SaturatingRoundingDoublingHighMul`: `(2ab + 2³¹) >> 32` rounds halves up, as gemmlowp's
+//!   nudge and truncating division do, and saturates the one overflow), then the rounding
+//!   right shift: `VRSHL` rounds halves up, gemmlowp's `RoundingDivideByPOT` away from zero,
+//!   so negative values are first lowered by one (`VQADD` of `x & −right >> 31`, which is −1
+//!   exactly for negative `x` and a non-zero shift, as CMSIS-NN's `arm_requantize_mve`
+//!   does). Shifts of −31..=31 (every shift TFLM produces) take this form.
+//!
+//! What Helium does not speed up (the 2×2 convolution blocks, scalar requantization) is the
+//! DSP extension's ([`Dsp`]), which every Helium core has.
+//!
+//! # Safety of the `asm!` blocks
+//!
+//! Each block reads only memory its function's checks (argued at each block) put in bounds,
+//! writes only the output it is given, and names every register it changes: the vector
+//! registers as `out("qN") _` clobbers, `lr` (the loop counter) likewise, pointers and counts
+//! as `inout(..) => _`. The instructions exist on every core this module is compiled for (the
+//! build script enables it only for cores with MVE, whose inline assembly does not assemble
+//! otherwise). `VQRDMULH`/`VQADD` may set the sticky saturation flag `FPSCR.QC`, which no Rust
+//! code reads.
+
+use core::arch::asm;
+
+use super::dsp::Dsp;
+use super::{ChannelMultiplier, Mac, PatchPair, TapList};
+
+/// [`Mac`] on Helium, the rest on the DSP extension.
+pub(crate) struct Mve;
+
+/// Channels of one [`taps16`] pass.
+const LANES: usize = 16;
+
+/// What [`Mve::requantize4`] needs of a layer, laid out for vector loads (`VLDRW`).
+#[repr(C, align(16))]
+pub(crate) struct QuadOutput {
+    /// The output offset in each lane.
+    offset: [i32; 4],
+    /// The activation minimum in each lane.
+    min: [i32; 4],
+    /// The activation maximum in each lane.
+    max: [i32; 4],
+    /// Byte offsets of the four pixels' outputs: `0, s, 2s, 3s` (a scatter store's).
+    scatter: [u32; 4],
+    /// Outputs must reach past this index (`3s`); `usize::MAX` when `3s` overflows `u32`.
+    last: usize,
+}
+
+/// Whether the vector requantization covers `m`: shifts in −31..=31.
+#[inline(always)]
+fn vector_shift(m: ChannelMultiplier) -> bool {
+    (-31..=31).contains(&m.shift())
+}
+
+impl Mac for Mve {
+    type QuadOutput = QuadOutput;
+    const QUAD_CONV: bool = true;
+
+    #[inline(always)]
+    fn widen4(x: u32, offset: i32) -> (u32, u32) {
+        Dsp::widen4(x, offset)
+    }
+
+    #[inline(always)]
+    fn dot_2x2(pair: &PatchPair, words: usize, w0: &[i8], w1: &[i8]) -> [i32; 4] {
+        Dsp::dot_2x2(pair, words, w0, w1)
+    }
+
+    #[inline(always)]
+    fn mac4(acc: [i32; 4], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) -> [i32; 4] {
+        Dsp::mac4(acc, list, x, w, c0, offset)
+    }
+
+    #[inline(always)]
+    fn requantize(acc: i32, m: ChannelMultiplier, offset: i32, min: i32, max: i32) -> i8 {
+        Dsp::requantize(acc, m, offset, min, max)
+    }
+
+    #[inline(always)]
+    fn fast_requantize(multipliers: &[ChannelMultiplier]) -> bool {
+        multipliers.iter().all(|&m| vector_shift(m))
+    }
+
+    fn mac4_run(acc: &mut [i32], list: &TapList, x: &[i8], w: &[i8], c0: usize, offset: i32) {
+        let taps = list.taps();
+        let blocks = acc.len() / LANES;
+        // Every tap's bytes of the last block inside `x` and `w` puts those of every block
+        // before it there too: one check for the run (`fits` checks four bytes from its
+        // channel, so the last block's last quad).
+        let last = (c0 + LANES * blocks).checked_sub(4);
+        let fits = last.is_some_and(|last| list.fits(x.len(), w.len(), last));
+        let done = if taps.is_empty() || blocks == 0 || !fits {
+            0
+        } else {
+            for (k, a) in acc.chunks_exact_mut(LANES).enumerate() {
+                let c = c0 + LANES * k;
+                // SAFETY: `taps` is not empty; `c + 16 ≤ last + 4` with every tap's bytes up
+                // to `last + 4` inside `x` and `w` (checked above), so the sixteen bytes from
+                // `c` of every tap are; `a` is sixteen accumulators.
+                unsafe { taps16(a, taps, x.as_ptr().add(c), w.as_ptr().add(c), offset) };
+            }
+            LANES * blocks
+        };
+        // The quads after the last whole block (or all of them), on the DSP extension.
+        for (k, a) in acc[done..].chunks_exact_mut(4).enumerate() {
+            let c = c0 + done + 4 * k;
+            let sums = Dsp::mac4([a[0], a[1], a[2], a[3]], list, x, w, c, offset);
+            a.copy_from_slice(&sums);
+        }
+    }
+
+    fn requantize_run(
+        acc: &[i32],
+        multipliers: &[ChannelMultiplier],
+        fast: bool,
+        out: &mut [i8],
+        (offset, min, max): (i32, i32, i32),
+    ) {
+        let n = acc.len().min(multipliers.len()).min(out.len());
+        let quads = if fast { n / 4 } else { 0 };
+        if quads > 0 {
+            // SAFETY: the loop runs `quads` ≥ 1 times (`le` counts `lr` down from `quads`),
+            // reading four words of `acc`, four (multiplier, shift) pairs of `multipliers`
+            // (`ChannelMultiplier` is `repr(C)`, two `i32`s, 4-byte aligned as `VLD2` needs;
+            // `acc` is an `i32` slice, as `VLDRW` needs) and writing four bytes of `out` per
+            // pass: `4 · quads ≤ n` of each, in bounds by the `min`s above; `out` is borrowed
+            // mutably here. Every shift is in −31..=31 (`fast`, the caller's
+            // `fast_requantize`), the range in which this is TFLM's arithmetic (module docs).
+            // Pointers and the count are local copies.
+            unsafe {
+                asm!(
+                    "vmov.i32   q7, #0",
+                    "vdup.32    q5, {min}",
+                    "vdup.32    q6, {max}",
+                    "dls        lr, {n}",
+                    "2:",
+                    "vld20.32   {{q0, q1}}, [{pm}]",
+                    "vld21.32   {{q0, q1}}, [{pm}]!",
+                    "vldrw.u32  q2, [{pa}], #16",
+                    "vmax.s32   q3, q1, q7",
+                    "vshl.s32   q2, q2, q3",
+                    "vqrdmulh.s32 q2, q2, q0",
+                    "vmin.s32   q3, q1, q7",
+                    "vand       q4, q2, q3",
+                    "vshr.s32   q4, q4, #31",
+                    "vqadd.s32  q2, q2, q4",
+                    "vrshl.s32  q2, q2, q3",
+                    "vadd.i32   q2, q2, {off}",
+                    "vmax.s32   q2, q2, q5",
+                    "vmin.s32   q2, q2, q6",
+                    "vstrb.32   q2, [{po}], #4",
+                    "le         lr, 2b",
+                    pa = inout(reg) acc.as_ptr() => _,
+                    pm = inout(reg) multipliers.as_ptr() => _,
+                    po = inout(reg) out.as_mut_ptr() => _,
+                    n = in(reg) quads,
+                    off = in(reg) offset,
+                    min = in(reg) min,
+                    max = in(reg) max,
+                    out("lr") _,
+                    out("q0") _, out("q1") _, out("q2") _, out("q3") _,
+                    out("q4") _, out("q5") _, out("q6") _, out("q7") _,
+                    options(nostack),
+                );
+            }
+        }
+        let done = 4 * quads;
+        let rest = acc.iter().zip(multipliers).zip(out.iter_mut()).skip(done);
+        for ((&a, &m), o) in rest {
+            *o = Dsp::requantize(a, m, offset, min, max);
+        }
+    }
+
+    #[inline(always)]
+    fn dot_4x1(x: [&[i8]; 4], w: &[i8]) -> ([i32; 4], i32) {
+        let n = x.iter().fold(w.len(), |n, row| n.min(row.len()));
+        let (mut a0, mut a1, mut a2, mut a3, mut s) = (0_i32, 0_i32, 0_i32, 0_i32, 0_i32);
+        if n == 0 {
+            return ([0; 4], 0);
+        }
+        // SAFETY: the tail-predicated loop runs over `n` ≥ 1 lanes (checked above): its passes
+        // load sixteen bytes from each of the five pointers and advance them by sixteen, the
+        // lanes past `n` predicated off in the last pass (not read). So it reads the first `n`
+        // bytes of `w` and of each row, all in bounds (`n` is the shortest length). The
+        // accumulators are bound to even registers, as `VMLADAVA`/`VADDVA` need. Pointers are
+        // local copies; the sums are the only results.
+        unsafe {
+            asm!(
+                "dlstp.8    lr, {n}",
+                "2:",
+                "vldrb.u8   q0, [{w}], #16",
+                "vaddva.s8  r10, q0",
+                "vldrb.u8   q1, [{x0}], #16",
+                "vmladava.s8 r0, q0, q1",
+                "vldrb.u8   q1, [{x1}], #16",
+                "vmladava.s8 r2, q0, q1",
+                "vldrb.u8   q1, [{x2}], #16",
+                "vmladava.s8 r4, q0, q1",
+                "vldrb.u8   q1, [{x3}], #16",
+                "vmladava.s8 r8, q0, q1",
+                "letp       lr, 2b",
+                n = in(reg) n,
+                w = inout(reg) w.as_ptr() => _,
+                x0 = inout(reg) x[0].as_ptr() => _,
+                x1 = inout(reg) x[1].as_ptr() => _,
+                x2 = inout(reg) x[2].as_ptr() => _,
+                x3 = inout(reg) x[3].as_ptr() => _,
+                inout("r0") a0,
+                inout("r2") a1,
+                inout("r4") a2,
+                inout("r8") a3,
+                inout("r10") s,
+                out("lr") _,
+                out("q0") _, out("q1") _,
+                options(readonly, nostack),
+            );
+        }
+        ([a0, a1, a2, a3], s)
+    }
+
+    #[inline(always)]
+    fn quad_output((offset, min, max): (i32, i32, i32), stride: usize) -> QuadOutput {
+        let s = u32::try_from(stride).unwrap_or(u32::MAX);
+        let last = stride.checked_mul(3).filter(|&l| l <= u32::MAX as usize);
+        QuadOutput {
+            offset: [offset; 4],
+            min: [min; 4],
+            max: [max; 4],
+            scatter: [0, s, s.wrapping_mul(2), s.wrapping_mul(3)],
+            last: last.unwrap_or(usize::MAX),
+        }
+    }
+
+    #[inline(always)]
+    fn requantize4(
+        acc: [i32; 4],
+        base: i32,
+        m: ChannelMultiplier,
+        q: &QuadOutput,
+        out: &mut [i8],
+    ) {
+        if q.last >= out.len() {
+            return;
+        }
+        if !vector_shift(m) {
+            let stride = q.scatter[1] as usize;
+            let (offset, min, max) = (q.offset[0], q.min[0], q.max[0]);
+            for (k, a) in acc.into_iter().enumerate() {
+                out[k * stride] = Dsp::requantize(a.wrapping_add(base), m, offset, min, max);
+            }
+            return;
+        }
+        let shift = m.shift();
+        let (left, right) = (shift.max(0), shift.min(0));
+        // SAFETY: register arithmetic on `q0`/`q1`, three 16-byte loads from `q` (a
+        // `repr(C, align(16))` struct of four-lane arrays, read at their offsets 0, 16, 32
+        // and 48), and one scatter store of four bytes at `out + 0, s, 2s, 3s`, the highest
+        // `3s = q.last < out.len()` (checked above; `last` is `3s` exactly, or `usize::MAX`,
+        // which no slice length exceeds). The shift is in −31..=31 (checked above), the range
+        // in which this is TFLM's arithmetic (module docs).
+        unsafe {
+            asm!(
+                "vmov       q0[2], q0[0], {a2}, {a0}",
+                "vmov       q0[3], q0[1], {a3}, {a1}",
+                "vadd.i32   q0, q0, {base}",
+                "vshl.s32   q0, {left}",
+                "vqrdmulh.s32 q0, q0, {m}",
+                "vdup.32    q1, {right}",
+                "vand       q1, q1, q0",
+                "vshr.s32   q1, q1, #31",
+                "vqadd.s32  q0, q0, q1",
+                "vrshl.s32  q0, {right}",
+                "vldrw.u32  q1, [{q}]",
+                "vadd.i32   q0, q0, q1",
+                "vldrw.u32  q1, [{q}, #16]",
+                "vmax.s32   q0, q0, q1",
+                "vldrw.u32  q1, [{q}, #32]",
+                "vmin.s32   q0, q0, q1",
+                "vldrw.u32  q1, [{q}, #48]",
+                "vstrb.32   q0, [{out}, q1]",
+                a0 = in(reg) acc[0],
+                a1 = in(reg) acc[1],
+                a2 = in(reg) acc[2],
+                a3 = in(reg) acc[3],
+                base = in(reg) base,
+                left = in(reg) left,
+                right = in(reg) right,
+                m = in(reg) m.multiplier(),
+                q = in(reg) q,
+                out = in(reg) out.as_mut_ptr(),
+                out("q0") _, out("q1") _,
+                options(nostack),
+            );
+        }
+    }
+}
+
+/// The depthwise sums of sixteen channels over `taps`: `acc[i] += w[i] · (x[i] + offset)` for
+/// the sixteen bytes at `xb + x offset` and `wb + filter offset` of each tap, wrapping.
+///
+/// # Safety
+///
+/// `taps` is not empty, and for every tap the sixteen bytes at `xb + x offset` and at
+/// `wb + filter offset` are readable.
+#[inline(always)]
+unsafe fn taps16(acc: &mut [i32], taps: &[[u32; 2]], xb: *const i8, wb: *const i8, offset: i32) {
+    let Ok(acc) = <&mut [i32; LANES]>::try_from(acc) else {
+        return;
+    };
+    // SAFETY: the loop runs `taps.len()` ≥ 1 times (the caller's promise; `le` counts `lr`
+    // down), reading each `[x offset, filter offset]` pair of `taps` once with `ldrd` (4-byte
+    // aligned `u32`s) and sixteen bytes at `xb + x offset` and `wb + filter offset`
+    // (readable: the caller's promise). `acc` is sixteen `i32`s (4-byte aligned, as
+    // `VLD2`/`VST2` need), read before the loop and written after it, borrowed mutably here.
+    // Pointers and the count are local copies.
+    unsafe {
+        asm!(
+            "vld20.32   {{q0, q1}}, [{a}]",
+            "vld21.32   {{q0, q1}}, [{a}]",
+            "vld20.32   {{q2, q3}}, [{a2}]",
+            "vld21.32   {{q2, q3}}, [{a2}]",
+            "dls        lr, {n}",
+            "2:",
+            "ldrd       {xo}, {wo}, [{l}], #8",
+            "add        {xo}, {xo}, {xb}",
+            "add        {wo}, {wo}, {wb}",
+            "vldrb.s16  q4, [{xo}]",
+            "vldrb.s16  q5, [{wo}]",
+            "vadd.i16   q4, q4, {off}",
+            "vmullb.s16 q6, q4, q5",
+            "vadd.i32   q0, q0, q6",
+            "vmullt.s16 q6, q4, q5",
+            "vadd.i32   q1, q1, q6",
+            "vldrb.s16  q4, [{xo}, #8]",
+            "vldrb.s16  q5, [{wo}, #8]",
+            "vadd.i16   q4, q4, {off}",
+            "vmullb.s16 q6, q4, q5",
+            "vadd.i32   q2, q2, q6",
+            "vmullt.s16 q6, q4, q5",
+            "vadd.i32   q3, q3, q6",
+            "le         lr, 2b",
+            "vst20.32   {{q0, q1}}, [{a}]",
+            "vst21.32   {{q0, q1}}, [{a}]",
+            "vst20.32   {{q2, q3}}, [{a2}]",
+            "vst21.32   {{q2, q3}}, [{a2}]",
+            a = in(reg) acc.as_mut_ptr(),
+            a2 = in(reg) acc.as_mut_ptr().add(8),
+            l = inout(reg) taps.as_ptr() => _,
+            n = in(reg) taps.len(),
+            xb = in(reg) xb,
+            wb = in(reg) wb,
+            off = in(reg) offset,
+            xo = out(reg) _,
+            wo = out(reg) _,
+            out("lr") _,
+            out("q0") _, out("q1") _, out("q2") _, out("q3") _,
+            out("q4") _, out("q5") _, out("q6") _,
+            options(nostack),
+        );
+    }
+}
