@@ -109,8 +109,51 @@ pub(crate) trait Mac {
     type QuadOutput;
 
     /// The [`QuadOutput`](Self::QuadOutput) for the output offset, range
-    /// `(offset, min, max)` and the distance `stride` between two pixels' bytes of a channel.
-    fn quad_output(requant: (i32, i32, i32), stride: usize) -> Self::QuadOutput;
+    /// `(offset, min, max)`, the distance `stride` between two pixels' bytes of a channel and
+    /// the layer's `multipliers`.
+    fn quad_output(
+        requant: (i32, i32, i32),
+        stride: usize,
+        multipliers: &[ChannelMultiplier],
+    ) -> Self::QuadOutput;
+
+    /// One block of four output pixels through every output channel: for each channel `c`
+    /// (filter row `c` of `taps` bytes, `multipliers[c]`, the bias `bias[c]` or 0), the
+    /// [`dot_4x1`](Self::dot_4x1) products of `windows` with the row plus
+    /// `bias[c] + input_offset · Σw`, requantized ([`requantize4`](Self::requantize4)) into
+    /// the four pixels' bytes of channel `c` of `out` (pixel `k`'s at `c + k · stride`), over
+    /// the channels all of `filter`, `multipliers` and `bias` hold.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn quad_channels(
+        windows: [&[i8]; 4],
+        filter: &[i8],
+        taps: usize,
+        multipliers: &[ChannelMultiplier],
+        bias: Option<&[i32]>,
+        input_offset: i32,
+        q: &Self::QuadOutput,
+        out: &mut [i8],
+    ) {
+        if taps == 0 {
+            return;
+        }
+        let rows = filter.chunks_exact(taps).zip(multipliers).enumerate();
+        for (c, (w, &m)) in rows {
+            let b = match bias {
+                Some(b) => match b.get(c) {
+                    Some(&b) => b,
+                    None => return,
+                },
+                None => 0,
+            };
+            let (acc, sum) = Self::dot_4x1(windows, w);
+            let base = input_offset.wrapping_mul(sum).wrapping_add(b);
+            if let Some(o) = out.get_mut(c..) {
+                Self::requantize4(acc, base, m, q, o);
+            }
+        }
+    }
 
     /// [`requantize`](Self::requantize) of four accumulators of one channel (one multiplier),
     /// each plus `base`, into `out[0]`, `out[s]`, `out[2s]`, `out[3s]` (`s` the stride of `q`:
@@ -203,7 +246,11 @@ impl Mac for Portable {
     type QuadOutput = QuadOutput;
 
     #[inline(always)]
-    fn quad_output(requant: (i32, i32, i32), stride: usize) -> QuadOutput {
+    fn quad_output(
+        requant: (i32, i32, i32),
+        stride: usize,
+        _multipliers: &[ChannelMultiplier],
+    ) -> QuadOutput {
         QuadOutput { requant, stride }
     }
 

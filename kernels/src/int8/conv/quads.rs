@@ -62,7 +62,8 @@ pub(super) fn conv2d<M: Mac>(
     let pad = offset.wrapping_neg() as i8;
     let in_place = rows.filter == 1 && cols.filter == 1;
     let q = &p.quant;
-    let quad_out = M::quad_output((q.output_offset, q.activation_min, q.activation_max), oc);
+    let requant = (q.output_offset, q.activation_min, q.activation_max);
+    let quad_out = M::quad_output(requant, oc, multipliers);
     if taps == 0 || image_len == 0 || per_image == 0 || oc == 0 || pixels < PIXELS {
         return;
     }
@@ -88,12 +89,16 @@ pub(super) fn conv2d<M: Mac>(
         }
         // The block's outputs: pixel k's channel c at `k · oc + c`.
         let out = &mut output[first * oc..][..PIXELS * oc];
-        for (c, (w, &m)) in filter.chunks_exact(taps).zip(multipliers).enumerate() {
-            let (acc, sum) = M::dot_4x1(windows, w);
-            let b = bias.map_or(0, |b| b[c]);
-            let base = offset.wrapping_mul(sum).wrapping_add(b);
-            M::requantize4(acc, base, m, &quad_out, &mut out[c..]);
-        }
+        M::quad_channels(
+            windows,
+            filter,
+            taps,
+            multipliers,
+            bias,
+            offset,
+            &quad_out,
+            out,
+        );
         n += PIXELS;
     }
 }

@@ -73,8 +73,12 @@ impl Mac for Dsp {
     type QuadOutput = super::QuadOutput;
 
     #[inline(always)]
-    fn quad_output(requant: (i32, i32, i32), stride: usize) -> Self::QuadOutput {
-        Portable::quad_output(requant, stride)
+    fn quad_output(
+        requant: (i32, i32, i32),
+        stride: usize,
+        multipliers: &[ChannelMultiplier],
+    ) -> Self::QuadOutput {
+        Portable::quad_output(requant, stride, multipliers)
     }
 
     #[inline(always)]

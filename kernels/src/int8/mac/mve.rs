@@ -61,7 +61,36 @@ pub(crate) struct QuadOutput {
     scatter: [u32; 4],
     /// Outputs must reach past this index (`3s`); `usize::MAX` when `3s` overflows `u32`.
     last: usize,
+    /// Whether every multiplier of the layer has a shift the vector requantization covers.
+    vector: bool,
 }
+
+/// One [`Mve::quad_channels`] call's operands, read by its assembly loop at fixed offsets.
+#[repr(C)]
+struct QuadBlock {
+    /// The four pixels' windows.
+    x: [*const i8; 4],
+    /// Taps per window (and filter row).
+    taps: usize,
+    /// What to add to the filter pointer after a row's loop (which advanced it by the taps
+    /// rounded up to sixteen) to reach the next row: minus the rounding.
+    w_back: isize,
+    /// The next channel's bias (or a zero, with `bias_step` 0).
+    bias: *const i32,
+    /// Bytes from one channel's bias to the next: 4, or 0 without a bias.
+    bias_step: usize,
+    /// The input offset.
+    input_offset: i32,
+    /// The next channel's multiplier.
+    m: *const ChannelMultiplier,
+    /// The next channel's output byte of the first pixel.
+    out: *mut i8,
+    /// Channels left.
+    channels: usize,
+}
+
+/// The bias of a convolution without one.
+static ZERO_BIAS: i32 = 0;
 
 /// Whether the vector requantization covers `m`: shifts in −31..=31.
 #[inline(always)]
@@ -236,7 +265,11 @@ impl Mac for Mve {
     }
 
     #[inline(always)]
-    fn quad_output((offset, min, max): (i32, i32, i32), stride: usize) -> QuadOutput {
+    fn quad_output(
+        (offset, min, max): (i32, i32, i32),
+        stride: usize,
+        multipliers: &[ChannelMultiplier],
+    ) -> QuadOutput {
         let s = u32::try_from(stride).unwrap_or(u32::MAX);
         let last = stride.checked_mul(3).filter(|&l| l <= u32::MAX as usize);
         QuadOutput {
@@ -245,6 +278,153 @@ impl Mac for Mve {
             max: [max; 4],
             scatter: [0, s, s.wrapping_mul(2), s.wrapping_mul(3)],
             last: last.unwrap_or(usize::MAX),
+            vector: Self::fast_requantize(multipliers),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn quad_channels(
+        windows: [&[i8]; 4],
+        filter: &[i8],
+        taps: usize,
+        multipliers: &[ChannelMultiplier],
+        bias: Option<&[i32]>,
+        input_offset: i32,
+        q: &QuadOutput,
+        out: &mut [i8],
+    ) {
+        let channels = match taps {
+            0 => 0,
+            t => (filter.len() / t)
+                .min(multipliers.len())
+                .min(bias.map_or(usize::MAX, <[i32]>::len)),
+        };
+        // The last channel's last pixel's byte is `channels − 1 + 3s`.
+        let fits = channels
+            .checked_sub(1)
+            .and_then(|c| c.checked_add(q.last))
+            .is_some_and(|end| end < out.len());
+        let windows_fit = windows.iter().all(|x| x.len() >= taps);
+        if channels == 0 || !fits || !windows_fit || !q.vector {
+            // The generic loop (which checks as it goes).
+            let (filter, multipliers) = (&filter[..channels * taps], &multipliers[..channels]);
+            let rows = filter.chunks_exact(taps.max(1)).zip(multipliers).enumerate();
+            for (c, (w, &m)) in rows {
+                let b = bias.map_or(0, |b| b[c]);
+                let (acc, sum) = Self::dot_4x1(windows, w);
+                let base = input_offset.wrapping_mul(sum).wrapping_add(b);
+                Self::requantize4(acc, base, m, q, &mut out[c..]);
+            }
+            return;
+        }
+        let mut block = QuadBlock {
+            x: windows.map(<[i8]>::as_ptr),
+            taps,
+            w_back: taps as isize - (taps.div_ceil(16) * 16) as isize,
+            bias: bias.map_or(&ZERO_BIAS, <[i32]>::as_ptr),
+            bias_step: if bias.is_some() { 4 } else { 0 },
+            input_offset,
+            m: multipliers.as_ptr(),
+            out: out.as_mut_ptr(),
+            channels,
+        };
+        // SAFETY: the outer loop runs `channels` ≥ 1 times (checked above). `r11` walks the
+        // filter rows, `r12` points at `block`. Pass `c` reads
+        // the first `taps` ≥ 1 bytes (`taps` is not 0, as `channels` is not) of each window
+        // (the tail-predicated inner loop reads only its `taps` lanes; every window holds
+        // `taps` bytes, checked above) and of filter row `c` (`r11` starts at `filter` and
+        // moves by `taps` per row: rows `0..channels` lie in `filter`, `channels · taps ≤
+        // filter.len()`); the bias `c` (in `bias`, `channels ≤ bias.len()`, or the one
+        // `ZERO_BIAS` word with step 0) and the multiplier `c` (`ChannelMultiplier` is
+        // `repr(C)`, two `i32`s, read with `ldrd`; `channels ≤ multipliers.len()`); the four
+        // 16-byte vectors of `q` (`repr(C, align(16))`, at offsets 0, 16, 32 and 48); and
+        // writes the bytes `c + k · s` (k < 4) of `out`, the last `channels − 1 + 3s <
+        // out.len()` (checked above), `out` borrowed mutably here. It reads and writes
+        // `block` (a local, `repr(C)`, at the `offset_of!` offsets). Every multiplier's shift
+        // is in −31..=31 (`q.vector`), where the requantization is TFLM's (module docs). All
+        // registers it changes are named.
+        unsafe {
+            asm!(
+                "vldrw.u32  q4, [r1]",
+                "vldrw.u32  q5, [r1, #16]",
+                "vldrw.u32  q6, [r1, #32]",
+                "vldrw.u32  q7, [r1, #48]",
+                "3:",
+                "ldr        r1, [r12, #{taps}]",
+                "dlstp.8    lr, r1",
+                "ldm        r12, {{r1, r3, r5, r9}}",
+                "movs       r0, #0",
+                "movs       r2, #0",
+                "movs       r4, #0",
+                "mov.w      r8, #0",
+                "mov.w      r10, #0",
+                "2:",
+                "vldrb.u8   q0, [r11], #16",
+                "vaddva.s8  r10, q0",
+                "vldrb.u8   q1, [r1], #16",
+                "vmladava.s8 r0, q0, q1",
+                "vldrb.u8   q1, [r3], #16",
+                "vmladava.s8 r2, q0, q1",
+                "vldrb.u8   q1, [r5], #16",
+                "vmladava.s8 r4, q0, q1",
+                "vldrb.u8   q1, [r9], #16",
+                "vmladava.s8 r8, q0, q1",
+                "letp       lr, 2b",
+                // The accumulators plus bias + input_offset · Σw.
+                "ldr        r1, [r12, #{bias}]",
+                "ldr        r3, [r12, #{bias_step}]",
+                "ldr        r5, [r1]",
+                "add        r1, r3",
+                "str        r1, [r12, #{bias}]",
+                "ldr        r3, [r12, #{input_offset}]",
+                "mla        r10, r3, r10, r5",
+                "vmov       q0[2], q0[0], r4, r0",
+                "vmov       q0[3], q0[1], r8, r2",
+                "vadd.i32   q0, q0, r10",
+                // The requantization (module docs), the shift split into left and right.
+                "ldr        r1, [r12, #{m}]",
+                "ldrd       r3, r5, [r1], #8",
+                "str        r1, [r12, #{m}]",
+                "bic        r9, r5, r5, asr #31",
+                "and        r5, r5, r5, asr #31",
+                "vshl.s32   q0, r9",
+                "vqrdmulh.s32 q0, q0, r3",
+                "vdup.32    q1, r5",
+                "vand       q1, q1, q0",
+                "vshr.s32   q1, q1, #31",
+                "vqadd.s32  q0, q0, q1",
+                "vrshl.s32  q0, r5",
+                "vadd.i32   q0, q0, q4",
+                "vmax.s32   q0, q0, q5",
+                "vmin.s32   q0, q0, q6",
+                "ldr        r1, [r12, #{out}]",
+                "vstrb.32   q0, [r1, q7]",
+                "adds       r1, #1",
+                "str        r1, [r12, #{out}]",
+                // The next filter row and channel.
+                "ldr        r1, [r12, #{w_back}]",
+                "add        r11, r1",
+                "ldr        r1, [r12, #{channels}]",
+                "subs       r1, #1",
+                "str        r1, [r12, #{channels}]",
+                "bne        3b",
+                inout("r1") q => _,
+                inout("r11") filter.as_ptr() => _,
+                inout("r12") &mut block => _,
+                taps = const core::mem::offset_of!(QuadBlock, taps),
+                w_back = const core::mem::offset_of!(QuadBlock, w_back),
+                bias = const core::mem::offset_of!(QuadBlock, bias),
+                bias_step = const core::mem::offset_of!(QuadBlock, bias_step),
+                input_offset = const core::mem::offset_of!(QuadBlock, input_offset),
+                m = const core::mem::offset_of!(QuadBlock, m),
+                out = const core::mem::offset_of!(QuadBlock, out),
+                channels = const core::mem::offset_of!(QuadBlock, channels),
+                out("r0") _, out("r2") _, out("r3") _, out("r4") _,
+                out("r5") _, out("r8") _, out("r9") _, out("r10") _, out("lr") _,
+                out("q0") _, out("q1") _, out("q4") _, out("q5") _, out("q6") _,
+                out("q7") _,
+                options(nostack),
+            );
         }
     }
 
