@@ -17,10 +17,13 @@
 //! layer with SysTick ([`systick`]) on the first of its three inputs: the figures to put beside CMSIS-NN's for the same layers on
 //! the same core (`../shared/CMSIS_NN_KWS.md`).
 //!
+//! Before the model, [`simd_check`] (shared with `examples/firmware`) runs the Helium kernels
+//! and the portable ones on the same pseudo-random cases and fails on any byte that differs.
+//!
 //! The log ends with `kws_dscnn on the CPU: N instructions`. The firmware exits through
-//! semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when it runs on a Cortex-M55 and
-//! every invoke gives TFLM's bytes, and with `EXIT_FAILURE` (status 1) on a difference, an error,
-//! a panic or a hard fault.
+//! semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when it runs on a Cortex-M55, the
+//! Helium kernels give the portable kernels' bytes and every invoke gives TFLM's bytes, and with
+//! `EXIT_FAILURE` (status 1) on a difference, an error, a panic or a hard fault.
 
 #![no_std]
 #![no_main]
@@ -31,6 +34,8 @@ mod cpu_layers;
 mod memories;
 #[path = "../../firmware-common/shell.rs"]
 mod shell;
+#[path = "../../firmware-common/simd_check.rs"]
+mod simd_check;
 #[path = "../../firmware-common/systick.rs"]
 mod systick;
 
@@ -80,6 +85,8 @@ enum Failure {
     NotCortexM55(u32),
     /// SysTick does not count instructions (QEMU without `-icount`?).
     Clock(ClockError),
+    /// A Helium kernel gave other bytes than the portable one.
+    SimdCheck(simd_check::SimdCheckError),
     /// The model gave other bytes than TFLM, or could not be run or counted.
     Layers(LayerError),
 }
@@ -95,6 +102,14 @@ fn run() -> Result<LayerCounts, Failure> {
     let ticks = Ticks::new(core.SYST);
     let calibration = systick::calibrate(&ticks).map_err(Failure::Clock)?;
     systick::log_calibration(&calibration);
+
+    let (convs, depthwise) =
+        simd_check::kernels(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
+    defmt::info!(
+        "Helium kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise",
+        convs,
+        depthwise
+    );
 
     let (arena, staging) = MEMORIES.take().ok_or(Failure::Taken)?;
     let model = Model {

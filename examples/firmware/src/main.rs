@@ -57,6 +57,7 @@ mod null_npu;
 mod readme;
 #[path = "../../firmware-common/shell.rs"]
 mod shell;
+#[path = "../../firmware-common/simd_check.rs"]
 mod simd_check;
 #[path = "../../firmware-common/systick.rs"]
 mod systick;
@@ -467,7 +468,7 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
     if wrong != 0 {
         return Err(Failure::Mismatch(wrong));
     }
-    let (convs, depthwise) = simd_check::kernels().map_err(Failure::SimdCheck)?;
+    let (convs, depthwise) = simd_check::kernels(&simd_check::DSP).map_err(Failure::SimdCheck)?;
     defmt::info!(
         "SIMD kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise",
         convs,

@@ -87,6 +87,8 @@ struct QuadBlock {
     out: *mut i8,
     /// Channels left.
     channels: usize,
+    /// The four accumulators of the current channel, on their way to a vector register.
+    acc: [i32; 4],
 }
 
 /// The bias of a convolution without one.
@@ -327,6 +329,7 @@ impl Mac for Mve {
             m: multipliers.as_ptr(),
             out: out.as_mut_ptr(),
             channels,
+            acc: [0; 4],
         };
         // SAFETY: the outer loop runs `channels` ≥ 1 times (checked above). `r11` walks the
         // filter rows, `r12` points at `block`. Pass `c` reads
@@ -378,8 +381,9 @@ impl Mac for Mve {
                 "str        r1, [r12, #{bias}]",
                 "ldr        r3, [r12, #{input_offset}]",
                 "mla        r10, r3, r10, r5",
-                "vmov       q0[2], q0[0], r4, r0",
-                "vmov       q0[3], q0[1], r8, r2",
+                "strd       r0, r2, [r12, #{acc}]",
+                "strd       r4, r8, [r12, #{acc} + 8]",
+                "vldrw.u32  q0, [r12, #{acc}]",
                 "vadd.i32   q0, q0, r10",
                 // The requantization (module docs), the shift split into left and right.
                 "ldr        r1, [r12, #{m}]",
@@ -419,6 +423,7 @@ impl Mac for Mve {
                 m = const core::mem::offset_of!(QuadBlock, m),
                 out = const core::mem::offset_of!(QuadBlock, out),
                 channels = const core::mem::offset_of!(QuadBlock, channels),
+                acc = const core::mem::offset_of!(QuadBlock, acc),
                 out("r0") _, out("r2") _, out("r3") _, out("r4") _,
                 out("r5") _, out("r8") _, out("r9") _, out("r10") _, out("lr") _,
                 out("q0") _, out("q1") _, out("q4") _, out("q5") _, out("q6") _,
@@ -449,7 +454,8 @@ impl Mac for Mve {
         }
         let shift = m.shift();
         let (left, right) = (shift.max(0), shift.min(0));
-        // SAFETY: register arithmetic on `q0`/`q1`, three 16-byte loads from `q` (a
+        // SAFETY: register arithmetic on `q0`/`q1`, a 16-byte load of `acc` (four `i32`s,
+        // 4-byte aligned as `VLDRW` needs), four 16-byte loads from `q` (a
         // `repr(C, align(16))` struct of four-lane arrays, read at their offsets 0, 16, 32
         // and 48), and one scatter store of four bytes at `out + 0, s, 2s, 3s`, the highest
         // `3s = q.last < out.len()` (checked above; `last` is `3s` exactly, or `usize::MAX`,
@@ -457,8 +463,7 @@ impl Mac for Mve {
         // in which this is TFLM's arithmetic (module docs).
         unsafe {
             asm!(
-                "vmov       q0[2], q0[0], {a2}, {a0}",
-                "vmov       q0[3], q0[1], {a3}, {a1}",
+                "vldrw.u32  q0, [{a}]",
                 "vadd.i32   q0, q0, {base}",
                 "vshl.s32   q0, {left}",
                 "vqrdmulh.s32 q0, q0, {m}",
@@ -475,10 +480,7 @@ impl Mac for Mve {
                 "vmin.s32   q0, q0, q1",
                 "vldrw.u32  q1, [{q}, #48]",
                 "vstrb.32   q0, [{out}, q1]",
-                a0 = in(reg) acc[0],
-                a1 = in(reg) acc[1],
-                a2 = in(reg) acc[2],
-                a3 = in(reg) acc[3],
+                a = in(reg) acc.as_ptr(),
                 base = in(reg) base,
                 left = in(reg) left,
                 right = in(reg) right,

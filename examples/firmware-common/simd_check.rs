@@ -1,15 +1,19 @@
-//! The SIMD kernels against the portable ones, on this core.
+//! The SIMD kernels against the portable ones, on the core that runs them.
 //!
 //! # Why
 //!
-//! On this target (`thumbv7em`) the int8 convolution and depthwise kernels run their inner
-//! loops on the DSP extension (`SXTB16`, `SMLAD`, ...), which the host's unit tests never
-//! execute: they test the portable path. [`kernels`] runs both paths here, on the core that
-//! executes the assembly, over deterministic pseudo-random shapes chosen to reach every edge of
-//! the fast paths (odd channel and pixel counts, depths that are not multiples of four,
+//! On the firmware's targets the int8 convolution and depthwise kernels run their inner loops
+//! on the core's SIMD instructions: the DSP extension (`SXTB16`, `SMLAD`, ...) on the
+//! Cortex-M4 (`examples/firmware`), Helium (`VMLADAVA`, `VMULLB`, `VQRDMULH`, ...) on the
+//! Cortex-M55 (`examples/firmware-m55`). The host's unit tests never execute them: they test
+//! the portable path. [`kernels`] runs both paths here, on the core that executes the
+//! assembly, over deterministic pseudo-random shapes chosen to reach every edge of the fast
+//! paths (odd channel and pixel counts, depths that are not multiples of the vector width,
 //! padding, strides, dilations, input and output offsets, grouped and deep windows that take
 //! the direct loop), and fails the firmware on any byte that differs. (kws_dscnn on the CPU
-//! fallback is checked against TFLM's bytes by `cpu_layers`, with these same kernels.)
+//! fallback is checked against TFLM's bytes by `cpu_layers`, with these same kernels.) Each
+//! core gets the [`Ranges`] its kernels need: [`DSP`] (four-byte groups) and [`HELIUM`]
+//! (sixteen-lane vectors, so channel counts past 32, and every requantization shift).
 //!
 //! The cases are small (at most a few thousand MACs each) so the check adds well under a second
 //! of QEMU time.
@@ -20,12 +24,60 @@ use npu_compute::kernels::int8::{
 };
 use npu_compute::kernels::KernelError;
 
-/// Random cases per kernel.
-pub const CASES: u32 = 120;
-/// Largest input, filter and output the cases use (elements).
-const MAX_ELEMS: usize = 4096;
-/// Largest channel count (output channels of a convolution).
-const MAX_CHANNELS: usize = 40;
+/// Elements of the input, filter and output buffers (a case may use fewer, [`Ranges`]).
+const BUFFER_ELEMS: usize = 8192;
+/// Largest channel count (output channels).
+const MAX_CHANNELS: usize = 128;
+
+/// The shapes and quantizations a core's cases are drawn from (inclusive ranges).
+pub struct Ranges {
+    /// Random cases per kernel.
+    pub cases: u32,
+    /// Largest input, filter and output a case may have (elements; larger ones are skipped).
+    pub max_elems: usize,
+    /// Input height and width of a convolution.
+    pub conv_size: (i32, i32),
+    /// Filter depth of a convolution.
+    pub conv_depth: (i32, i32),
+    /// Output channels of a convolution (per group).
+    pub conv_out_channels: (i32, i32),
+    /// Input height and width of a depthwise convolution.
+    pub depthwise_size: (i32, i32),
+    /// Input channels of a depthwise convolution.
+    pub depthwise_channels: (i32, i32),
+    /// Every how many cases (when not 0) the multipliers' shifts span −40..=40 (TFLM's
+    /// −31..=31 and beyond it, which the vector requantization hands to the scalar one)
+    /// rather than the usual −10..=1.
+    pub wide_shifts_every: u32,
+}
+
+/// The Cortex-M4's cases (the DSP extension).
+// Each firmware uses its own core's ranges.
+#[allow(dead_code)]
+pub const DSP: Ranges = Ranges {
+    cases: 120,
+    max_elems: 4096,
+    conv_size: (1, 9),
+    conv_depth: (1, 11),
+    conv_out_channels: (1, 9),
+    depthwise_size: (1, 10),
+    depthwise_channels: (1, 13),
+    wide_shifts_every: 0,
+};
+
+/// The Cortex-M55's cases (Helium): depths and channel counts past two 16-lane vectors, more
+/// output channels, shifts of every size.
+#[allow(dead_code)]
+pub const HELIUM: Ranges = Ranges {
+    cases: 160,
+    max_elems: BUFFER_ELEMS,
+    conv_size: (1, 8),
+    conv_depth: (1, 40),
+    conv_out_channels: (1, 12),
+    depthwise_size: (1, 8),
+    depthwise_channels: (1, 40),
+    wide_shifts_every: 3,
+};
 
 /// Why the check failed.
 #[derive(defmt::Format)]
@@ -73,11 +125,16 @@ impl Rng {
     }
 }
 
-/// Random per-channel multipliers (realistic mantissas, shifts from −10 to +1) and biases.
-fn channel_operands(rng: &mut Rng, m: &mut [ChannelMultiplier], bias: &mut [i32]) {
+/// Random per-channel multipliers (realistic mantissas, shifts from `shifts`) and biases.
+fn channel_operands(
+    rng: &mut Rng,
+    m: &mut [ChannelMultiplier],
+    bias: &mut [i32],
+    shifts: (i32, i32),
+) {
     for (m, b) in m.iter_mut().zip(bias) {
         let mantissa = (1 << 30) + (rng.next() >> 2) as i32;
-        *m = ChannelMultiplier::from_raw(mantissa, rng.range(-10, 1));
+        *m = ChannelMultiplier::from_raw(mantissa, rng.range(shifts.0, shifts.1));
         *b = rng.range(-20_000, 20_000);
     }
 }
@@ -155,12 +212,16 @@ type Kernel<P> = fn(
 
 /// The operands and the two outputs of a case, sized for the largest.
 struct Operands {
-    input: [i8; MAX_ELEMS],
-    filter: [i8; MAX_ELEMS],
-    out_simd: [i8; MAX_ELEMS],
-    out_ref: [i8; MAX_ELEMS],
+    input: [i8; BUFFER_ELEMS],
+    filter: [i8; BUFFER_ELEMS],
+    out_simd: [i8; BUFFER_ELEMS],
+    out_ref: [i8; BUFFER_ELEMS],
     mults: [ChannelMultiplier; MAX_CHANNELS],
     bias: [i32; MAX_CHANNELS],
+    /// Largest input, filter and output a case may have ([`Ranges::max_elems`]).
+    max_elems: usize,
+    /// The multipliers' shifts of the next case.
+    shifts: (i32, i32),
 }
 
 impl Operands {
@@ -177,13 +238,14 @@ impl Operands {
         (channels, with_bias): (usize, bool),
         (simd, reference): (Kernel<P>, Kernel<P>),
     ) -> Result<bool, SimdCheckError> {
-        if il > MAX_ELEMS || fl > MAX_ELEMS || ol > MAX_ELEMS || ol == 0 {
+        let max = self.max_elems.min(BUFFER_ELEMS);
+        if il > max || fl > max || ol > max || ol == 0 || channels > MAX_CHANNELS {
             return Ok(false);
         }
         rng.fill(&mut self.input[..il]);
         rng.fill(&mut self.filter[..fl]);
         let (m, b) = (&mut self.mults[..channels], &mut self.bias[..channels]);
-        channel_operands(rng, m, b);
+        channel_operands(rng, m, b, self.shifts);
         let b = with_bias.then_some(&self.bias[..channels]);
         let (x, f, m) = (
             &self.input[..il],
@@ -203,21 +265,27 @@ impl Operands {
     }
 }
 
-/// Runs [`CASES`] random convolutions and depthwise convolutions on both paths; returns how
-/// many of each ran (the others had no valid output, e.g. a VALID window larger than the image).
-pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
+/// Runs `ranges.cases` random convolutions and depthwise convolutions on both paths; returns
+/// how many of each ran (the others had no valid output, e.g. a VALID window larger than the
+/// image, or were larger than `ranges.max_elems`).
+pub fn kernels(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
+    let r = ranges;
     let mut rng = Rng(0x9e37_79b9);
     let mut operands = Operands {
-        input: [0; MAX_ELEMS],
-        filter: [0; MAX_ELEMS],
-        out_simd: [0; MAX_ELEMS],
-        out_ref: [0; MAX_ELEMS],
+        input: [0; BUFFER_ELEMS],
+        filter: [0; BUFFER_ELEMS],
+        out_simd: [0; BUFFER_ELEMS],
+        out_ref: [0; BUFFER_ELEMS],
         mults: [ChannelMultiplier::default(); MAX_CHANNELS],
         bias: [0; MAX_CHANNELS],
+        max_elems: r.max_elems,
+        shifts: (0, 0),
     };
     let (mut convs, mut depthwise) = (0, 0);
 
-    for case in 0..CASES {
+    for case in 0..r.cases {
+        let wide = r.wide_shifts_every != 0 && case % r.wide_shifts_every == 0;
+        operands.shifts = if wide { (-40, 40) } else { (-10, 1) };
         // CONV_2D: every fifth case grouped (two groups), every seventh deep enough (a 5×5
         // window over 24 channels, 600 taps) for the direct loop.
         let groups = if case % 5 == 4 { 2 } else { 1 };
@@ -227,16 +295,17 @@ pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
             w.filter_width = 5;
             24
         } else {
-            rng.range(1, 11) as u32
+            rng.range(r.conv_depth.0, r.conv_depth.1) as u32
         };
         let shape = Conv2dShape {
             input: Nhwc {
                 batches: rng.range(1, 2) as u32,
-                height: rng.range(1, 9) as u32,
-                width: rng.range(1, 9) as u32,
+                height: rng.range(r.conv_size.0, r.conv_size.1) as u32,
+                width: rng.range(r.conv_size.0, r.conv_size.1) as u32,
                 channels: depth * groups,
             },
-            out_channels: rng.range(1, 9) as u32 * groups,
+            out_channels: rng.range(r.conv_out_channels.0, r.conv_out_channels.1) as u32
+                * groups,
             filter_depth: depth,
             window: w,
         };
@@ -260,9 +329,9 @@ pub fn kernels() -> Result<(u32, u32), SimdCheckError> {
         let shape = DepthwiseShape {
             input: Nhwc {
                 batches: rng.range(1, 2) as u32,
-                height: rng.range(1, 10) as u32,
-                width: rng.range(1, 10) as u32,
-                channels: rng.range(1, 13) as u32,
+                height: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
+                width: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
+                channels: rng.range(r.depthwise_channels.0, r.depthwise_channels.1) as u32,
             },
             depth_multiplier: mult,
             window: window(&mut rng),
