@@ -104,6 +104,17 @@ pub(crate) trait Mac {
         Portable::dot_4x1(x, w)
     }
 
+    /// The depthwise outputs (depth multiplier 1) of one pixel's channels `0..out.len()`
+    /// (whole quads; the rest are left alone) over the taps of `ch.list`, the bias starting
+    /// each sum: by default blocks of [`DW_BLOCK`] channels, each accumulated by
+    /// [`mac4_run`](Self::mac4_run) and then requantized by
+    /// [`requantize_run`](Self::requantize_run), in a loop of its own so that it gets the
+    /// registers it needs.
+    #[inline(always)]
+    fn depthwise_quads(ch: &DepthwiseChannels<'_>, out: &mut [i8]) {
+        depthwise_blocks::<Self>(ch, 0, out);
+    }
+
     /// What [`requantize4`](Self::requantize4) needs of a layer besides the multiplier,
     /// prepared once per layer by [`quad_output`](Self::quad_output).
     type QuadOutput;
@@ -168,6 +179,60 @@ pub(crate) trait Mac {
     );
 }
 
+/// Output channels accumulated together by [`Mac::depthwise_quads`]' default blocks.
+pub(crate) const DW_BLOCK: usize = 32;
+
+/// One pixel of a depthwise convolution with depth multiplier 1, for
+/// [`Mac::depthwise_quads`]: channel `c` of tap `[xo, wo]` of `list` is the input byte
+/// `input[xo + c]` and the weight `filter[wo + c]`.
+pub(crate) struct DepthwiseChannels<'a> {
+    /// The pixel's taps inside the image.
+    pub(crate) list: &'a TapList,
+    /// The input image.
+    pub(crate) input: &'a [i8],
+    /// The filter.
+    pub(crate) filter: &'a [i8],
+    /// The per-channel bias, if any.
+    pub(crate) bias: Option<&'a [i32]>,
+    /// The per-channel multipliers.
+    pub(crate) multipliers: &'a [ChannelMultiplier],
+    /// [`Mac::fast_requantize`] of `multipliers`.
+    pub(crate) fast: bool,
+    /// Added to every input byte.
+    pub(crate) input_offset: i32,
+    /// The output offset and range.
+    pub(crate) requant: (i32, i32, i32),
+}
+
+/// [`Mac::depthwise_quads`]' default, from channel `c0` on (the channels before it are left
+/// alone): blocks of [`DW_BLOCK`] channels on [`Mac::mac4_run`] and [`Mac::requantize_run`].
+/// Stops at a block the bias or multipliers do not cover.
+#[inline(always)]
+pub(crate) fn depthwise_blocks<M: Mac + ?Sized>(ch: &DepthwiseChannels<'_>, c0: usize, out: &mut [i8]) {
+    let quads = out.len() / 4 * 4;
+    let mut acc = [0_i32; DW_BLOCK];
+    for b0 in (c0..quads).step_by(DW_BLOCK) {
+        let n = DW_BLOCK.min(quads - b0);
+        let Some(multipliers) = ch.multipliers.get(b0..b0 + n) else {
+            return;
+        };
+        // The bias starts the sums (they wrap: the order does not matter).
+        match ch.bias.map(|b| b.get(b0..b0 + n)) {
+            Some(Some(b)) => acc[..n].copy_from_slice(b),
+            Some(None) => return,
+            None => acc[..n].fill(0),
+        }
+        M::mac4_run(&mut acc[..n], ch.list, ch.input, ch.filter, b0, ch.input_offset);
+        M::requantize_run(
+            &acc[..n],
+            multipliers,
+            ch.fast,
+            &mut out[b0..b0 + n],
+            ch.requant,
+        );
+    }
+}
+
 /// [`Portable`]'s [`Mac::QuadOutput`]: the output offset, range and stride as given.
 pub(crate) struct QuadOutput {
     requant: (i32, i32, i32),
@@ -176,7 +241,7 @@ pub(crate) struct QuadOutput {
 
 /// [`Mac::requantize4`] on [`Mac::requantize`], one accumulator after the other.
 #[inline(always)]
-pub(crate) fn requantize4_scalar<M: Mac>(
+pub(crate) fn requantize4_scalar<M: Mac + ?Sized>(
     acc: [i32; 4],
     base: i32,
     m: ChannelMultiplier,

@@ -211,9 +211,6 @@ impl DepthwiseParams {
     }
 }
 
-/// Output channels accumulated together by the depth-multiplier-1 depthwise path.
-const DW_BLOCK: usize = 32;
-
 /// int8 DEPTHWISE_CONV_2D with per-channel quantization (TFLM's
 /// `reference_integer_ops::DepthwiseConvPerChannel`).
 ///
@@ -304,32 +301,22 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
                     } else {
                         0
                     };
-                    // A block of channels is accumulated first (four at a time, their
-                    // accumulators in registers through the pixel's taps), then requantized in
-                    // a loop of its own: with no accumulators live, `Mac::requantize_run` gets
-                    // the registers it needs (one assembly loop on the DSP extension).
-                    let mut acc = [0_i32; DW_BLOCK];
-                    for b0 in (0..quads).step_by(DW_BLOCK) {
-                        let n = DW_BLOCK.min(quads - b0);
-                        // The bias starts the sums (they wrap: the order does not matter).
-                        match bias {
-                            Some(b) => acc[..n].copy_from_slice(&b[b0..b0 + n]),
-                            None => acc[..n].fill(0),
-                        }
-                        M::mac4_run(&mut acc[..n], &list, in_image, filter, b0, offset);
-                        M::requantize_run(
-                            &acc[..n],
-                            &multipliers[b0..b0 + n],
-                            fast,
-                            &mut out_px[b0..b0 + n],
-                            requant,
-                        );
-                    }
+                    let channels = mac::DepthwiseChannels {
+                        list: &list,
+                        input: in_image,
+                        filter,
+                        bias,
+                        multipliers,
+                        fast,
+                        input_offset: offset,
+                        requant,
+                    };
+                    M::depthwise_quads(&channels, &mut out_px[..quads]);
                     // The remaining channels in blocks: contiguous input and filter channels.
                     let mut c0 = quads;
                     while c0 < oc {
-                        let n = DW_BLOCK.min(oc - c0);
-                        let mut acc = [0_i32; DW_BLOCK];
+                        let n = mac::DW_BLOCK.min(oc - c0);
+                        let mut acc = [0_i32; mac::DW_BLOCK];
                         taps.each(|x, w| {
                             for ((a, &x), &w) in
                                 acc[..n].iter_mut().zip(&x[c0..c0 + n]).zip(&w[c0..c0 + n])

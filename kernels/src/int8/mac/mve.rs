@@ -40,7 +40,7 @@
 use core::arch::asm;
 
 use super::dsp::Dsp;
-use super::{ChannelMultiplier, Mac, PatchPair, TapList};
+use super::{depthwise_blocks, ChannelMultiplier, DepthwiseChannels, Mac, PatchPair, TapList};
 
 /// [`Mac`] on Helium, the rest on the DSP extension.
 pub(crate) struct Mve;
@@ -93,6 +93,37 @@ struct QuadBlock {
 
 /// The bias of a convolution without one.
 static ZERO_BIAS: i32 = 0;
+
+/// The bias of sixteen depthwise channels without one.
+static ZERO_BIAS16: [i32; LANES] = [0; LANES];
+
+/// One [`Mve::depthwise_quads`] call's operands, read by its assembly loop at fixed offsets.
+#[repr(C)]
+struct DepthwisePixel {
+    /// The `[x offset, filter offset]` pairs of the taps.
+    list: *const [u32; 2],
+    /// How many taps.
+    taps: usize,
+    /// The next sixteen channels' bias (or zeros, with `bias_step` 0).
+    bias: *const i32,
+    /// Bytes from one block's bias to the next: 64, or 0 without a bias.
+    bias_step: usize,
+    /// The next block's first multiplier.
+    m: *const ChannelMultiplier,
+    /// The next block's first output byte.
+    out: *mut i8,
+    /// Blocks of sixteen channels left.
+    blocks: usize,
+    /// The output offset.
+    out_offset: i32,
+    /// The activation minimum.
+    min: i32,
+    /// The activation maximum.
+    max: i32,
+    /// The sixteen accumulators of a block, in channel order, between the taps and the
+    /// requantization.
+    acc: [i32; LANES],
+}
 
 /// Whether the vector requantization covers `m`: shifts in −31..=31.
 #[inline(always)]
@@ -155,6 +186,154 @@ impl Mac for Mve {
             let sums = Dsp::mac4([a[0], a[1], a[2], a[3]], list, x, w, c, offset);
             a.copy_from_slice(&sums);
         }
+    }
+
+    fn depthwise_quads(ch: &DepthwiseChannels<'_>, out: &mut [i8]) {
+        let taps = ch.list.taps();
+        let n = out
+            .len()
+            .min(ch.multipliers.len())
+            .min(ch.bias.map_or(usize::MAX, <[i32]>::len));
+        let blocks = n / LANES;
+        // Every tap's bytes of the last block inside the input and the filter puts those of
+        // every block before it there too (`fits` checks four bytes from its channel).
+        let fits = (LANES * blocks)
+            .checked_sub(4)
+            .is_some_and(|last| ch.list.fits(ch.input.len(), ch.filter.len(), last));
+        if taps.is_empty() || blocks == 0 || !fits || !ch.fast {
+            depthwise_blocks::<Self>(ch, 0, out);
+            return;
+        }
+        let (offset, min, max) = ch.requant;
+        let mut pixel = DepthwisePixel {
+            list: taps.as_ptr(),
+            taps: taps.len(),
+            bias: ch.bias.map_or(ZERO_BIAS16.as_ptr(), <[i32]>::as_ptr),
+            bias_step: if ch.bias.is_some() { 4 * LANES } else { 0 },
+            m: ch.multipliers.as_ptr(),
+            out: out.as_mut_ptr(),
+            blocks,
+            out_offset: offset,
+            min,
+            max,
+            acc: [0; LANES],
+        };
+        // SAFETY: the outer loop runs `blocks` ≥ 1 times (checked above), block `k` covering
+        // channels `16k..16k + 16`, all below `n` (`16 · blocks ≤ n`). Block `k` reads its
+        // sixteen biases (in `bias`, `n ≤ bias.len()`, or the sixteen `ZERO_BIAS16` words with
+        // step 0), then for each of the `taps.len()` ≥ 1 taps (checked above) its `[x offset,
+        // filter offset]` pair (`ldrd`, 4-byte aligned `u32`s) and the sixteen bytes at
+        // `input + x offset + 16k` and `filter + filter offset + 16k` (`r3`, `r4` move by
+        // sixteen per block): inside both for every block (`fits` above, for the last
+        // block's last quad); then its sixteen (multiplier, shift) pairs (`n ≤
+        // multipliers.len()`; `ChannelMultiplier` is `repr(C)`, two `i32`s, 4-byte aligned as
+        // `VLD2` needs) and writes its sixteen bytes of `out` (`n ≤ out.len()`, borrowed
+        // mutably here). It reads and writes `pixel` (a local, `repr(C)`, at its
+        // `offset_of!` offsets; `acc` 4-byte aligned as `VST2`/`VLDRW` need). Every shift is
+        // in −31..=31 (`ch.fast`, the caller's `fast_requantize`), where the requantization
+        // is TFLM's (module docs). All registers it changes are named.
+        unsafe {
+            asm!(
+                "vmov.i32   q7, #0",
+                "3:",
+                // The bias starts the sums, de-interleaved: q0/q1 the even/odd channels of
+                // the first eight, q2/q3 of the next.
+                "ldr        r0, [r12, #{bias}]",
+                "ldr        r1, [r12, #{bias_step}]",
+                "add        r2, r0, #32",
+                "vld20.32   {{q0, q1}}, [r0]",
+                "vld21.32   {{q0, q1}}, [r0]",
+                "vld20.32   {{q2, q3}}, [r2]",
+                "vld21.32   {{q2, q3}}, [r2]",
+                "add        r0, r1",
+                "str        r0, [r12, #{bias}]",
+                // The taps (as `taps16`).
+                "ldr        r0, [r12, #{list}]",
+                "ldr        r1, [r12, #{taps}]",
+                "dls        lr, r1",
+                "2:",
+                "ldrd       r1, r2, [r0], #8",
+                "add        r1, r3",
+                "add        r2, r4",
+                "vldrb.s16  q4, [r1]",
+                "vldrb.s16  q5, [r2]",
+                "vadd.i16   q4, q4, r5",
+                "vmullb.s16 q6, q4, q5",
+                "vadd.i32   q0, q0, q6",
+                "vmullt.s16 q6, q4, q5",
+                "vadd.i32   q1, q1, q6",
+                "vldrb.s16  q4, [r1, #8]",
+                "vldrb.s16  q5, [r2, #8]",
+                "vadd.i16   q4, q4, r5",
+                "vmullb.s16 q6, q4, q5",
+                "vadd.i32   q2, q2, q6",
+                "vmullt.s16 q6, q4, q5",
+                "vadd.i32   q3, q3, q6",
+                "le         lr, 2b",
+                "adds       r3, #16",
+                "adds       r4, #16",
+                // Back in channel order, then requantized four at a time.
+                "add        r0, r12, #{acc}",
+                "vst20.32   {{q0, q1}}, [r0]",
+                "vst21.32   {{q0, q1}}, [r0]!",
+                "vst20.32   {{q2, q3}}, [r0]",
+                "vst21.32   {{q2, q3}}, [r0]",
+                "add        r9, r12, #{acc}",
+                "ldr        r8, [r12, #{m}]",
+                "ldr        r1, [r12, #{out_offset}]",
+                "ldr        r0, [r12, #{min}]",
+                "vdup.32    q2, r0",
+                "ldr        r0, [r12, #{max}]",
+                "vdup.32    q3, r0",
+                // (`VSTRB` with writeback needs a low register.)
+                "ldr        r0, [r12, #{out}]",
+                ".rept 4",
+                "vld20.32   {{q4, q5}}, [r8]",
+                "vld21.32   {{q4, q5}}, [r8]!",
+                "vldrw.u32  q0, [r9], #16",
+                "vmax.s32   q6, q5, q7",
+                "vshl.s32   q0, q0, q6",
+                "vqrdmulh.s32 q0, q0, q4",
+                "vmin.s32   q6, q5, q7",
+                "vand       q1, q0, q6",
+                "vshr.s32   q1, q1, #31",
+                "vqadd.s32  q0, q0, q1",
+                "vrshl.s32  q0, q0, q6",
+                "vadd.i32   q0, q0, r1",
+                "vmax.s32   q0, q0, q2",
+                "vmin.s32   q0, q0, q3",
+                "vstrb.32   q0, [r0], #4",
+                ".endr",
+                "str        r8, [r12, #{m}]",
+                "str        r0, [r12, #{out}]",
+                "ldr        r0, [r12, #{blocks}]",
+                "subs       r0, #1",
+                "str        r0, [r12, #{blocks}]",
+                "bne        3b",
+                inout("r12") &mut pixel => _,
+                inout("r3") ch.input.as_ptr() => _,
+                inout("r4") ch.filter.as_ptr() => _,
+                in("r5") ch.input_offset,
+                list = const core::mem::offset_of!(DepthwisePixel, list),
+                taps = const core::mem::offset_of!(DepthwisePixel, taps),
+                bias = const core::mem::offset_of!(DepthwisePixel, bias),
+                bias_step = const core::mem::offset_of!(DepthwisePixel, bias_step),
+                m = const core::mem::offset_of!(DepthwisePixel, m),
+                out = const core::mem::offset_of!(DepthwisePixel, out),
+                blocks = const core::mem::offset_of!(DepthwisePixel, blocks),
+                out_offset = const core::mem::offset_of!(DepthwisePixel, out_offset),
+                min = const core::mem::offset_of!(DepthwisePixel, min),
+                max = const core::mem::offset_of!(DepthwisePixel, max),
+                acc = const core::mem::offset_of!(DepthwisePixel, acc),
+                out("r0") _, out("r1") _, out("r2") _, out("r8") _, out("r9") _,
+                out("lr") _,
+                out("q0") _, out("q1") _, out("q2") _, out("q3") _,
+                out("q4") _, out("q5") _, out("q6") _, out("q7") _,
+                options(nostack),
+            );
+        }
+        // The quads after the last whole block.
+        depthwise_blocks::<Self>(ch, LANES * blocks, out);
     }
 
     fn requantize_run(
@@ -520,18 +699,18 @@ unsafe fn taps16(acc: &mut [i32], taps: &[[u32; 2]], xb: *const i8, wb: *const i
             "vld21.32   {{q2, q3}}, [{a2}]",
             "dls        lr, {n}",
             "2:",
-            "ldrd       {xo}, {wo}, [{l}], #8",
-            "add        {xo}, {xo}, {xb}",
-            "add        {wo}, {wo}, {wb}",
-            "vldrb.s16  q4, [{xo}]",
-            "vldrb.s16  q5, [{wo}]",
+            "ldrd       r1, r2, [{l}], #8",
+            "add        r1, r1, {xb}",
+            "add        r2, r2, {wb}",
+            "vldrb.s16  q4, [r1]",
+            "vldrb.s16  q5, [r2]",
             "vadd.i16   q4, q4, {off}",
             "vmullb.s16 q6, q4, q5",
             "vadd.i32   q0, q0, q6",
             "vmullt.s16 q6, q4, q5",
             "vadd.i32   q1, q1, q6",
-            "vldrb.s16  q4, [{xo}, #8]",
-            "vldrb.s16  q5, [{wo}, #8]",
+            "vldrb.s16  q4, [r1, #8]",
+            "vldrb.s16  q5, [r2, #8]",
             "vadd.i16   q4, q4, {off}",
             "vmullb.s16 q6, q4, q5",
             "vadd.i32   q2, q2, q6",
@@ -549,8 +728,9 @@ unsafe fn taps16(acc: &mut [i32], taps: &[[u32; 2]], xb: *const i8, wb: *const i
             xb = in(reg) xb,
             wb = in(reg) wb,
             off = in(reg) offset,
-            xo = out(reg) _,
-            wo = out(reg) _,
+            // The widening loads need low registers.
+            out("r1") _,
+            out("r2") _,
             out("lr") _,
             out("q0") _, out("q1") _, out("q2") _, out("q3") _,
             out("q4") _, out("q5") _, out("q6") _,
