@@ -304,8 +304,7 @@ pub fn kernels(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
                 width: rng.range(r.conv_size.0, r.conv_size.1) as u32,
                 channels: depth * groups,
             },
-            out_channels: rng.range(r.conv_out_channels.0, r.conv_out_channels.1) as u32
-                * groups,
+            out_channels: rng.range(r.conv_out_channels.0, r.conv_out_channels.1) as u32 * groups,
             filter_depth: depth,
             window: w,
         };

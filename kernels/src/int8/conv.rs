@@ -41,8 +41,8 @@ use crate::{check_len, KernelError};
 
 mod blocked;
 mod depthwise;
-mod quads;
 pub(crate) mod int16;
+mod quads;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod x86;
 

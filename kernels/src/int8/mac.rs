@@ -208,7 +208,11 @@ pub(crate) struct DepthwiseChannels<'a> {
 /// alone): blocks of [`DW_BLOCK`] channels on [`Mac::mac4_run`] and [`Mac::requantize_run`].
 /// Stops at a block the bias or multipliers do not cover.
 #[inline(always)]
-pub(crate) fn depthwise_blocks<M: Mac + ?Sized>(ch: &DepthwiseChannels<'_>, c0: usize, out: &mut [i8]) {
+pub(crate) fn depthwise_blocks<M: Mac + ?Sized>(
+    ch: &DepthwiseChannels<'_>,
+    c0: usize,
+    out: &mut [i8],
+) {
     let quads = out.len() / 4 * 4;
     let mut acc = [0_i32; DW_BLOCK];
     for b0 in (c0..quads).step_by(DW_BLOCK) {
@@ -222,7 +226,14 @@ pub(crate) fn depthwise_blocks<M: Mac + ?Sized>(ch: &DepthwiseChannels<'_>, c0: 
             Some(None) => return,
             None => acc[..n].fill(0),
         }
-        M::mac4_run(&mut acc[..n], ch.list, ch.input, ch.filter, b0, ch.input_offset);
+        M::mac4_run(
+            &mut acc[..n],
+            ch.list,
+            ch.input,
+            ch.filter,
+            b0,
+            ch.input_offset,
+        );
         M::requantize_run(
             &acc[..n],
             multipliers,
@@ -320,13 +331,7 @@ impl Mac for Portable {
     }
 
     #[inline(always)]
-    fn requantize4(
-        acc: [i32; 4],
-        base: i32,
-        m: ChannelMultiplier,
-        q: &QuadOutput,
-        out: &mut [i8],
-    ) {
+    fn requantize4(acc: [i32; 4], base: i32, m: ChannelMultiplier, q: &QuadOutput, out: &mut [i8]) {
         requantize4_scalar::<Self>(acc, base, m, q, out);
     }
 

@@ -489,7 +489,10 @@ impl Mac for Mve {
         if channels == 0 || !fits || !windows_fit || !q.vector {
             // The generic loop (which checks as it goes).
             let (filter, multipliers) = (&filter[..channels * taps], &multipliers[..channels]);
-            let rows = filter.chunks_exact(taps.max(1)).zip(multipliers).enumerate();
+            let rows = filter
+                .chunks_exact(taps.max(1))
+                .zip(multipliers)
+                .enumerate();
             for (c, (w, &m)) in rows {
                 let b = bias.map_or(0, |b| b[c]);
                 let (acc, sum) = Self::dot_4x1(windows, w);
@@ -613,13 +616,7 @@ impl Mac for Mve {
     }
 
     #[inline(always)]
-    fn requantize4(
-        acc: [i32; 4],
-        base: i32,
-        m: ChannelMultiplier,
-        q: &QuadOutput,
-        out: &mut [i8],
-    ) {
+    fn requantize4(acc: [i32; 4], base: i32, m: ChannelMultiplier, q: &QuadOutput, out: &mut [i8]) {
         if q.last >= out.len() {
             return;
         }
