@@ -15,10 +15,12 @@
 //!
 //! Helium (MVE, Armv8.1-M) is decided the same way and sets `cfg(npu_arm_mve)`: on
 //! `thumbv8m.main-*` when the build names a core that has it (`target-cpu=cortex-m55` or
-//! `cortex-m85`) or the feature (`+mve`, `+mve.fp`), and only together with the DSP kernels
-//! (every Helium core has the DSP extension, and the Helium kernels use both; MVE's inline
-//! assembly only assembles when the build enables it). `NPU_KERNELS_MVE=0` turns the Helium
-//! kernels off (leaving the DSP ones), e.g. to measure the DSP path on a Cortex-M55.
+//! `cortex-m85`) or the features (`+mve` or `+mve.fp`, with `+lob`: the Helium kernels' loops
+//! use Armv8.1-M's low-overhead branches, which `+mve` alone does not enable), and only
+//! together with the DSP kernels (every Helium core has the DSP extension, and the Helium
+//! kernels use both; MVE's inline assembly only assembles when the build enables it).
+//! `NPU_KERNELS_MVE=0` turns the Helium kernels off (leaving the DSP ones), e.g. to measure the
+//! DSP path on a Cortex-M55.
 
 use std::env;
 
@@ -50,9 +52,12 @@ fn main() {
     }
 }
 
-/// Whether the rustflags pick a core with Helium (MVE), or the feature.
+/// Whether the rustflags pick a core with Helium (MVE), or the features (MVE and the
+/// low-overhead branches).
 fn names_mve_core(flags: &[&str]) -> bool {
-    names_core_or_feature(flags, &["cortex-m55", "cortex-m85"], &["+mve", "+mve.fp"])
+    names_core_or_feature(flags, &["cortex-m55", "cortex-m85"], &[])
+        || (names_core_or_feature(flags, &[], &["+mve", "+mve.fp"])
+            && names_core_or_feature(flags, &[], &["+lob"]))
 }
 
 /// Whether the rustflags pick an Armv8-M Mainline core with the DSP extension, or the feature.
