@@ -458,20 +458,61 @@ impl TapList {
         self.max_w = 0;
     }
 
-    /// Adds a tap; `false` (and nothing added) when the list is full or an offset exceeds
-    /// `u32`.
+    /// Lists the taps of a window (and nothing else): `rows × cols` taps, the first at
+    /// offsets `start`, each row `row_steps` further than the one before, each tap of a row
+    /// `col_steps` further than the one before it. `false` (and the list empty) when they do
+    /// not fit the list or an offset exceeds `u32`. One pass with the length and maxima in
+    /// registers, for the once-per-pixel listing of a depthwise window.
     #[inline(always)]
-    pub(crate) fn push(&mut self, x: usize, w: usize) -> bool {
-        let (Ok(x32), Ok(w32)) = (u32::try_from(x), u32::try_from(w)) else {
+    pub(crate) fn set_window(
+        &mut self,
+        start: (usize, usize),
+        (rows, row_steps): (usize, (usize, usize)),
+        (cols, col_steps): (usize, (usize, usize)),
+    ) -> bool {
+        self.clear();
+        let n = rows.saturating_mul(cols);
+        if n == 0 {
+            return true;
+        }
+        if n > MAX_WINDOW_TAPS {
+            return false;
+        }
+        // The steps are non-negative, so the last tap has the largest offsets.
+        let last = |s: usize, row: usize, col: usize| {
+            (rows - 1)
+                .checked_mul(row)
+                .zip((cols - 1).checked_mul(col))
+                .and_then(|(r, c)| s.checked_add(r)?.checked_add(c))
+                .filter(|&v| u32::try_from(v).is_ok())
+        };
+        let (Some(max_x), Some(max_w)) = (
+            last(start.0, row_steps.0, col_steps.0),
+            last(start.1, row_steps.1, col_steps.1),
+        ) else {
             return false;
         };
-        let Some(slot) = self.pairs.get_mut(self.len) else {
-            return false;
-        };
-        *slot = [x32, w32];
-        self.len += 1;
-        self.max_x = self.max_x.max(x);
-        self.max_w = self.max_w.max(w);
+        // Every offset is at most the last one, which fits a u32 (checked above).
+        let (row_x, row_w, col_x, col_w) = (
+            row_steps.0 as u32,
+            row_steps.1 as u32,
+            col_steps.0 as u32,
+            col_steps.1 as u32,
+        );
+        let (mut x, mut w) = (start.0 as u32, start.1 as u32);
+        for row in self.pairs[..n].chunks_exact_mut(cols) {
+            let (mut tx, mut tw) = (x, w);
+            for pair in row {
+                *pair = [tx, tw];
+                tx = tx.wrapping_add(col_x);
+                tw = tw.wrapping_add(col_w);
+            }
+            x = x.wrapping_add(row_x);
+            w = w.wrapping_add(row_w);
+        }
+        self.len = n;
+        self.max_x = max_x;
+        self.max_w = max_w;
         true
     }
 

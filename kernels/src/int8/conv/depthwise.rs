@@ -351,18 +351,17 @@ pub(crate) fn depthwise_conv2d_with<M: Mac>(
 /// Lists the taps of one output pixel (depth multiplier 1, so input and filter pixels have
 /// `channels` bytes each) into `list`; `false` when they do not fit it.
 fn taps_listed(taps: &PixelTaps<'_>, list: &mut mac::TapList, channels: usize) -> bool {
-    list.clear();
     let ((ky0, ky1, iy0), dy) = taps.rows;
     let ((kx0, kx1, ix0), dx) = taps.cols;
-    let mut ok = true;
-    for (j, ky) in (ky0..ky1).enumerate() {
-        let iy = iy0 + j * dy;
-        for (i, kx) in (kx0..kx1).enumerate() {
-            let ix = ix0 + i * dx;
-            let x = iy * taps.in_row_len + ix * channels;
-            let w = ky * taps.filter_row_len + kx * channels;
-            ok &= list.push(x, w);
-        }
-    }
-    ok
+    list.set_window(
+        (
+            iy0 * taps.in_row_len + ix0 * channels,
+            ky0 * taps.filter_row_len + kx0 * channels,
+        ),
+        (
+            ky1.saturating_sub(ky0),
+            (dy * taps.in_row_len, taps.filter_row_len),
+        ),
+        (kx1.saturating_sub(kx0), (dx * channels, channels)),
+    )
 }
