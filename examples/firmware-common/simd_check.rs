@@ -20,7 +20,7 @@
 
 use npu_compute::kernels::int8::{
     self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
-    DepthwiseShape, Nhwc, Padding, Quant, Window2d,
+    DepthwiseShape, Nhwc, Padding, PoolParams, PoolShape, Quant, Window2d,
 };
 use npu_compute::kernels::KernelError;
 
@@ -84,7 +84,7 @@ pub const HELIUM: Ranges = Ranges {
 pub enum SimdCheckError {
     /// Case `case` of `kernel` gave different bytes on the SIMD and the portable paths.
     Differs {
-        /// `"conv2d"` or `"depthwise_conv2d"`.
+        /// `"conv2d"`, `"depthwise_conv2d"` or `"average_pool2d"`.
         kernel: &'static str,
         /// The case's number.
         case: u32,
@@ -350,4 +350,56 @@ pub fn kernels(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
         }
     }
     Ok((convs, depthwise))
+}
+
+/// Runs `ranges.cases` random average pools on both paths (windows 1–5, strides 1–3, SAME or
+/// VALID, the depthwise sizes and channel counts of `ranges`); returns how many ran.
+#[allow(dead_code)] // The Cortex-M55's check: the Cortex-M4 pools on the portable path only.
+pub fn pools(ranges: &Ranges) -> Result<u32, SimdCheckError> {
+    let r = ranges;
+    let mut rng = Rng(0x2545_f491);
+    let mut input = [0_i8; BUFFER_ELEMS];
+    let (mut out_simd, mut out_ref) = ([0_i8; BUFFER_ELEMS], [0_i8; BUFFER_ELEMS]);
+    let mut ran = 0;
+    for case in 0..r.cases {
+        let shape = PoolShape {
+            input: Nhwc {
+                batches: rng.range(1, 2) as u32,
+                height: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
+                width: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
+                channels: rng.range(r.depthwise_channels.0, r.depthwise_channels.1) as u32,
+            },
+            filter_height: rng.range(1, 5) as u32,
+            filter_width: rng.range(1, 5) as u32,
+            stride_height: rng.range(1, 3) as u32,
+            stride_width: rng.range(1, 3) as u32,
+            padding: if rng.next().is_multiple_of(2) {
+                Padding::Same
+            } else {
+                Padding::Valid
+            },
+        };
+        let (q, _, act) = quant(&mut rng);
+        let Ok(p) = PoolParams::new(shape, q, q, act) else {
+            continue;
+        };
+        let (il, ol) = p.lens();
+        let max = r.max_elems.min(BUFFER_ELEMS);
+        if il > max || ol > max || ol == 0 {
+            continue;
+        }
+        rng.fill(&mut input[..il]);
+        let got = int8::average_pool2d(&p, &input[..il], &mut out_simd[..ol]);
+        let want = portable::average_pool2d(&p, &input[..il], &mut out_ref[..ol]);
+        let kernel = ("average_pool2d", case);
+        ran += u32::from(compare(
+            kernel.0,
+            kernel.1,
+            got,
+            want,
+            &out_simd[..ol],
+            &out_ref[..ol],
+        )?);
+    }
+    Ok(ran)
 }

@@ -18,7 +18,8 @@
 //! the same core (`../shared/CMSIS_NN_KWS.md`).
 //!
 //! Before the model, [`simd_check`] (shared with `examples/firmware`) runs the Helium kernels
-//! and the portable ones on the same pseudo-random cases and fails on any byte that differs.
+//! (convolution, depthwise, average pool) and the portable ones on the same pseudo-random cases
+//! and fails on any byte that differs.
 //!
 //! The log ends with `kws_dscnn on the CPU: N instructions`. The firmware exits through
 //! semihosting with `EXIT_SUCCESS` (QEMU exit status 0) only when it runs on a Cortex-M55, the
@@ -105,10 +106,12 @@ fn run() -> Result<LayerCounts, Failure> {
 
     let (convs, depthwise) =
         simd_check::kernels(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
+    let pools = simd_check::pools(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "Helium kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise",
+        "Helium kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools",
         convs,
-        depthwise
+        depthwise,
+        pools
     );
 
     let (arena, staging) = MEMORIES.take().ok_or(Failure::Taken)?;

@@ -115,6 +115,35 @@ pub(crate) trait Mac {
         depthwise_blocks::<Self>(ch, 0, out);
     }
 
+    /// Whether the average pool sums sixteen channels at a time with
+    /// [`window_sum16`](Self::window_sum16) rather than in its plain block loop.
+    const WINDOW_SUM16: bool = false;
+
+    /// The sums of sixteen channels over a window of `rows × cols` pixels: lane `i` is
+    /// `Σ image[start + r · row_step + c · col_step + i]` over `r < rows`, `c < cols`,
+    /// wrapping. All zeros when a pixel's sixteen bytes would lie outside `image`.
+    #[inline(always)]
+    fn window_sum16(
+        image: &[i8],
+        start: usize,
+        (rows, row_step): (usize, usize),
+        (cols, col_step): (usize, usize),
+    ) -> [i32; 16] {
+        let mut acc = [0_i32; 16];
+        if !window_fits(image.len(), start, (rows, row_step), (cols, col_step)) {
+            return acc;
+        }
+        for r in 0..rows {
+            for c in 0..cols {
+                let at = start + r * row_step + c * col_step;
+                for (a, &v) in acc.iter_mut().zip(&image[at..at + 16]) {
+                    *a = a.wrapping_add(i32::from(v));
+                }
+            }
+        }
+        acc
+    }
+
     /// What [`requantize4`](Self::requantize4) needs of a layer besides the multiplier,
     /// prepared once per layer by [`quad_output`](Self::quad_output).
     type QuadOutput;
@@ -177,6 +206,25 @@ pub(crate) trait Mac {
         q: &Self::QuadOutput,
         out: &mut [i8],
     );
+}
+
+/// Whether every pixel's sixteen bytes of a [`Mac::window_sum16`] window lie inside an image
+/// of `len` bytes (the last pixel's are the furthest).
+#[inline(always)]
+pub(crate) fn window_fits(
+    len: usize,
+    start: usize,
+    (rows, row_step): (usize, usize),
+    (cols, col_step): (usize, usize),
+) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    (rows - 1)
+        .checked_mul(row_step)
+        .zip((cols - 1).checked_mul(col_step))
+        .and_then(|(r, c)| start.checked_add(r)?.checked_add(c)?.checked_add(16))
+        .is_some_and(|end| end <= len)
 }
 
 /// Output channels accumulated together by [`Mac::depthwise_quads`]' default blocks.

@@ -18,6 +18,7 @@
 //!
 //! The activation range is TFLM's `CalculateActivationRangeQuantized` on the output.
 
+use super::mac::{Mac, Native};
 use super::window::{elems, image_len, row_band, Axis, Nhwc, Padding};
 use super::{activation_range, check_quant, Activation, Quant};
 use crate::{check_len, KernelError};
@@ -250,7 +251,19 @@ const BLOCK: usize = 32;
 ///
 /// Layouts: `input` NHWC, `output` NHWC with [`PoolParams::output_shape`]. Errors with
 /// [`KernelError::LengthMismatch`] before touching `output`.
+///
+/// On Helium (Armv8.1-M) sixteen channels at a time are summed in vector registers; the bytes
+/// are the same on every path.
 pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    average_pool2d_with::<Native>(p, input, output)
+}
+
+/// [`average_pool2d`] on the window sums of `M`.
+pub(crate) fn average_pool2d_with<M: Mac>(
+    p: &PoolParams,
+    input: &[i8],
+    output: &mut [i8],
+) -> Result<(), KernelError> {
     let (lo, hi) = (p.activation_min, p.activation_max);
     let c = p.channels;
     let row_len = p.cols.in_size * c;
@@ -259,7 +272,26 @@ pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result
         // the whole operator otherwise); `max(1)` only keeps the division total.
         let count = (ys.len() * xs.len()).max(1) as i32; // <= i32::MAX, checked in `new`
         let half = count / 2;
+        let average = |a: i32| {
+            let avg = if a > 0 {
+                a.wrapping_add(half) / count
+            } else {
+                a.wrapping_sub(half) / count
+            };
+            avg.max(lo).min(hi) as i8
+        };
         let mut c0 = 0;
+        if M::WINDOW_SUM16 {
+            let start = ys.start * row_len + xs.start * c;
+            while c0 + 16 <= c {
+                let rows = (ys.len(), row_len);
+                let acc = M::window_sum16(image, start + c0, rows, (xs.len(), c));
+                for (o, &a) in out_px[c0..c0 + 16].iter_mut().zip(&acc) {
+                    *o = average(a);
+                }
+                c0 += 16;
+            }
+        }
         while c0 < c {
             let n = BLOCK.min(c - c0);
             let mut acc = [0_i32; BLOCK];
@@ -273,12 +305,7 @@ pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result
                 }
             }
             for (o, &a) in out_px[c0..c0 + n].iter_mut().zip(&acc) {
-                let avg = if a > 0 {
-                    a.wrapping_add(half) / count
-                } else {
-                    a.wrapping_sub(half) / count
-                };
-                *o = avg.max(lo).min(hi) as i8;
+                *o = average(a);
             }
             c0 += n;
         }

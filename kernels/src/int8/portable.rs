@@ -1,15 +1,17 @@
 //! The portable kernels, whatever the target: the reference that the SIMD paths are tested
 //! against.
 //!
-//! [`conv2d`](super::conv2d) and [`depthwise_conv2d`](super::depthwise_conv2d) run their
-//! inner loops on the target's SIMD instructions where the build has them (the Arm DSP
-//! extension: `SXTB16`, `SMLAD` and friends); these functions run the same kernels on the
+//! [`conv2d`](super::conv2d), [`depthwise_conv2d`](super::depthwise_conv2d) and
+//! [`average_pool2d`](super::average_pool2d) run their inner loops on the target's SIMD
+//! instructions where the build has them (the Arm DSP extension: `SXTB16`, `SMLAD` and
+//! friends; Helium: `VMLADAVA`, `VQRDMULH` and friends); these functions run the same kernels on the
 //! plain-Rust operations on every target, so that a firmware can compare the two byte for byte
 //! on its own core. Elsewhere the two are the same code.
 
 use super::conv::{conv2d_with, depthwise_conv2d_with};
 use super::mac::Portable;
-use super::{ChannelMultiplier, Conv2dParams, DepthwiseParams};
+use super::pool::average_pool2d_with;
+use super::{ChannelMultiplier, Conv2dParams, DepthwiseParams, PoolParams};
 use crate::KernelError;
 
 /// [`conv2d`](super::conv2d) on the portable path: same operands, errors and bytes.
@@ -35,4 +37,10 @@ pub fn depthwise_conv2d(
     output: &mut [i8],
 ) -> Result<(), KernelError> {
     depthwise_conv2d_with::<Portable>(p, multipliers, input, filter, bias, output)
+}
+
+/// [`average_pool2d`](super::average_pool2d) on the portable path: same operands, errors and
+/// bytes.
+pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    average_pool2d_with::<Portable>(p, input, output)
 }

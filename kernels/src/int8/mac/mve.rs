@@ -40,7 +40,9 @@
 use core::arch::asm;
 
 use super::dsp::Dsp;
-use super::{depthwise_blocks, ChannelMultiplier, DepthwiseChannels, Mac, PatchPair, TapList};
+use super::{
+    depthwise_blocks, window_fits, ChannelMultiplier, DepthwiseChannels, Mac, PatchPair, TapList,
+};
 
 /// [`Mac`] on Helium, the rest on the DSP extension.
 pub(crate) struct Mve;
@@ -334,6 +336,70 @@ impl Mac for Mve {
         }
         // The quads after the last whole block.
         depthwise_blocks::<Self>(ch, LANES * blocks, out);
+    }
+
+    const WINDOW_SUM16: bool = true;
+
+    fn window_sum16(
+        image: &[i8],
+        start: usize,
+        (rows, row_step): (usize, usize),
+        (cols, col_step): (usize, usize),
+    ) -> [i32; 16] {
+        let mut acc = [0_i32; 16];
+        if rows == 0
+            || cols == 0
+            || !window_fits(image.len(), start, (rows, row_step), (cols, col_step))
+        {
+            return acc;
+        }
+        // SAFETY: the outer loop runs `rows` ≥ 1 times and the inner `cols` ≥ 1 times
+        // (checked above; `le` counts `lr` down), reading the sixteen bytes at `image + start
+        // + r · row_step + c · col_step` for each pixel, inside `image` (`window_fits` above,
+        // for the furthest pixel: the steps are non-negative). It writes the sixteen `i32`s of
+        // `acc` (a local, 4-byte aligned as `VSTRW` needs). Pointers and counts are local
+        // copies; all registers it changes are named.
+        unsafe {
+            asm!(
+                "vmov.i32   q0, #0",
+                "vmov.i32   q1, #0",
+                "vmov.i32   q2, #0",
+                "vmov.i32   q3, #0",
+                "3:",
+                "mov        r0, {row}",
+                "dls        lr, {cols}",
+                "2:",
+                "vldrb.s32  q4, [r0]",
+                "vadd.i32   q0, q0, q4",
+                "vldrb.s32  q4, [r0, #4]",
+                "vadd.i32   q1, q1, q4",
+                "vldrb.s32  q4, [r0, #8]",
+                "vadd.i32   q2, q2, q4",
+                "vldrb.s32  q4, [r0, #12]",
+                "vadd.i32   q3, q3, q4",
+                "add        r0, {col_step}",
+                "le         lr, 2b",
+                "add        {row}, {row_step}",
+                "subs       {rows}, #1",
+                "bne        3b",
+                "vstrw.32   q0, [{acc}]",
+                "vstrw.32   q1, [{acc}, #16]",
+                "vstrw.32   q2, [{acc}, #32]",
+                "vstrw.32   q3, [{acc}, #48]",
+                // The widening loads need a low register.
+                out("r0") _,
+                row = inout(reg) image.as_ptr().add(start) => _,
+                rows = inout(reg) rows => _,
+                cols = in(reg) cols,
+                row_step = in(reg) row_step,
+                col_step = in(reg) col_step,
+                acc = in(reg) acc.as_mut_ptr(),
+                out("lr") _,
+                out("q0") _, out("q1") _, out("q2") _, out("q3") _, out("q4") _,
+                options(nostack),
+            );
+        }
+        acc
     }
 
     fn requantize_run(
