@@ -192,16 +192,44 @@ pub(super) fn gather_patch(
         let in_row = &in_image[iy * in_row_len..][..in_row_len];
         let (before, rest) = patch_row.split_at_mut(kx0 * ch);
         let (inside, after) = rest.split_at_mut((kx1 - kx0) * ch);
-        before.fill(pad);
-        after.fill(pad);
+        // Most window rows have no padding: skip the (library) fill calls then.
+        if !before.is_empty() {
+            before.fill(pad);
+        }
+        if !after.is_empty() {
+            after.fill(pad);
+        }
         if cols.dilation == 1 {
             // Undilated taps are adjacent pixels: one copy of the whole span.
-            inside.copy_from_slice(&in_row[ix0 * ch..][..inside.len()]);
+            copy_span(inside, &in_row[ix0 * ch..][..inside.len()]);
         } else {
             for (i, tap) in inside.chunks_exact_mut(ch).enumerate() {
                 let ix = ix0 + i * cols.dilation;
-                tap.copy_from_slice(&in_row[ix * ch..][..ch]);
+                copy_span(tap, &in_row[ix * ch..][..ch]);
             }
         }
     }
 }
+
+/// Copies `src` into `dst` (equal lengths). A window row of a shallow input is a few bytes
+/// (four for a 10×4 filter over one channel), for which a `memcpy` call costs several times
+/// the copy: spans of up to [`SHORT_SPAN`] bytes are copied four bytes at a time in place.
+#[inline(always)]
+fn copy_span(dst: &mut [i8], src: &[i8]) {
+    if dst.len() > SHORT_SPAN || dst.len() != src.len() {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let (mut d, mut s) = (dst.chunks_exact_mut(4), src.chunks_exact(4));
+    for (d, s) in (&mut d).zip(&mut s) {
+        if let (Ok(d), Ok(s)) = (<&mut [i8; 4]>::try_from(d), <&[i8; 4]>::try_from(s)) {
+            *d = *s;
+        }
+    }
+    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = s;
+    }
+}
+
+/// Longest span [`copy_span`] copies without a library call.
+const SHORT_SPAN: usize = 16;
