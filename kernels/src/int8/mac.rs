@@ -1,5 +1,5 @@
-//! Multiply-accumulate micro-kernels: the inner loops of the convolutions, portable and with
-//! the Arm DSP extension.
+//! Multiply-accumulate micro-kernels: the inner loops of the convolutions (and the average
+//! pool's sums), portable, with the Arm DSP extension and with Helium.
 //!
 //! # Why
 //!
@@ -11,15 +11,26 @@
 //! accumulator: two multiply-accumulates per instruction, four bytes per load. CMSIS-NN's
 //! kernels are built the same way.
 //!
+//! Helium (MVE, Armv8.1-M: Cortex-M55, M85) has 128-bit vectors of sixteen bytes and
+//! instructions that multiply sixteen int8 pairs and add them into a scalar (`VMLADAVA`), so its
+//! best blocking differs: four pixels by one channel over the raw bytes, the input offset
+//! applied through the filter row's sum ([`Mac::QUAD_CONV`], [`Mac::quad_channels`]), sixteen
+//! depthwise channels per tap ([`Mac::depthwise_quads`]), and the requantization four lanes at
+//! a time.
+//!
 //! # Design
 //!
 //! The convolution kernels are written once, generic over [`Mac`], the few operations whose
 //! best form differs per instruction set; [`Portable`] implements them in plain Rust (the
 //! reference, and the path for thumbv6m, RISC-V and the host) and, on DSP targets (the build
-//! script's `cfg(npu_arm_dsp)`), `dsp::Dsp` implements them with inline assembly. [`Native`] is
-//! the one the public kernels use. Both give identical integers: every sum is taken modulo
-//! 2³² (the instructions wrap like `wrapping_add`), where the order of the terms does not
-//! matter.
+//! script's `cfg(npu_arm_dsp)`), `dsp::Dsp` implements them with inline assembly; on Helium
+//! targets (`cfg(npu_arm_mve)`) `mve::Mve` does, delegating what Helium does not speed up to
+//! `Dsp`. The larger operations (a block of pixels through every channel, a depthwise pixel)
+//! are trait methods too, with the portable loop as their default, so that an implementation
+//! can run a whole block in one assembly loop. [`Native`] is the one the public kernels use.
+//! All give identical integers: every sum is taken modulo 2³² (the instructions wrap like
+//! `wrapping_add`), where the order of the terms does not matter, and the requantization is
+//! TFLM's on every path.
 //!
 //! Operand layouts chosen for `SXTB16`:
 //!
