@@ -108,7 +108,7 @@ fn run() -> Result<LayerCounts, Failure> {
         simd_check::kernels(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     let pools = simd_check::pools(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "Helium kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools",
+        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools",
         convs,
         depthwise,
         pools
