@@ -4,17 +4,25 @@
 //! Helium has eight 128-bit vector registers (`q0`–`q7`) of sixteen int8, eight int16 or four
 //! int32 lanes, and tail predication: a loop started with `DLSTP.8 lr, n` runs `⌈n / 16⌉`
 //! times and the lanes past `n` are off in its last pass (loads leave them zero and read no
-//! memory there, reductions skip them). Three kernels use it:
+//! memory there, reductions skip them). The kernels:
 //!
-//! - [`dot_4x1`](Mac::dot_4x1) (the [`quads`](crate::int8::conv) convolution path): per
-//!   sixteen taps one filter load, its sum (`VADDVA.S8`) and four input loads with four
-//!   `VMLADAVA.S8` (sixteen multiply-accumulates into a scalar each): 64 MACs in eleven
-//!   instructions.
-//! - [`mac4_run`](Mac::mac4_run) (depthwise): sixteen channels per tap, the input widened to
-//!   int16 with the offset added (`x + input_offset` fits: `−255..=255`), the products of
-//!   even and odd lanes (`VMULLB`/`VMULLT.S16`, exact in 32 bits) added into four int32
-//!   accumulator vectors, which `VLD2`/`VST2` de- and re-interleave into channel order.
-//! - [`requantize_run`](Mac::requantize_run) and [`requantize4`](Mac::requantize4): four
+//! - [`quad_channels`](Mac::quad_channels) (the `quads` convolution path;
+//!   [`dot_4x1`](Mac::dot_4x1) and [`requantize4`](Mac::requantize4) for single calls): one
+//!   assembly loop takes a block of four pixels through every output channel. Per sixteen taps: one filter load, its sum (`VADDVA.S8`)
+//!   and four input loads with four `VMLADAVA.S8` (sixteen multiply-accumulates into a scalar
+//!   each), 64 MACs in eleven instructions; then the bias and `input_offset · Σw`, the
+//!   requantization of the four pixels together and one scatter store (`VSTRB.32` at
+//!   `0, s, 2s, 3s`). The four scalar sums reach a vector register through memory: the
+//!   two-lane `VMOV q[2], q[0], r, r` put them in the wrong lanes (QEMU 7.2).
+//! - [`depthwise_quads`](Mac::depthwise_quads) (depth multiplier 1): one assembly loop per
+//!   pixel over blocks of sixteen channels, the input widened to int16 with the offset added
+//!   (`x + input_offset` fits: `−255..=255`), the products of even and odd lanes
+//!   (`VMULLB`/`VMULLT.S16`, exact in 32 bits) added into four int32 accumulator vectors,
+//!   which `VLD2`/`VST2` de- and re-interleave into channel order, then requantized;
+//!   [`mac4_run`](Mac::mac4_run) is the same tap loop for a caller's accumulators.
+//! - [`window_sum16`](Mac::window_sum16) (average pool): sixteen channels summed per window
+//!   pixel in four int32 vectors.
+//! - The requantization ([`requantize_run`](Mac::requantize_run) and the loops above), four
 //!   outputs at a time, bit-exact with TFLM's `MultiplyByQuantizedMultiplier`: `VSHL` by the
 //!   left shift (wrapping, as TFLM's `x · 2^left`), `VQRDMULH` (exactly gemmlowp's
 //!   `SaturatingRoundingDoublingHighMul`: `(2ab + 2³¹) >> 32` rounds halves up, as gemmlowp's
@@ -22,7 +30,8 @@
 //!   right shift: `VRSHL` rounds halves up, gemmlowp's `RoundingDivideByPOT` away from zero,
 //!   so negative values are first lowered by one (`VQADD` of `x & −right >> 31`, which is −1
 //!   exactly for negative `x` and a non-zero shift, as CMSIS-NN's `arm_requantize_mve`
-//!   does). Shifts of −31..=31 (every shift TFLM produces) take this form.
+//!   does). Shifts of −31..=31 (every shift TFLM produces) take this form; a layer with any
+//!   other shift takes the scalar one.
 //!
 //! What Helium does not speed up (the 2×2 convolution blocks, scalar requantization) is the
 //! DSP extension's ([`Dsp`]), which every Helium core has.
