@@ -186,24 +186,8 @@ pub(crate) trait Mac {
         q: &Self::QuadOutput,
         out: &mut [i8],
     ) {
-        if taps == 0 {
-            return;
-        }
-        let rows = filter.chunks_exact(taps).zip(multipliers).enumerate();
-        for (c, (w, &m)) in rows {
-            let b = match bias {
-                Some(b) => match b.get(c) {
-                    Some(&b) => b,
-                    None => return,
-                },
-                None => 0,
-            };
-            let (acc, sum) = Self::dot_4x1(windows, w);
-            let base = input_offset.wrapping_mul(sum).wrapping_add(b);
-            if let Some(o) = out.get_mut(c..) {
-                Self::requantize4(acc, base, m, q, o);
-            }
-        }
+        let rows = (windows, filter, taps);
+        quad_channels_each::<Self>(rows, multipliers, bias, input_offset, q, out);
     }
 
     /// [`requantize`](Self::requantize) of four accumulators of one channel (one multiplier),
@@ -300,6 +284,37 @@ pub(crate) fn depthwise_blocks<M: Mac + ?Sized>(
             &mut out[b0..b0 + n],
             ch.requant,
         );
+    }
+}
+
+/// [`Mac::quad_channels`]' default: one channel after the other on [`Mac::dot_4x1`] and
+/// [`Mac::requantize4`] (`rows` the windows, the filter and the taps per row).
+#[inline(always)]
+pub(crate) fn quad_channels_each<M: Mac + ?Sized>(
+    (windows, filter, taps): ([&[i8]; 4], &[i8], usize),
+    multipliers: &[ChannelMultiplier],
+    bias: Option<&[i32]>,
+    input_offset: i32,
+    q: &M::QuadOutput,
+    out: &mut [i8],
+) {
+    if taps == 0 {
+        return;
+    }
+    let rows = filter.chunks_exact(taps).zip(multipliers).enumerate();
+    for (c, (w, &m)) in rows {
+        let b = match bias {
+            Some(b) => match b.get(c) {
+                Some(&b) => b,
+                None => return,
+            },
+            None => 0,
+        };
+        let (acc, sum) = M::dot_4x1(windows, w);
+        let base = input_offset.wrapping_mul(sum).wrapping_add(b);
+        if let Some(o) = out.get_mut(c..) {
+            M::requantize4(acc, base, m, q, o);
+        }
     }
 }
 

@@ -50,7 +50,8 @@ use core::arch::asm;
 
 use super::dsp::Dsp;
 use super::{
-    depthwise_blocks, window_fits, ChannelMultiplier, DepthwiseChannels, Mac, PatchPair, TapList,
+    depthwise_blocks, quad_channels_each, window_fits, ChannelMultiplier, DepthwiseChannels, Mac,
+    PatchPair, TapList,
 };
 
 /// [`Mac`] on Helium, the rest on the DSP extension.
@@ -177,7 +178,9 @@ impl Mac for Mve {
         // Every tap's bytes of the last block inside `x` and `w` puts those of every block
         // before it there too: one check for the run (`fits` checks four bytes from its
         // channel, so the last block's last quad).
-        let last = (c0 + LANES * blocks).checked_sub(4);
+        let last = c0
+            .checked_add(LANES * blocks)
+            .and_then(|end| end.checked_sub(4));
         let fits = last.is_some_and(|last| list.fits(x.len(), w.len(), last));
         let done = if taps.is_empty() || blocks == 0 || !fits {
             0
@@ -564,17 +567,8 @@ impl Mac for Mve {
         let windows_fit = windows.iter().all(|x| x.len() >= taps);
         if channels == 0 || !fits || !windows_fit || !q.vector {
             // The generic loop (which checks as it goes).
-            let (filter, multipliers) = (&filter[..channels * taps], &multipliers[..channels]);
-            let rows = filter
-                .chunks_exact(taps.max(1))
-                .zip(multipliers)
-                .enumerate();
-            for (c, (w, &m)) in rows {
-                let b = bias.map_or(0, |b| b[c]);
-                let (acc, sum) = Self::dot_4x1(windows, w);
-                let base = input_offset.wrapping_mul(sum).wrapping_add(b);
-                Self::requantize4(acc, base, m, q, &mut out[c..]);
-            }
+            let rows = (windows, filter, taps);
+            quad_channels_each::<Self>(rows, multipliers, bias, input_offset, q, out);
             return;
         }
         let mut block = QuadBlock {
