@@ -45,7 +45,7 @@
 //! | [`CODE_FAULT_TIMEOUT`] (10) | a runtime's watchdog expired (never recorded by the simulator) |
 
 use npu_compute::hal::{Region, Space, Variant, MAX_JOB_INPUTS};
-use npu_compute::ops::{split_operands, Op, OpError};
+use npu_compute::ops::{run_over, split_operands, InputBytes, Op, OpError};
 
 pub use crate::codes::{
     code_fault, fault_code, kernel_error_code, CODE_BAD_REGION, CODE_DEPENDENCY_FAILED,
@@ -80,7 +80,9 @@ pub(crate) fn run_compute(
     }
 }
 
-/// The reference kernels, through the operator interpreter.
+/// The reference kernels, through the operator interpreter ([`run_over`], as the server's
+/// CPU fallback computes in place): an input that is the output itself (an op running in
+/// place) is read from the output.
 fn run_reference(
     op: &Op,
     device: &mut [u8],
@@ -88,49 +90,34 @@ fn run_reference(
     inputs: &[Region],
     output: &Region,
 ) -> Result<(), u32> {
-    // An input that is the output itself (an op running in place) is read from the output.
-    let aliased = |r: &Region| op.runs_in_place() && r == output;
-    let mut ranges: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
-    for r in inputs
-        .iter()
-        .filter(|r| r.space == Space::Device && !aliased(r))
-    {
-        ranges
-            .push((r.offset as usize, r.len as usize))
-            .map_err(|_| CODE_BAD_REGION)?;
+    if op.state_inputs() > 0 {
+        // A job writes its output alone: a stateful op, which would update its state
+        // operands too, is not a job (`OpKind::is_stateful`), and fails as its plain run does.
+        return Err(op_error_code(OpError::State));
     }
-    let (out, device_ins) = split_operands(
-        device,
-        (output.offset as usize, output.len as usize),
-        &ranges,
-    )
-    .ok_or(CODE_BAD_REGION)?;
-    let mut device_ins = device_ins.into_iter();
-    let mut ins: heapless::Vec<Option<&[u8]>, MAX_JOB_INPUTS> = heapless::Vec::new();
+    let mut ins: heapless::Vec<InputBytes<'_>, MAX_JOB_INPUTS> = heapless::Vec::new();
     for r in inputs {
-        if aliased(r) {
-            ins.push(None).map_err(|_| CODE_BAD_REGION)?;
-            continue;
-        }
         let view = match r.space {
-            Space::Device => device_ins.next(),
+            Space::Device => Some(InputBytes::At(r.offset as usize, r.len as usize)),
             Space::Flash(segment) => flash
                 .get(usize::from(segment))
                 .copied()
                 .flatten()
-                .and_then(|mem| mem.get(range(r, mem.len())?)),
+                .and_then(|mem| mem.get(range(r, mem.len())?))
+                .map(InputBytes::Outside),
             Space::Host => None,
         };
-        ins.push(Some(view.ok_or(CODE_BAD_REGION)?))
+        ins.push(view.ok_or(CODE_BAD_REGION)?)
             .map_err(|_| CODE_BAD_REGION)?;
     }
-    let result = if ins.iter().any(Option::is_none) {
-        op.run_in_place(&ins, out)
-    } else {
-        let ins: heapless::Vec<&[u8], MAX_JOB_INPUTS> = ins.iter().flatten().copied().collect();
-        op.run(&ins, out)
-    };
-    result.map_err(op_error_code)
+    run_over(
+        op,
+        device,
+        (output.offset as usize, output.len as usize),
+        &ins,
+    )
+    .ok_or(CODE_BAD_REGION)?
+    .map_err(op_error_code)
 }
 
 /// The failure code of an interpreter error: the kernel's, or a region that could not be

@@ -16,7 +16,7 @@ const MAX_IN_FLIGHT: u16 = 1;
 ///
 /// The runtime reaches memory only through an [`Npu`]: the server plans the arena as device
 /// memory, moves bytes with transfer jobs, and runs an operator the NPU lacks on the CPU
-/// fallback kernels over host staging memory (`server::fallback`). A microcontroller with no
+/// fallback kernels (`server::fallback`). A microcontroller with no
 /// NPU, or a product that keeps its NPU for another model, runs a model on the CPU alone with
 /// the same runtime and the same arena plan: [`CpuOnly`] is that board's driver. It declares no
 /// operator ([`OpSet::EMPTY`]), so every compute job takes the CPU fallback, and it performs
@@ -29,18 +29,20 @@ const MAX_IN_FLIGHT: u16 = 1;
 ///   arena, planned exactly as on an NPU board. It holds the activations and the constants
 ///   the runtime prepares (per-channel multipliers, biases); the graph's
 ///   [`arena`](crate::graph::Graph::arena) report (and `npu-sim plan`) gives its size.
-/// - **Host memory** is the staging the fallback computes in: each operator's inputs
-///   (weights included) are copied in from device memory or flash, its output computed there
-///   and copied back. It must hold the largest operator's operands at once, with their
-///   alignment padding: [`ServerStats::staging_bytes_peak`](crate::server::ServerStats)
-///   after an invoke. For a convolution net that is about the arena again: a fallback that
-///   computed in device memory in place would save it, but the HAL's contract keeps the CPU
-///   off device memory (an NPU owns it), and this driver follows the contract.
+/// - **Host memory** carries only the transfers a program makes: a graph's inputs written
+///   and outputs read, the constants it prepares (per-channel multipliers, biases) on their
+///   way into the arena. The fallback computes in device memory in place
+///   ([`Npu::device_memory`]: there is no NPU to own it), so no operator's operands are
+///   copied. Its size is the largest such transfer, with its alignment padding:
+///   [`ServerStats::staging_bytes_peak`](crate::server::ServerStats) after an invoke (for
+///   kws_dscnn its 490-byte input).
 /// - **Flash** is read in place: [`Npu::map_flash`] keeps the model's `&'static [u8]`, its
-///   constants are bound there and copied into staging only when an operator reads them.
+///   constants are bound there and the kernels read them where they lie.
 ///
 /// Device and host regions need [`CpuOnly::ALIGNMENT`] (4 bytes, what the kernels' `i32` and
-/// `f32` views need); flash regions need none.
+/// `f32` views need); flash regions need none (an operator with a flash operand the kernels
+/// cannot view where it lies, an `i32` bias at an odd address, is computed over copies in
+/// host staging instead).
 ///
 /// # Time
 ///
@@ -51,7 +53,7 @@ const MAX_IN_FLIGHT: u16 = 1;
 pub struct CpuOnly<'a> {
     /// Device memory: the arena the server plans in.
     device: &'a mut [u8],
-    /// Host memory: the fallback's staging.
+    /// Host memory: staging for the transfers a program makes.
     host: &'a mut [u8],
     /// Mapped flash segments.
     flash: [Option<&'static [u8]>; MAX_FLASH_SEGMENTS],
@@ -217,6 +219,11 @@ impl Npu for CpuOnly<'_> {
     /// The staging memory given to [`CpuOnly::new`].
     fn host_memory(&mut self) -> &mut [u8] {
         self.host
+    }
+
+    /// The arena itself: the CPU fallback computes in it in place.
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        Some(self.device)
     }
 
     /// Keeps `bytes` as the first free segment; [`HalError::FlashSegmentsFull`] when all

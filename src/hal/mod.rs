@@ -18,7 +18,9 @@
 //! - [`Space::Device`]: the NPU arena, the fixed region the firmware gave to the driver (usually
 //!   the NPU-reachable SRAM section of `memory.x`). The server plans offsets in it; only jobs
 //!   read and write it. This keeps the CPU from aliasing memory the NPU owns (on a cached core
-//!   that aliasing is exactly the stale-cache bug drivers fight).
+//!   that aliasing is exactly the stale-cache bug drivers fight). A driver whose device memory
+//!   is the CPU's ordinary memory says so ([`Npu::device_memory`]), and the CPU fallback then
+//!   computes there in place rather than through host staging.
 //! - [`Space::Host`]: DMA-capable host memory the CPU may write and read directly
 //!   ([`Npu::host_memory`]): staging (and later pinned) buffers. Host↔device copies are
 //!   [`JobKind::Transfer`] jobs on the DMA queue.
@@ -340,6 +342,21 @@ pub trait Npu {
     fn now(&self) -> Cycles;
     /// CPU view of DMA-capable host memory ([`Space::Host`]).
     fn host_memory(&mut self) -> &mut [u8];
+    /// The CPU's own view of device memory ([`Space::Device`]), on a part where the CPU
+    /// addresses it as ordinary memory, coherently with the NPU: no NPU ([`CpuOnly`]), or an
+    /// arena in plain SRAM with no data cache between the CPU and the NPU (or one the driver
+    /// keeps coherent). With it the server's CPU fallback reads its operands and writes its
+    /// output where they lie, after the jobs that write what it reads and read or write what
+    /// it writes (as a job on the NPU would wait for them), instead of copying them through
+    /// host staging: a part then needs host memory only for the transfers a program asks for.
+    ///
+    /// The default, `None`, says device memory is not the CPU's to touch (an NPU owns it, as
+    /// the [design](self#design) assumes): the fallback goes through host staging. The
+    /// server borrows the view only while the CPU computes, never while it holds a job
+    /// submitted over the same bytes unfinished.
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        None
+    }
     /// Makes `bytes` (constant data in flash, e.g. a model) readable by jobs as
     /// [`Space::Flash`] of the returned segment, until [`Npu::unmap_flash`].
     ///

@@ -98,6 +98,76 @@ pub(super) fn run_in_place(
     Ok(())
 }
 
+/// The alignment an operand's bytes need for every typed view the kernels take of them (`i32`
+/// biases and multipliers, `f32`, `i16`): a buffer starting on it can be viewed as any.
+pub const VIEW_ALIGNMENT: usize = 4;
+
+/// Where one input of an op computed over a memory ([`run_over`]) lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputBytes<'a> {
+    /// `(offset, len)` in the memory.
+    At(usize, usize),
+    /// Bytes outside it, read only (a model's constants in flash).
+    Outside(&'a [u8]),
+}
+
+/// Computes `op` over one memory: its output at `output` (`(offset, len)`), its inputs where
+/// `inputs` says. A stateful op's [state operands](Op::state_inputs) (its first inputs,
+/// which must lie in the memory) are updated where they lie. An input whose range is exactly
+/// the output's, for an op that [runs in place](Op::runs_in_place), is read from the output
+/// ([`Op::run_in_place`]). `None` when a range is out of bounds or overlaps what it must not
+/// (see [`split_operands`], [`split_writable`]); else the op's result.
+///
+/// The CPU fallback computes through it over host staging or device memory, and the
+/// simulator over device memory, so that all of them compute the same way.
+pub fn run_over(
+    op: &Op,
+    memory: &mut [u8],
+    output: (usize, usize),
+    inputs: &[InputBytes<'_>],
+) -> Option<Result<(), OpError>> {
+    let state = usize::from(op.state_inputs()).min(inputs.len());
+    let in_place = |i: &InputBytes<'_>| {
+        op.runs_in_place() && state == 0 && output.1 > 0 && *i == InputBytes::At(output.0, output.1)
+    };
+    let mut writable: heapless::Vec<(usize, usize), MAX_INPUTS> = heapless::Vec::new();
+    writable.push(output).ok()?;
+    for i in &inputs[..state] {
+        let InputBytes::At(start, len) = *i else {
+            return None;
+        };
+        writable.push((start, len)).ok()?;
+    }
+    let mut ranges: heapless::Vec<(usize, usize), MAX_INPUTS> = heapless::Vec::new();
+    for i in &inputs[state..] {
+        if let (InputBytes::At(start, len), false) = (*i, in_place(i)) {
+            ranges.push((start, len)).ok()?;
+        }
+    }
+    let (mut mutable, views) = split_writable(memory, &writable, &ranges)?;
+    let mut views = views.into_iter();
+    // Every input in operand order: `None` for one read from the output.
+    let mut ins: heapless::Vec<Option<&[u8]>, MAX_INPUTS> = heapless::Vec::new();
+    for i in &inputs[state..] {
+        let view = match *i {
+            _ if in_place(i) => None,
+            InputBytes::At(..) => Some(views.next()?),
+            InputBytes::Outside(bytes) => Some(bytes),
+        };
+        ins.push(view).ok()?;
+    }
+    let (out, state) = mutable.split_first_mut()?;
+    if ins.iter().any(Option::is_none) {
+        return Some(op.run_in_place(&ins, out));
+    }
+    let ins: heapless::Vec<&[u8], MAX_INPUTS> = ins.into_iter().flatten().collect();
+    Some(if state.is_empty() {
+        op.run(&ins, out)
+    } else {
+        op.run_stateful(state, &ins, out)
+    })
+}
+
 /// Splits one memory into a mutable output range and shared input ranges, which must not
 /// overlap the output (inputs may overlap each other). Ranges are `(offset, len)`. `None` if a
 /// range is out of bounds or overlaps the output.

@@ -115,7 +115,7 @@ pub use fully_connected::{
     FullyConnectedF32, FullyConnectedI16, FullyConnectedI8, FullyConnectedPerChannelI8,
 };
 pub use gather::GatherI8;
-pub use interp::{split_operands, split_writable};
+pub use interp::{run_over, split_operands, split_writable, InputBytes, VIEW_ALIGNMENT};
 pub use l2norm::L2NormI8;
 pub use layer::{CpuKernel, Layer, LayerKind};
 pub use log_softmax::LogSoftmaxI8;

@@ -1,19 +1,34 @@
 //! The CPU fallback: an op the NPU does not run (or whose tuned choice is the CPU) runs on the
-//! `npu-kernels` reference kernels over host staging memory, through the operator
-//! interpreter. Its inputs are downloaded (the CPU waits for those downloads alone), computed
-//! there, and the result uploaded; the HAL is told ([`Npu::host_compute`]) so that a
-//! simulator's clock charges the CPU's time. A stateful operator's state operands
-//! ([`Op::state_inputs`]) come down with the other inputs, are updated in their staging
-//! copies and go back up with the output.
+//! `npu-kernels` reference kernels through the operator interpreter, and the HAL is told
+//! ([`Npu::host_compute`]) so that a simulator's clock charges the CPU's time.
+//!
+//! Where it computes depends on the HAL:
+//!
+//! - **In place**, when the HAL lends the CPU its device memory ([`Npu::device_memory`]: a
+//!   part without an NPU, or an arena in plain SRAM). The CPU first waits for the jobs a job
+//!   on the NPU would wait for (the writers of what it reads, the readers and writers of what
+//!   it writes, from the access records), then the kernels read the operands where they lie,
+//!   in device memory or flash, and write the output there. Nothing is copied and no host
+//!   memory is used; the op is over when the call returns, so no job stands for it and the
+//!   access records need nothing new. An operand the kernels cannot view where it lies (a
+//!   flash constant off [`VIEW_ALIGNMENT`]) sends the op through staging instead.
+//! - **Over host staging** otherwise: its inputs are downloaded (the CPU waits for those
+//!   downloads alone), computed there, and the result uploaded. A stateful operator's state
+//!   operands ([`Op::state_inputs`]) come down with the other inputs, are updated in their
+//!   staging copies and go back up with the output.
 
+use super::deps::DepSet;
 use super::dispatch::Operand;
 use super::tensors::Binding;
 use super::NpuServer;
 use crate::error::Error;
-use crate::hal::{Fence, HalError, Npu, Region, MAX_JOB_INPUTS};
+use crate::hal::{Fence, HalError, Npu, Region, Space, MAX_JOB_DEPS, MAX_JOB_INPUTS};
 use crate::memory::MemoryManagement;
-use crate::ops::{split_operands, split_writable, Op, OpError};
+use crate::ops::{run_over, InputBytes, Op, OpError, VIEW_ALIGNMENT};
 use crate::storage::Block;
+
+/// An op's inputs as the kernels read them in place.
+pub(super) type InPlace = heapless::Vec<InputBytes<'static>, MAX_JOB_INPUTS>;
 
 impl<
         H: Npu,
@@ -23,19 +38,109 @@ impl<
         const TUNE: usize,
     > NpuServer<H, M, HANDLES, STAGING, TUNE>
 {
-    /// The CPU fallback: bring the inputs to host staging, compute there, upload the result.
+    /// The CPU fallback: in place where the HAL lends device memory, else bring the inputs
+    /// to host staging, compute there, upload the result.
     pub(super) fn execute_on_cpu(
         &mut self,
         op: &Op,
         inputs: &[Operand],
         output: Operand,
     ) -> Result<(), Error> {
+        if let Some(views) = self.in_place_operands(inputs.iter().map(|e| e.binding))? {
+            return self.compute_in_place(op, inputs, output, &views);
+        }
         let mut staged = heapless::Vec::new();
         let result = self.compute_on_cpu(op, inputs, output, &mut staged);
         for (fence, block) in staged {
             self.staging.free_after(fence, block)?;
         }
         result
+    }
+
+    /// Where the kernels can read each of an op's inputs in place (bound as `bindings`):
+    /// `None` when the HAL keeps the CPU off device memory or an input cannot be viewed where
+    /// it lies (a flash constant off [`VIEW_ALIGNMENT`], or not bound on the device yet), and
+    /// the op goes through staging.
+    pub(super) fn in_place_operands(
+        &mut self,
+        bindings: impl Iterator<Item = Binding>,
+    ) -> Result<Option<InPlace>, Error> {
+        if self.npu.device_memory().is_none() {
+            return Ok(None);
+        }
+        let mut views = InPlace::new();
+        for binding in bindings {
+            let view = match binding {
+                Binding::Memory(m) => {
+                    let r = self.device_region(m)?;
+                    InputBytes::At(r.offset as usize, r.len as usize)
+                }
+                Binding::Flash(r) => match self.flash_bytes(r) {
+                    Some(bytes) if (bytes.as_ptr() as usize).is_multiple_of(VIEW_ALIGNMENT) => {
+                        InputBytes::Outside(bytes)
+                    }
+                    _ => return Ok(None),
+                },
+                Binding::Host => return Ok(None),
+            };
+            // As many as the op's inputs, at most MAX_JOB_INPUTS (checked by the caller).
+            let _ = views.push(view);
+        }
+        Ok(Some(views))
+    }
+
+    /// The bytes of a region of a mapped flash segment, for the CPU to read in place.
+    pub(super) fn flash_bytes(&self, region: Region) -> Option<&'static [u8]> {
+        let Space::Flash(segment) = region.space else {
+            return None;
+        };
+        let bytes = self.flash.get(usize::from(segment))?.as_ref()?.bytes;
+        bytes.get(region.offset as usize..usize::try_from(region.end()).ok()?)
+    }
+
+    /// The fallback in place, job by job: waits for every job on memory the op reads (its
+    /// writers) or writes (its readers and writers), on every queue, then computes over
+    /// device memory. Nothing is submitted: the op is over on return.
+    fn compute_in_place(
+        &mut self,
+        op: &Op,
+        inputs: &[Operand],
+        output: Operand,
+        views: &[InputBytes<'static>],
+    ) -> Result<(), Error> {
+        let Binding::Memory(out) = output.binding else {
+            return Err(Error::ReadOnlyTensor);
+        };
+        let state = usize::from(op.state_inputs()).min(inputs.len());
+        let mut deps = DepSet::default();
+        {
+            let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
+            let mut ended = |q, f| frontier.is_done(npu, q, f);
+            for (k, e) in inputs.iter().enumerate() {
+                match e.binding {
+                    Binding::Memory(m) => {
+                        memory
+                            .access_mut(m)?
+                            .jobs(k < state, &mut ended, |q, f| deps.add(q, f));
+                    }
+                    // A stateful op's state is written back: it cannot be a constant.
+                    _ if k < state => return Err(Error::ReadOnlyTensor),
+                    _ => {}
+                }
+            }
+            memory
+                .access_mut(out)?
+                .jobs(true, &mut ended, |q, f| deps.add(q, f));
+        }
+        let mut fences: heapless::Vec<Fence, MAX_JOB_DEPS> = heapless::Vec::new();
+        deps.fences_into(&mut fences);
+        for fence in fences {
+            self.wait_for(fence)?;
+        }
+        let out = self.device_region(out)?;
+        self.compute_over(op, Space::Device, views, out)?;
+        self.stats.cpu_ops += 1;
+        Ok(())
     }
 
     /// Runs `op` with the kernels over staging: its inputs at `ranges` (offset, bytes), its
@@ -47,23 +152,32 @@ impl<
         ranges: &[(usize, usize)],
         out: Region,
     ) -> Result<(), Error> {
-        let host = self.npu.host_memory();
-        let space_bytes = host.len() as u32;
-        let state = usize::from(op.state_inputs()).min(ranges.len());
-        let out_range = (out.offset as usize, out.len as usize);
-        let run = if state == 0 {
-            split_operands(host, out_range, ranges).map(|(out, ins)| op.run(&ins, out))
-        } else {
-            // A stateful op updates its state operands in their staging copies, which go
-            // back to the device with the output.
-            let mut writable: heapless::Vec<(usize, usize), MAX_JOB_INPUTS> = heapless::Vec::new();
-            let _ = writable.push(out_range);
-            let _ = writable.extend_from_slice(&ranges[..state]);
-            split_writable(host, &writable, &ranges[state..]).map(|(mut w, ins)| {
-                let (out, state) = w.split_at_mut(1);
-                op.run_stateful(state, &ins, &mut *out[0])
-            })
+        let views: InPlace = ranges
+            .iter()
+            .map(|&(start, len)| InputBytes::At(start, len))
+            .collect();
+        self.compute_over(op, Space::Host, &views, out)
+    }
+
+    /// Runs `op` with the kernels over host memory or the device memory the HAL lends
+    /// (`space`), its output at `out` in it and its inputs as `inputs` say; then tells the HAL
+    /// the CPU computed.
+    pub(super) fn compute_over(
+        &mut self,
+        op: &Op,
+        space: Space,
+        inputs: &[InputBytes<'_>],
+        out: Region,
+    ) -> Result<(), Error> {
+        let memory = match space {
+            Space::Host => Some(self.npu.host_memory()),
+            _ => self.npu.device_memory(),
         };
+        let Some(memory) = memory else {
+            return Err(HalError::WrongSpace { region: out }.into());
+        };
+        let space_bytes = memory.len() as u32;
+        let run = run_over(op, memory, (out.offset as usize, out.len as usize), inputs);
         let computed = match run {
             Some(result) => result.map_err(|e| match e {
                 OpError::Kernel(error) => Error::Kernel {

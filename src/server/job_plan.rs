@@ -17,6 +17,17 @@ use crate::error::JobPlanError;
 /// No step: an empty slot of a per-queue table.
 const NONE: u16 = u16::MAX;
 
+/// The fence a CPU step computed in place receives (see [CPU steps](JobPlanState#cpu-steps)):
+/// it submitted no job and was over when its turn ended, so nothing waits for it and no
+/// record takes it. No driver issues it (fences count up from 0 and would take ages to get
+/// here), so it never names a real job.
+const COMPUTED: Fence = Fence(u64::MAX);
+
+/// A step's fence as a job to wait for or record: none for a CPU step computed in place.
+fn issued(fence: Fence) -> Option<Fence> {
+    (fence != COMPUTED).then_some(fence)
+}
+
 /// Who else touches a plan tensor's memory, which decides what a run does with its access
 /// record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +195,15 @@ impl PlanStep {
 /// transfers' fences, as the fallback does: reserving it for the plan's lifetime would hold
 /// back staging that the host's reads and writes (and other plans) need between runs, and
 /// the blocks would still have to wait for the last run's transfers before reuse.
+///
+/// Where the HAL lends the CPU its device memory ([`Npu::device_memory`](crate::hal::Npu::device_memory)),
+/// a CPU step computes in place instead, as the fallback does: the CPU waits for the fences
+/// both lists name, for the jobs before the run when it is first on the DMA queue, and for
+/// every DMA job submitted so far (it stands in for the queue it is built on, whose order
+/// the plan otherwise relies on), then computes over device memory and flash. It submits
+/// nothing, so its fence is a placeholder that the NPU steps after it, and the records, skip:
+/// it is over before any of them is submitted. The tables and the submission order are the
+/// same either way.
 ///
 /// # Submission order
 ///

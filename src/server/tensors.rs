@@ -43,11 +43,11 @@ pub(super) enum Binding {
     Host,
 }
 
-/// A mapped flash segment: its address range, to find constants inside it.
+/// A mapped flash segment: its bytes, to find constants inside it (and for the CPU fallback
+/// to read them in place).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FlashSegment {
-    pub(super) start: usize,
-    pub(super) len: usize,
+    pub(super) bytes: &'static [u8],
     pub(super) tensors: u32,
 }
 
@@ -163,8 +163,8 @@ impl<
         let aligned = addr.is_multiple_of(self.caps.flash_alignment.max(1) as usize);
         let found = self.flash.iter().enumerate().find_map(|(i, seg)| {
             let seg = (*seg)?;
-            let offset = addr.checked_sub(seg.start)?;
-            (offset.checked_add(data.len())? <= seg.len).then_some((i, offset))
+            let offset = addr.checked_sub(seg.bytes.as_ptr() as usize)?;
+            (offset.checked_add(data.len())? <= seg.bytes.len()).then_some((i, offset))
         });
         let bytes = u32::try_from(data.len()).ok();
         match (found, bytes) {
@@ -267,11 +267,7 @@ impl<
         let segment = self.npu.map_flash(bytes)?;
         match self.flash.get_mut(usize::from(segment)) {
             Some(slot) => {
-                *slot = Some(FlashSegment {
-                    start: bytes.as_ptr() as usize,
-                    len: bytes.len(),
-                    tensors: 0,
-                });
+                *slot = Some(FlashSegment { bytes, tensors: 0 });
                 Ok(segment)
             }
             None => {

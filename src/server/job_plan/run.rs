@@ -3,11 +3,11 @@
 //! the plan has any), then handing the plan's newest jobs to its tensors' access records (at
 //! every run for shared tensors, at release for the others).
 
-use super::{JobPlanState, PlanStep, PlanTensor, Role};
+use super::{issued, JobPlanState, PlanStep, PlanTensor, Role, COMPUTED};
 use crate::error::{Error, JobPlanError};
-use crate::hal::{Fence, Job, JobKind, Npu, Queue, Region, MAX_JOB_INPUTS, MAX_QUEUES};
+use crate::hal::{Fence, Job, JobKind, Npu, Queue, Region, Space, MAX_JOB_INPUTS, MAX_QUEUES};
 use crate::memory::{queues_in, MemoryManagement};
-use crate::ops::Op;
+use crate::ops::{InputBytes, Op};
 use crate::server::deps::DepSet;
 use crate::server::tensors::Binding;
 use crate::server::NpuServer;
@@ -75,7 +75,7 @@ impl<
             self.run_in_order(plan, ops, scratch, &before)?;
         }
         for q in queues_in(plan.queues) {
-            plan.last[q] = Some(plan.fences[usize::from(plan.last_step[q])]);
+            plan.last[q] = issued(plan.fences[usize::from(plan.last_step[q])]);
         }
         self.stats.compute_jobs += (plan.steps.len() - usize::from(plan.cpu_steps)) as u32;
         self.stats.plan_runs += 1;
@@ -138,8 +138,10 @@ impl<
         for &s in &step.deps {
             let s = usize::from(s);
             queues |= 1 << plan.steps[s].queue.index();
-            // One per queue: cannot overflow.
-            let _ = job.deps.push(plan.fences[s]);
+            if let Some(fence) = issued(plan.fences[s]) {
+                // One per queue: cannot overflow.
+                let _ = job.deps.push(fence);
+            }
         }
         if step.first_on_queue {
             before.fences_except(queues, &mut job.deps);
@@ -199,12 +201,68 @@ impl<
         before: &DepSet,
         newest: &mut Option<Fence>,
     ) -> Result<Fence, Error> {
+        let step = &plan.steps[k];
+        let bindings = step
+            .inputs
+            .iter()
+            .map(|&i| plan.tensors[usize::from(i)].binding);
+        if let Some(views) = self.in_place_operands(bindings)? {
+            return self.cpu_step_in_place(plan, k, op, before, &views);
+        }
         let mut staged = heapless::Vec::new();
         let result = self.cpu_step_in(plan, k, op, before, newest, &mut staged);
         for (fence, block) in staged {
             self.staging.free_after(fence, block)?;
         }
         result
+    }
+
+    /// CPU step `k` computed in place (see [CPU steps](JobPlanState#cpu-steps)): the CPU
+    /// waits for what its lists name, the jobs before the run when it is first on its queue,
+    /// and the newest DMA job; then computes over device memory. Returns [`COMPUTED`].
+    fn cpu_step_in_place<const S: usize, const T: usize>(
+        &mut self,
+        plan: &JobPlanState<S, T>,
+        k: usize,
+        op: &Op,
+        before: &DepSet,
+        views: &[InputBytes<'static>],
+    ) -> Result<Fence, Error> {
+        let step = &plan.steps[k];
+        let state = usize::from(step.state);
+        let out = plan.tensors[usize::from(step.output)];
+        let written = step
+            .inputs
+            .iter()
+            .take(state)
+            .map(|&i| plan.tensors[usize::from(i)]);
+        if written
+            .chain([out])
+            .any(|t| !matches!(t.binding, Binding::Memory(_)))
+        {
+            return Err(Error::ReadOnlyTensor);
+        }
+        let mut waits: heapless::Vec<Fence, { 3 * MAX_QUEUES + 1 }> = heapless::Vec::new();
+        for &s in &step.deps {
+            if let Some(fence) = issued(plan.fences[usize::from(s)]) {
+                // At most 2 * MAX_QUEUES dependencies: cannot overflow.
+                let _ = waits.push(fence);
+            }
+        }
+        if step.first_on_queue {
+            let mut jobs = heapless::Vec::new();
+            before.fences_except(0, &mut jobs);
+            let _ = waits.extend_from_slice(&jobs);
+        }
+        if let Some(fence) = self.newest[Queue::Dma.index()] {
+            let _ = waits.push(fence);
+        }
+        for fence in waits {
+            self.wait_for(fence)?;
+        }
+        self.compute_over(op, Space::Device, views, out.region)?;
+        self.stats.cpu_ops += 1;
+        Ok(COMPUTED)
     }
 
     fn cpu_step_in<const S: usize, const T: usize>(
@@ -228,7 +286,9 @@ impl<
             for &s in list {
                 let s = usize::from(s);
                 queues |= 1 << plan.steps[s].queue.index();
-                let _ = deps.push(plan.fences[s]);
+                if let Some(fence) = issued(plan.fences[s]) {
+                    let _ = deps.push(fence);
+                }
             }
             if first {
                 before.fences_except(queues, &mut deps);
@@ -346,9 +406,10 @@ impl<
         &mut self,
         plan: &JobPlanState<S, T>,
     ) -> Result<(), Error> {
+        // A CPU step computed in place is over: nothing to record.
         let job = |s: u16| {
             let s = usize::from(s);
-            (plan.steps[s].queue, plan.fences[s])
+            Some(plan.steps[s].queue).zip(issued(plan.fences[s]))
         };
         for &i in &plan.shared {
             let t = &plan.tensors[usize::from(i)];
@@ -361,7 +422,9 @@ impl<
             let access = self.memory.access_mut(m)?;
             let mut first = true;
             for q in queues_in(t.write_queues) {
-                let (queue, fence) = job(t.writes[q]);
+                let Some((queue, fence)) = job(t.writes[q]) else {
+                    continue;
+                };
                 if core::mem::take(&mut first) {
                     access.record_write(queue, fence);
                 } else {
@@ -369,8 +432,9 @@ impl<
                 }
             }
             for q in queues_in(t.read_queues) {
-                let (queue, fence) = job(t.reads[q]);
-                access.record_read(queue, fence);
+                if let Some((queue, fence)) = job(t.reads[q]) {
+                    access.record_read(queue, fence);
+                }
             }
         }
         Ok(())
@@ -388,7 +452,7 @@ impl<
             let k = usize::from(k);
             if let (Some(step), Some(&fence)) = (plan.steps.get(k), plan.fences.get(k)) {
                 if let Some(last) = plan.last.get_mut(step.queue.index()) {
-                    *last = Some(fence);
+                    *last = issued(fence);
                 }
             }
         }

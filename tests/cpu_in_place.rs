@@ -1,0 +1,253 @@
+//! The CPU fallback in place: on a HAL that lends the CPU its device memory
+//! (`Npu::device_memory`), an operator the NPU lacks is computed where its operands lie, with
+//! no host staging, after exactly the jobs a job on the NPU would wait for. Checked on the
+//! simulator behind a driver that lends its device memory: a job's effects land there only
+//! when the simulated NPU has finished it and the server has waited, so a CPU that read an
+//! input before its writer ended, or wrote an output a job still read, would give other bytes.
+
+use npu_compute::channel::RefCellChannel;
+use npu_compute::client::{ComputeClient, JobPlan};
+use npu_compute::graph::Graph;
+use npu_compute::hal::{
+    Capabilities, Cycles, Estimate, ExecutionUnit, Fence, HalError, Job, Npu, Variant,
+};
+use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, DEFAULT_CHUNKS};
+use npu_compute::ops::{AddI8, DType, Op, OpKind, OpSet, ReluI8};
+use npu_compute::server::{NpuServer, ServerStats};
+use npu_kernels::int8::{Activation, AddParams, Quant, ReluParams};
+use npu_sim::runner::leak_aligned;
+use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, ETHOS_U55_OPS};
+
+/// The simulator, lending its device memory to the CPU (the part's arena in plain SRAM).
+struct Lent(SimNpu<'static>);
+
+impl Npu for Lent {
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError> {
+        self.0.submit(job)
+    }
+    fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
+        self.0.poll(fence)
+    }
+    fn wait_for_event(&mut self) {
+        self.0.wait_for_event()
+    }
+    fn on_interrupt(&mut self) {
+        self.0.on_interrupt()
+    }
+    fn now(&self) -> Cycles {
+        self.0.now()
+    }
+    fn host_memory(&mut self) -> &mut [u8] {
+        self.0.host_memory()
+    }
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        Some(self.0.device_memory_mut())
+    }
+    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
+        self.0.map_flash(bytes)
+    }
+    fn unmap_flash(&mut self, segment: u8) {
+        self.0.unmap_flash(segment)
+    }
+    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
+        self.0.supports_variant(op, variant)
+    }
+    fn tuning_fingerprint(&self) -> u64 {
+        self.0.tuning_fingerprint()
+    }
+    fn host_compute(&mut self, op: &Op) {
+        self.0.host_compute(op)
+    }
+    fn execution_unit(&self, unit: u8) -> ExecutionUnit {
+        self.0.execution_unit(unit)
+    }
+    fn estimate(&mut self, job: &Job<'_>) -> Option<Estimate> {
+        self.0.estimate(job)
+    }
+    fn estimate_host_compute(&self, op: &Op) -> Option<Cycles> {
+        self.0.estimate_host_compute(op)
+    }
+    fn clock_counts_cpu(&self) -> bool {
+        self.0.clock_counts_cpu()
+    }
+    fn reset(&mut self) -> Result<(), HalError> {
+        self.0.reset()
+    }
+}
+
+type Channel<H> = RefCellChannel<NpuServer<H, ChunkSliceMemory<DEFAULT_CHUNKS>>>;
+
+fn sim(config: SimConfig, device: usize) -> SimNpu<'static> {
+    let device =
+        &mut Box::leak(Box::new(AlignedMemory::<{ 256 * 1024 }>::new())).as_mut_slice()[..device];
+    let host = Box::leak(Box::new(AlignedMemory::<65536>::new()));
+    SimNpu::new(device, host.as_mut_slice(), config).unwrap()
+}
+
+fn channel<H: Npu>(npu: H) -> Channel<H> {
+    RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
+}
+
+const LEN: u32 = 64;
+
+/// ReLU on the CPU: the NPU runs ADD only.
+fn relu_on_cpu() -> SimConfig {
+    SimConfig {
+        ops: OpSet::EMPTY.with(OpKind::Add, DType::I8),
+        ..SimConfig::default()
+    }
+}
+
+fn q(scale: f32, zero_point: i32) -> Quant {
+    Quant { scale, zero_point }
+}
+
+fn add() -> Op {
+    let p = AddParams::new(q(0.05, 1), q(0.04, -2), q(0.08, 3), Activation::None).unwrap();
+    Op::AddI8(AddI8 {
+        len: LEN,
+        params: p,
+    })
+}
+
+fn relu() -> Op {
+    let p = ReluParams::new(q(0.08, 3), q(0.08, 3)).unwrap();
+    Op::ReluI8(ReluI8 {
+        len: LEN,
+        params: p,
+    })
+}
+
+fn bytes(seed: u32) -> Vec<u8> {
+    workloads::pseudo_random_i8(seed, LEN as usize)
+        .iter()
+        .map(|&v| v as u8)
+        .collect()
+}
+
+/// `y = add(x, c)` (NPU), `z = relu(y)` (CPU), `u = add(x, c)`, `w = add(z, u)` (NPU), job by
+/// job (`plan`: false) or from a job plan run three times over fresh inputs; the bytes of
+/// `z` and `w` of each run, and the server's counters.
+fn chain<H: Npu>(ch: &Channel<H>, plan: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, ServerStats) {
+    let client = ComputeClient::new(ch);
+    let c = client.create(&bytes(2)).unwrap();
+    let x = client.empty(LEN).unwrap();
+    let [y, z, u, w] = [0; 4].map(|_| client.empty(LEN).unwrap());
+    let (add, relu) = (add(), relu());
+    let mut jobs: JobPlan<_, 8, 8> = client.job_plan();
+    if plan {
+        jobs.push(&add, &[&x, &c], &y).unwrap();
+        jobs.push(&relu, &[&y], &z).unwrap();
+        jobs.push(&add, &[&x, &c], &u).unwrap();
+        jobs.push(&add, &[&z, &u], &w).unwrap();
+    }
+    let mut runs = Vec::new();
+    for run in 0..3 {
+        // Written just before, without a sync: the first job waits for the upload, and the
+        // CPU for the first job.
+        client.write(&x, &bytes(10 + run)).unwrap();
+        if plan {
+            jobs.run(&[&add, &relu, &add, &add]).unwrap();
+        } else {
+            client.execute(add.clone(), &[&x, &c], &y).unwrap();
+            client.execute(relu.clone(), &[&y], &z).unwrap();
+            client.execute(add.clone(), &[&x, &c], &u).unwrap();
+            client.execute(add.clone(), &[&z, &u], &w).unwrap();
+        }
+        let (mut zb, mut wb) = (vec![0; LEN as usize], vec![0; LEN as usize]);
+        client.read(&z, &mut zb).unwrap();
+        client.read(&w, &mut wb).unwrap();
+        runs.push((zb, wb));
+    }
+    (runs, client.stats().unwrap())
+}
+
+#[test]
+fn a_cpu_operator_in_place_waits_for_the_npu_job_writing_its_input() {
+    for plan in [false, true] {
+        let (staged, via_staging) = chain(&channel(sim(relu_on_cpu(), 65536)), plan);
+        let (in_place, lent) = chain(&channel(Lent(sim(relu_on_cpu(), 65536))), plan);
+        assert_eq!(in_place, staged, "plan: {plan}");
+        assert_eq!((lent.cpu_ops, via_staging.cpu_ops), (3, 3));
+        // Through staging each ReLU downloads its input and uploads its output; in place
+        // the only transfers are the program's: x written, z and w read, per run.
+        assert_eq!(via_staging.downloads - lent.downloads, 3, "plan: {plan}");
+        assert_eq!(via_staging.uploads - lent.uploads, 3, "plan: {plan}");
+        assert_eq!(lent.downloads, 6);
+    }
+}
+
+#[test]
+fn a_cpu_operator_in_place_waits_for_the_npu_jobs_reading_what_it_overwrites() {
+    let ch = channel(Lent(sim(relu_on_cpu(), 65536)));
+    let client = ComputeClient::new(&ch);
+    let (x, c, v) = (
+        client.create(&bytes(3)).unwrap(),
+        client.create(&bytes(4)).unwrap(),
+        client.create(&bytes(5)).unwrap(),
+    );
+    let y = client.empty(LEN).unwrap();
+    // The NPU reads x; the CPU then overwrites x at once. Had it not waited for the ADD,
+    // the ADD (finishing later on the simulated clock) would read the ReLU's bytes.
+    client.execute(add(), &[&x, &c], &y).unwrap();
+    client.execute(relu(), &[&v], &x).unwrap();
+    let (mut yb, mut xb) = (vec![0; LEN as usize], vec![0; LEN as usize]);
+    client.read(&y, &mut yb).unwrap();
+    client.read(&x, &mut xb).unwrap();
+
+    let reference = channel(sim(SimConfig::default(), 65536));
+    let client = ComputeClient::new(&reference);
+    let (x, c, v) = (
+        client.create(&bytes(3)).unwrap(),
+        client.create(&bytes(4)).unwrap(),
+        client.create(&bytes(5)).unwrap(),
+    );
+    let (y, r) = (client.empty(LEN).unwrap(), client.empty(LEN).unwrap());
+    client.execute(add(), &[&x, &c], &y).unwrap();
+    client.execute(relu(), &[&v], &r).unwrap();
+    let (mut want_y, mut want_x) = (vec![0; LEN as usize], vec![0; LEN as usize]);
+    client.read(&y, &mut want_y).unwrap();
+    client.read(&r, &mut want_x).unwrap();
+    assert_eq!((yb, xb), (want_y, want_x));
+}
+
+#[test]
+fn a_graph_with_cpu_operators_in_place_gives_tflms_bytes_with_no_operand_in_staging() {
+    let model = |file: &str| {
+        std::fs::read(format!(
+            "{}/examples/models/kws_dscnn/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let kws = leak_aligned(&model("model.tflite"));
+    // Depthwise convolutions and the softmax on the CPU, between convolutions on the NPU.
+    let config = SimConfig {
+        ops: ETHOS_U55_OPS
+            .without(OpKind::DepthwiseConv2d, DType::I8)
+            .without(OpKind::Softmax, DType::I8),
+        ..SimConfig::default()
+    };
+    let ch = channel(Lent(sim(config, 256 * 1024)));
+    let client = ComputeClient::new(&ch);
+    let mut graph: Graph<_> = Graph::prepare(client, kws).unwrap();
+    for invoke in 0..6 {
+        let k = invoke % 3;
+        let input = model(&format!("input_{k}.bin"));
+        let want = model(&format!("expected_tflm_{k}.bin"));
+        let mut out = vec![0u8; want.len()];
+        graph.invoke(&[&input], &mut [&mut out]).unwrap();
+        assert_eq!(out, want, "invoke {invoke}");
+    }
+    assert_eq!(graph.job_plan().map(|p| p.cpu_steps), Some(5));
+    let stats = client.stats().unwrap();
+    assert_eq!(stats.cpu_ops, 30);
+    // The only downloads are the six invokes' scores, and no staging block was larger than
+    // the largest transfer the program made (a constant the graph prepared, or the input):
+    // no operator's operands went through staging (a depthwise layer's are 8 kB).
+    assert_eq!((stats.downloads, stats.download_bytes), (6, 6 * 12));
+    assert!(stats.staging_largest_bytes <= 512, "{stats:?}");
+}
