@@ -103,7 +103,80 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             Some(pool) => pool.clone(),
             None => return Ok(()),
         };
-        let alignment = caps.alignment.max(1);
+        // Decided before the planner's tables exist: they take tens of kB of stack (task
+        // sets and schedules of OPS tasks), for nothing where the HAL gives no estimates.
+        if !self.estimates_given(&pool, units)? {
+            return Ok(());
+        }
+        self.plan_with_estimates(&pool, units, caps.alignment.max(1), scheduling, policy)
+    }
+
+    /// Whether the HAL estimates the first operator that runs (`candidate` needs every
+    /// operator's estimates, so without it no schedule can be made). As `candidate`, a stack
+    /// too small to place its tensors makes no schedule.
+    fn estimates_given(&self, pool: &Tensor<'c, C>, units: u8) -> Result<bool, GraphError> {
+        let Some(si) = self
+            .steps
+            .iter()
+            .position(|s| s.op.is_some() && !s.in_place)
+        else {
+            return Ok(false);
+        };
+        let costs = self.place_step(si, pool).and_then(|views| {
+            let view = |t: u16| views.iter().find(|(u, _)| *u == t).map(|(_, v)| v);
+            let step = &self.steps[si];
+            let refs = self.operands_with(si, 0, view)?;
+            let out = view(step.output)
+                .ok_or(self.failed(si)(Error::StaleHandle { index: step.output }))?;
+            match &step.op {
+                Some(op) => self.costs(si, op, &refs, out, units),
+                None => Ok(None),
+            }
+        });
+        match costs {
+            Ok(cost) => Ok(cost.is_some()),
+            Err(GraphError::Compute {
+                error: Error::CapacityExceeded { .. } | Error::OutOfMemory { .. },
+                ..
+            }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The step's activations placed in the pool, for as long as it is costed.
+    fn place_step(
+        &self,
+        si: usize,
+        pool: &Tensor<'c, C>,
+    ) -> Result<heapless::Vec<(u16, Tensor<'c, C>), { MAX_JOB_INPUTS + 1 }>, GraphError> {
+        let step = &self.steps[si];
+        let mut views = heapless::Vec::new();
+        let tensors = step.operands.iter().filter_map(|o| match *o {
+            StepOperand::Tensor(t) => Some(t),
+            StepOperand::Aux(_) => None,
+        });
+        for t in tensors.chain(core::iter::once(step.output)) {
+            let slot = &self.tensors[usize::from(t)];
+            if slot.kept() || views.iter().any(|(u, _)| *u == t) {
+                continue;
+            }
+            let view = self.client.place(pool, slot.offset, slot.bytes.max(1));
+            let _ = views.push((t, view.map_err(self.failed(si))?));
+        }
+        Ok(views)
+    }
+
+    /// The planner proper: the shortest schedule of the task sets worth trying, followed.
+    /// Out of line, so that its tables are on the stack only while it runs.
+    #[inline(never)]
+    fn plan_with_estimates(
+        &mut self,
+        pool: &Tensor<'c, C>,
+        units: u8,
+        alignment: u32,
+        scheduling: Scheduling,
+        policy: Policy,
+    ) -> Result<(), GraphError> {
         // (split, one operator at a time)
         let tries: &[(bool, bool)] = match scheduling {
             Scheduling::OpByOp => &[(true, true)],
@@ -114,7 +187,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         };
         let mut best: Option<Candidate<OPS>> = None;
         for &(split, chain) in tries {
-            let c = match self.candidate(&pool, units, alignment, (split, chain), policy) {
+            let c = match self.candidate(pool, units, alignment, (split, chain), policy) {
                 Ok(Some(c)) => c,
                 Ok(None) => continue,
                 // Planning places a step's tensors to ask for its costs: a stack too small for
@@ -157,21 +230,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if step.in_place {
                 continue;
             }
-            // The step's activations, placed for as long as it is costed.
-            let mut views: heapless::Vec<(u16, Tensor<'c, C>), { MAX_JOB_INPUTS + 1 }> =
-                heapless::Vec::new();
-            let tensors = step.operands.iter().filter_map(|o| match *o {
-                StepOperand::Tensor(t) => Some(t),
-                StepOperand::Aux(_) => None,
-            });
-            for t in tensors.chain(core::iter::once(step.output)) {
-                let slot = &self.tensors[usize::from(t)];
-                if slot.kept() || views.iter().any(|(u, _)| *u == t) {
-                    continue;
-                }
-                let view = self.client.place(pool, slot.offset, slot.bytes.max(1));
-                let _ = views.push((t, view.map_err(self.failed(si))?));
-            }
+            let views = self.place_step(si, pool)?;
             let view = |t: u16| views.iter().find(|(u, _)| *u == t).map(|(_, v)| v);
             let refs = self.operands_with(si, 0, view)?;
             let out = view(step.output)
