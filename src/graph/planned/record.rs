@@ -166,7 +166,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize>
 
 impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C, OPS, TENSORS> {
     /// Whether this invoke replays the job plan, building it first where it is due. A graph
-    /// the plan cannot hold switches to the per-job path for good.
+    /// the plan cannot hold switches to the per-job path for good. Out of line, as
+    /// `build_plan`: a plan being built is kilobytes on the stack, which the invokes that
+    /// replay it (and the kernels under them) should not carry.
+    #[inline(never)]
     pub(in crate::graph) fn use_plan(&mut self) -> Result<bool, GraphError> {
         if !self.replay {
             if let Path::First = self.path {
@@ -268,6 +271,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
 
     /// Places every activation at its planned offset for the plan's lifetime and records each
     /// operator's job, choosing each as the server's tuning says now.
+    #[inline(never)]
     fn build_plan(&self) -> Result<GraphJobPlan<'c, C, OPS, TENSORS>, GraphError> {
         if let Some(tile) = self.striped().first() {
             let step = &self.steps[usize::from(tile.first)];
