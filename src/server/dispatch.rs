@@ -37,7 +37,7 @@ impl Operand {
         Operand {
             binding: e.binding,
             bytes: e.bytes,
-            downloading: e.download.is_some(),
+            downloading: e.downloading,
             lost: e.lost,
         }
     }

@@ -90,7 +90,11 @@ impl<
                 reserved,
                 pool: e.pool,
                 host,
-                download: e.download.map(|(_, b)| Region::host(b.offset, b.len)),
+                download: self
+                    .downloads
+                    .iter()
+                    .find(|d| e.downloading && d.0 == id)
+                    .map(|&(_, _, b)| Region::host(b.offset, b.len)),
                 constant: e.constant,
                 lost: e.lost,
             });

@@ -14,7 +14,7 @@
 //! | `residency` | where a tensor's newest bytes are ([`Residency`]), and the record of a pinned host block |
 //! | `pinned` | pinned host blocks: moving their bytes without a staging copy, and the CPU's access to them |
 //! | `dispatch` (and `deps`) | checking a job's operands, choosing its unit, submitting it with the fences it waits for |
-//! | `fallback` | running an op the NPU lacks on the CPU kernels over host staging |
+//! | `fallback` | running an op the NPU lacks on the CPU kernels: in place in device memory where the HAL lends it ([`Npu::device_memory`]), else over host staging |
 //! | `job_plan` | jobs checked once and submitted many times ([`JobPlanState`]) |
 //! | `tuning` | the cache of tuned choices, and measuring them ([`TuneStats`]) |
 //! | `inspect` | the tensors and staging memory as plain figures, for checking invariants from outside ([`LiveTensor`], [`StagingUse`]) |
@@ -97,6 +97,7 @@ use crate::memory::{
     ChunkSliceMemory, MemoryBinding, MemoryConfig, MemoryManagement, MemoryStats, DEFAULT_CHUNKS,
 };
 use crate::ops::Op;
+use crate::storage::Block;
 use crate::tune::DEFAULT_TUNE_ENTRIES;
 
 /// What a client (and a channel) asks of a server. Handles are plain ids here; the client
@@ -261,7 +262,8 @@ pub trait ComputeServer {
     ) -> Result<(), Error>;
     /// Submits every job of `plan` and returns once the last is submitted, `ops[k]` being step
     /// `k`'s op (the plan does not copy ops: a model keeps its own). A plan without CPU steps
-    /// never waits; a CPU step waits for the downloads of its inputs, then computes. Errors:
+    /// never waits; a CPU step waits for the downloads of its inputs (computing in place, for
+    /// the jobs its operands wait for), then computes. Errors:
     /// [`JobPlanError::OpCount`](crate::JobPlanError::OpCount) and
     /// [`JobPlanError::OpMismatch`](crate::JobPlanError::OpMismatch) (nothing
     /// submitted), [`JobPlanError::Stale`](crate::JobPlanError::Stale), a
@@ -404,6 +406,10 @@ pub struct NpuServer<
     flash: [Option<FlashSegment>; MAX_FLASH_SEGMENTS],
     /// Pinned tensors' host blocks, which share the staging blocks' capacity.
     pinned: [Option<HostCopy>; STAGING],
+    /// Reads started by `try_read` and not finished: the tensor, the transfer's fence and
+    /// the staging block it fills (the tensor's entry says it has one). Each holds a staging
+    /// block, so `STAGING` entries suffice.
+    downloads: heapless::Vec<(HandleId, Fence, Block), STAGING>,
     tuning: Tuning<TUNE>,
     watchdog: Watchdog,
     /// The newest fence submitted, on any queue.
@@ -472,6 +478,7 @@ impl<
             stats: ServerStats::default(),
             flash: [None; MAX_FLASH_SEGMENTS],
             pinned: [None; STAGING],
+            downloads: heapless::Vec::new(),
             tuning: Tuning::new(),
             watchdog: Watchdog::new(WatchdogConfig::default()),
             last_fence: None,

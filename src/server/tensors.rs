@@ -9,11 +9,9 @@
 use super::residency::{HostCopy, Residency};
 use super::NpuServer;
 use crate::error::{Capacity, Error};
-use crate::hal::Fence;
 use crate::hal::{HalError, Npu, Region, MAX_FLASH_SEGMENTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryBinding, MemoryManagement};
-use crate::storage::Block;
 
 /// What the server knows of one tensor, as [`ComputeServer::tensor`](super::ComputeServer::tensor)
 /// reports it.
@@ -57,8 +55,10 @@ pub(super) struct TensorEntry {
     pub(super) bytes: u32,
     /// The pool a placed tensor lies in (it holds one reference to it).
     pub(super) pool: Option<HandleId>,
-    /// A device→host transfer started by `try_read`, and the staging block it fills.
-    pub(super) download: Option<(Fence, Block)>,
+    /// A device→host transfer started by `try_read` is pending: its fence and the staging
+    /// block it fills are in the server's list of downloads (a few at most, one per staging
+    /// block, rather than 24 bytes in every tensor's entry).
+    pub(super) downloading: bool,
     /// A pinned tensor's slot in the server's table of pinned blocks.
     pub(super) host: Option<u8>,
     /// Where the newest bytes are (always `Device` without a host block).
@@ -79,7 +79,7 @@ impl TensorEntry {
             binding,
             bytes,
             pool,
-            download: None,
+            downloading: false,
             host: None,
             newest: Residency::Device,
             constant: false,
@@ -245,7 +245,7 @@ impl<
             binding: Binding::Host,
             bytes,
             pool: None,
-            download: None,
+            downloading: false,
             host: Some(slot as u8),
             newest: Residency::Host,
             constant: false,

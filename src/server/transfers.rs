@@ -209,12 +209,34 @@ impl<
         out_len: usize,
     ) -> Result<(Fence, Block), Error> {
         let entry = self.sized(id, out_len)?;
-        if let Some(pending) = entry.download {
-            return Ok(pending);
+        if entry.downloading {
+            if let Some(&(_, fence, block)) = self.downloads.iter().find(|d| d.0 == id) {
+                return Ok((fence, block));
+            }
         }
-        let pending = self.start_download(entry.binding, entry.bytes)?;
-        self.handles.get_mut(id)?.download = Some(pending);
-        Ok(pending)
+        let (fence, block) = self.start_download(entry.binding, entry.bytes)?;
+        // Each pending download holds one of the STAGING blocks: the list has room.
+        if self.downloads.push((id, fence, block)).is_err() {
+            self.staging.free_after(fence, block)?;
+            return Err(Error::CapacityExceeded {
+                capacity: crate::error::Capacity::StagingBlocks,
+                limit: STAGING as u32,
+            });
+        }
+        self.handles.get_mut(id)?.downloading = true;
+        Ok((fence, block))
+    }
+    /// Takes a tensor's pending download off the list: its fence and block, if it had one.
+    pub(super) fn take_download(&mut self, id: HandleId) -> Result<Option<(Fence, Block)>, Error> {
+        let entry = self.handles.get_mut(id)?;
+        if !core::mem::take(&mut entry.downloading) {
+            return Ok(None);
+        }
+        let at = self.downloads.iter().position(|d| d.0 == id);
+        Ok(at.map(|k| {
+            let (_, fence, block) = self.downloads.swap_remove(k);
+            (fence, block)
+        }))
     }
     /// A tensor's entry, after checking that a caller's buffer of `len` bytes matches it.
     pub(super) fn sized(&self, id: HandleId, len: usize) -> Result<TensorEntry, Error> {
@@ -229,7 +251,7 @@ impl<
     }
     /// Drop a tensor's pending download (its bytes are about to change, or the tensor is gone).
     pub(super) fn cancel_download(&mut self, id: HandleId) -> Result<(), Error> {
-        if let Some((fence, block)) = self.handles.get_mut(id)?.download.take() {
+        if let Some((fence, block)) = self.take_download(id)? {
             self.staging.free_after(fence, block)?;
         }
         Ok(())
@@ -280,7 +302,7 @@ impl<
             self.settle_placements(id)?;
         }
         let (fence, block) = self.download_of(id, out.len())?;
-        self.handles.get_mut(id)?.download = None;
+        self.take_download(id)?;
         match self.wait_for(fence) {
             Ok(()) => self.finish_download(block, out),
             Err(e) => {
@@ -302,7 +324,7 @@ impl<
         match self.npu.poll(fence) {
             Err(nb::Error::WouldBlock) => Err(nb::Error::WouldBlock),
             done => {
-                self.handles.get_mut(id)?.download = None;
+                self.take_download(id)?;
                 // The jobs before it may have faulted (on its queue, it ran after them).
                 let done = match done {
                     Ok(()) => self.watch(false).map_err(nb::Error::Other),

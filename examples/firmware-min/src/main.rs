@@ -71,9 +71,11 @@ const TENSORS: usize = 43;
 const HANDLES: usize = 44;
 /// Chunk slots (`ChunkSliceMemory CHUNKS`: 24).
 const CHUNKS: usize = 24;
-/// Staging blocks in use at once (`NpuServer STAGING`: 12 on the simulated NPU; 5 here, where
-/// an operator's inputs and output are its only blocks).
-const STAGING: usize = 8;
+/// Staging blocks in use at once (`NpuServer STAGING`: 12 on the simulated NPU; 1 here, where
+/// the CPU fallback computes in the arena in place and only the input, the scores and the
+/// constants prepared pass through staging, each transfer finished when submitted:
+/// `ServerStats::staging_blocks_peak`).
+const STAGING: usize = 1;
 /// Tuned layer shapes: nothing is tuned on this HAL (there is no NPU variant to choose), so
 /// the smallest table the cache allows (a power of two above 1).
 const TUNE: usize = 2;

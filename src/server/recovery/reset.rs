@@ -61,11 +61,12 @@ impl<
             host.write = None;
         }
         for e in self.handles.values_mut() {
-            if let Some((_, block)) = e.download.take() {
-                // The block is the download's alone; a failure here is a bookkeeping bug,
-                // reported by the staging's own checks later.
-                let _ = self.staging.free(block);
-            }
+            e.downloading = false;
+        }
+        for (_, _, block) in core::mem::take(&mut self.downloads) {
+            // The block is the download's alone; a failure here is a bookkeeping bug,
+            // reported by the staging's own checks later.
+            let _ = self.staging.free(block);
         }
         Error::Fault {
             fault,
