@@ -128,10 +128,13 @@ fn bytes(seed: u32) -> Vec<u8> {
         .collect()
 }
 
+/// The bytes of `z` and `w` of each run of [`chain`].
+type Runs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// `y = add(x, c)` (NPU), `z = relu(y)` (CPU), `u = add(x, c)`, `w = add(z, u)` (NPU), job by
 /// job (`plan`: false) or from a job plan run three times over fresh inputs; the bytes of
 /// `z` and `w` of each run, and the server's counters.
-fn chain<H: Npu>(ch: &Channel<H>, plan: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, ServerStats) {
+fn chain<H: Npu>(ch: &Channel<H>, plan: bool) -> (Runs, ServerStats) {
     let client = ComputeClient::new(ch);
     let c = client.create(&bytes(2)).unwrap();
     let x = client.empty(LEN).unwrap();
@@ -152,10 +155,10 @@ fn chain<H: Npu>(ch: &Channel<H>, plan: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, Serve
         if plan {
             jobs.run(&[&add, &relu, &add, &add]).unwrap();
         } else {
-            client.execute(add.clone(), &[&x, &c], &y).unwrap();
-            client.execute(relu.clone(), &[&y], &z).unwrap();
-            client.execute(add.clone(), &[&x, &c], &u).unwrap();
-            client.execute(add.clone(), &[&z, &u], &w).unwrap();
+            client.execute(add, &[&x, &c], &y).unwrap();
+            client.execute(relu, &[&y], &z).unwrap();
+            client.execute(add, &[&x, &c], &u).unwrap();
+            client.execute(add, &[&z, &u], &w).unwrap();
         }
         let (mut zb, mut wb) = (vec![0; LEN as usize], vec![0; LEN as usize]);
         client.read(&z, &mut zb).unwrap();
