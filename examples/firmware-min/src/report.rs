@@ -98,17 +98,15 @@ pub fn runtime(client: &ComputeClient<'_, Channel>, kws: &Kws<'_>) {
     {
         use core::mem::size_of;
         use npu_compute::memory::ChunkSliceMemory;
-        use npu_compute::server::JobPlanState;
         use npu_compute::tune::TuneCache;
         defmt::info!(
-            "runtime state: channel {=usize} B = server {=usize} B (HAL {=usize}, chunks {=usize}, tuning cache {=usize}, the rest: handle table, staging blocks, fences, stats) + deferred drops; graph {=usize} B (its job plan {=usize})",
+            "runtime state: channel {=usize} B = server {=usize} B (HAL {=usize}, chunks {=usize}, tuning cache {=usize}, the rest: handle table, staging blocks, fences, stats) + deferred drops; graph {=usize} B (no job plan: this build leaves job plans out)",
             size_of::<Channel>(),
             size_of::<crate::Server>(),
             size_of::<npu_compute::hal::CpuOnly<'static>>(),
             size_of::<ChunkSliceMemory<{ crate::CHUNKS }>>(),
             size_of::<TuneCache<{ crate::TUNE }>>(),
-            size_of::<Kws<'static>>(),
-            size_of::<JobPlanState<{ crate::OPS }, { crate::TENSORS }>>()
+            size_of::<Kws<'static>>()
         );
         type Defaults = npu_compute::server::NpuServer<npu_compute::hal::CpuOnly<'static>>;
         type DefaultGraph =
