@@ -658,7 +658,7 @@ pub fn fully_connected(
                 lens.in_features,
                 lens.out_features,
             ),
-            multiplier: &|c| (c < lens.out_features).then_some(m),
+            multipliers: x86::requant::Multipliers::Layer(m),
             bias,
             input_offset: p.input_offset,
             output: (p.output_offset, p.activation_min, p.activation_max),

@@ -146,7 +146,7 @@ pub fn fully_connected_per_channel(
                 lens.in_features,
                 lens.out_features,
             ),
-            multiplier: &|c| multipliers.get(c).copied(),
+            multipliers: super::x86::requant::Multipliers::Channels(multipliers),
             bias,
             input_offset: p.input_offset,
             output: (p.output_offset, p.activation_min, p.activation_max),

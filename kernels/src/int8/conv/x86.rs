@@ -49,7 +49,7 @@ use core::arch::x86_64::{
 use super::blocked::MAX_PATCH_TAPS;
 use super::{ChannelMultiplier, Conv2dParams, ConvQuant, DepthwiseParams};
 use crate::int8::x86::has_avx2;
-use crate::int8::x86::requant::{lane_fits, requantize, store, Clamp, Lanes};
+use crate::int8::x86::requant::{lane_fits, requantize, store, Clamp, Lanes, Multipliers};
 
 /// 32-bit words of a widened patch: two taps per word.
 const PATCH_PAIRS: usize = MAX_PATCH_TAPS.div_ceil(2);
@@ -442,16 +442,16 @@ impl Product<'_> {
 }
 
 /// Rows from which a fully connected layer runs as a [`Product`]: the packing is paid once
-/// per call and every packed vector then serves all rows; a single row is faster streamed
-/// (`int8::x86::dot`).
+/// per call and every packed vector then serves all rows; fewer rows are faster streamed
+/// through the weights one by one (`int8::x86::dot::requantized_row`).
 const FC_MIN_ROWS: usize = 4;
 
 /// A fully connected layer for [`fully_connected`].
 pub(crate) struct FcLayer<'a> {
     /// Input rows (batches), inputs per row, output channels.
     pub(crate) shape: (usize, usize, usize),
-    /// Each channel's multiplier (`None` past the last channel).
-    pub(crate) multiplier: &'a dyn Fn(usize) -> Option<ChannelMultiplier>,
+    /// Each channel's multiplier.
+    pub(crate) multipliers: Multipliers<'a>,
     /// Each channel's bias, if any.
     pub(crate) bias: Option<&'a [i32]>,
     /// The input offset (the input zero point negated).
@@ -462,7 +462,8 @@ pub(crate) struct FcLayer<'a> {
 
 /// A fully connected layer as a [`Product`] (each input row a 1×1 window), on AVX2 when the
 /// CPU has it and the layer fits (at least [`FC_MIN_ROWS`] rows, at most [`MAX_PATCH_TAPS`]
-/// inputs, multipliers, offsets and range as for the convolution): `true` when it ran.
+/// inputs, multipliers, offsets and range as for the convolution), or with fewer rows each
+/// streamed through the weights (any depth): `true` when it ran.
 /// Operands checked by the caller (`input` rows × inputs, `weights` channels × inputs,
 /// `output` rows × channels).
 pub(crate) fn fully_connected(
@@ -473,9 +474,28 @@ pub(crate) fn fully_connected(
 ) -> bool {
     let (rows, depth, channels) = layer.shape;
     let (_, min, max) = layer.output;
+    if rows < FC_MIN_ROWS && depth > 0 && input.len() >= rows * depth {
+        // Few rows: each streamed through the weights, with the output bytes requantized in
+        // vectors (false for the first row means false for all: nothing was written).
+        return input
+            .chunks_exact(depth)
+            .take(rows)
+            .zip(output.chunks_exact_mut(channels.max(1)))
+            .all(|(x, out)| {
+                crate::int8::x86::dot::requantized_row(
+                    x,
+                    layer.input_offset,
+                    weights,
+                    &layer.multipliers,
+                    layer.bias,
+                    layer.output,
+                    out,
+                )
+            });
+    }
     let fits = rows >= FC_MIN_ROWS
         && (1..=MAX_PATCH_TAPS).contains(&depth)
-        && (0..channels).all(|c| (layer.multiplier)(c).is_some_and(lane_fits))
+        && layer.multipliers.fit(channels)
         && (-128..=128).contains(&layer.input_offset)
         && min >= i32::from(i8::MIN)
         && max <= i32::from(i8::MAX)
@@ -501,7 +521,7 @@ fn fully_connected_avx2(layer: &FcLayer<'_>, input: &[i8], weights: &[i8], outpu
         taps: depth,
         rows,
         channels,
-        multiplier: layer.multiplier,
+        multiplier: &|c| layer.multipliers.get(c).filter(|_| c < channels),
         bias: layer.bias,
         clamp: Clamp::new(offset, min, max),
     };
@@ -793,56 +813,84 @@ mod tests {
             return;
         }
         let mut r = Rng(0x6a09_e667);
-        let mut ran = 0;
         for case in 0..200 {
             let rows = r.range(4, 21) as usize;
             let depth = r.range(1, MAX_PATCH_TAPS as u32) as usize;
-            let channels = r.range(1, 40) as usize;
-            let mut m = multipliers(&mut r, channels);
-            if case % 2 == 0 {
-                let first = m[0];
-                m.fill(first);
-            }
-            let bias: Vec<i32> = (0..channels).map(|_| r.next() as i32 >> 8).collect();
-            let b = (case % 3 != 0).then_some(&bias[..]);
-            let input_offset = r.range(0, 256) as i32 - 128;
-            let lo = r.range(0, 127) as i32 - 128;
-            let output = (
-                r.range(0, 255) as i32 - 128,
-                lo,
-                lo + r.range(0, 127) as i32,
-            );
-            let (input, weights) = (r.bytes(rows * depth), r.bytes(channels * depth));
-            let layer = FcLayer {
-                shape: (rows, depth, channels),
-                multiplier: &|c| m.get(c).copied(),
-                bias: b,
-                input_offset,
-                output,
-            };
-            let mut fast = vec![0_i8; rows * channels];
-            assert!(fully_connected(&layer, &input, &weights, &mut fast));
-            let expected: Vec<i8> = (0..rows * channels)
-                .map(|i| {
-                    let (row, c) = (i / channels, i % channels);
-                    let x = &input[row * depth..][..depth];
-                    let w = &weights[c * depth..][..depth];
-                    let acc = x.iter().zip(w).fold(0_i32, |a, (&x, &w)| {
-                        a.wrapping_add(i32::from(w) * (i32::from(x) + input_offset))
-                    });
-                    let acc = acc.wrapping_add(b.map_or(0, |b| b[c]));
-                    let scaled = crate::fixed_point::multiply_by_quantized_multiplier(
-                        acc,
-                        m[c].multiplier(),
-                        m[c].shift(),
-                    );
-                    scaled.wrapping_add(output.0).max(output.1).min(output.2) as i8
-                })
-                .collect();
-            assert_eq!(fast, expected, "case {case}: {rows}×{depth}×{channels}");
-            ran += 1;
+            fully_connected_case(&mut r, case, rows, depth);
         }
-        assert_eq!(ran, 200);
+    }
+
+    /// Fewer rows than [`FC_MIN_ROWS`], streamed row by row through the weights: channel
+    /// counts around the eight-channel blocks, depths around the sixteen-byte chunks and
+    /// beyond [`MAX_PATCH_TAPS`].
+    #[test]
+    fn few_rows_fully_connected_equals_scalar() {
+        if !has_avx2() {
+            return;
+        }
+        let mut r = Rng(0x3c6e_f372);
+        for case in 0..300 {
+            let rows = r.range(1, FC_MIN_ROWS as u32 - 1) as usize;
+            let depth = if case % 7 == 0 {
+                r.range(MAX_PATCH_TAPS as u32 + 1, 2 * MAX_PATCH_TAPS as u32)
+            } else {
+                r.range(1, 100)
+            } as usize;
+            fully_connected_case(&mut r, case, rows, depth);
+        }
+    }
+
+    /// One random fully connected layer of `rows` × `depth` inputs run by [`fully_connected`]
+    /// and by the scalar arithmetic, compared byte for byte.
+    fn fully_connected_case(r: &mut Rng, case: usize, rows: usize, depth: usize) {
+        let channels = r.range(1, 40) as usize;
+        let mut m = multipliers(r, channels);
+        if case % 2 == 0 {
+            let first = m[0];
+            m.fill(first);
+        }
+        let bias: Vec<i32> = (0..channels).map(|_| r.next() as i32 >> 8).collect();
+        let b = (case % 3 != 0).then_some(&bias[..]);
+        let input_offset = r.range(0, 256) as i32 - 128;
+        let lo = r.range(0, 127) as i32 - 128;
+        let output = (
+            r.range(0, 255) as i32 - 128,
+            lo,
+            lo + r.range(0, 127) as i32,
+        );
+        let (input, weights) = (r.bytes(rows * depth), r.bytes(channels * depth));
+        let layer = FcLayer {
+            shape: (rows, depth, channels),
+            // Constant multipliers as one for the layer, half the time.
+            multipliers: if case % 4 == 0 {
+                Multipliers::Layer(m[0])
+            } else {
+                Multipliers::Channels(&m)
+            },
+            bias: b,
+            input_offset,
+            output,
+        };
+        let mut fast = vec![0_i8; rows * channels];
+        assert!(fully_connected(&layer, &input, &weights, &mut fast));
+        let expected: Vec<i8> = (0..rows * channels)
+            .map(|i| {
+                let (row, c) = (i / channels, i % channels);
+                let x = &input[row * depth..][..depth];
+                let w = &weights[c * depth..][..depth];
+                let acc = x.iter().zip(w).fold(0_i32, |a, (&x, &w)| {
+                    a.wrapping_add(i32::from(w) * (i32::from(x) + input_offset))
+                });
+                let acc = acc.wrapping_add(b.map_or(0, |b| b[c]));
+                let scaled = crate::fixed_point::multiply_by_quantized_multiplier(
+                    acc,
+                    m[c].multiplier(),
+                    m[c].shift(),
+                );
+                scaled.wrapping_add(output.0).max(output.1).min(output.2) as i8
+            })
+            .collect();
+        assert_eq!(fast, expected, "case {case}: {rows}×{depth}×{channels}");
     }
 
     /// The AVX2 depthwise convolution against the portable kernel on random shapes: channel

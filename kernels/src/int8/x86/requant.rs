@@ -68,6 +68,80 @@ impl Lanes {
     }
 }
 
+/// Where a layer's channels take their multipliers from.
+#[derive(Clone, Copy)]
+pub(crate) enum Multipliers<'a> {
+    /// One multiplier for every channel (a per-tensor quantization).
+    Layer(ChannelMultiplier),
+    /// One per channel, in order.
+    Channels(&'a [ChannelMultiplier]),
+}
+
+impl Multipliers<'_> {
+    /// Channel `c`'s multiplier (`None` past the last of [`Multipliers::Channels`]).
+    pub(crate) fn get(&self, c: usize) -> Option<ChannelMultiplier> {
+        match self {
+            Self::Layer(m) => Some(*m),
+            Self::Channels(ms) => ms.get(c).copied(),
+        }
+    }
+
+    /// Whether each of the first `channels` channels has a multiplier [`lane_fits`] accepts.
+    pub(crate) fn fit(&self, channels: usize) -> bool {
+        match self {
+            Self::Layer(m) => lane_fits(*m),
+            Self::Channels(ms) => {
+                ms.len() >= channels && ms[..channels].iter().all(|&m| lane_fits(m))
+            }
+        }
+    }
+}
+
+impl Lanes {
+    /// The vectors of channels `c0..c0 + 8` from `multipliers` and `bias`, as [`Lanes::new`]
+    /// makes them, without a call per channel: a layer's one multiplier is broadcast, and
+    /// eight biases are one load.
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn of_block(multipliers: &Multipliers<'_>, bias: Option<&[i32]>, c0: usize) -> Self {
+        let rest = match bias {
+            Some(b) => b.get(c0..).unwrap_or(&[]),
+            None => &[],
+        };
+        let bias = match rest.get(..8) {
+            Some(b) => bytemuck::pod_read_unaligned(bytemuck::cast_slice(b)),
+            None => {
+                let mut b = [0_i32; 8];
+                b[..rest.len()].copy_from_slice(rest);
+                bytemuck::cast(b)
+            }
+        };
+        match multipliers {
+            Multipliers::Layer(m) => Self {
+                multiplier: _mm256_set1_epi32(m.multiplier()),
+                left: _mm256_set1_epi32(m.shift().max(0)),
+                right: _mm256_set1_epi32(m.shift().saturating_neg().max(0)),
+                bias,
+            },
+            Multipliers::Channels(ms) => {
+                let (mut m, mut l, mut r) = ([0_i32; 8], [0_i32; 8], [0_i32; 8]);
+                let block = ms.get(c0..).unwrap_or(&[]);
+                for (k, channel) in block.iter().take(8).enumerate() {
+                    m[k] = channel.multiplier();
+                    l[k] = channel.shift().max(0);
+                    r[k] = channel.shift().saturating_neg().max(0);
+                }
+                let [multiplier, left, right] = [m, l, r].map(bytemuck::cast::<[i32; 8], __m256i>);
+                Self {
+                    multiplier,
+                    left,
+                    right,
+                    bias,
+                }
+            }
+        }
+    }
+}
+
 /// The output offset and the activation range in every lane.
 #[derive(Clone, Copy)]
 pub(crate) struct Clamp {
