@@ -64,6 +64,15 @@ const PACKED_VECTORS: usize = 512;
 /// Most channel blocks of eight in a group (the multipliers and biases of each are kept).
 const MAX_GROUP_BLOCKS: usize = 32;
 
+/// Words per patch of a small layer's [`Product`] (up to 64 taps).
+const SMALL_PAIRS: usize = 32;
+
+/// Packed vectors of a small layer's [`Product`] (4 KiB): all its channel blocks in one group.
+const SMALL_VECTORS: usize = 128;
+
+/// Channel blocks of a small layer's [`Product`] (up to 128 channels).
+const SMALL_GROUP_BLOCKS: usize = 16;
+
 /// Most taps of a depthwise window on this path (a 7×7 window has 49): each tap's widened
 /// filter bytes of a sixteen-channel chunk are kept in a vector.
 const MAX_WINDOW_TAPS: usize = 64;
@@ -270,12 +279,12 @@ fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
 /// The accumulators of `N` pixels (the first `N` widened patches of `patches`) for the eight
 /// channels of `packed` (one vector per pair of taps), each started at `bias`.
 #[target_feature(enable = "avx2")]
-fn dot<const N: usize>(
-    patches: &[[i32; PATCH_PAIRS]; PIXELS],
+fn dot<const N: usize, const P: usize>(
+    patches: &[[i32; P]; PIXELS],
     packed: &[__m256i],
     bias: __m256i,
 ) -> [__m256i; N] {
-    let packed = &packed[..packed.len().min(PATCH_PAIRS)];
+    let packed = &packed[..packed.len().min(P)];
     let mut acc = [bias; N];
     for (t, &w) in packed.iter().enumerate() {
         for (a, patch) in acc.iter_mut().zip(patches) {
@@ -382,18 +391,39 @@ impl Product<'_> {
     /// added, two per word (the words [`widen`] makes), into the `taps.div_ceil(2)` words of
     /// `patch`; `filter` has the channels' rows one after the other.
     #[target_feature(enable = "avx2")]
-    fn run(&self, filter: &[i8], mut widen_row: impl FnMut(usize, &mut [i32]), output: &mut [i8]) {
+    fn run(&self, filter: &[i8], widen_row: impl FnMut(usize, &mut [i32]), output: &mut [i8]) {
+        let (pairs, blocks) = (self.taps.div_ceil(2), self.channels.div_ceil(8));
+        // A small layer packs into small buffers: the stack buffers are zeroed on every call,
+        // and the full ones are tens of kilobytes.
+        if pairs <= SMALL_PAIRS && blocks <= SMALL_GROUP_BLOCKS && blocks * pairs <= SMALL_VECTORS {
+            self.run_in::<SMALL_PAIRS, SMALL_VECTORS, SMALL_GROUP_BLOCKS>(
+                filter, widen_row, output,
+            );
+        } else {
+            self.run_in::<PATCH_PAIRS, PACKED_VECTORS, MAX_GROUP_BLOCKS>(filter, widen_row, output);
+        }
+    }
+
+    /// [`Product::run`] with buffers of `P` words per patch, `V` packed vectors and `G`
+    /// channel blocks per group.
+    #[target_feature(enable = "avx2")]
+    fn run_in<const P: usize, const V: usize, const G: usize>(
+        &self,
+        filter: &[i8],
+        mut widen_row: impl FnMut(usize, &mut [i32]),
+        output: &mut [i8],
+    ) {
         let (taps, oc, rows) = (self.taps, self.channels, self.rows);
         let pairs = taps.div_ceil(2);
-        if taps == 0 || pairs > PATCH_PAIRS || oc == 0 || output.len() < rows * oc {
+        if taps == 0 || pairs > P || oc == 0 || output.len() < rows * oc {
             return;
         }
         let blocks = oc.div_ceil(8);
-        let group = (PACKED_VECTORS / pairs).clamp(1, MAX_GROUP_BLOCKS);
+        let group = (V / pairs).clamp(1, G);
 
-        let mut packed = [_mm256_setzero_si256(); PACKED_VECTORS];
-        let mut lanes = [Lanes::new(&|_| None, None, 0); MAX_GROUP_BLOCKS];
-        let mut patches = [[0_i32; PATCH_PAIRS]; PIXELS];
+        let mut packed = [_mm256_setzero_si256(); V];
+        let mut lanes = [Lanes::new(&|_| None, None, 0); G];
+        let mut patches = [[0_i32; P]; PIXELS];
 
         for b0 in (0..blocks).step_by(group) {
             let nb = group.min(blocks - b0);
@@ -418,7 +448,10 @@ impl Product<'_> {
                     };
                     // Full blocks of rows, then fours, then the last few one at a time.
                     if count == PIXELS {
-                        for (i, acc) in dot::<PIXELS>(&patches, w, l.bias).into_iter().enumerate() {
+                        for (i, acc) in dot::<PIXELS, P>(&patches, w, l.bias)
+                            .into_iter()
+                            .enumerate()
+                        {
                             put(i, acc);
                         }
                     } else {
@@ -533,13 +566,13 @@ fn fully_connected_avx2(layer: &FcLayer<'_>, input: &[i8], weights: &[i8], outpu
 
 /// [`dot`] of the four patches from `first`.
 #[target_feature(enable = "avx2")]
-fn dot4(
-    patches: &[[i32; PATCH_PAIRS]; PIXELS],
+fn dot4<const P: usize>(
+    patches: &[[i32; P]; PIXELS],
     first: usize,
     packed: &[__m256i],
     bias: __m256i,
 ) -> [__m256i; 4] {
-    let packed = &packed[..packed.len().min(PATCH_PAIRS)];
+    let packed = &packed[..packed.len().min(P)];
     let (p0, p1, p2, p3) = match &patches[first.min(PIXELS - 4)..] {
         [a, b, c, d, ..] => (a, b, c, d),
         _ => return [bias; 4],
@@ -556,7 +589,7 @@ fn dot4(
 
 /// [`dot`] of one patch.
 #[target_feature(enable = "avx2")]
-fn dot1(patch: &[i32; PATCH_PAIRS], packed: &[__m256i], bias: __m256i) -> __m256i {
+fn dot1<const P: usize>(patch: &[i32; P], packed: &[__m256i], bias: __m256i) -> __m256i {
     let mut acc = bias;
     for (&x, &w) in patch.iter().zip(packed) {
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_set1_epi32(x), w));
