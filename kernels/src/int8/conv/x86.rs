@@ -878,12 +878,12 @@ mod tests {
     fn fully_connected_case(r: &mut Rng, case: usize, rows: usize, depth: usize) {
         let channels = r.range(1, 40) as usize;
         let mut m = multipliers(r, channels);
-        if case % 2 == 0 {
+        if case.is_multiple_of(2) {
             let first = m[0];
             m.fill(first);
         }
         let bias: Vec<i32> = (0..channels).map(|_| r.next() as i32 >> 8).collect();
-        let b = (case % 3 != 0).then_some(&bias[..]);
+        let b = (!case.is_multiple_of(3)).then_some(&bias[..]);
         let input_offset = r.range(0, 256) as i32 - 128;
         let lo = r.range(0, 127) as i32 - 128;
         let output = (
@@ -895,7 +895,7 @@ mod tests {
         let layer = FcLayer {
             shape: (rows, depth, channels),
             // Constant multipliers as one for the layer, half the time.
-            multipliers: if case % 4 == 0 {
+            multipliers: if case.is_multiple_of(4) {
                 Multipliers::Layer(m[0])
             } else {
                 Multipliers::Channels(&m)
