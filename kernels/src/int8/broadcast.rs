@@ -349,9 +349,31 @@ impl<K: BinaryOp<Elem = i8>> BinaryOp for Tabulated<'_, K> {
     }
 }
 
-/// `out[i] = op(a[i], b[i])` over the shortest of the three slices (callers check lengths).
-#[inline(always)]
+/// `out[i] = op(a[i], b[i])` over the shortest of the three slices (callers check lengths);
+/// built with AVX2 enabled when the CPU has it, as [`broadcast`] is.
 pub(crate) fn elementwise<K: BinaryOp<Elem = i8>>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if super::x86::has_avx2() {
+        // SAFETY: the CPU has AVX2 (checked just above), the only feature the function enables.
+        #[allow(unsafe_code)]
+        unsafe {
+            elementwise_avx2(k, a, b, out);
+        }
+        return;
+    }
+    elementwise_any(k, a, b, out);
+}
+
+/// [`elementwise_any`] compiled with AVX2 enabled (see [`broadcast_run_avx2`]).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2")]
+fn elementwise_avx2<K: BinaryOp<Elem = i8>>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
+    elementwise_any(k, a, b, out);
+}
+
+/// [`elementwise`]'s loop, for every target.
+#[inline(always)]
+fn elementwise_any<K: BinaryOp<Elem = i8>>(k: &K, a: &[i8], b: &[i8], out: &mut [i8]) {
     if K::TABULATE && out.len() >= TABULATE_FROM {
         elementwise_run(&Tabulated::new(k), a, b, out);
     } else {
@@ -401,7 +423,7 @@ fn broadcast_run<K: BinaryOp<Elem = i8>>(
     out: &mut [i8],
 ) {
     if s.is_elementwise() {
-        elementwise(k, a, b, out);
+        elementwise_any(k, a, b, out);
     } else if K::TABULATE && out.len() >= TABULATE_FROM {
         // Tabulate once for the whole nest rather than per run.
         broadcast_nest(&Tabulated::new(k), s, a, b, out);
@@ -628,6 +650,15 @@ mod tests {
                     broadcast_run_avx2(&p, &shape, &a, &b, &mut fast);
                 }
                 broadcast_run(&p, &shape, &a, &b, &mut slow);
+                if shape.is_elementwise() {
+                    let mut direct = std::vec![0_i8; no];
+                    // SAFETY: the CPU has AVX2 (checked above).
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        elementwise_avx2(&p, &a, &b, &mut direct);
+                    }
+                    assert_eq!(direct, slow, "case {case}: elementwise");
+                }
             } else {
                 let Ok(p) = MulParams::new(qa, qb, qo, act) else {
                     continue;
