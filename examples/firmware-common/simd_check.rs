@@ -19,10 +19,10 @@
 //! of QEMU time.
 
 use npu_compute::kernels::int8::{
-    self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
-    DepthwiseShape, Nhwc, Padding, PoolParams, PoolShape, Quant, Window2d,
+    self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams, FcParams,
+    DepthwiseShape, FcPerChannelParams, Nhwc, Padding, PoolParams, PoolShape, Quant, Window2d,
 };
-use npu_compute::kernels::KernelError;
+use npu_compute::kernels::{FcShape, KernelError};
 
 /// Elements of the input, filter and output buffers (a case may use fewer, [`Ranges`]).
 const BUFFER_ELEMS: usize = 8192;
@@ -49,6 +49,10 @@ pub struct Ranges {
     /// −31..=31 and beyond it, which the vector requantization hands to the scalar one)
     /// rather than the usual −10..=1.
     pub wide_shifts_every: u32,
+    /// Input features of a fully connected layer.
+    pub fc_in_features: (i32, i32),
+    /// Output features of a fully connected layer.
+    pub fc_out_features: (i32, i32),
 }
 
 /// The Cortex-M4's cases (the DSP extension).
@@ -63,6 +67,8 @@ pub const DSP: Ranges = Ranges {
     depthwise_size: (1, 10),
     depthwise_channels: (1, 13),
     wide_shifts_every: 0,
+    fc_in_features: (1, 40),
+    fc_out_features: (1, 21),
 };
 
 /// The Cortex-M55's cases (Helium): depths and channel counts past two 16-lane vectors, more
@@ -77,6 +83,8 @@ pub const HELIUM: Ranges = Ranges {
     depthwise_size: (1, 8),
     depthwise_channels: (1, 40),
     wide_shifts_every: 3,
+    fc_in_features: (1, 100),
+    fc_out_features: (1, 40),
 };
 
 /// Why the check failed.
@@ -399,6 +407,81 @@ pub fn pools(ranges: &Ranges) -> Result<u32, SimdCheckError> {
             want,
             &out_simd[..ol],
             &out_ref[..ol],
+        )?);
+    }
+    Ok(ran)
+}
+
+/// Largest fully connected input and output of a case (elements, all batches).
+const FC_ROWS: usize = 512;
+
+/// Runs `ranges.cases` random fully connected layers on both paths, per-tensor and
+/// per-channel in turn (one to three batches, the feature counts of `ranges`, with and
+/// without a bias, multipliers shifting from far right to left); returns how many ran.
+pub fn fully_connected(ranges: &Ranges) -> Result<u32, SimdCheckError> {
+    let r = ranges;
+    let mut rng = Rng(0x6a09_e667);
+    let mut input = [0_i8; FC_ROWS];
+    let mut weights = [0_i8; BUFFER_ELEMS];
+    let mut bias = [0_i32; MAX_CHANNELS];
+    let mut mults = [ChannelMultiplier::default(); MAX_CHANNELS];
+    let (mut out_simd, mut out_ref) = ([0_i8; FC_ROWS], [0_i8; FC_ROWS]);
+    let mut ran = 0;
+    for case in 0..r.cases {
+        let shape = FcShape {
+            batches: rng.range(1, 3) as u32,
+            in_features: rng.range(r.fc_in_features.0, r.fc_in_features.1) as u32,
+            out_features: rng.range(r.fc_out_features.0, r.fc_out_features.1) as u32,
+        };
+        let (i, o, b) = (
+            shape.in_features as usize,
+            shape.out_features as usize,
+            shape.batches as usize,
+        );
+        if i * b > FC_ROWS || o * b > FC_ROWS || i * o > BUFFER_ELEMS || o > MAX_CHANNELS {
+            continue;
+        }
+        let (qi, mut qo, act) = quant(&mut rng);
+        // Output scales from 2⁻¹⁴ to 2⁶ of the product of the others: multipliers shifting
+        // from 14 left to 6 right (TFLM's usual range is a few bits right).
+        qo.scale = 0.05 * 0.01 * (rng.range(1, 1000) as f32) / (1u32 << rng.range(0, 20)) as f32
+            * 64.0;
+        rng.fill(&mut input[..i * b]);
+        rng.fill(&mut weights[..i * o]);
+        // Odd cases per-channel (multipliers as random as the convolutions'), even per-tensor.
+        let wide = r.wide_shifts_every != 0 && case % r.wide_shifts_every == 0;
+        let shifts = if wide { (-40, 40) } else { (-10, 1) };
+        channel_operands(&mut rng, &mut mults[..o], &mut bias[..o], shifts);
+        let with_bias = (case % 3 != 2).then_some(&bias[..o]);
+        let (x, w) = (&input[..i * b], &weights[..i * o]);
+        let (ys, yr) = (&mut out_simd[..o * b], &mut out_ref[..o * b]);
+        let (kernel, got, want) = if case % 2 == 1 {
+            let Ok(p) = FcPerChannelParams::new(qi, qo, act) else {
+                continue;
+            };
+            let m = &mults[..o];
+            (
+                "fully_connected_per_channel",
+                int8::fully_connected_per_channel(&p, shape, m, x, w, with_bias, ys),
+                portable::fully_connected_per_channel(&p, shape, m, x, w, with_bias, yr),
+            )
+        } else {
+            let Ok(p) = FcParams::new(qi, 0.01, qo, act) else {
+                continue;
+            };
+            (
+                "fully_connected",
+                int8::fully_connected(&p, shape, x, w, with_bias, ys),
+                portable::fully_connected(&p, shape, x, w, with_bias, yr),
+            )
+        };
+        ran += u32::from(compare(
+            kernel,
+            case,
+            got,
+            want,
+            &out_simd[..o * b],
+            &out_ref[..o * b],
         )?);
     }
     Ok(ran)

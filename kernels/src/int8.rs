@@ -75,6 +75,7 @@ pub mod conv;
 pub mod dims;
 pub mod elementwise;
 pub mod fc_per_channel;
+mod fc_rows;
 pub mod gather;
 pub mod im2col;
 pub mod l2norm;
@@ -620,6 +621,18 @@ pub fn fully_connected(
     bias: Option<&[i32]>,
     out: &mut [i8],
 ) -> Result<(), KernelError> {
+    fully_connected_with::<mac::Native>(p, shape, input, weights, bias, out)
+}
+
+/// [`fully_connected`] with the dot products and requantization of `M`.
+pub(crate) fn fully_connected_with<M: mac::Mac>(
+    p: &FcParams,
+    shape: FcShape,
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    out: &mut [i8],
+) -> Result<(), KernelError> {
     let lens = shape.lens(core::mem::size_of::<i8>())?;
     check_len("input", lens.input, input.len())?;
     check_len("weights", lens.weights, weights.len())?;
@@ -648,10 +661,11 @@ pub fn fully_connected(
         return Ok(());
     }
 
+    // One multiplier for every channel: the per-channel product with a constant one.
+    let m = ChannelMultiplier::from_raw(p.output_multiplier, p.output_shift);
+    let requant = (p.output_offset, p.activation_min, p.activation_max);
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        // One multiplier for every channel: the per-channel product with a constant one.
-        let m = ChannelMultiplier::from_raw(p.output_multiplier, p.output_shift);
         let layer = conv::x86::FcLayer {
             shape: (
                 lens.output / lens.out_features,
@@ -661,7 +675,7 @@ pub fn fully_connected(
             multipliers: x86::requant::Multipliers::Layer(m),
             bias,
             input_offset: p.input_offset,
-            output: (p.output_offset, p.activation_min, p.activation_max),
+            output: requant,
         };
         if conv::x86::fully_connected(&layer, input, weights, out) {
             return Ok(());
@@ -679,17 +693,8 @@ pub fn fully_connected(
         }) {
             continue;
         }
-        for ((o, w_row), b) in out_row
-            .iter_mut()
-            .zip(weights.chunks_exact(lens.in_features))
-            .zip(biases())
-        {
-            // Each term is at most 128 · 255 in magnitude; the sum wraps like TFLM's int32.
-            let acc = w_row.iter().zip(in_row).fold(0_i32, |acc, (&w, &x)| {
-                acc.wrapping_add(i32::from(w) * (i32::from(x) + offset))
-            });
-            *o = p.requantize(acc.wrapping_add(b));
-        }
+        let m = fc_rows::FcMultipliers::One(m);
+        fc_rows::fc_row::<M>(in_row, offset, weights, bias, m, requant, out_row);
     }
     Ok(())
 }

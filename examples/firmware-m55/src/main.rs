@@ -107,11 +107,13 @@ fn run() -> Result<LayerCounts, Failure> {
     let (convs, depthwise) =
         simd_check::kernels(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     let pools = simd_check::pools(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
+    let fcs = simd_check::fully_connected(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools",
+        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} fully connected",
         convs,
         depthwise,
-        pools
+        pools,
+        fcs
     );
 
     let (arena, staging) = MEMORIES.take().ok_or(Failure::Taken)?;

@@ -469,10 +469,12 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
         return Err(Failure::Mismatch(wrong));
     }
     let (convs, depthwise) = simd_check::kernels(&simd_check::DSP).map_err(Failure::SimdCheck)?;
+    let fcs = simd_check::fully_connected(&simd_check::DSP).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "SIMD kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise",
+        "SIMD kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} fully connected",
         convs,
-        depthwise
+        depthwise,
+        fcs
     );
     cpu_kernels(&ticks, &calibration, &kws_ops)?;
     dispatch(&ticks, &calibration)?;

@@ -28,6 +28,8 @@
 //!
 //! [`channel_multipliers`]: super::channel_multipliers
 
+use super::fc_rows::{fc_row, FcMultipliers};
+use super::mac::{Mac, Native};
 use super::Quant;
 use super::{activation_range, check_quant, requantized_to_i8, Activation, ChannelMultiplier};
 use crate::fixed_point::multiply_by_quantized_multiplier;
@@ -114,6 +116,19 @@ pub fn fully_connected_per_channel(
     bias: Option<&[i32]>,
     out: &mut [i8],
 ) -> Result<(), KernelError> {
+    fully_connected_per_channel_with::<Native>(p, shape, multipliers, input, weights, bias, out)
+}
+
+/// [`fully_connected_per_channel`] with the dot products and requantization of `M`.
+pub(crate) fn fully_connected_per_channel_with<M: Mac>(
+    p: &FcPerChannelParams,
+    shape: FcShape,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    out: &mut [i8],
+) -> Result<(), KernelError> {
     let lens = shape.lens(core::mem::size_of::<i8>())?;
     check_len("input", lens.input, input.len())?;
     check_len("weights", lens.weights, weights.len())?;
@@ -156,6 +171,7 @@ pub fn fully_connected_per_channel(
         }
     }
     let offset = p.input_offset;
+    let requant = (p.output_offset, p.activation_min, p.activation_max);
     for (in_row, out_row) in input
         .chunks_exact(lens.in_features)
         .zip(out.chunks_exact_mut(lens.out_features))
@@ -166,18 +182,8 @@ pub fn fully_connected_per_channel(
         }) {
             continue;
         }
-        for (o, ((y, w_row), &m)) in out_row
-            .iter_mut()
-            .zip(weights.chunks_exact(lens.in_features))
-            .zip(multipliers)
-            .enumerate()
-        {
-            // Each term is at most 128 · 255 in magnitude; the sum wraps like TFLM's int32.
-            let acc = w_row.iter().zip(in_row).fold(0_i32, |acc, (&w, &x)| {
-                acc.wrapping_add(i32::from(w) * (i32::from(x) + offset))
-            });
-            *y = p.requantize(acc.wrapping_add(bias_of(o)), m);
-        }
+        let m = FcMultipliers::PerChannel(multipliers);
+        fc_row::<M>(in_row, offset, weights, bias, m, requant, out_row);
     }
     Ok(())
 }

@@ -126,6 +126,22 @@ pub(crate) trait Mac {
         depthwise_blocks::<Self>(ch, 0, out);
     }
 
+    /// The dot products of two filter rows `w0`, `w1` with one input row `x`, `offset` added
+    /// to every input byte, over the first `n` bytes of each (`n` the shortest length of the
+    /// three), wrapping: `[Σ w0·(x + offset), Σ w1·(x + offset)]` (the fully connected
+    /// kernel's rows, two output features sharing the input's loads).
+    #[inline(always)]
+    fn dot_rows2(x: &[i8], offset: i32, w0: &[i8], w1: &[i8]) -> [i32; 2] {
+        let n = x.len().min(w0.len()).min(w1.len());
+        let (x, w0, w1) = (&x[..n], &w0[..n], &w1[..n]);
+        let dot = |w: &[i8]| {
+            w.iter().zip(x).fold(0_i32, |acc, (&w, &x)| {
+                acc.wrapping_add(i32::from(w) * (i32::from(x) + offset))
+            })
+        };
+        [dot(w0), dot(w1)]
+    }
+
     /// Whether the average pool sums sixteen channels at a time with
     /// [`window_sum16`](Self::window_sum16) rather than in its plain block loop.
     const WINDOW_SUM16: bool = false;

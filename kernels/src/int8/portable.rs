@@ -1,17 +1,23 @@
 //! The portable kernels, whatever the target: the reference that the SIMD paths are tested
 //! against.
 //!
-//! [`conv2d`](super::conv2d), [`depthwise_conv2d`](super::depthwise_conv2d) and
-//! [`average_pool2d`](super::average_pool2d) run their inner loops on the target's SIMD
+//! [`conv2d`](super::conv2d), [`depthwise_conv2d`](super::depthwise_conv2d),
+//! [`average_pool2d`](super::average_pool2d) [`fully_connected`](super::fully_connected) and
+//! [`fully_connected_per_channel`](super::fully_connected_per_channel) run their inner loops on the target's SIMD
 //! instructions where the build has them (the Arm DSP extension: `SXTB16`, `SMLAD` and
 //! friends; Helium: `VMLADAVA`, `VQRDMULH` and friends); these functions run the same kernels on the
 //! plain-Rust operations on every target, so that a firmware can compare the two byte for byte
 //! on its own core. Elsewhere the two are the same code.
 
 use super::conv::{conv2d_with, depthwise_conv2d_with};
+use super::fc_per_channel::fully_connected_per_channel_with;
+use super::fully_connected_with;
 use super::mac::Portable;
 use super::pool::average_pool2d_with;
-use super::{ChannelMultiplier, Conv2dParams, DepthwiseParams, PoolParams};
+use super::{
+    ChannelMultiplier, Conv2dParams, DepthwiseParams, FcParams, FcPerChannelParams, FcShape,
+    PoolParams,
+};
 use crate::KernelError;
 
 /// [`conv2d`](super::conv2d) on the portable path: same operands, errors and bytes.
@@ -43,4 +49,39 @@ pub fn depthwise_conv2d(
 /// bytes.
 pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
     average_pool2d_with::<Portable>(p, input, output)
+}
+
+/// [`fully_connected`](super::fully_connected) on the portable path: same operands, errors and
+/// bytes.
+pub fn fully_connected(
+    p: &FcParams,
+    shape: FcShape,
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    fully_connected_with::<Portable>(p, shape, input, weights, bias, output)
+}
+
+/// [`fully_connected_per_channel`](super::fully_connected_per_channel) on the portable path:
+/// same operands, errors and bytes.
+pub fn fully_connected_per_channel(
+    p: &FcPerChannelParams,
+    shape: FcShape,
+    multipliers: &[ChannelMultiplier],
+    input: &[i8],
+    weights: &[i8],
+    bias: Option<&[i32]>,
+    output: &mut [i8],
+) -> Result<(), KernelError> {
+    fully_connected_per_channel_with::<Portable>(
+        p,
+        shape,
+        multipliers,
+        input,
+        weights,
+        bias,
+        output,
+    )
 }

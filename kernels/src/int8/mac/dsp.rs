@@ -219,6 +219,58 @@ impl Mac for Dsp {
     }
 
     #[inline(always)]
+    fn dot_rows2(x: &[i8], offset: i32, w0: &[i8], w1: &[i8]) -> [i32; 2] {
+        let n = x.len().min(w0.len()).min(w1.len());
+        let groups = n / 4;
+        let (mut a0, mut a1) = (0_i32, 0_i32);
+        if groups > 0 {
+            // SAFETY: the loop runs `groups` ≥ 1 times (checked above), each pass reading one
+            // word at each of `x`, `w0` and `w1` and advancing them by 4: `4 · groups ≤ n`
+            // bytes of each, in bounds (`n` is the shortest length). Word loads need no
+            // alignment on these cores. The input's two widened words (`x + offset`, exact in
+            // 16 bits: `−255..=255`) serve both rows. Pointers are local copies; the
+            // accumulators are the only results.
+            unsafe {
+                asm!(
+                    "2:",
+                    "ldr    {xw}, [{x}], #4",
+                    "sxtb16 {xe}, {xw}",
+                    "sadd16 {xe}, {xe}, {off}",
+                    "sxtb16 {xw}, {xw}, ror #8",
+                    "sadd16 {xw}, {xw}, {off}",
+                    "ldr    {w}, [{w0}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad  {a0}, {xe}, {t}, {a0}",
+                    "sxtb16 {t}, {w}, ror #8",
+                    "smlad  {a0}, {xw}, {t}, {a0}",
+                    "ldr    {w}, [{w1}], #4",
+                    "sxtb16 {t}, {w}",
+                    "smlad  {a1}, {xe}, {t}, {a1}",
+                    "sxtb16 {t}, {w}, ror #8",
+                    "smlad  {a1}, {xw}, {t}, {a1}",
+                    "cmp    {x}, {end}",
+                    "bne    2b",
+                    x = inout(reg) x.as_ptr() => _,
+                    w0 = inout(reg) w0.as_ptr() => _,
+                    w1 = inout(reg) w1.as_ptr() => _,
+                    end = in(reg) x.as_ptr().add(4 * groups),
+                    off = in(reg) offset_pair(offset),
+                    a0 = inout(reg) a0,
+                    a1 = inout(reg) a1,
+                    xw = out(reg) _,
+                    xe = out(reg) _,
+                    w = out(reg) _,
+                    t = out(reg) _,
+                    options(pure, readonly, nostack),
+                );
+            }
+        }
+        let tail = 4 * groups..n;
+        let [t0, t1] = Portable::dot_rows2(&x[tail.clone()], offset, &w0[tail.clone()], &w1[tail]);
+        [a0.wrapping_add(t0), a1.wrapping_add(t1)]
+    }
+
+    #[inline(always)]
     fn widen4(x: u32, offset: i32) -> (u32, u32) {
         let o = offset_pair(offset);
         (sadd16(sxtb16(x), o), sadd16(sxtb16_ror8(x), o))

@@ -478,6 +478,51 @@ impl Mac for Mve {
     }
 
     #[inline(always)]
+    fn dot_rows2(x: &[i8], offset: i32, w0: &[i8], w1: &[i8]) -> [i32; 2] {
+        let n = x.len().min(w0.len()).min(w1.len());
+        let (mut d0, mut d1, mut s0, mut s1) = (0_i32, 0_i32, 0_i32, 0_i32);
+        if n == 0 {
+            return [0; 2];
+        }
+        // SAFETY: the tail-predicated loop runs over `n` ≥ 1 lanes (checked above): its passes
+        // load sixteen bytes from each of the three pointers and advance them by sixteen, the
+        // lanes past `n` predicated off in the last pass (not read). So it reads the first `n`
+        // bytes of `x`, `w0` and `w1`, all in bounds (`n` is the shortest length). The
+        // accumulators are bound to even registers, as `VMLADAVA`/`VADDVA` need. Pointers are
+        // local copies; the sums are the only results.
+        unsafe {
+            asm!(
+                "dlstp.8    lr, {n}",
+                "2:",
+                "vldrb.u8   q0, [{x}], #16",
+                "vldrb.u8   q1, [{w0}], #16",
+                "vmladava.s8 r0, q0, q1",
+                "vaddva.s8  r2, q1",
+                "vldrb.u8   q1, [{w1}], #16",
+                "vmladava.s8 r4, q0, q1",
+                "vaddva.s8  r8, q1",
+                "letp       lr, 2b",
+                n = in(reg) n,
+                x = inout(reg) x.as_ptr() => _,
+                w0 = inout(reg) w0.as_ptr() => _,
+                w1 = inout(reg) w1.as_ptr() => _,
+                inout("r0") d0,
+                inout("r2") s0,
+                inout("r4") d1,
+                inout("r8") s1,
+                out("lr") _,
+                out("q0") _, out("q1") _,
+                options(readonly, nostack),
+            );
+        }
+        // Σ w·(x + o) = Σ w·x + o·Σ w, modulo 2³².
+        [
+            d0.wrapping_add(offset.wrapping_mul(s0)),
+            d1.wrapping_add(offset.wrapping_mul(s1)),
+        ]
+    }
+
+    #[inline(always)]
     fn dot_4x1(x: [&[i8]; 4], w: &[i8]) -> ([i32; 4], i32) {
         let n = x.iter().fold(w.len(), |n, row| n.min(row.len()));
         let (mut a0, mut a1, mut a2, mut a3, mut s) = (0_i32, 0_i32, 0_i32, 0_i32, 0_i32);
