@@ -99,8 +99,11 @@ impl CpuModel {
             // the synthetic 16-channel one (474,340), both within 0.1%. The kernel before it
             // (per-channel requantization beside the accumulators): 8 per tap, 47 per output.
             Rates::new(CALL, 64, 1161, 622),
-            // FullyConnected: 6.06 per MAC, 60 per output.
-            Rates::new(CALL, 97, 0, 960),
+            // FullyConnected (two weight rows per pass over the input on SXTB16/SADD16/SMLAD,
+            // requantized in blocks): 2.16 per MAC, 105 per output. Fitted to the synthetic
+            // 256 -> 32 (21,382 instructions) and 1024 -> 10 (23,502) ones; kws_dscnn's
+            // 64 -> 12 (3,622) within 12%. The scalar loop before it: 6.06 per MAC, 60 per output.
+            Rates::new(CALL, 35, 0, 1680),
             // BatchMatmul: 6.06 per MAC, 162.5 per output.
             Rates::new(CALL, 97, 0, 2600),
             // AveragePool: 6.46 per tap, 49.8 per output.
@@ -210,6 +213,8 @@ impl CpuModel {
             Rates::new(CALL, 111, 606, 2280),
             // Depthwise16: likewise 14 per tap, 42 per output (its synthetic one within 13%).
             Rates::new(CALL, 224, 0, 672),
+            // FullyConnected16 (16x8, the scalar loop): 6.06 per MAC, 60 per output.
+            Rates::new(CALL, 97, 0, 960),
             // Cast: 3.8 per element, 14 more per float-to-integer one (int32 and f32 to int8).
             Rates::new(CALL, 61, 223, 0),
         ],

@@ -327,7 +327,7 @@ impl Operator for FullyConnectedI16 {
         }?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::FullyConnected
+        CpuKernel::FullyConnected16
     }
     fn layer(&self) -> Option<Layer> {
         layer(self.shape).map(|l| Layer {

@@ -206,6 +206,8 @@ pub enum CpuKernel {
     Conv16,
     /// 16x8 depthwise convolution (likewise).
     Depthwise16,
+    /// 16x8 fully connected (int16 activations, int8 weights; per-tensor or per-channel).
+    FullyConnected16,
     /// CAST: a conversion per element, and per float-to-integer one ([`Operator::taps`]) the
     /// saturation.
     Cast,
@@ -213,5 +215,5 @@ pub enum CpuKernel {
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 47;
+    pub const COUNT: usize = 48;
 }
