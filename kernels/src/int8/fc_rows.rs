@@ -84,3 +84,103 @@ pub(crate) fn fc_row<M: Mac>(
         M::requantize_run(&acc[..k], m, fast, out, requant);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::mac::Portable;
+    use super::*;
+    use crate::fixed_point::multiply_by_quantized_multiplier;
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// The plain per-feature loop the blocked rows must equal.
+    fn reference(
+        x: &[i8],
+        offset: i32,
+        weights: &[i8],
+        bias: Option<&[i32]>,
+        m: &[ChannelMultiplier],
+        (zp, min, max): (i32, i32, i32),
+        out: &mut [i8],
+    ) {
+        for (o, (y, w)) in out
+            .iter_mut()
+            .zip(weights.chunks_exact(x.len()))
+            .enumerate()
+        {
+            let acc = w.iter().zip(x).fold(0_i32, |a, (&w, &x)| {
+                a.wrapping_add(i32::from(w) * (i32::from(x) + offset))
+            });
+            let acc = acc.wrapping_add(bias.map_or(0, |b| b[o]));
+            let s = multiply_by_quantized_multiplier(acc, m[o].multiplier(), m[o].shift());
+            *y = s.wrapping_add(zp).max(min).min(max) as i8;
+        }
+    }
+
+    #[test]
+    fn blocked_rows_equal_the_plain_loop() {
+        let mut seed = 0x1234_5678_u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        // Odd and even feature counts, across a block boundary; depths with and without tails.
+        for (case, (n, features)) in [
+            (1, 1),
+            (3, 2),
+            (7, 5),
+            (16, 17),
+            (33, 16),
+            (64, 12),
+            (5, 35),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x: Vec<i8> = (0..n).map(|_| next() as i8).collect();
+            let w: Vec<i8> = (0..n * features).map(|_| next() as i8).collect();
+            let bias: Vec<i32> = (0..features)
+                .map(|_| (next() % 40_000) as i32 - 20_000)
+                .collect();
+            let m: Vec<ChannelMultiplier> = (0..features)
+                .map(|_| {
+                    ChannelMultiplier::from_raw(
+                        (1 << 30) + (next() >> 2) as i32,
+                        -((next() % 12) as i32),
+                    )
+                })
+                .collect();
+            let offset = (next() % 256) as i32 - 127;
+            let requant = ((next() % 256) as i32 - 128, -100, 110);
+            let b = (case % 2 == 0).then_some(&bias[..]);
+            let mut want = vec![0_i8; features];
+            reference(&x, offset, &w, b, &m, requant, &mut want);
+            let mut got = vec![0_i8; features];
+            fc_row::<Portable>(
+                &x,
+                offset,
+                &w,
+                b,
+                FcMultipliers::PerChannel(&m),
+                requant,
+                &mut got,
+            );
+            assert_eq!(got, want, "per-channel, case {case}");
+            let one = vec![m[0]; features];
+            reference(&x, offset, &w, b, &one, requant, &mut want);
+            fc_row::<Portable>(
+                &x,
+                offset,
+                &w,
+                b,
+                FcMultipliers::One(m[0]),
+                requant,
+                &mut got,
+            );
+            assert_eq!(got, want, "per-tensor, case {case}");
+        }
+    }
+}
