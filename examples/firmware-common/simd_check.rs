@@ -2,8 +2,9 @@
 //!
 //! # Why
 //!
-//! On the firmware's targets the int8 convolution and depthwise kernels run their inner loops
-//! on the core's SIMD instructions: the DSP extension (`SXTB16`, `SMLAD`, ...) on the
+//! On the firmware's targets the int8 convolution, depthwise and fully connected kernels (and,
+//! on Helium, the average pool) run their inner loops on the core's SIMD instructions: the DSP
+//! extension (`SXTB16`, `SMLAD`, ...) on the
 //! Cortex-M4 (`examples/firmware`), Helium (`VMLADAVA`, `VMULLB`, `VQRDMULH`, ...) on the
 //! Cortex-M55 (`examples/firmware-m55`). The host's unit tests never execute them: they test
 //! the portable path. [`kernels`] runs both paths here, on the core that executes the
@@ -19,8 +20,9 @@
 //! of QEMU time.
 
 use npu_compute::kernels::int8::{
-    self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams, FcParams,
-    DepthwiseShape, FcPerChannelParams, Nhwc, Padding, PoolParams, PoolShape, Quant, Window2d,
+    self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
+    DepthwiseShape, FcParams, FcPerChannelParams, Nhwc, Padding, PoolParams, PoolShape, Quant,
+    Window2d,
 };
 use npu_compute::kernels::{FcShape, KernelError};
 
@@ -92,7 +94,8 @@ pub const HELIUM: Ranges = Ranges {
 pub enum SimdCheckError {
     /// Case `case` of `kernel` gave different bytes on the SIMD and the portable paths.
     Differs {
-        /// `"conv2d"`, `"depthwise_conv2d"` or `"average_pool2d"`.
+        /// `"conv2d"`, `"depthwise_conv2d"`, `"average_pool2d"`, `"fully_connected"` or
+        /// `"fully_connected_per_channel"`.
         kernel: &'static str,
         /// The case's number.
         case: u32,
@@ -444,8 +447,8 @@ pub fn fully_connected(ranges: &Ranges) -> Result<u32, SimdCheckError> {
         let (qi, mut qo, act) = quant(&mut rng);
         // Output scales from 2⁻¹⁴ to 2⁶ of the product of the others: multipliers shifting
         // from 14 left to 6 right (TFLM's usual range is a few bits right).
-        qo.scale = 0.05 * 0.01 * (rng.range(1, 1000) as f32) / (1u32 << rng.range(0, 20)) as f32
-            * 64.0;
+        qo.scale =
+            0.05 * 0.01 * (rng.range(1, 1000) as f32) / (1u32 << rng.range(0, 20)) as f32 * 64.0;
         rng.fill(&mut input[..i * b]);
         rng.fill(&mut weights[..i * o]);
         // Odd cases per-channel (multipliers as random as the convolutions'), even per-tensor.
