@@ -1,5 +1,6 @@
-//! Multiply-accumulate micro-kernels: the inner loops of the convolutions (and the average
-//! pool's sums), portable, with the Arm DSP extension and with Helium.
+//! Multiply-accumulate micro-kernels: the inner loops of the convolutions, the fully connected
+//! rows ([`Mac::dot_rows2`]) and the average pool's sums, portable, with the Arm DSP extension
+//! and with Helium.
 //!
 //! # Why
 //!

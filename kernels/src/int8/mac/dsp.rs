@@ -1,15 +1,19 @@
 //! [`Mac`] with the Arm DSP extension (`cfg(npu_arm_dsp)`: Armv7E-M, Armv8-M Mainline with
 //! DSP).
 //!
+//! The fully connected rows ([`Mac::dot_rows2`]) are one assembly loop: each input word is
+//! widened once (`SXTB16`, the offset added with `SADD16`) and serves two weight rows.
+//!
 //! Each instruction is one `asm!` statement in a small always-inlined function, so that the
 //! compiler still allocates registers and schedules the loops; `core::arch::arm`'s DSP
 //! intrinsics would do the same but are unstable.
 //!
 //! # Safety of the `asm!` blocks
 //!
-//! Every block is a single data-processing instruction that reads its register operands and
-//! writes its one output register: no memory access (`nomem`), no stack use (`nostack`), no
-//! control flow, and a result that depends only on the inputs (`pure`). The instructions exist
+//! Every block but the loops (each argued where it is) is a single data-processing instruction
+//! that reads its register operands and writes its one output register: no memory access
+//! (`nomem`), no stack use (`nostack`), no control flow, and a result that depends only on the
+//! inputs (`pure`). The instructions exist
 //! on every core this module is compiled for (the build script enables it only for Armv7E-M
 //! and for Armv8-M Mainline cores with the DSP extension). `SMLAD`, `SMLABB`, `SMLATT` may set
 //! the sticky `Q` flag and `SADD16` sets the `GE` flags, which no Rust code reads; those blocks

@@ -22,6 +22,9 @@
 //!   [`mac4_run`](Mac::mac4_run) is the same tap loop for a caller's accumulators.
 //! - [`window_sum16`](Mac::window_sum16) (average pool): sixteen channels summed per window
 //!   pixel in four int32 vectors.
+//! - [`dot_rows2`](Mac::dot_rows2) (fully connected): per sixteen input bytes one input load
+//!   and, for each of the two weight rows, one load, a `VMLADAVA.S8` and its sum (`VADDVA.S8`);
+//!   the input offset enters through the sums afterwards.
 //! - The requantization ([`requantize_run`](Mac::requantize_run) and the loops above), four
 //!   outputs at a time, bit-exact with TFLM's `MultiplyByQuantizedMultiplier`: `VSHL` by the
 //!   left shift (wrapping, as TFLM's `x · 2^left`), `VQRDMULH` (exactly gemmlowp's
