@@ -43,6 +43,8 @@ mod blocked;
 mod depthwise;
 pub(crate) mod int16;
 mod quads;
+#[cfg(test)]
+mod random_cases;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod x86;
 
