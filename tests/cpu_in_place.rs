@@ -8,9 +8,10 @@
 use npu_compute::channel::RefCellChannel;
 use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::graph::Graph;
-use npu_compute::hal::{
-    Capabilities, Cycles, Estimate, ExecutionUnit, Fence, HalError, Job, Npu, Variant,
-};
+mod common;
+
+use common::shim::{Shim, Shimmed};
+use npu_compute::hal::Npu;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, DEFAULT_CHUNKS};
 use npu_compute::ops::{AddI8, DType, Op, OpKind, OpSet, ReluI8};
 use npu_compute::server::{NpuServer, ServerStats};
@@ -19,62 +20,18 @@ use npu_sim::runner::leak_aligned;
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, ETHOS_U55_OPS};
 
 /// The simulator, lending its device memory to the CPU (the part's arena in plain SRAM).
-struct Lent(SimNpu<'static>);
+struct Lending(SimNpu<'static>);
 
-impl Npu for Lent {
-    fn capabilities(&self) -> Capabilities {
-        self.0.capabilities()
+impl Shim for Lending {
+    type Inner = SimNpu<'static>;
+    fn inner(&self) -> &Self::Inner {
+        &self.0
     }
-    fn submit(&mut self, job: &Job<'_>) -> Result<Fence, HalError> {
-        self.0.submit(job)
-    }
-    fn poll(&mut self, fence: Fence) -> nb::Result<(), HalError> {
-        self.0.poll(fence)
-    }
-    fn wait_for_event(&mut self) {
-        self.0.wait_for_event()
-    }
-    fn on_interrupt(&mut self) {
-        self.0.on_interrupt()
-    }
-    fn now(&self) -> Cycles {
-        self.0.now()
-    }
-    fn host_memory(&mut self) -> &mut [u8] {
-        self.0.host_memory()
+    fn inner_mut(&mut self) -> &mut Self::Inner {
+        &mut self.0
     }
     fn device_memory(&mut self) -> Option<&mut [u8]> {
         Some(self.0.device_memory_mut())
-    }
-    fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
-        self.0.map_flash(bytes)
-    }
-    fn unmap_flash(&mut self, segment: u8) {
-        self.0.unmap_flash(segment)
-    }
-    fn supports_variant(&self, op: &Op, variant: Variant) -> bool {
-        self.0.supports_variant(op, variant)
-    }
-    fn tuning_fingerprint(&self) -> u64 {
-        self.0.tuning_fingerprint()
-    }
-    fn host_compute(&mut self, op: &Op) {
-        self.0.host_compute(op)
-    }
-    fn execution_unit(&self, unit: u8) -> ExecutionUnit {
-        self.0.execution_unit(unit)
-    }
-    fn estimate(&mut self, job: &Job<'_>) -> Option<Estimate> {
-        self.0.estimate(job)
-    }
-    fn estimate_host_compute(&self, op: &Op) -> Option<Cycles> {
-        self.0.estimate_host_compute(op)
-    }
-    fn clock_counts_cpu(&self) -> bool {
-        self.0.clock_counts_cpu()
-    }
-    fn reset(&mut self) -> Result<(), HalError> {
-        self.0.reset()
     }
 }
 
@@ -172,7 +129,7 @@ fn chain<H: Npu>(ch: &Channel<H>, plan: bool) -> (Runs, ServerStats) {
 fn a_cpu_operator_in_place_waits_for_the_npu_job_writing_its_input() {
     for plan in [false, true] {
         let (staged, via_staging) = chain(&channel(sim(relu_on_cpu(), 65536)), plan);
-        let (in_place, lent) = chain(&channel(Lent(sim(relu_on_cpu(), 65536))), plan);
+        let (in_place, lent) = chain(&channel(Shimmed(Lending(sim(relu_on_cpu(), 65536)))), plan);
         assert_eq!(in_place, staged, "plan: {plan}");
         assert_eq!((lent.cpu_ops, via_staging.cpu_ops), (3, 3));
         // Through staging each ReLU downloads its input and uploads its output; in place
@@ -185,7 +142,7 @@ fn a_cpu_operator_in_place_waits_for_the_npu_job_writing_its_input() {
 
 #[test]
 fn a_cpu_operator_in_place_waits_for_the_npu_jobs_reading_what_it_overwrites() {
-    let ch = channel(Lent(sim(relu_on_cpu(), 65536)));
+    let ch = channel(Shimmed(Lending(sim(relu_on_cpu(), 65536))));
     let client = ComputeClient::new(&ch);
     let (x, c, v) = (
         client.create(&bytes(3)).unwrap(),
@@ -234,7 +191,7 @@ fn a_graph_with_cpu_operators_in_place_gives_tflms_bytes_with_no_operand_in_stag
             .without(OpKind::Softmax, DType::I8),
         ..SimConfig::default()
     };
-    let ch = channel(Lent(sim(config, 256 * 1024)));
+    let ch = channel(Shimmed(Lending(sim(config, 256 * 1024))));
     let client = ComputeClient::new(&ch);
     let mut graph: Graph<_> = Graph::prepare(client, kws).unwrap();
     for invoke in 0..6 {

@@ -1,7 +1,8 @@
 //! A driver over another that changes only what a test says: the rest of the HAL is forwarded.
 //!
 //! Tests that need a misbehaving or observed driver (one that cannot reset, one whose forced
-//! variant computes wrong bytes, one that logs every job) implement [`Shim`] for their small
+//! variant computes wrong bytes, one that logs every job, one that lends its device memory)
+//! implement [`Shim`] for their small
 //! type and hand [`Shimmed`] of it to the server. Every HAL method is forwarded, the defaults
 //! included, so such a driver differs from the one it wraps only where the test says.
 
@@ -25,6 +26,10 @@ pub trait Shim {
     /// [`Npu::reset`].
     fn reset(&mut self) -> Result<(), HalError> {
         self.inner_mut().reset()
+    }
+    /// [`Npu::device_memory`].
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        self.inner_mut().device_memory()
     }
 }
 
@@ -52,6 +57,9 @@ impl<S: Shim> Npu for Shimmed<S> {
     }
     fn host_memory(&mut self) -> &mut [u8] {
         self.0.inner_mut().host_memory()
+    }
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        self.0.device_memory()
     }
     fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
         self.0.inner_mut().map_flash(bytes)
