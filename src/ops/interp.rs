@@ -249,13 +249,17 @@ pub fn split_writable<'m>(
     let mut views = heapless::Vec::new();
     for &(start, len) in inputs {
         start.checked_add(len)?;
-        let view = if len == 0 {
-            &[][..]
-        } else {
-            gaps.iter().find_map(|&(g, bytes)| {
-                let from = start.checked_sub(g)?;
-                bytes.get(from..from + len)
-            })?
+        let within = gaps.iter().find_map(|&(g, bytes)| {
+            let from = start.checked_sub(g)?;
+            bytes.get(from..from + len)
+        });
+        let view = match within {
+            Some(view) => view,
+            // An empty input inside a writable range: empty, but at the memory's start, so
+            // that it is as aligned as the memory (a kernel that views it as `f32` or `i32`
+            // checks its alignment; `&[]` would sit at address 1).
+            None if len == 0 => gaps.first().map(|&(_, bytes)| &bytes[..0])?,
+            None => return None,
         };
         views.push(view).ok()?;
     }
@@ -280,6 +284,23 @@ mod tests {
         let (out, ins) = split_operands(&mut m, (32, 4), &[(0, 4), (0, 4), (40, 4)]).unwrap();
         out[0] = 1;
         assert_eq!(ins.len(), 3);
+    }
+
+    /// An operator of no elements over empty operands runs, wherever they lie: an empty input
+    /// is viewed inside the memory (as aligned as it), not at `&[]`'s address 1, which an
+    /// `f32` kernel's alignment check refused (a 0-element ReLU failed its job).
+    #[test]
+    fn empty_operands_run_aligned() {
+        #[repr(align(4))]
+        struct Memory([u8; 64]);
+        let mut m = Memory([0; 64]);
+        let relu = Op::ReluF32(ReluF32 { len: 0 });
+        for (input, output) in [(16, 32), (32, 32), (40, 8)] {
+            let ran = run_over(&relu, &mut m.0, (output, 0), &[InputBytes::At(input, 0)]);
+            assert_eq!(ran, Some(Ok(())), "input at {input}, output at {output}");
+        }
+        let (_, ins) = split_writable(&mut m.0, &[(0, 8)], &[(4, 0), (16, 0)]).unwrap();
+        assert!(ins.iter().all(|v| (v.as_ptr() as usize).is_multiple_of(4)));
     }
 
     #[test]
