@@ -20,8 +20,8 @@
 //! of QEMU time.
 
 use npu_compute::kernels::int8::{
-    self, portable, Activation, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
-    DepthwiseShape, FcParams, FcPerChannelParams, Nhwc, Padding, PoolParams, PoolShape, Quant,
+    self, portable, Activation, AddParams, ChannelMultiplier, Conv2dParams, Conv2dShape, DepthwiseParams,
+    DepthwiseShape, FcParams, FcPerChannelParams, MulParams, Nhwc, Padding, PoolParams, PoolShape, Quant,
     Window2d,
 };
 use npu_compute::kernels::{FcShape, KernelError};
@@ -94,8 +94,8 @@ pub const HELIUM: Ranges = Ranges {
 pub enum SimdCheckError {
     /// Case `case` of `kernel` gave different bytes on the SIMD and the portable paths.
     Differs {
-        /// `"conv2d"`, `"depthwise_conv2d"`, `"average_pool2d"`, `"fully_connected"` or
-        /// `"fully_connected_per_channel"`.
+        /// `"conv2d"`, `"depthwise_conv2d"`, `"average_pool2d"`, `"fully_connected"`,
+        /// `"fully_connected_per_channel"`, `"add"` or `"mul"`.
         kernel: &'static str,
         /// The case's number.
         case: u32,
@@ -488,4 +488,59 @@ pub fn fully_connected(ranges: &Ranges) -> Result<u32, SimdCheckError> {
         )?);
     }
     Ok(ran)
+}
+
+/// Longest elementwise case (elements).
+const ELEMENTWISE_LEN: usize = 300;
+
+/// Runs `ranges.cases` random same-shape ADDs and as many MULs on both paths: lengths 1 to
+/// 300 (every tail of the vector loops), inputs starting at any byte, random zero points,
+/// scales from a quarter to four times each other (ADD; its rescalings shift right by 0 to a
+/// dozen bits) or output scales that shift MUL's product from 8 bits left to 40 right (beyond
+/// −31, where the vector path hands over to the portable one), and every fused activation.
+/// Returns how many ADDs and MULs ran.
+pub fn elementwise(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
+    let mut rng = Rng(0x3c6e_f372);
+    let mut a = [0_i8; ELEMENTWISE_LEN + 3];
+    let mut b = [0_i8; ELEMENTWISE_LEN + 3];
+    let (mut out_simd, mut out_ref) = ([0_i8; ELEMENTWISE_LEN], [0_i8; ELEMENTWISE_LEN]);
+    let (mut adds, mut muls) = (0, 0);
+    for case in 0..ranges.cases {
+        let n = rng.range(1, ELEMENTWISE_LEN as i32) as usize;
+        let (ia, ib) = (rng.range(0, 3) as usize, rng.range(0, 3) as usize);
+        rng.fill(&mut a);
+        rng.fill(&mut b);
+        let (x, y) = (&a[ia..ia + n], &b[ib..ib + n]);
+        let act = match rng.range(0, 3) {
+            0 => Activation::None,
+            1 => Activation::Relu,
+            2 => Activation::Relu6,
+            _ => Activation::ReluN1To1,
+        };
+        let q = |rng: &mut Rng, scale: f32| Quant {
+            scale,
+            zero_point: rng.range(-128, 127),
+        };
+        let qa = q(&mut rng, 0.01);
+        let sb = 0.0025 * rng.range(1, 16) as f32;
+        let qb = q(&mut rng, sb);
+        let s_add = 0.002 * rng.range(1, 64) as f32;
+        let q_add = q(&mut rng, s_add);
+        let s_mul = 0.000_025 * (rng.range(1, 1000) as f32) * (1 << rng.range(0, 14)) as f32
+            / (1u64 << rng.range(0, 36)) as f32;
+        let q_mul = q(&mut rng, s_mul);
+        if let Ok(p) = AddParams::new(qa, qb, q_add, act) {
+            let got = int8::add(&p, x, y, &mut out_simd[..n]);
+            let want = portable::add(&p, x, y, &mut out_ref[..n]);
+            let (s, r) = (&out_simd[..n], &out_ref[..n]);
+            adds += u32::from(compare("add", case, got, want, s, r)?);
+        }
+        if let Ok(p) = MulParams::new(qa, qb, q_mul, act) {
+            let got = int8::mul(&p, x, y, &mut out_simd[..n]);
+            let want = portable::mul(&p, x, y, &mut out_ref[..n]);
+            let (s, r) = (&out_simd[..n], &out_ref[..n]);
+            muls += u32::from(compare("mul", case, got, want, s, r)?);
+        }
+    }
+    Ok((adds, muls))
 }

@@ -67,6 +67,9 @@ use crate::fixed_point::{
 use crate::{check_len, FcShape, KernelError};
 
 pub mod arg_min_max;
+#[cfg(npu_arm_mve)]
+#[allow(unsafe_code)]
+mod arith_mve;
 pub mod batch_matmul;
 pub mod broadcast;
 pub mod cast;
@@ -576,8 +579,12 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
     if x86::add::add(p, a, b, out) {
         return Ok(());
     }
+    #[cfg(npu_arm_mve)]
+    let done = arith_mve::add(p, a, b, out);
+    #[cfg(not(npu_arm_mve))]
+    let done = 0;
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
-    broadcast::elementwise(p, a, b, out);
+    broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())
 }
 
@@ -587,8 +594,12 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
 pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
+    #[cfg(npu_arm_mve)]
+    let done = arith_mve::mul(p, a, b, out);
+    #[cfg(not(npu_arm_mve))]
+    let done = 0;
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
-    broadcast::elementwise(p, a, b, out);
+    broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())
 }
 

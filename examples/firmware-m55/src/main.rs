@@ -108,12 +108,15 @@ fn run() -> Result<LayerCounts, Failure> {
         simd_check::kernels(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     let pools = simd_check::pools(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     let fcs = simd_check::fully_connected(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
+    let (adds, muls) = simd_check::elementwise(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} fully connected",
+        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} fully connected, {=u32} adds, {=u32} muls",
         convs,
         depthwise,
         pools,
-        fcs
+        fcs,
+        adds,
+        muls
     );
 
     let (arena, staging) = MEMORIES.take().ok_or(Failure::Taken)?;

@@ -15,10 +15,10 @@ use super::fully_connected_with;
 use super::mac::Portable;
 use super::pool::average_pool2d_with;
 use super::{
-    ChannelMultiplier, Conv2dParams, DepthwiseParams, FcParams, FcPerChannelParams, FcShape,
+    broadcast, AddParams, ChannelMultiplier, MulParams, Conv2dParams, DepthwiseParams, FcParams, FcPerChannelParams, FcShape,
     PoolParams,
 };
-use crate::KernelError;
+use crate::{check_len, KernelError};
 
 /// [`conv2d`](super::conv2d) on the portable path: same operands, errors and bytes.
 pub fn conv2d(
@@ -84,4 +84,20 @@ pub fn fully_connected_per_channel(
         bias,
         output,
     )
+}
+
+/// [`add`](super::add) on the portable path: same operands, errors and bytes.
+pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
+    check_len("b", a.len(), b.len())?;
+    check_len("output", a.len(), out.len())?;
+    broadcast::elementwise(p, a, b, out);
+    Ok(())
+}
+
+/// [`mul`](super::mul) on the portable path: same operands, errors and bytes.
+pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
+    check_len("b", a.len(), b.len())?;
+    check_len("output", a.len(), out.len())?;
+    broadcast::elementwise(p, a, b, out);
+    Ok(())
 }
