@@ -2,12 +2,13 @@
 //! against.
 //!
 //! [`conv2d`](super::conv2d), [`depthwise_conv2d`](super::depthwise_conv2d),
-//! [`average_pool2d`](super::average_pool2d) [`fully_connected`](super::fully_connected) and
-//! [`fully_connected_per_channel`](super::fully_connected_per_channel) run their inner loops on the target's SIMD
-//! instructions where the build has them (the Arm DSP extension: `SXTB16`, `SMLAD` and
-//! friends; Helium: `VMLADAVA`, `VQRDMULH` and friends); these functions run the same kernels on the
-//! plain-Rust operations on every target, so that a firmware can compare the two byte for byte
-//! on its own core. Elsewhere the two are the same code.
+//! [`average_pool2d`](super::average_pool2d), [`fully_connected`](super::fully_connected),
+//! [`fully_connected_per_channel`](super::fully_connected_per_channel), [`add`](super::add)
+//! and [`mul`](super::mul) run their inner loops on the target's SIMD instructions where the
+//! build has them (the Arm DSP extension: `SXTB16`, `SMLAD` and friends; Helium: `VMLADAVA`,
+//! `VQRDMULH` and friends); these functions run the same kernels on the plain-Rust operations
+//! on every target, so that a firmware can compare the two byte for byte on its own core.
+//! Elsewhere the two are the same code.
 
 use super::conv::{conv2d_with, depthwise_conv2d_with};
 use super::fc_per_channel::fully_connected_per_channel_with;
@@ -15,8 +16,8 @@ use super::fully_connected_with;
 use super::mac::Portable;
 use super::pool::average_pool2d_with;
 use super::{
-    broadcast, AddParams, ChannelMultiplier, MulParams, Conv2dParams, DepthwiseParams, FcParams, FcPerChannelParams, FcShape,
-    PoolParams,
+    broadcast, AddParams, ChannelMultiplier, Conv2dParams, DepthwiseParams, FcParams,
+    FcPerChannelParams, FcShape, MulParams, PoolParams,
 };
 use crate::{check_len, KernelError};
 
