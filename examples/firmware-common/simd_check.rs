@@ -95,7 +95,7 @@ pub enum SimdCheckError {
     /// Case `case` of `kernel` gave different bytes on the SIMD and the portable paths.
     Differs {
         /// `"conv2d"`, `"depthwise_conv2d"`, `"average_pool2d"`, `"fully_connected"`,
-        /// `"fully_connected_per_channel"`, `"add"` or `"mul"`.
+        /// `"fully_connected_per_channel"`, `"add"`, `"mul"` or `"max_pool2d"`.
         kernel: &'static str,
         /// The case's number.
         case: u32,
@@ -363,15 +363,16 @@ pub fn kernels(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
     Ok((convs, depthwise))
 }
 
-/// Runs `ranges.cases` random average pools on both paths (windows 1–5, strides 1–3, SAME or
-/// VALID, the depthwise sizes and channel counts of `ranges`); returns how many ran.
+/// Runs `ranges.cases` random average pools and max pools on both paths (windows 1–5,
+/// strides 1–3, SAME or VALID, the depthwise sizes and channel counts of `ranges`, every
+/// with and without RELU); returns how many of each ran.
 #[allow(dead_code)] // The Cortex-M55's check: the Cortex-M4 pools on the portable path only.
-pub fn pools(ranges: &Ranges) -> Result<u32, SimdCheckError> {
+pub fn pools(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
     let r = ranges;
     let mut rng = Rng(0x2545_f491);
     let mut input = [0_i8; BUFFER_ELEMS];
     let (mut out_simd, mut out_ref) = ([0_i8; BUFFER_ELEMS], [0_i8; BUFFER_ELEMS]);
-    let mut ran = 0;
+    let (mut ran, mut max_pools) = (0, 0);
     for case in 0..r.cases {
         let shape = PoolShape {
             input: Nhwc {
@@ -411,8 +412,12 @@ pub fn pools(ranges: &Ranges) -> Result<u32, SimdCheckError> {
             &out_simd[..ol],
             &out_ref[..ol],
         )?);
+        let got = int8::max_pool2d(&p, &input[..il], &mut out_simd[..ol]);
+        let want = portable::max_pool2d(&p, &input[..il], &mut out_ref[..ol]);
+        let (s, r) = (&out_simd[..ol], &out_ref[..ol]);
+        max_pools += u32::from(compare("max_pool2d", case, got, want, s, r)?);
     }
-    Ok(ran)
+    Ok((ran, max_pools))
 }
 
 /// Largest fully connected input and output of a case (elements, all batches).

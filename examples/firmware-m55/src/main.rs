@@ -106,14 +106,15 @@ fn run() -> Result<LayerCounts, Failure> {
 
     let (convs, depthwise) =
         simd_check::kernels(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
-    let pools = simd_check::pools(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
+    let (pools, max_pools) = simd_check::pools(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     let fcs = simd_check::fully_connected(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     let (adds, muls) = simd_check::elementwise(&simd_check::HELIUM).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} fully connected, {=u32} adds, {=u32} muls",
+        "SIMD kernels (Helium unless NPU_KERNELS_MVE=0) give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} max pools, {=u32} fully connected, {=u32} adds, {=u32} muls",
         convs,
         depthwise,
         pools,
+        max_pools,
         fcs,
         adds,
         muls

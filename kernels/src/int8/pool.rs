@@ -317,12 +317,40 @@ pub(crate) fn average_pool2d_with<M: Mac>(
 ///
 /// Layouts and errors as [`average_pool2d`].
 pub fn max_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    max_pool2d_with(p, input, output, cfg!(npu_arm_mve))
+}
+
+/// [`max_pool2d`], sixteen channels at a time on Helium when `vector` (and the build has it).
+pub(crate) fn max_pool2d_with(
+    p: &PoolParams,
+    input: &[i8],
+    output: &mut [i8],
+    vector: bool,
+) -> Result<(), KernelError> {
     // The range lies within int8 (activation_range guarantees it).
     let (lo, hi) = (p.activation_min as i8, p.activation_max as i8);
     let c = p.channels;
     let row_len = p.cols.in_size * c;
     p.for_each_pixel(input, output, |ys, xs, image, out_px| {
         let mut c0 = 0;
+        #[cfg(npu_arm_mve)]
+        if vector {
+            let start = ys.start * row_len + xs.start * c;
+            while c0 + 16 <= c {
+                let rows = (ys.len(), row_len);
+                let window = (xs.len(), c);
+                let Some(max) = super::arith_mve::window_max16(image, start + c0, rows, window)
+                else {
+                    break;
+                };
+                for (o, &a) in out_px[c0..c0 + 16].iter_mut().zip(&max) {
+                    *o = a.max(lo).min(hi);
+                }
+                c0 += 16;
+            }
+        }
+        #[cfg(not(npu_arm_mve))]
+        let _ = vector;
         while c0 < c {
             let n = BLOCK.min(c - c0);
             let mut acc = [i8::MIN; BLOCK];

@@ -2,7 +2,8 @@
 //! against.
 //!
 //! [`conv2d`](super::conv2d), [`depthwise_conv2d`](super::depthwise_conv2d),
-//! [`average_pool2d`](super::average_pool2d), [`fully_connected`](super::fully_connected),
+//! [`average_pool2d`](super::average_pool2d), [`max_pool2d`](super::max_pool2d),
+//! [`fully_connected`](super::fully_connected),
 //! [`fully_connected_per_channel`](super::fully_connected_per_channel), [`add`](super::add)
 //! and [`mul`](super::mul) run their inner loops on the target's SIMD instructions where the
 //! build has them (the Arm DSP extension: `SXTB16`, `SMLAD` and friends; Helium: `VMLADAVA`,
@@ -14,7 +15,7 @@ use super::conv::{conv2d_with, depthwise_conv2d_with};
 use super::fc_per_channel::fully_connected_per_channel_with;
 use super::fully_connected_with;
 use super::mac::Portable;
-use super::pool::average_pool2d_with;
+use super::pool::{average_pool2d_with, max_pool2d_with};
 use super::{
     broadcast, AddParams, ChannelMultiplier, Conv2dParams, DepthwiseParams, FcParams,
     FcPerChannelParams, FcShape, MulParams, PoolParams,
@@ -50,6 +51,11 @@ pub fn depthwise_conv2d(
 /// bytes.
 pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
     average_pool2d_with::<Portable>(p, input, output)
+}
+
+/// [`max_pool2d`](super::max_pool2d) on the portable path: same operands, errors and bytes.
+pub fn max_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
+    max_pool2d_with(p, input, output, false)
 }
 
 /// [`fully_connected`](super::fully_connected) on the portable path: same operands, errors and
