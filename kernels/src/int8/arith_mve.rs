@@ -62,9 +62,10 @@ pub(super) fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
     ]);
     // SAFETY: five 16-byte loads of `k` (80 bytes, 16-byte aligned); the loop runs `passes`
     // ≥ 1 times (`le` counts `lr` down), reading four bytes of `a` and of `b` and writing four
-    // of `out` per pass: `4 · passes ≤ n` bytes of each, in bounds by the `min` above; `out` is borrowed mutably here. The shifts are in −31..=0
-    // (checked above), where this is TFLM's arithmetic (module docs). Pointers are local
-    // copies; every vector register written is a clobber.
+    // of `out` per pass: `4 · passes ≤ n` bytes of each, in bounds by the `min` above; `out`
+    // is borrowed mutably here. The shifts are in −31..=0 (checked above), where this is
+    // TFLM's arithmetic (module docs). Pointers are local copies; every vector register
+    // written is a clobber.
     unsafe {
         asm!(
             "vldrw.u32  q3, [{k}]",
