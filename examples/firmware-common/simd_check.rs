@@ -501,9 +501,9 @@ const ELEMENTWISE_LEN: usize = 300;
 /// Runs `ranges.cases` random same-shape ADDs and as many MULs on both paths: lengths 1 to
 /// 300 (every tail of the vector loops), inputs starting at any byte, random zero points,
 /// scales from a quarter to four times each other (ADD; its rescalings shift right by 0 to a
-/// dozen bits) or output scales that shift MUL's product from 8 bits left to 40 right (beyond
-/// −31, where the vector path hands over to the portable one), and every fused activation.
-/// Returns how many ADDs and MULs ran.
+/// dozen bits) or output scales that shift MUL's product from about 23 bits right to 31 left
+/// (larger multipliers fail `MulParams::new`, and the case skips MUL), and every fused
+/// activation. Returns how many ADDs and MULs ran.
 // The Cortex-M55's check: the Cortex-M4 adds and multiplies on the portable path.
 #[allow(dead_code)]
 pub fn elementwise(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
