@@ -5,19 +5,19 @@
 //! when the simulated NPU has finished it and the server has waited, so a CPU that read an
 //! input before its writer ended, or wrote an output a job still read, would give other bytes.
 
+mod common;
+
+use common::chain::{add, bytes, relu, relu_on_cpu, LEN};
+use common::shim::{Shim, Shimmed};
 use npu_compute::channel::RefCellChannel;
 use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::graph::Graph;
-mod common;
-
-use common::shim::{Shim, Shimmed};
 use npu_compute::hal::Npu;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, DEFAULT_CHUNKS};
-use npu_compute::ops::{AddI8, DType, Op, OpKind, OpSet, ReluI8};
+use npu_compute::ops::{DType, OpKind};
 use npu_compute::server::{NpuServer, ServerStats};
-use npu_kernels::int8::{Activation, AddParams, Quant, ReluParams};
 use npu_sim::runner::leak_aligned;
-use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, ETHOS_U55_OPS};
+use npu_sim::{AlignedMemory, SimConfig, SimNpu, ETHOS_U55_OPS};
 
 /// The simulator, lending its device memory to the CPU (the part's arena in plain SRAM).
 struct Lending(SimNpu<'static>);
@@ -46,43 +46,6 @@ fn sim(config: SimConfig, device: usize) -> SimNpu<'static> {
 
 fn channel<H: Npu>(npu: H) -> Channel<H> {
     RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
-}
-
-const LEN: u32 = 64;
-
-/// ReLU on the CPU: the NPU runs ADD only.
-fn relu_on_cpu() -> SimConfig {
-    SimConfig {
-        ops: OpSet::EMPTY.with(OpKind::Add, DType::I8),
-        ..SimConfig::default()
-    }
-}
-
-fn q(scale: f32, zero_point: i32) -> Quant {
-    Quant { scale, zero_point }
-}
-
-fn add() -> Op {
-    let p = AddParams::new(q(0.05, 1), q(0.04, -2), q(0.08, 3), Activation::None).unwrap();
-    Op::AddI8(AddI8 {
-        len: LEN,
-        params: p,
-    })
-}
-
-fn relu() -> Op {
-    let p = ReluParams::new(q(0.08, 3), q(0.08, 3)).unwrap();
-    Op::ReluI8(ReluI8 {
-        len: LEN,
-        params: p,
-    })
-}
-
-fn bytes(seed: u32) -> Vec<u8> {
-    workloads::pseudo_random_i8(seed, LEN as usize)
-        .iter()
-        .map(|&v| v as u8)
-        .collect()
 }
 
 /// The bytes of `z` and `w` of each run of [`chain`].
@@ -128,8 +91,8 @@ fn chain<H: Npu>(ch: &Channel<H>, plan: bool) -> (Runs, ServerStats) {
 #[test]
 fn a_cpu_operator_in_place_waits_for_the_npu_job_writing_its_input() {
     for plan in [false, true] {
-        let (staged, via_staging) = chain(&channel(sim(relu_on_cpu(), 65536)), plan);
-        let (in_place, lent) = chain(&channel(Shimmed(Lending(sim(relu_on_cpu(), 65536)))), plan);
+        let (staged, via_staging) = chain(&channel(sim(relu_on_cpu(1), 65536)), plan);
+        let (in_place, lent) = chain(&channel(Shimmed(Lending(sim(relu_on_cpu(1), 65536)))), plan);
         assert_eq!(in_place, staged, "plan: {plan}");
         assert_eq!((lent.cpu_ops, via_staging.cpu_ops), (3, 3));
         // Through staging each ReLU downloads its input and uploads its output; in place
@@ -142,7 +105,7 @@ fn a_cpu_operator_in_place_waits_for_the_npu_job_writing_its_input() {
 
 #[test]
 fn a_cpu_operator_in_place_waits_for_the_npu_jobs_reading_what_it_overwrites() {
-    let ch = channel(Shimmed(Lending(sim(relu_on_cpu(), 65536))));
+    let ch = channel(Shimmed(Lending(sim(relu_on_cpu(1), 65536))));
     let client = ComputeClient::new(&ch);
     let (x, c, v) = (
         client.create(&bytes(3)).unwrap(),

@@ -7,20 +7,18 @@
 
 mod common;
 
+use common::chain::{add, bytes, relu, relu_on_cpu, LEN};
 use common::*;
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::graph::Graph;
 use npu_compute::hal::{HalError, Npu};
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, DEFAULT_CHUNKS};
-use npu_compute::ops::{AddI8, DType, Op, OpKind, OpSet, ReluI8};
+use npu_compute::ops::{DType, OpKind};
 use npu_compute::server::NpuServer;
 use npu_compute::{Capacity, Error};
-use npu_kernels::int8::{Activation, AddParams, Quant, ReluParams};
 use npu_sim::runner::{self, leak_aligned, SimGraph};
 use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu, CODE_DEPENDENCY_FAILED, ETHOS_U55_OPS};
-
-const LEN: u32 = 64;
 
 /// A server over `host` bytes of staging with at most `STAGING` staging blocks.
 fn channel_with<const STAGING: usize>(
@@ -31,42 +29,6 @@ fn channel_with<const STAGING: usize>(
     let host = &mut Box::leak(Box::new(AlignedMemory::<65536>::new())).as_mut_slice()[..host];
     let npu = SimNpu::new(device.as_mut_slice(), host, config).unwrap();
     RefCellChannel::new(NpuServer::new(npu, MemoryConfig::default()).unwrap())
-}
-
-/// ReLU on the CPU: the NPU runs ADD only.
-fn relu_on_cpu(units: u8) -> SimConfig {
-    SimConfig {
-        ops: OpSet::EMPTY.with(OpKind::Add, DType::I8),
-        execution_units: units,
-        ..SimConfig::default()
-    }
-}
-
-fn q(scale: f32, zero_point: i32) -> Quant {
-    Quant { scale, zero_point }
-}
-
-fn add() -> Op {
-    let p = AddParams::new(q(0.05, 1), q(0.04, -2), q(0.08, 3), Activation::None).unwrap();
-    Op::AddI8(AddI8 {
-        len: LEN,
-        params: p,
-    })
-}
-
-fn relu() -> Op {
-    let p = ReluParams::new(q(0.08, 3), q(0.08, 3)).unwrap();
-    Op::ReluI8(ReluI8 {
-        len: LEN,
-        params: p,
-    })
-}
-
-fn bytes(seed: u32) -> Vec<u8> {
-    workloads::pseudo_random_i8(seed, LEN as usize)
-        .iter()
-        .map(|&v| v as u8)
-        .collect()
 }
 
 /// `y = add(x, c)`, `z = relu(y)`, `u = add(x, c)`, `w = add(z, u)`, with `execute` on an NPU

@@ -3,17 +3,19 @@
 //! simulator's trace in `engine.rs`, its tuned variants (an im2col step, and the scratch
 //! it replaces when a larger one joins) there too.
 
+mod common;
+
+use common::chain::{add, bytes, relu, LEN};
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::{ComputeClient, JobPlan};
-use npu_compute::ops::{AddI8, DType, Op, OpKind, OpSet, ReluI8};
+use npu_compute::ops::{DType, Op, OpKind, OpSet};
 
 use npu_compute::memory::MemoryConfig;
 use npu_compute::server::NpuServer;
 use npu_compute::tune::{TuneConfig, TuneMode};
 use npu_compute::JobPlanError;
 use npu_compute::{Capacity, Error};
-use npu_kernels::int8::{Activation, AddParams, Quant, ReluParams};
-use npu_sim::{workloads, AlignedMemory, SimConfig, SimNpu};
+use npu_sim::{AlignedMemory, SimConfig, SimNpu};
 
 type Server = NpuServer<SimNpu<'static>>;
 type Channel = RefCellChannel<Server>;
@@ -28,35 +30,6 @@ fn tuned_channel(config: SimConfig, mode: TuneMode) -> Channel {
     let npu = SimNpu::new(device.as_mut_slice(), host.as_mut_slice(), config).unwrap();
     let server = NpuServer::new(npu, MemoryConfig::default()).unwrap();
     RefCellChannel::new(server.with_tuning(mode, TuneConfig::DEFAULT))
-}
-
-const LEN: u32 = 64;
-
-fn q(scale: f32, zero_point: i32) -> Quant {
-    Quant { scale, zero_point }
-}
-
-fn add() -> Op {
-    let p = AddParams::new(q(0.05, 1), q(0.04, -2), q(0.08, 3), Activation::None).unwrap();
-    Op::AddI8(AddI8 {
-        len: LEN,
-        params: p,
-    })
-}
-
-fn relu() -> Op {
-    let p = ReluParams::new(q(0.08, 3), q(0.08, 3)).unwrap();
-    Op::ReluI8(ReluI8 {
-        len: LEN,
-        params: p,
-    })
-}
-
-fn bytes(seed: u32) -> Vec<u8> {
-    workloads::pseudo_random_i8(seed, LEN as usize)
-        .iter()
-        .map(|&v| v as u8)
-        .collect()
 }
 
 /// `y = add(x, c)`, `z = relu(y)`, `w = add(z, x)` with `execute`: the reference.

@@ -1,7 +1,9 @@
-//! Shared by the integration tests: a tiny flatbuffer writer for hand-made `.tflite` models, and
-//! drivers that wrap the simulator ([`shim`]).
+//! Shared by the integration tests: a tiny flatbuffer writer for hand-made `.tflite` models,
+//! drivers that wrap the simulator ([`shim`]), and the operators of the job-plan tests
+//! ([`chain`]).
 #![allow(dead_code)]
 
+pub mod chain;
 pub mod shim;
 
 use std::collections::VecDeque;
