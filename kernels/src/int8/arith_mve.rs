@@ -22,6 +22,7 @@
 
 use core::arch::asm;
 
+use super::mac::mve::rounding_divide_by_pot;
 use super::{AddParams, MulParams, ADD_LEFT_SHIFT};
 
 /// ADD's vector constants, one per 16-byte row (for `VLDRW`): the two shifted input offsets,
@@ -82,24 +83,12 @@ pub(super) fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
             "vadd.i32   q0, q0, q3",
             "vadd.i32   q1, q1, q4",
             "vqrdmulh.s32 q0, q0, {m1}",
-            "vdup.32    q2, {s1}",
-            "vand       q2, q2, q0",
-            "vshr.s32   q2, q2, #31",
-            "vqadd.s32  q0, q0, q2",
-            "vrshl.s32  q0, {s1}",
+            rounding_divide_by_pot!(scalar "q0", "q2", "{s1}"),
             "vqrdmulh.s32 q1, q1, {m2}",
-            "vdup.32    q2, {s2}",
-            "vand       q2, q2, q1",
-            "vshr.s32   q2, q2, #31",
-            "vqadd.s32  q1, q1, q2",
-            "vrshl.s32  q1, {s2}",
+            rounding_divide_by_pot!(scalar "q1", "q2", "{s2}"),
             "vadd.i32   q0, q0, q1",
             "vqrdmulh.s32 q0, q0, {mo}",
-            "vdup.32    q2, {so}",
-            "vand       q2, q2, q0",
-            "vshr.s32   q2, q2, #31",
-            "vqadd.s32  q0, q0, q2",
-            "vrshl.s32  q0, {so}",
+            rounding_divide_by_pot!(scalar "q0", "q2", "{so}"),
             "vadd.i32   q0, q0, q7",
             "vmax.s32   q0, q0, q5",
             "vmin.s32   q0, q0, q6",
@@ -156,10 +145,7 @@ pub(super) fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
             "vmul.i32   q0, q0, q1",
             "vshl.s32   q0, {left}",
             "vqrdmulh.s32 q0, q0, {m}",
-            "vand       q2, q7, q0",
-            "vshr.s32   q2, q2, #31",
-            "vqadd.s32  q0, q0, q2",
-            "vrshl.s32  q0, {right}",
+            rounding_divide_by_pot!(splat "q0", "q2", "q7", "{right}"),
             "vadd.i32   q0, q0, {oo}",
             "vmax.s32   q0, q0, q5",
             "vmin.s32   q0, q0, q6",

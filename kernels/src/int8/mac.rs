@@ -712,4 +712,4 @@ mod dsp;
 
 #[cfg(npu_arm_mve)]
 #[allow(unsafe_code)]
-mod mve;
+pub(super) mod mve;

@@ -51,6 +51,45 @@
 
 use core::arch::asm;
 
+/// The assembly lines of gemmlowp's `RoundingDivideByPOT` on the four lanes of `$x` (module
+/// docs: `VRSHL` rounds halves up, so a negative lane shifted right is lowered by one first),
+/// `$t` clobbered. Three forms, by where the shift is:
+///
+/// - `vector`: a vector of per-lane shifts, `min(shift, 0)` (whose sign bits say which lanes
+///   shift right);
+/// - `scalar`: one shift in a general register, splatted into `$t` for its sign;
+/// - `splat`: one shift in a general register, already splatted into `$sign` outside a loop.
+macro_rules! rounding_divide_by_pot {
+    (vector $x:literal, $t:literal, $shift:literal) => {
+        concat!(
+            "vand       ", $t, ", ", $x, ", ", $shift, "\n",
+            rounding_divide_by_pot!(@lower $x, $t),
+            "vrshl.s32  ", $x, ", ", $x, ", ", $shift,
+        )
+    };
+    (scalar $x:literal, $t:literal, $shift:literal) => {
+        concat!(
+            "vdup.32    ", $t, ", ", $shift, "\n",
+            rounding_divide_by_pot!(splat $x, $t, $t, $shift),
+        )
+    };
+    (splat $x:literal, $t:literal, $sign:literal, $shift:literal) => {
+        concat!(
+            "vand       ", $t, ", ", $sign, ", ", $x, "\n",
+            rounding_divide_by_pot!(@lower $x, $t),
+            "vrshl.s32  ", $x, ", ", $shift,
+        )
+    };
+    // `$x += ($t >> 31)`: −1 exactly for the lanes whose sign `$t` kept.
+    (@lower $x:literal, $t:literal) => {
+        concat!(
+            "vshr.s32   ", $t, ", ", $t, ", #31\n",
+            "vqadd.s32  ", $x, ", ", $x, ", ", $t, "\n",
+        )
+    };
+}
+pub(crate) use rounding_divide_by_pot;
+
 use super::dsp::Dsp;
 use super::{
     depthwise_blocks, quad_channels_each, window_fits, ChannelMultiplier, DepthwiseChannels, Mac,
@@ -312,10 +351,7 @@ impl Mac for Mve {
                 "vshl.s32   q0, q0, q6",
                 "vqrdmulh.s32 q0, q0, q4",
                 "vmin.s32   q6, q5, q7",
-                "vand       q1, q0, q6",
-                "vshr.s32   q1, q1, #31",
-                "vqadd.s32  q0, q0, q1",
-                "vrshl.s32  q0, q0, q6",
+                rounding_divide_by_pot!(vector "q0", "q1", "q6"),
                 "vadd.i32   q0, q0, r1",
                 "vmax.s32   q0, q0, q2",
                 "vmin.s32   q0, q0, q3",
@@ -449,10 +485,7 @@ impl Mac for Mve {
                     "vshl.s32   q2, q2, q3",
                     "vqrdmulh.s32 q2, q2, q0",
                     "vmin.s32   q3, q1, q7",
-                    "vand       q4, q2, q3",
-                    "vshr.s32   q4, q4, #31",
-                    "vqadd.s32  q2, q2, q4",
-                    "vrshl.s32  q2, q2, q3",
+                    rounding_divide_by_pot!(vector "q2", "q4", "q3"),
                     "vadd.i32   q2, q2, {off}",
                     "vmax.s32   q2, q2, q5",
                     "vmin.s32   q2, q2, q6",
@@ -693,11 +726,7 @@ impl Mac for Mve {
                 "and        r5, r5, r5, asr #31",
                 "vshl.s32   q0, r9",
                 "vqrdmulh.s32 q0, q0, r3",
-                "vdup.32    q1, r5",
-                "vand       q1, q1, q0",
-                "vshr.s32   q1, q1, #31",
-                "vqadd.s32  q0, q0, q1",
-                "vrshl.s32  q0, r5",
+                rounding_divide_by_pot!(scalar "q0", "q1", "r5"),
                 "vadd.i32   q0, q0, q4",
                 "vmax.s32   q0, q0, q5",
                 "vmin.s32   q0, q0, q6",
@@ -761,11 +790,7 @@ impl Mac for Mve {
                 "vadd.i32   q0, q0, {base}",
                 "vshl.s32   q0, {left}",
                 "vqrdmulh.s32 q0, q0, {m}",
-                "vdup.32    q1, {right}",
-                "vand       q1, q1, q0",
-                "vshr.s32   q1, q1, #31",
-                "vqadd.s32  q0, q0, q1",
-                "vrshl.s32  q0, {right}",
+                rounding_divide_by_pot!(scalar "q0", "q1", "{right}"),
                 "vldrw.u32  q1, [{q}]",
                 "vadd.i32   q0, q0, q1",
                 "vldrw.u32  q1, [{q}, #16]",
