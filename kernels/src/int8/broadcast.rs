@@ -602,7 +602,7 @@ mod tests {
     /// threshold), quantizations and activations.
     #[test]
     fn avx2_equals_portable() {
-        if !crate::int8::x86::has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut state = 0x85eb_ca6b_u32;

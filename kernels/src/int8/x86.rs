@@ -23,3 +23,17 @@ pub(crate) mod requant;
 pub(crate) fn has_avx2() -> bool {
     std::is_x86_feature_detected!("avx2")
 }
+
+/// Whether the tests of the AVX2 paths can run here: whether this CPU has AVX2. One without it
+/// skips them, unless `NPU_KERNELS_REQUIRE_AVX2` is set: `.ci/run` sets it, so that a CI
+/// machine without AVX2 fails rather than passing with those paths untested.
+#[cfg(test)]
+pub(crate) fn avx2_for_tests() -> bool {
+    let has = has_avx2();
+    assert!(
+        has || std::env::var_os("NPU_KERNELS_REQUIRE_AVX2").is_none(),
+        "NPU_KERNELS_REQUIRE_AVX2 is set, but this CPU has no AVX2: the x86-64 kernels' tests \
+         cannot run (unset it to skip them)"
+    );
+    has
+}

@@ -793,7 +793,7 @@ mod tests {
     /// packing buffer's group size, padding, strides, dilations, with and without bias.
     #[test]
     fn conv2d_equals_portable() {
-        if !has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut r = Rng(0x9e37_79b9);
@@ -842,7 +842,7 @@ mod tests {
     /// per-channel and constant multipliers, with and without bias.
     #[test]
     fn fully_connected_equals_scalar() {
-        if !has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut r = Rng(0x6a09_e667);
@@ -858,7 +858,7 @@ mod tests {
     /// beyond [`MAX_PATCH_TAPS`].
     #[test]
     fn few_rows_fully_connected_equals_scalar() {
-        if !has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut r = Rng(0x3c6e_f372);
@@ -930,7 +930,7 @@ mod tests {
     /// counts around the sixteen-channel blocks, windows with padding, strides and dilations.
     #[test]
     fn depthwise_equals_portable() {
-        if !has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut r = Rng(0x2545_f491);

@@ -97,7 +97,7 @@ mod tests {
     /// the eight-lane steps.
     #[test]
     fn add_equals_portable() {
-        if !has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut state = 0x0bad_f00d_u32;

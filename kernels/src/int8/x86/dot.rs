@@ -237,7 +237,7 @@ mod tests {
     /// steps and row counts around the four-row blocks, over all offsets' extremes.
     #[test]
     fn each_dot_equals_scalar() {
-        if !crate::int8::x86::has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut state = 0x1357_9bdf_u32;

@@ -228,14 +228,13 @@ pub(crate) fn store(v: __m256i, out: &mut [i8]) {
 mod tests {
     use super::*;
     use crate::fixed_point::multiply_by_quantized_multiplier;
-    use crate::int8::x86::has_avx2;
 
     /// [`requantize`] against the portable arithmetic, lane by lane, on random accumulators
     /// (small and near the `i32` limits), every shift in −31..=31, random multipliers with
     /// the extremes, offsets and clamps.
     #[test]
     fn requantize_equals_portable() {
-        if !has_avx2() {
+        if !crate::int8::x86::avx2_for_tests() {
             return;
         }
         let mut state = 0x7f4a_7c15_u32;
