@@ -22,16 +22,18 @@
 //! # How
 //!
 //! The driver under the server declares no operator, so the server runs every layer on its
-//! CPU fallback (`server::fallback`): it brings the layer's operands to host staging, takes
-//! the host memory ([`Npu::host_memory`]), runs the kernel (`Op::run`) on it, and reports the
-//! computation to the driver ([`Npu::host_compute`]) before uploading the result.
-//! [`TimedFallback`] wraps that driver and reads SysTick at those two calls: the last
-//! `host_memory` before a `host_compute` starts a layer, the `host_compute` ends it. Between the
-//! two readings are the kernel, its dispatch on the operator and the views of its operands,
-//! and the server's split of staging into operands: what running the layer on the CPU costs,
-//! as CMSIS-NN's figures include the call of the kernel and its argument setup. The copies to
-//! and from staging are not in it; the whole invoke's count, logged beside the layers', says
-//! what the runtime adds.
+//! CPU fallback (`server::fallback`). The driver lends the CPU its device memory (as
+//! [`CpuOnly`](npu_compute::hal::CpuOnly) does: the arena is plain SRAM), so the fallback
+//! computes in place, as a product runs: it takes the device memory ([`Npu::device_memory`];
+//! through host staging, [`Npu::host_memory`], on a driver that does not lend it), runs the
+//! kernel (`Op::run`) on the operands where they lie, and reports the computation to the
+//! driver ([`Npu::host_compute`]). [`TimedFallback`] wraps that driver and reads SysTick at
+//! those calls: the last `device_memory` or `host_memory` before a `host_compute` starts a
+//! layer, the `host_compute` ends it. Between the two readings are the kernel, its dispatch on
+//! the operator and the views of its operands: what running the layer on the CPU costs, as
+//! CMSIS-NN's figures include the call of the kernel and its argument setup. The waits and
+//! bookkeeping around it are not in it; the whole invoke's count, logged beside the layers',
+//! says what the runtime adds.
 //!
 //! A tick is 40 instructions on `mps2-an386` and 31.25 on `mps3-an547`. To get below it, the
 //! model is invoked [`REPEATS`] times, each after a pseudo-random delay so that its layers
@@ -322,6 +324,14 @@ impl<H: Npu> Npu for TimedFallback<'_, H> {
         }
         self.npu.host_memory()
     }
+    /// Starts a layer, as [`host_memory`](Npu::host_memory) does: in place, the server takes
+    /// the device memory right before a kernel runs.
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        if self.counting {
+            self.start();
+        }
+        self.npu.device_memory()
+    }
     fn map_flash(&mut self, bytes: &'static [u8]) -> Result<u8, HalError> {
         self.npu.map_flash(bytes)
     }
@@ -397,7 +407,7 @@ pub fn run<H: Npu>(
     }
 
     // One more, whole and not counted layer by layer: what the runtime adds to the layers
-    // (transfers, dispatch).
+    // (transfers, waits, dispatch).
     let mut result = Ok(());
     let whole = ticks.time(1, &mut || {
         result = graph.invoke(&[counted.input], &mut [&mut *output]);
@@ -470,7 +480,7 @@ fn log(model: Model, counts: &LayerCounts, stamps: u64) {
     let macs: u64 = counts.layers.iter().map(|l| l.macs).sum();
     let whole = (counts.invoke_centi + 50) / 100;
     defmt::info!(
-        "{=str} on the CPU: {=usize} layers, {=u64} MACs, {=u64} instructions ({} per MAC; mean of {=u32} invokes of its first input, each giving TFLM's bytes, as do its {=usize} other inputs; readings' own {} instructions subtracted per layer); one whole invoke {=u64} instructions, {=u64} of them the runtime's (staging copies, dispatch)",
+        "{=str} on the CPU: {=usize} layers, {=u64} MACs, {=u64} instructions ({} per MAC; mean of {=u32} invokes of its first input, each giving TFLM's bytes, as do its {=usize} other inputs; readings' own {} instructions subtracted per layer); one whole invoke {=u64} instructions, {=u64} of them the runtime's (transfers, waits, dispatch)",
         name,
         counts.layers.len(),
         macs,
