@@ -47,6 +47,8 @@ pub struct Ranges {
     pub depthwise_size: (i32, i32),
     /// Input channels of a depthwise convolution.
     pub depthwise_channels: (i32, i32),
+    /// Channels of a pool (the SIMD paths take sixteen at a time).
+    pub pool_channels: (i32, i32),
     /// Every how many cases (when not 0) the multipliers' shifts span −40..=40 (TFLM's
     /// −31..=31 and beyond it, which the vector requantization hands to the scalar one)
     /// rather than the usual −10..=1.
@@ -68,6 +70,7 @@ pub const DSP: Ranges = Ranges {
     conv_out_channels: (1, 9),
     depthwise_size: (1, 10),
     depthwise_channels: (1, 13),
+    pool_channels: (1, 40),
     wide_shifts_every: 0,
     fc_in_features: (1, 40),
     fc_out_features: (1, 21),
@@ -84,6 +87,7 @@ pub const HELIUM: Ranges = Ranges {
     conv_out_channels: (1, 12),
     depthwise_size: (1, 8),
     depthwise_channels: (1, 40),
+    pool_channels: (1, 40),
     wide_shifts_every: 3,
     fc_in_features: (1, 100),
     fc_out_features: (1, 40),
@@ -364,58 +368,82 @@ pub fn kernels(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
 }
 
 /// Runs `ranges.cases` random average pools and max pools on both paths (windows 1–5,
-/// strides 1–3, SAME or VALID, the depthwise sizes and channel counts of `ranges`, every
-/// with and without RELU); returns how many of each ran.
-#[allow(dead_code)] // The Cortex-M55's check: the Cortex-M4 pools on the portable path only.
+/// strides 1–3, SAME or VALID, the depthwise sizes and the pool channel counts of `ranges`,
+/// every with and without RELU), then two whole-image pools of sixteen channels over 256
+/// pixels of −128 (the most the DSP path's 16-bit sums hold) and 272 random ones (past it:
+/// the portable sums); returns how many average and max pools ran.
 pub fn pools(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
     let r = ranges;
     let mut rng = Rng(0x2545_f491);
     let mut input = [0_i8; BUFFER_ELEMS];
-    let (mut out_simd, mut out_ref) = ([0_i8; BUFFER_ELEMS], [0_i8; BUFFER_ELEMS]);
+    let mut outputs = ([0_i8; BUFFER_ELEMS], [0_i8; BUFFER_ELEMS]);
     let (mut ran, mut max_pools) = (0, 0);
-    for case in 0..r.cases {
-        let shape = PoolShape {
-            input: Nhwc {
-                batches: rng.range(1, 2) as u32,
-                height: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
-                width: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
-                channels: rng.range(r.depthwise_channels.0, r.depthwise_channels.1) as u32,
-            },
-            filter_height: rng.range(1, 5) as u32,
-            filter_width: rng.range(1, 5) as u32,
-            stride_height: rng.range(1, 3) as u32,
-            stride_width: rng.range(1, 3) as u32,
-            padding: if rng.next().is_multiple_of(2) {
-                Padding::Same
-            } else {
-                Padding::Valid
-            },
+    let limits = [(16, Some(i8::MIN)), (17, None)];
+    for case in 0..r.cases + limits.len() as u32 {
+        let limit = case.checked_sub(r.cases).and_then(|k| limits.get(k as usize));
+        let (shape, fill) = match limit {
+            Some(&(height, fill)) => (
+                PoolShape {
+                    input: Nhwc {
+                        batches: 1,
+                        height,
+                        width: 16,
+                        channels: 16,
+                    },
+                    filter_height: height,
+                    filter_width: 16,
+                    stride_height: 1,
+                    stride_width: 1,
+                    padding: Padding::Valid,
+                },
+                fill,
+            ),
+            None => (
+                PoolShape {
+                    input: Nhwc {
+                        batches: rng.range(1, 2) as u32,
+                        height: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
+                        width: rng.range(r.depthwise_size.0, r.depthwise_size.1) as u32,
+                        channels: rng.range(r.pool_channels.0, r.pool_channels.1) as u32,
+                    },
+                    filter_height: rng.range(1, 5) as u32,
+                    filter_width: rng.range(1, 5) as u32,
+                    stride_height: rng.range(1, 3) as u32,
+                    stride_width: rng.range(1, 3) as u32,
+                    padding: if rng.next().is_multiple_of(2) {
+                        Padding::Same
+                    } else {
+                        Padding::Valid
+                    },
+                },
+                None,
+            ),
         };
         let (q, _, act) = quant(&mut rng);
         let Ok(p) = PoolParams::new(shape, q, q, act) else {
             continue;
         };
         let (il, ol) = p.lens();
-        let max = r.max_elems.min(BUFFER_ELEMS);
+        // The limit cases are larger than a core's random ones may be.
+        let max = if limit.is_some() {
+            BUFFER_ELEMS
+        } else {
+            r.max_elems.min(BUFFER_ELEMS)
+        };
         if il > max || ol > max || ol == 0 {
             continue;
         }
-        rng.fill(&mut input[..il]);
-        let got = int8::average_pool2d(&p, &input[..il], &mut out_simd[..ol]);
-        let want = portable::average_pool2d(&p, &input[..il], &mut out_ref[..ol]);
-        let kernel = ("average_pool2d", case);
-        ran += u32::from(compare(
-            kernel.0,
-            kernel.1,
-            got,
-            want,
-            &out_simd[..ol],
-            &out_ref[..ol],
-        )?);
-        let got = int8::max_pool2d(&p, &input[..il], &mut out_simd[..ol]);
-        let want = portable::max_pool2d(&p, &input[..il], &mut out_ref[..ol]);
-        let (s, r) = (&out_simd[..ol], &out_ref[..ol]);
-        max_pools += u32::from(compare("max_pool2d", case, got, want, s, r)?);
+        match fill {
+            Some(v) => input[..il].fill(v),
+            None => rng.fill(&mut input[..il]),
+        }
+        let (simd, reference) = (&mut outputs.0[..ol], &mut outputs.1[..ol]);
+        let got = int8::average_pool2d(&p, &input[..il], simd);
+        let want = portable::average_pool2d(&p, &input[..il], reference);
+        ran += u32::from(compare("average_pool2d", case, got, want, simd, reference)?);
+        let got = int8::max_pool2d(&p, &input[..il], simd);
+        let want = portable::max_pool2d(&p, &input[..il], reference);
+        max_pools += u32::from(compare("max_pool2d", case, got, want, simd, reference)?);
     }
     Ok((ran, max_pools))
 }

@@ -106,10 +106,20 @@ impl CpuModel {
             Rates::new(CALL, 35, 0, 1680),
             // BatchMatmul: 6.06 per MAC, 162.5 per output.
             Rates::new(CALL, 97, 0, 2600),
-            // AveragePool: 6.46 per tap, 49.8 per output.
-            Rates::new(CALL, 103, 0, 797),
-            // MaxPool: 12.9 per tap, 4.7 per output.
-            Rates::new(CALL, 207, 0, 75),
+            // AveragePool (sixteen channels per window pixel in 16-bit lanes on SXTAB16, the
+            // channels past the last sixteen in the scalar loop): 1.19 per tap and channel,
+            // 8.56 more per tap of a scalar channel ([`Op::taps`]), 37.4 per output. Fitted to
+            // kws_dscnn's (64 channels, 11,940 instructions) and the synthetic 16-channel 3x3
+            // (197,780) and 8-channel (226,060) ones, each within 1.1%. The scalar loop alone
+            // before it: 6.46 per tap, 49.8 per output.
+            Rates::new(CALL, 19, 137, 598),
+            // MaxPool (sixteen channels per window pixel on SSUB8/SEL, the channels past the
+            // last sixteen in the scalar loop): 1.19 per tap and channel (the average pool's
+            // rate: the two synthetic shapes alone cannot split it from the next), 10.2 more per
+            // tap of a scalar channel, 21.1 per output. The synthetic 16-channel 2x2 (26,822
+            // instructions) and 8-channel 3x3 (222,422) within 0.1%. The scalar loop alone
+            // before it: 12.9 per tap, 4.7 per output.
+            Rates::new(CALL, 19, 163, 338),
             // Mean: 7.5 per input element.
             Rates::new(CALL, 120, 0, 0),
             // Add: 74 per element.

@@ -900,8 +900,9 @@ pub trait Operator {
     }
     /// Filter positions the CPU kernel visits (`outputs × kh × kw` for a convolution, whose
     /// padding tests dominate a shallow one; output pixels × kh × kw for a depthwise one,
-    /// whose channels share a pixel's list of taps); for a strided copy (slices, pads, pack) the rows
-    /// it copies, each with a cost of its own; 0 for others.
+    /// whose channels share a pixel's list of taps); for a pool the taps of the channels past
+    /// the last sixteen (which SIMD cores leave to the scalar loop); for a strided copy
+    /// (slices, pads, pack) the rows it copies, each with a cost of its own; 0 for others.
     fn taps(&self) -> u64 {
         0
     }

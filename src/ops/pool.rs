@@ -43,6 +43,17 @@ fn macs(shape: &PoolShape, params: &PoolParams) -> u64 {
     (params.lens().1 as u64).saturating_mul(taps)
 }
 
+/// The window taps of the channels past the last whole sixteen: SIMD cores take a pixel's
+/// channels sixteen at a time, these in the scalar loop, several times dearer per tap.
+fn scalar_taps(shape: &PoolShape, params: &PoolParams) -> u64 {
+    let out = params.output_shape();
+    let pixels = u64::from(out.batches) * u64::from(out.height) * u64::from(out.width);
+    let window = u64::from(shape.filter_height) * u64::from(shape.filter_width);
+    pixels
+        .saturating_mul(window)
+        .saturating_mul(u64::from(shape.input.channels % 16))
+}
+
 fn layer(kind: LayerKind, shape: &PoolShape, params: &PoolParams) -> Layer {
     Layer {
         kernel: (shape.filter_height, shape.filter_width),
@@ -97,6 +108,9 @@ macro_rules! pool_operator {
             }
             fn macs(&self) -> u64 {
                 macs(&self.shape, &self.params)
+            }
+            fn taps(&self) -> u64 {
+                scalar_taps(&self.shape, &self.params)
             }
             fn run(&self, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), OpError> {
                 let out = view_mut(output)?;

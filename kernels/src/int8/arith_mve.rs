@@ -1,5 +1,4 @@
-//! Same-shape int8 ADD and MUL on Helium (`cfg(npu_arm_mve)`), four elements per pass, and
-//! MAX_POOL_2D's window maximum, sixteen channels per pass.
+//! Same-shape int8 ADD and MUL on Helium (`cfg(npu_arm_mve)`), four elements per pass.
 //!
 //! Both operators end in int32 rescalings, so the natural width is four int32 lanes: each pass
 //! loads four bytes of each input widened to int32 (`VLDRB.S32`), does every step of
@@ -11,9 +10,6 @@
 //! `RoundingDivideByPOT`'s round-half-away-from-zero. ADD's three rescalings have right shifts
 //! only. A shift outside −31..=31 (or, for ADD, any left shift) is not this form: such
 //! parameters, and the last `len mod 4` elements, take the portable per-element code.
-//!
-//! The max pool needs no arithmetic beyond `VMAX.S8` over the window's pixels, from int8's
-//! minimum (TFLM's starting value); the activation clamp stays with the caller.
 //!
 //! # Safety of the `asm!` blocks
 //!
@@ -171,57 +167,4 @@ pub(super) fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
         );
     }
     4 * passes
-}
-
-/// The largest byte of each of sixteen channels over a pooling window: `rows` rows
-/// `row_step` bytes apart of `cols` pixels `col_step` bytes apart, the first pixel's sixteen
-/// bytes at `image[start..]`; one `VLDRB.8` and one `VMAX.S8` per pixel. `None` when the
-/// window is empty or reaches past `image` (the caller then takes the portable loop).
-pub(super) fn window_max16(
-    image: &[i8],
-    start: usize,
-    (rows, row_step): (usize, usize),
-    (cols, col_step): (usize, usize),
-) -> Option<[i8; 16]> {
-    if rows == 0
-        || cols == 0
-        || !super::mac::window_fits(image.len(), start, (rows, row_step), (cols, col_step))
-    {
-        return None;
-    }
-    let mut max = [0_i8; 16];
-    // SAFETY: the outer loop runs `rows` ≥ 1 times and the inner `cols` ≥ 1 times (checked
-    // above; `le` counts `lr` down), reading the sixteen bytes at `image + start + r ·
-    // row_step + c · col_step` for each pixel, inside `image` (`window_fits` above, for the
-    // furthest pixel: the steps are non-negative; so `start + 16 ≤ len` and the pointer
-    // `image + start` is in bounds). It writes the sixteen bytes of `max` (a
-    // local). Pointers and counts are local copies; all registers it changes are named.
-    unsafe {
-        asm!(
-            "vmov.i8    q0, #0x80",
-            "3:",
-            "mov        r0, {row}",
-            "dls        lr, {cols}",
-            "2:",
-            "vldrb.u8   q1, [r0]",
-            "vmax.s8    q0, q0, q1",
-            "add        r0, {col_step}",
-            "le         lr, 2b",
-            "add        {row}, {row_step}",
-            "subs       {rows}, #1",
-            "bne        3b",
-            "vstrb.8    q0, [{max}]",
-            row = inout(reg) image.as_ptr().add(start) => _,
-            rows = inout(reg) rows => _,
-            cols = in(reg) cols,
-            row_step = in(reg) row_step,
-            col_step = in(reg) col_step,
-            max = in(reg) max.as_mut_ptr(),
-            out("r0") _,
-            out("lr") _,
-            out("q0") _, out("q1") _,
-            options(nostack),
-        );
-    }
-    Some(max)
 }

@@ -172,6 +172,38 @@ pub(crate) trait Mac {
         acc
     }
 
+    /// Whether the max pool takes sixteen channels at a time with
+    /// [`window_max16`](Self::window_max16) rather than its plain block loop.
+    const WINDOW_MAX16: bool = false;
+
+    /// The largest byte of each of sixteen channels over a window of `rows × cols` pixels
+    /// laid out as [`window_sum16`](Self::window_sum16)'s. `None` when the window is empty or
+    /// a pixel's sixteen bytes would lie outside `image` (the caller then takes its own loop).
+    #[inline(always)]
+    fn window_max16(
+        image: &[i8],
+        start: usize,
+        (rows, row_step): (usize, usize),
+        (cols, col_step): (usize, usize),
+    ) -> Option<[i8; 16]> {
+        if rows == 0
+            || cols == 0
+            || !window_fits(image.len(), start, (rows, row_step), (cols, col_step))
+        {
+            return None;
+        }
+        let mut max = [i8::MIN; 16];
+        for r in 0..rows {
+            for c in 0..cols {
+                let at = start + r * row_step + c * col_step;
+                for (m, &v) in max.iter_mut().zip(&image[at..at + 16]) {
+                    *m = (*m).max(v);
+                }
+            }
+        }
+        Some(max)
+    }
+
     /// What [`requantize4`](Self::requantize4) needs of a layer besides the multiplier,
     /// prepared once per layer by [`quad_output`](Self::quad_output).
     type QuadOutput;

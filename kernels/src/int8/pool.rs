@@ -252,8 +252,8 @@ const BLOCK: usize = 32;
 /// Layouts: `input` NHWC, `output` NHWC with [`PoolParams::output_shape`]. Errors with
 /// [`KernelError::LengthMismatch`] before touching `output`.
 ///
-/// On Helium (Armv8.1-M) sixteen channels at a time are summed in vector registers; the bytes
-/// are the same on every path.
+/// With the DSP extension (in 16-bit lanes) and on Helium (in vector registers) sixteen
+/// channels at a time are summed per window pixel; the bytes are the same on every path.
 pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
     average_pool2d_with::<Native>(p, input, output)
 }
@@ -315,17 +315,17 @@ pub(crate) fn average_pool2d_with<M: Mac>(
 /// int8 MAX_POOL_2D (TFLM's `reference_integer_ops::MaxPool`): the largest value among the
 /// window's taps inside the image, clamped to the activation range.
 ///
-/// Layouts and errors as [`average_pool2d`].
+/// Layouts and errors as [`average_pool2d`]. With the DSP extension (`SSUB8`/`SEL`) and on
+/// Helium (`VMAX.S8`) sixteen channels at a time per window pixel; the same bytes.
 pub fn max_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
-    max_pool2d_with(p, input, output, cfg!(npu_arm_mve))
+    max_pool2d_with::<Native>(p, input, output)
 }
 
-/// [`max_pool2d`], sixteen channels at a time on Helium when `vector` (and the build has it).
-pub(crate) fn max_pool2d_with(
+/// [`max_pool2d`] on the window maxima of `M`.
+pub(crate) fn max_pool2d_with<M: Mac>(
     p: &PoolParams,
     input: &[i8],
     output: &mut [i8],
-    vector: bool,
 ) -> Result<(), KernelError> {
     // The range lies within int8 (activation_range guarantees it).
     let (lo, hi) = (p.activation_min as i8, p.activation_max as i8);
@@ -333,14 +333,11 @@ pub(crate) fn max_pool2d_with(
     let row_len = p.cols.in_size * c;
     p.for_each_pixel(input, output, |ys, xs, image, out_px| {
         let mut c0 = 0;
-        #[cfg(npu_arm_mve)]
-        if vector {
+        if M::WINDOW_MAX16 {
             let start = ys.start * row_len + xs.start * c;
             while c0 + 16 <= c {
                 let rows = (ys.len(), row_len);
-                let window = (xs.len(), c);
-                let Some(max) = super::arith_mve::window_max16(image, start + c0, rows, window)
-                else {
+                let Some(max) = M::window_max16(image, start + c0, rows, (xs.len(), c)) else {
                     break;
                 };
                 for (o, &a) in out_px[c0..c0 + 16].iter_mut().zip(&max) {
@@ -349,8 +346,6 @@ pub(crate) fn max_pool2d_with(
                 c0 += 16;
             }
         }
-        #[cfg(not(npu_arm_mve))]
-        let _ = vector;
         while c0 < c {
             let n = BLOCK.min(c - c0);
             let mut acc = [i8::MIN; BLOCK];

@@ -55,7 +55,7 @@ pub fn average_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result
 
 /// [`max_pool2d`](super::max_pool2d) on the portable path: same operands, errors and bytes.
 pub fn max_pool2d(p: &PoolParams, input: &[i8], output: &mut [i8]) -> Result<(), KernelError> {
-    max_pool2d_with(p, input, output, false)
+    max_pool2d_with::<Portable>(p, input, output)
 }
 
 /// [`fully_connected`](super::fully_connected) on the portable path: same operands, errors and

@@ -2,7 +2,11 @@
 //! DSP).
 //!
 //! The fully connected rows ([`Mac::dot_rows2`]) are one assembly loop: each input word is
-//! widened once (`SXTB16`, the offset added with `SADD16`) and serves two weight rows.
+//! widened once (`SXTB16`, the offset added with `SADD16`) and serves two weight rows. The
+//! pools take sixteen channels per window pixel as four words: the average pool's sums
+//! ([`Mac::window_sum16`]) in sixteen 16-bit lanes (`SXTAB16` adds two sign-extended bytes to
+//! two lanes at once), the max pool's maxima ([`Mac::window_max16`]) four byte lanes per
+//! `SSUB8` and `SEL`.
 //!
 //! Each instruction is one `asm!` statement in a small always-inlined function, so that the
 //! compiler still allocates registers and schedules the loops; `core::arch::arm`'s DSP
@@ -16,8 +20,8 @@
 //! inputs (`pure`). The instructions exist
 //! on every core this module is compiled for (the build script enables it only for Armv7E-M
 //! and for Armv8-M Mainline cores with the DSP extension). `SMLAD`, `SMLABB`, `SMLATT` may set
-//! the sticky `Q` flag and `SADD16` sets the `GE` flags, which no Rust code reads; those blocks
-//! do not claim `preserves_flags`.
+//! the sticky `Q` flag and `SADD16` and `SSUB8` set the `GE` flags, which no Rust code reads;
+//! those blocks do not claim `preserves_flags`.
 
 use core::arch::asm;
 
@@ -220,6 +224,136 @@ impl Mac for Dsp {
                 options(nostack),
             );
         }
+    }
+
+    const WINDOW_SUM16: bool = true;
+
+    /// Per pixel and eight channels two word loads and four `SXTAB16`s into 16-bit lanes (a
+    /// window of more than 256 pixels could overflow them, and takes the portable sums).
+    #[inline(always)]
+    fn window_sum16(
+        image: &[i8],
+        start: usize,
+        (rows, row_step): (usize, usize),
+        (cols, col_step): (usize, usize),
+    ) -> [i32; 16] {
+        let window = ((rows, row_step), (cols, col_step));
+        if rows == 0
+            || cols == 0
+            || rows.saturating_mul(cols) > 256
+            || !super::window_fits(image.len(), start, window.0, window.1)
+        {
+            return Portable::window_sum16(image, start, window.0, window.1);
+        }
+        let mut sums = [0_i32; 16];
+        for (half, eight) in sums.chunks_exact_mut(8).enumerate() {
+            // Lane pairs: `acc[2k]` holds channels 4k and 4k + 2, `acc[2k + 1]` 4k + 1 and
+            // 4k + 3 (of this half).
+            let mut acc = [0_u32; 4];
+            for r in 0..rows {
+                let at = start + 8 * half + r * row_step;
+                // SAFETY: the loop runs `cols` ≥ 1 times (checked above), reading the eight
+                // bytes at `image + at + c · col_step` for each pixel `c`: inside `image`, since
+                // every pixel's sixteen bytes are (`window_fits` above; the steps are
+                // non-negative), so the pointer `image + at` is in bounds too. Word loads need
+                // no alignment on these cores. The pointer and count are local copies, the
+                // accumulators the only results.
+                unsafe {
+                    asm!(
+                        "2:",
+                        "ldr     {w}, [{p}]",
+                        "sxtab16 {a0}, {a0}, {w}",
+                        "sxtab16 {a1}, {a1}, {w}, ror #8",
+                        "ldr     {w}, [{p}, #4]",
+                        "sxtab16 {a2}, {a2}, {w}",
+                        "sxtab16 {a3}, {a3}, {w}, ror #8",
+                        "add     {p}, {step}",
+                        "subs    {n}, #1",
+                        "bne     2b",
+                        p = inout(reg) image.as_ptr().add(at) => _,
+                        n = inout(reg) cols => _,
+                        step = in(reg) col_step,
+                        w = out(reg) _,
+                        a0 = inout(reg) acc[0],
+                        a1 = inout(reg) acc[1],
+                        a2 = inout(reg) acc[2],
+                        a3 = inout(reg) acc[3],
+                        options(pure, readonly, nostack),
+                    );
+                }
+            }
+            for (k, four) in eight.chunks_exact_mut(4).enumerate() {
+                let (even, odd) = (super::lanes(acc[2 * k]), super::lanes(acc[2 * k + 1]));
+                four.copy_from_slice(&[even.0, odd.0, even.1, odd.1]);
+            }
+        }
+        sums
+    }
+
+    const WINDOW_MAX16: bool = true;
+
+    /// Per pixel four word loads and four lane-wise maxima (`SSUB8` sets a `GE` flag per byte
+    /// lane where the running maximum is at least the pixel's, `SEL` keeps those lanes and
+    /// takes the pixel's elsewhere).
+    #[inline(always)]
+    fn window_max16(
+        image: &[i8],
+        start: usize,
+        (rows, row_step): (usize, usize),
+        (cols, col_step): (usize, usize),
+    ) -> Option<[i8; 16]> {
+        if rows == 0
+            || cols == 0
+            || !super::window_fits(image.len(), start, (rows, row_step), (cols, col_step))
+        {
+            return None;
+        }
+        // Four bytes of int8's minimum (TFLM's starting value) per word.
+        let mut max = [0x8080_8080_u32; 4];
+        for r in 0..rows {
+            // SAFETY: the loop runs `cols` ≥ 1 times (checked above), reading the sixteen
+            // bytes at `image + start + r · row_step + c · col_step` for each pixel `c`: inside
+            // `image` (`window_fits` above; the steps are non-negative), so the pointer is in
+            // bounds too. Word loads need no alignment on these cores. The pointer and count
+            // are local copies, the maxima the only results.
+            unsafe {
+                asm!(
+                    "2:",
+                    "ldr     {w}, [{p}]",
+                    "ssub8   {t}, {m0}, {w}",
+                    "sel     {m0}, {m0}, {w}",
+                    "ldr     {w}, [{p}, #4]",
+                    "ssub8   {t}, {m1}, {w}",
+                    "sel     {m1}, {m1}, {w}",
+                    "ldr     {w}, [{p}, #8]",
+                    "ssub8   {t}, {m2}, {w}",
+                    "sel     {m2}, {m2}, {w}",
+                    "ldr     {w}, [{p}, #12]",
+                    "ssub8   {t}, {m3}, {w}",
+                    "sel     {m3}, {m3}, {w}",
+                    "add     {p}, {step}",
+                    "subs    {n}, #1",
+                    "bne     2b",
+                    p = inout(reg) image.as_ptr().add(start + r * row_step) => _,
+                    n = inout(reg) cols => _,
+                    step = in(reg) col_step,
+                    w = out(reg) _,
+                    t = out(reg) _,
+                    m0 = inout(reg) max[0],
+                    m1 = inout(reg) max[1],
+                    m2 = inout(reg) max[2],
+                    m3 = inout(reg) max[3],
+                    options(pure, readonly, nostack),
+                );
+            }
+        }
+        let mut bytes = [0_i8; 16];
+        for (b, m) in bytes.chunks_exact_mut(4).zip(max) {
+            for (b, v) in b.iter_mut().zip(m.to_le_bytes()) {
+                *b = v as i8;
+            }
+        }
+        Some(bytes)
     }
 
     #[inline(always)]

@@ -21,7 +21,8 @@
 //!   which `VLD2`/`VST2` de- and re-interleave into channel order, then requantized;
 //!   [`mac4_run`](Mac::mac4_run) is the same tap loop for a caller's accumulators.
 //! - [`window_sum16`](Mac::window_sum16) (average pool): sixteen channels summed per window
-//!   pixel in four int32 vectors.
+//!   pixel in four int32 vectors; [`window_max16`](Mac::window_max16) (max pool): one
+//!   `VMAX.S8` per window pixel, from int8's minimum (TFLM's starting value).
 //! - [`dot_rows2`](Mac::dot_rows2) (fully connected): per sixteen input bytes one input load
 //!   and, for each of the two weight rows, one load, a `VMLADAVA.S8` and its sum (`VADDVA.S8`);
 //!   the input offset enters through the sums afterwards.
@@ -387,6 +388,58 @@ impl Mac for Mve {
         }
         // The quads after the last whole block.
         depthwise_blocks::<Self>(ch, LANES * blocks, out);
+    }
+
+    const WINDOW_MAX16: bool = true;
+
+    /// One `VLDRB.8` and one `VMAX.S8` per pixel.
+    fn window_max16(
+        image: &[i8],
+        start: usize,
+        (rows, row_step): (usize, usize),
+        (cols, col_step): (usize, usize),
+    ) -> Option<[i8; 16]> {
+        if rows == 0
+            || cols == 0
+            || !window_fits(image.len(), start, (rows, row_step), (cols, col_step))
+        {
+            return None;
+        }
+        let mut max = [0_i8; 16];
+        // SAFETY: the outer loop runs `rows` ≥ 1 times and the inner `cols` ≥ 1 times (checked
+        // above; `le` counts `lr` down), reading the sixteen bytes at `image + start + r ·
+        // row_step + c · col_step` for each pixel, inside `image` (`window_fits` above, for the
+        // furthest pixel: the steps are non-negative; so `start + 16 ≤ len` and the pointer
+        // `image + start` is in bounds). It writes the sixteen bytes of `max` (a
+        // local). Pointers and counts are local copies; all registers it changes are named.
+        unsafe {
+            asm!(
+                "vmov.i8    q0, #0x80",
+                "3:",
+                "mov        r0, {row}",
+                "dls        lr, {cols}",
+                "2:",
+                "vldrb.u8   q1, [r0]",
+                "vmax.s8    q0, q0, q1",
+                "add        r0, {col_step}",
+                "le         lr, 2b",
+                "add        {row}, {row_step}",
+                "subs       {rows}, #1",
+                "bne        3b",
+                "vstrb.8    q0, [{max}]",
+                row = inout(reg) image.as_ptr().add(start) => _,
+                rows = inout(reg) rows => _,
+                cols = in(reg) cols,
+                row_step = in(reg) row_step,
+                col_step = in(reg) col_step,
+                max = in(reg) max.as_mut_ptr(),
+                out("r0") _,
+                out("lr") _,
+                out("q0") _, out("q1") _,
+                options(nostack),
+            );
+        }
+        Some(max)
     }
 
     const WINDOW_SUM16: bool = true;
