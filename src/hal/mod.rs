@@ -73,8 +73,40 @@ pub type Cycles = u64;
 pub const MAX_JOB_INPUTS: usize = crate::ops::MAX_INPUTS;
 /// Most flash segments a HAL maps at once ([`Npu::map_flash`]): one per prepared model.
 pub const MAX_FLASH_SEGMENTS: usize = 4;
-/// Most execution units a HAL may declare.
-pub const MAX_EXECUTION_UNITS: usize = 8;
+/// Most execution units a HAL may declare: a capacity chosen by Cargo feature, because every
+/// per-queue table (a chunk's access record, the newest fences, dependency lists, the
+/// watchdog's and job plans' per-queue arrays) has [`MAX_QUEUES`] slots, and on a part with one
+/// unit the other seven are dead RAM in each of them.
+///
+/// | features | units |
+/// |---|---|
+/// | `units-8` (in `default`) | 8 |
+/// | `units-4` | 4 |
+/// | `units-2` | 2 |
+/// | none of them | 1: a CPU-only part ([`CpuOnly`]) or a single-NPU one (an Ethos-U55) |
+///
+/// A HAL declaring more units than the build holds fails the server's setup with
+/// [`SetupError::OutOfRange`], naming the feature to enable ([`UNITS_EXPECTED`]).
+pub const MAX_EXECUTION_UNITS: usize = if cfg!(feature = "units-8") {
+    8
+} else if cfg!(feature = "units-4") {
+    4
+} else if cfg!(feature = "units-2") {
+    2
+} else {
+    1
+};
+/// What [`Capabilities::execution_units`] must be in this build, as the `expected` text of
+/// [`SetupError::OutOfRange`]: the limit and the feature that raises it.
+pub const UNITS_EXPECTED: &str = if cfg!(feature = "units-8") {
+    "1 to MAX_EXECUTION_UNITS (8, the most any build holds)"
+} else if cfg!(feature = "units-4") {
+    "1 to MAX_EXECUTION_UNITS (4 in this build: enable npu-compute's feature units-8 for more)"
+} else if cfg!(feature = "units-2") {
+    "1 to MAX_EXECUTION_UNITS (2 in this build: enable npu-compute's feature units-4 or units-8 for more)"
+} else {
+    "1 to MAX_EXECUTION_UNITS (1 in this build: enable npu-compute's feature units-2, units-4 or units-8 for more)"
+};
 /// Number of hardware queues at most: every execution unit plus the DMA engine.
 pub const MAX_QUEUES: usize = MAX_EXECUTION_UNITS + 1;
 /// Most dependencies one job carries: one per queue is always enough, because jobs on one queue

@@ -437,7 +437,8 @@ impl<
     /// chunk/slice strategy under `config`.
     ///
     /// Errors: [`Error::Setup`] when the NPU declares more execution units than
-    /// [`MAX_EXECUTION_UNITS`]; [`Error::Storage`] when its alignment is not a power of two
+    /// [`MAX_EXECUTION_UNITS`] (a capacity of this build: its features `units-2`, `units-4`,
+    /// `units-8`); [`Error::Storage`] when its alignment is not a power of two
     /// that divides its memories.
     pub fn new(npu: H, config: MemoryConfig) -> Result<Self, Error> {
         let caps = npu.capabilities();
@@ -462,7 +463,7 @@ impl<
             return Err(SetupError::OutOfRange {
                 parameter: "Capabilities::execution_units",
                 value: u64::from(caps.execution_units),
-                expected: "at most MAX_EXECUTION_UNITS (8)",
+                expected: crate::hal::UNITS_EXPECTED,
             }
             .into());
         }
@@ -689,8 +690,6 @@ impl<
         }
     }
 }
-
-const _: () = assert!(MAX_EXECUTION_UNITS == 8, "the setup error names the limit");
 
 /// Whether the job of `fence` is over (`Ok(true)`: completed, or failed in a way that leaves
 /// nothing to recover), still in flight (`Ok(false)`), or faulted.

@@ -34,7 +34,8 @@ pub(super) fn capabilities<N: Npu + ?Sized>(npu: &mut N, caps: Capabilities) -> 
         return bad(
             "Capabilities::execution_units",
             caps.execution_units.into(),
-            "it must be 1 to MAX_EXECUTION_UNITS (8)",
+            "it must be 1 to MAX_EXECUTION_UNITS (a capacity of the build: npu-compute's \
+             features units-2, units-4, units-8)",
         );
     }
     if caps.max_in_flight == 0 {
