@@ -476,6 +476,52 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         model: &'static [u8],
         options: impl Into<PrepareOptions>,
     ) -> Result<Self, GraphError> {
+        let mut graph = Self::unprepared(client);
+        graph.prepare_in_place(model, options)?;
+        Ok(graph)
+    }
+
+    /// A graph over `client` holding no model yet, for
+    /// [`prepare_in_place`](Self::prepare_in_place). Invoking it fails as for a model of no
+    /// inputs and no outputs.
+    ///
+    /// A graph's tables are kilobytes (`OPS` steps, `TENSORS` tensors): [`prepare`](Self::prepare)
+    /// builds them in its own frame and returns them, a copy the compiler does not elide, so
+    /// a firmware counting its stack makes the graph where it keeps it (a local of the function
+    /// that invokes it, or a `static`) with this, then prepares it there.
+    pub fn unprepared(client: ComputeClient<'c, C>) -> Self {
+        Graph {
+            client,
+            steps: heapless::Vec::new(),
+            tensors: heapless::Vec::new(),
+            aux: heapless::Vec::new(),
+            inputs: heapless::Vec::new(),
+            outputs: heapless::Vec::new(),
+            flash_segment: None,
+            tiles: heapless::Vec::new(),
+            pool: None,
+            memory: ArenaReport::default(),
+            path: Path::First,
+            replay: true,
+            order: heapless::Vec::new(),
+            model_steps: 0,
+            schedule: ScheduleReport::default(),
+            kept: schedule::Kept::new(&[]),
+            overlap: false,
+        }
+    }
+
+    /// [`prepare_with`](Self::prepare_with) into this graph, where it lies: the model it held
+    /// before (if any) is released first, its flash segment unmapped. Errors as `prepare`;
+    /// after one the graph holds no model, or the part of this one prepared so far, which
+    /// dropping it (or preparing another) releases.
+    pub fn prepare_in_place(
+        &mut self,
+        model: &'static [u8],
+        options: impl Into<PrepareOptions>,
+    ) -> Result<(), GraphError> {
+        self.release_model();
+        self.kept = schedule::Kept::new(model);
         let options = options.into();
         let parsed = Model::parse(model)?;
         let sub = parsed.subgraph();
@@ -487,26 +533,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         if op_count > OPS || op_count >= usize::from(u16::MAX) {
             return Err(capacity("OPS", OPS, op_count));
         }
-        let flash_segment = client.map_flash(model).ok();
-        let mut graph = Graph {
-            client,
-            steps: heapless::Vec::new(),
-            tensors: heapless::Vec::new(),
-            aux: heapless::Vec::new(),
-            inputs: io_list(sub.inputs())?,
-            outputs: io_list(sub.outputs())?,
-            flash_segment,
-            tiles: heapless::Vec::new(),
-            pool: None,
-            memory: ArenaReport::default(),
-            path: Path::First,
-            replay: true,
-            order: heapless::Vec::new(),
-            model_steps: 0,
-            schedule: ScheduleReport::default(),
-            kept: schedule::Kept::new(model),
-            overlap: false,
-        };
+        let graph = self;
+        graph.flash_segment = graph.client.map_flash(model).ok();
+        graph.inputs = io_list(sub.inputs())?;
+        graph.outputs = io_list(sub.outputs())?;
         for t in sub.tensors() {
             let t = t?;
             let slot = Slot {
@@ -560,7 +590,30 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             Some(table) => graph.follow_table(table)?,
             None => graph.plan_schedule(options.scheduling, options.policy)?,
         }
-        Ok(graph)
+        Ok(())
+    }
+
+    /// Releases the model the graph holds (its tensors, then its flash segment) and empties
+    /// its tables, as [`unprepared`](Self::unprepared) made them.
+    fn release_model(&mut self) {
+        // Constants bound in the flash segment must be released before it is unmapped.
+        self.path = Path::First;
+        self.pool = None;
+        self.tensors.clear();
+        self.aux.clear();
+        if let Some(segment) = self.flash_segment.take() {
+            let _ = self.client.unmap_flash(segment);
+        }
+        self.steps.clear();
+        self.inputs.clear();
+        self.outputs.clear();
+        self.tiles.clear();
+        self.memory = ArenaReport::default();
+        self.replay = true;
+        self.order.clear();
+        self.model_steps = 0;
+        self.schedule = ScheduleReport::default();
+        self.overlap = false;
     }
     /// Places each variable tensor in its block of the pool for the graph's lifetime and sets
     /// it to its initial value.

@@ -40,7 +40,7 @@ use defmt_semihosting as _;
 
 use npu_compute::channel::RefCellChannel;
 use npu_compute::client::ComputeClient;
-use npu_compute::graph::{Graph, GraphError};
+use npu_compute::graph::{Graph, GraphError, Optimise};
 use npu_compute::hal::CpuOnly;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig};
 use npu_compute::model::BuiltinOp;
@@ -163,8 +163,11 @@ fn run() -> Result<[u8; 12], Failure> {
 /// must give the same scores (compared with TFLM's by the caller).
 #[inline(never)]
 fn kws(client: ComputeClient<'_, Channel>) -> Result<[u8; 12], Failure> {
-    let mut prepared: Result<Kws<'_>, GraphError> = Graph::prepare(client, MODEL);
-    let kws = prepared.as_mut().map_err(|e| *e)?;
+    // Made here and prepared in place: `Graph::prepare` would return it, a copy of its
+    // tables on the stack.
+    let mut kws: Kws<'_> = Graph::unprepared(client);
+    kws.prepare_in_place(MODEL, Optimise::Cycles)?;
+    let kws = &mut kws;
     let mut first = [0u8; 12];
     kws.invoke(&[INPUT], &mut [&mut first])?;
     let mut scores = [0u8; 12];
@@ -180,9 +183,9 @@ fn kws(client: ComputeClient<'_, Channel>) -> Result<[u8; 12], Failure> {
 /// (The same graph type as kws_dscnn's, so that no second copy of prepare is built.)
 #[inline(never)]
 fn refuses_left_out(client: ComputeClient<'_, Channel>) -> bool {
-    let prepared: Result<Kws<'_>, GraphError> = Graph::prepare(client, LEFT_OUT);
+    let mut graph: Kws<'_> = Graph::unprepared(client);
     matches!(
-        prepared,
+        graph.prepare_in_place(LEFT_OUT, Optimise::Cycles),
         Err(GraphError::Unsupported {
             op: BuiltinOp::Add,
             ..
