@@ -44,6 +44,15 @@ use crate::hal::Npu;
 /// flight are followed together (see [`WatchdogConfig`]).
 pub const WATCHED_JOBS: usize = 32;
 
+/// The list's slots in this build: [`WATCHED_JOBS`], but one in a build without `recovery`,
+/// whose server never follows a job (`NpuServer::watching`), so that the list's 512 bytes do
+/// not sit unused in every server.
+const LIST_SLOTS: usize = if cfg!(feature = "recovery") {
+    WATCHED_JOBS
+} else {
+    1
+};
+
 /// How the server's watchdog judges a job late ([`NpuServer::with_watchdog`](super::NpuServer::with_watchdog)).
 ///
 /// A job may take `predicted × (100 + margin_percent) / 100 + min_cycles` cycles of
@@ -194,7 +203,7 @@ impl Overflow {
 #[derive(Debug)]
 pub(super) struct Watchdog {
     pub(super) config: WatchdogConfig,
-    jobs: heapless::Deque<Watched, WATCHED_JOBS>,
+    jobs: heapless::Deque<Watched, LIST_SLOTS>,
     /// Jobs submitted while the list was full, and every job after them until they are over.
     overflow: Option<Overflow>,
     /// When the head was first seen in flight at the head (its clock's start).
