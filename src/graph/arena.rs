@@ -242,6 +242,8 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     }
     /// Lays the activations out in one pool (see [`plan_arena`](crate::memory::plan_arena)) and reserves it,
     /// after choosing tiled chains when `optimise` asks for the smallest arena.
+    // Out of line, as `add_step`: its tables then share no frame with prepare's others.
+    #[inline(never)]
     pub(super) fn plan_arena(&mut self, optimise: Optimise) -> Result<(), GraphError> {
         let alignment = self
             .client

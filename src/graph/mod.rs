@@ -691,6 +691,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         self.memory
     }
 
+    // Out of line: inlined into prepare, its temporaries (the lowered op, the step) and
+    // those of the arena plan were laid side by side in one frame, a kilobyte or two more
+    // of the deepest stack a firmware needs.
+    #[inline(never)]
     fn add_step(
         &mut self,
         sub: &SubGraph<'static>,

@@ -62,19 +62,51 @@ pub struct ChunkSliceMemory<const CHUNKS: usize = 64> {
 impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     /// A manager over an arena of `size` bytes aligned to `alignment`.
     pub fn new(size: u32, alignment: u32, config: MemoryConfig) -> Result<Self, Error> {
-        let arena = ArenaStorage::new(size, alignment)?;
-        let largest_free = arena.size();
-        Ok(ChunkSliceMemory {
-            arena,
+        let mut memory = Self::empty(config);
+        memory.reset(size, alignment, config)?;
+        Ok(memory)
+    }
+
+    /// A manager over an arena of no bytes (every reserve fails), until [`reset`](Self::reset)
+    /// gives it one: the table of `CHUNKS` chunks made where it lies, with no arena to check.
+    pub const fn empty(config: MemoryConfig) -> Self {
+        ChunkSliceMemory {
+            arena: ArenaStorage::empty(),
             chunks: [None; CHUNKS],
             config,
             reserves_since_dealloc: 0,
             next_generation: 0,
             stats: MemoryStats {
-                largest_free,
-                ..MemoryStats::default()
+                in_use: 0,
+                in_use_peak: 0,
+                reserved: 0,
+                reserved_peak: 0,
+                allocations: 0,
+                deallocations: 0,
+                exact_reuses: 0,
+                slice_reuses: 0,
+                largest_free: 0,
+                chunks: 0,
+                chunk_slots_peak: 0,
+                placements: 0,
             },
-        })
+        }
+    }
+
+    /// The manager over a new arena of `size` bytes aligned to `alignment`, as
+    /// [`new`](Self::new) makes it, in place: every chunk forgotten (a binding to one is then
+    /// stale), the figures restarted. Errors: [`Error::Storage`] when `alignment` is not a
+    /// power of two (the manager is then left as it was).
+    pub fn reset(&mut self, size: u32, alignment: u32, config: MemoryConfig) -> Result<(), Error> {
+        self.arena = ArenaStorage::new(size, alignment)?;
+        self.chunks.fill(None);
+        self.config = config;
+        self.reserves_since_dealloc = 0;
+        self.stats = MemoryStats {
+            largest_free: self.arena.size(),
+            ..MemoryStats::default()
+        };
+        Ok(())
     }
 
     /// The configuration.

@@ -445,6 +445,60 @@ impl<
         let memory = ChunkSliceMemory::new(caps.device_memory_bytes, caps.alignment, config)?;
         Self::with_memory(npu, memory)
     }
+
+    /// [`new`](Self::new) in two steps, for a server built where it is kept: this one makes
+    /// the server with an arena and host staging of no bytes (nothing to check, so nothing
+    /// fails), then [`setup`](Self::setup) gives it the NPU's memories, in place.
+    ///
+    /// A server's tables are kilobytes (`HANDLES` tensors, `CHUNKS` chunks): `new` builds
+    /// them and returns them inside a `Result`, and moving them from there into a channel
+    /// is a copy the compiler does not elide, on the stack of a firmware that counts it. A
+    /// value this function returns, handed straight to a channel's constructor, is built
+    /// where the channel keeps it:
+    ///
+    /// ```
+    /// use npu_compute::prelude::*;
+    /// use npu_compute::hal::CpuOnly;
+    /// let (mut arena, mut staging) = ([0u32; 256], [0u32; 64]);
+    /// let npu = CpuOnly::new(bytemuck::cast_slice_mut(&mut arena), bytemuck::cast_slice_mut(&mut staging));
+    /// let channel: RefCellChannel<NpuServer<_>> = RefCellChannel::new(NpuServer::unset(npu));
+    /// channel.with(|s| s.setup(MemoryConfig::default())).unwrap().unwrap();
+    /// assert_eq!(channel.with(|s| s.memory_stats().largest_free).unwrap(), 1024);
+    /// ```
+    pub fn unset(npu: H) -> Self {
+        let caps = npu.capabilities();
+        Self::assemble(
+            npu,
+            caps,
+            ChunkSliceMemory::empty(MemoryConfig::default()),
+            Staging::empty(),
+        )
+    }
+
+    /// Gives a server from [`unset`](Self::unset) the NPU's memories: its arena, managed with
+    /// Burn's chunk/slice strategy under `config`, and its host staging. Errors as
+    /// [`new`](Self::new), the server then left unset; and [`Error::Setup`] for a server
+    /// that has served a request already (a tensor alive, a job submitted, staging in use),
+    /// whose memories are not replaced under it.
+    pub fn setup(&mut self, config: MemoryConfig) -> Result<(), Error> {
+        let served =
+            self.handles.live() + self.staging.in_use() + usize::from(self.last_fence.is_some());
+        if served > 0 {
+            return Err(SetupError::OutOfRange {
+                parameter: "what NpuServer::setup found in use (tensors alive, staging blocks, \
+                            a job submitted)",
+                value: served as u64,
+                expected: "0: set a server up before its first request",
+            }
+            .into());
+        }
+        let caps = self.caps;
+        check_units(caps)?;
+        self.memory
+            .reset(caps.device_memory_bytes, caps.alignment, config)?;
+        self.staging = Staging::new(caps.host_memory_bytes, caps.alignment)?;
+        Ok(())
+    }
 }
 
 impl<
@@ -458,17 +512,16 @@ impl<
     /// A server over `npu` with a memory manager of your choice. Errors as [`new`](Self::new).
     pub fn with_memory(npu: H, memory: M) -> Result<Self, Error> {
         let caps = npu.capabilities();
-        if usize::from(caps.execution_units) > MAX_EXECUTION_UNITS {
-            // Queues are indexed by unit: more would run off the per-queue tables.
-            return Err(SetupError::OutOfRange {
-                parameter: "Capabilities::execution_units",
-                value: u64::from(caps.execution_units),
-                expected: crate::hal::UNITS_EXPECTED,
-            }
-            .into());
-        }
-        Ok(NpuServer {
-            staging: Staging::new(caps.host_memory_bytes, caps.alignment)?,
+        check_units(caps)?;
+        let staging = Staging::new(caps.host_memory_bytes, caps.alignment)?;
+        Ok(Self::assemble(npu, caps, memory, staging))
+    }
+
+    /// The server over `npu` (which declares `caps`), `memory` and `staging`, with empty
+    /// tables.
+    fn assemble(npu: H, caps: Capabilities, memory: M, staging: Staging<STAGING>) -> Self {
+        NpuServer {
+            staging,
             npu,
             caps,
             memory,
@@ -486,7 +539,7 @@ impl<
             checked: None,
             epoch: 0,
             maybe_lost: false,
-        })
+        }
     }
 
     /// The server with its watchdog set to `config` (by default off: see [`WatchdogConfig`];
@@ -689,6 +742,20 @@ impl<
             }
         }
     }
+}
+
+/// [`Error::Setup`] when the NPU declares more execution units than this build holds.
+fn check_units(caps: Capabilities) -> Result<(), Error> {
+    if usize::from(caps.execution_units) > MAX_EXECUTION_UNITS {
+        // Queues are indexed by unit: more would run off the per-queue tables.
+        return Err(SetupError::OutOfRange {
+            parameter: "Capabilities::execution_units",
+            value: u64::from(caps.execution_units),
+            expected: crate::hal::UNITS_EXPECTED,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Whether the job of `fence` is over (`Ok(true)`: completed, or failed in a way that leaves

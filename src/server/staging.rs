@@ -35,6 +35,18 @@ impl<const STAGING: usize> Staging<STAGING> {
         })
     }
 
+    /// Staging over no host memory (every allocation fails), until [`new`](Self::new)'s
+    /// replaces it.
+    pub const fn empty() -> Self {
+        Staging {
+            blocks: ArenaStorage::empty(),
+            pending: heapless::Vec::new(),
+            peak_blocks: 0,
+            high_water: 0,
+            largest: 0,
+        }
+    }
+
     /// A block of at least `bytes`, or why not (after the caller has reaped what it could).
     pub fn alloc(&mut self, bytes: u32) -> Result<Block, Error> {
         let block = self.blocks.alloc(bytes).map_err(|e| match e {

@@ -125,6 +125,17 @@ impl<const N: usize> ArenaStorage<N> {
         })
     }
 
+    /// An arena of no bytes (every allocation fails): a placeholder until the real one is
+    /// known, as in [`NpuServer::unset`](crate::server::NpuServer::unset).
+    pub const fn empty() -> Self {
+        ArenaStorage {
+            size: 0,
+            alignment: 1,
+            used: heapless::Vec::new(),
+            used_bytes: 0,
+        }
+    }
+
     /// Arena size in bytes.
     pub fn size(&self) -> u32 {
         self.size

@@ -38,7 +38,7 @@ use cortex_m_semihosting::debug::{self, EXIT_FAILURE, EXIT_SUCCESS};
 #[cfg(feature = "defmt")]
 use defmt_semihosting as _;
 
-use npu_compute::channel::RefCellChannel;
+use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
 use npu_compute::graph::{Graph, GraphError, Optimise};
 use npu_compute::hal::CpuOnly;
@@ -143,15 +143,16 @@ impl From<npu_compute::Error> for Failure {
 /// Builds the stack over the static memories, runs kws_dscnn ([`kws`]), then checks that a
 /// model with an operator this build leaves out is refused ([`refuses_left_out`]).
 ///
-/// The server, its channel and a graph are 10 kB each: each is kept where it was built, since
-/// moving one is a 10 kB copy on the stack. The channel comes from [`channel`], which builds
-/// the server in its own frame (gone before a model is prepared) and returns the channel in
-/// place, where it stays, inside that `Result`; a graph stays inside the `Result` that
-/// prepare returned, in the frame of the function that uses it, and the two such functions
-/// run one after the other.
+/// The channel (with the server inside) and a graph are kilobytes each: each is made where
+/// it is kept and filled there, since moving one is a copy of it on the stack. The channel is
+/// a local here; a graph is a local of the function that prepares and uses it
+/// ([`Graph::unprepared`], then `prepare_in_place`), and the two such functions run one after
+/// the other.
 fn run() -> Result<[u8; 12], Failure> {
-    let made = channel();
-    let channel = made.as_ref().map_err(|e| *e)?;
+    let (arena, staging) = memory::take().ok_or(Failure::MemoriesTaken)?;
+    let channel = channel(CpuOnly::new(arena, staging));
+    channel.with(|server| server.setup(MemoryConfig::default()))??;
+    let channel = &channel;
     let scores = kws(ComputeClient::new(channel))?;
     if !refuses_left_out(ComputeClient::new(channel)) {
         return Err(Failure::LeftOutAccepted);
@@ -193,17 +194,14 @@ fn refuses_left_out(client: ComputeClient<'_, Channel>) -> bool {
     )
 }
 
-/// The runtime over the static memories: the HAL, the server, and the channel it is lent
-/// through.
+/// The channel, with a server over `npu` inside it not yet set up (`NpuServer::unset`, then
+/// `NpuServer::setup` in place): `NpuServer::new` would return the server inside a `Result`,
+/// and moving it from there into the channel copies its tables. Out of line and infallible, so
+/// that the channel is written straight into the caller's frame and the temporaries of its
+/// making stay in this frame, gone before a model is prepared.
 #[inline(never)]
-fn channel() -> Result<Channel, Failure> {
-    let (arena, staging) = memory::take().ok_or(Failure::MemoriesTaken)?;
-    let npu = CpuOnly::new(arena, staging);
-    // One expression, with no named server in between: each copy of a server on the way is
-    // another 8 kB of this frame, the deepest of the run.
-    NpuServer::new(npu, MemoryConfig::default())
-        .map(RefCellChannel::new)
-        .map_err(Failure::from)
+fn channel(npu: CpuOnly<'static>) -> Channel {
+    RefCellChannel::new(NpuServer::unset(npu))
 }
 
 /// A panic exits with failure. The message is not formatted: that would link `core::fmt`'s
