@@ -58,19 +58,22 @@ static LEFT_OUT: &[u8] = npu_compute::include_aligned!(
     "../../../tests/models/ops/add_int8_broadcast_rank1/model.tflite"
 );
 
-// The capacities, sized for this model as `npu-sim plan` reports them (run on this HAL they are
-// the same or fewer): a product declares what its models need rather than the defaults (64
-// operators, 128 tensors, 64 handles, 64 chunks, 16 staging blocks, 64 tuned shapes), which
-// would put several kB more of tables on the stack.
+// The capacities, sized for this model on this HAL: a product declares what its models need
+// rather than the defaults (64 operators, 128 tensors, 64 handles, 64 chunks, 16 staging
+// blocks, 64 tuned shapes), which would put several kB more of tables on the stack. `npu-sim
+// plan` gives them for the simulated NPU; on `CpuOnly` some are fewer, as the figures the
+// `defmt` build logs after the run show (`ServerStats`, `MemoryStats`), and those are used.
 
 /// Operators of the model (`Graph OPS`: 12).
 const OPS: usize = 12;
 /// Tensors of the model and of its job plan (`Graph TENSORS`: 43).
 const TENSORS: usize = 43;
-/// Tensors alive at once (`NpuServer HANDLES`: 44), and the channel's deferred drops.
-const HANDLES: usize = 44;
-/// Chunk slots (`ChunkSliceMemory CHUNKS`: 24).
-const CHUNKS: usize = 24;
+/// Tensors alive at once (`NpuServer HANDLES`: 44 on the simulated NPU, 33 here:
+/// `ServerStats::handles_peak`), and the channel's deferred drops.
+const HANDLES: usize = 33;
+/// Chunk slots (`ChunkSliceMemory CHUNKS`: 24 on the simulated NPU, 14 here:
+/// `MemoryStats::chunk_slots_peak`).
+const CHUNKS: usize = 14;
 /// Staging blocks in use at once (`NpuServer STAGING`: 12 on the simulated NPU; 1 here, where
 /// the CPU fallback computes in the arena in place and only the input, the scores and the
 /// constants prepared pass through staging, each transfer finished when submitted:
