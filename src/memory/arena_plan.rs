@@ -149,6 +149,9 @@ pub fn lower_bound(buffers: &[Lifetime], alignment: u32) -> u32 {
 /// assert_eq!(p.size(), 112 + 48);
 /// assert_eq!(p.size(), p.lower_bound());
 /// ```
+// Out of line: its candidate orders and offsets are tables of `N` entries, which inlined into
+// a caller would sit in the caller's frame beside its own.
+#[inline(never)]
 pub fn plan_arena<const N: usize>(
     buffers: &[Lifetime],
     alignment: u32,
