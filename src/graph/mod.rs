@@ -215,10 +215,23 @@ pub(super) struct Step {
     in_place: bool,
     /// Where the schedule runs it ([`Placement::Auto`] without a static schedule).
     placement: Placement,
-    /// For a band step (appended after the model's steps): its rows of its parent step.
-    band: Option<schedule::Band>,
+    /// For a band step (appended after the model's steps): its rows of its parent step
+    /// ([`Step::band`]). Only the planner makes band steps: a build without it keeps nothing
+    /// here.
+    #[cfg_attr(not(feature = "static-schedule"), allow(dead_code))]
+    band: schedule::StepBand,
     /// The schedule cut it into band steps: it runs nothing itself.
     split: bool,
+}
+
+impl Step {
+    /// Its rows of its parent step, for a band step (see `band`).
+    fn band(&self) -> Option<schedule::Band> {
+        #[cfg(feature = "static-schedule")]
+        return self.band;
+        #[cfg(not(feature = "static-schedule"))]
+        None
+    }
 }
 
 /// A model tensor's state.
@@ -825,7 +838,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             output,
             in_place: false,
             placement: Placement::Auto,
-            band: None,
+            band: Default::default(),
             split: false,
         };
         self.steps

@@ -169,7 +169,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 .as_ref()
                 .ok_or(failed(Error::StaleHandle { index: 0 }))?;
             let output = usize::from(step.output);
-            match step.band {
+            match step.band() {
                 Some(band) => {
                     let (slices, out) = self.band_views(pool, si, band)?;
                     let refs = self
@@ -181,7 +181,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     drop((slices, out));
                     let last = self.order[k + 1..].iter().all(|&later| {
                         self.steps[usize::from(later)]
-                            .band
+                            .band()
                             .is_none_or(|b| b.parent != band.parent)
                     });
                     if last {

@@ -13,8 +13,12 @@
 //! TensorFlow Lite Micro's (`expected_tflm_0.bin`). It is built with kws_dscnn's operators
 //! alone (the runtime's operator features, `Cargo.toml`), and without the runtime's NPU
 //! machinery (its default features: the static-schedule planner, striping, the tuner, int16
-//! operators, and job plans, so that every invoke runs job by job: on the CPU alone a plan
-//! saves a few hundred instructions per operator beside the kernels' millions). It checks
+//! operators, job plans, so that every invoke runs job by job: on the CPU alone a plan
+//! saves a few hundred instructions per operator beside the kernels' millions; and the room
+//! for eight execution units, where `CpuOnly` declares one). Its RAM is the statics and the
+//! stack: the runtime's state (channel, server, graph) is built where it is kept and filled
+//! there (`NpuServer::unset` and `setup`, `Graph::unprepared` and `prepare_in_place`),
+//! since moving it would copy it on the stack. It checks
 //! that a model with another operator (one ADD) is refused at prepare. It exits through semihosting with `EXIT_SUCCESS` (QEMU
 //! exit status 0) only on a match, and with `EXIT_FAILURE` (status 1) on a mismatch, an error,
 //! a panic or a hard fault. Before that it prints one line (semihosting stdout, no `core::fmt`):

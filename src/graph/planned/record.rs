@@ -245,7 +245,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 .op
                 .as_ref()
                 .ok_or(failed(Error::StaleHandle { index: 0 }))?;
-            match step.band {
+            match step.band() {
                 Some(band) => {
                     let (slices, output) = self.band_views(pool, si, band)?;
                     let refs = self.band_refs(si, &slices, |t| views[usize::from(t)].as_ref())?;
