@@ -22,9 +22,11 @@ use crate::int8::im2col::gather_patch;
 use crate::int8::mac::{self, Mac};
 
 /// Most taps (`filter_h · filter_w · filter_depth`) of the blocked path: two widened patches
-/// of this many taps live on the stack (4 bytes per 2 taps, so 2,304 bytes). The default
-/// covers a 3×3 window over 64 channels and a 1×1 one over 576.
-pub const MAX_PATCH_TAPS: usize = 576;
+/// of this many taps live on the stack (4 bytes per 2 taps, so 2,304 bytes), and a gathered
+/// one. The default (the feature `patch-576`) covers a 3×3 window over 64 channels and a 1×1
+/// one over 576; without the feature, 64 (a 1×1 window over 64 channels), for a firmware whose
+/// models have small windows only: a deeper window runs the direct loop.
+pub const MAX_PATCH_TAPS: usize = if cfg!(feature = "patch-576") { 576 } else { 64 };
 
 /// Whether the blocked path runs `p`: one group, a window of at most [`MAX_PATCH_TAPS`], and
 /// at least two output channels and two output pixels (a block's).
