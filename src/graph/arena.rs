@@ -254,6 +254,14 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         if optimise == Optimise::Memory {
             self.choose_tiles(alignment)?;
         }
+        // Before the plan's own buffers: the two tables are then never alive at once.
+        let lower_bound_bytes = crate::memory::lower_bound(
+            &self
+                .buffers(&[], alignment, false)
+                .map(|b| b.lifetimes)
+                .unwrap_or_default(),
+            alignment,
+        );
         let buffers = self
             .buffers(self.striped(), alignment, true)
             .ok_or(GraphError::Plan(ArenaPlanError::BadInput {
@@ -296,13 +304,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .sum();
         self.memory = ArenaReport {
             activation_bytes: plan.size(),
-            lower_bound_bytes: crate::memory::lower_bound(
-                &self
-                    .buffers(&[], alignment, false)
-                    .map(|b| b.lifetimes)
-                    .unwrap_or_default(),
-                alignment,
-            ),
+            lower_bound_bytes,
             constant_bytes,
             tiled_chains: self.striped().len() as u8,
             recomputed_macs,
