@@ -21,7 +21,9 @@
 //!   has non-negative dimensions, at most [`MAX_RANK`] of them and a byte size that fits a `u32`,
 //!   every constant buffer is exactly as long as its tensor needs, and quantization vectors have
 //!   consistent lengths. Option *values* (strides, axes, ...) are decoded but not checked
-//!   against the tensors: that is a kernel's job.
+//!   against the tensors: that is a kernel's job. (A build that leaves operators out, by the
+//!   crate's `op-` features, decodes only the options tables of those it lowers; the others
+//!   are validated as tables and returned as [`BuiltinOptions::Other`].)
 //! - **Flatbuffers, checked.** The generic layer (`flatbuffer.rs`) validates each table's vtable
 //!   (inside the file, even size >= 4, fields inside the table), every `uoffset` (non-zero, no
 //!   overflow, inside the file), vector lengths (`len * size` inside the file), strings

@@ -1,6 +1,17 @@
 //! The builtin options tables this reader decodes, and the `builtin_options` union that holds
 //! them: checked to be the table the operator takes, then decoded field by field (slots and
 //! defaults are the schema's).
+//!
+//! Only the tables of the operators the build lowers are decoded (the crate's `op-` features,
+//! as `ops::lower` is gated; all of them by default): a firmware built for a few operators
+//! would otherwise carry every table's field decoding in its flash for nothing, since a model
+//! with another operator is refused at prepare anyway, naming it. The table of an operator left
+//! out is still checked to be the one it takes and to be a well-formed table, and is returned
+//! as [`BuiltinOptions::Other`].
+
+// A build without `all-ops` leaves the decoding helpers of the tables it does not decode
+// unused.
+#![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports))]
 
 use super::error::ModelError;
 use super::flatbuffer::Table;
@@ -349,7 +360,8 @@ pub enum BuiltinOptions {
     SpaceToDepth(BlockSizeOptions),
     /// `DepthToSpaceOptions` (`DEPTH_TO_SPACE`).
     DepthToSpace(BlockSizeOptions),
-    /// Another options table this reader does not decode (its table is still validated).
+    /// Another options table this reader does not decode, or one of an operator this build
+    /// leaves out (the crate's `op-` features); its table is still validated.
     Other {
         /// The `builtin_options_type` union tag (1..=[`MAX_OPTIONS_TYPE`]).
         options_type: u8,
@@ -471,7 +483,8 @@ fn expected_tag(op: BuiltinOp) -> Option<u8> {
 impl BuiltinOptions {
     /// Decodes and validates an operator's options: the union tag must be one the schema
     /// defines, must be the table `op` takes (for the operators decoded here; other operators
-    /// may not carry one of the decoded tables), and the table must be well formed.
+    /// may not carry one of the decoded tables), and the table must be well formed. Tables of
+    /// operators this build leaves out are not decoded ([`BuiltinOptions::Other`]).
     pub(crate) fn decode(
         op: BuiltinOp,
         operator: u32,
@@ -501,7 +514,10 @@ impl BuiltinOptions {
             table: "Operator",
             field: "builtin_options",
         })?;
+        // Each table is decoded only by a build that lowers an operator taking it (module
+        // docs); the others fall to `Other`.
         Ok(match options_type {
+            #[cfg(any(feature = "all-ops", feature = "op-conv-2d"))]
             tag::CONV_2D => Self::Conv2d(Conv2dOptions {
                 padding: padding(&t, 0, "Conv2DOptions.padding")?,
                 stride_w: t.scalar(1, "Conv2DOptions.stride_w", 0)?,
@@ -511,6 +527,7 @@ impl BuiltinOptions {
                 dilation_h_factor: t.scalar(5, "Conv2DOptions.dilation_h_factor", 1)?,
                 quantized_bias_type: data_type(&t, 6, "Conv2DOptions.quantized_bias_type")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-depthwise-conv-2d"))]
             tag::DEPTHWISE_CONV_2D => Self::DepthwiseConv2d(DepthwiseConv2dOptions {
                 padding: padding(&t, 0, "DepthwiseConv2DOptions.padding")?,
                 stride_w: t.scalar(1, "DepthwiseConv2DOptions.stride_w", 0)?,
@@ -520,6 +537,11 @@ impl BuiltinOptions {
                 dilation_w_factor: t.scalar(5, "DepthwiseConv2DOptions.dilation_w_factor", 1)?,
                 dilation_h_factor: t.scalar(6, "DepthwiseConv2DOptions.dilation_h_factor", 1)?,
             }),
+            #[cfg(any(
+                feature = "all-ops",
+                feature = "op-average-pool-2d",
+                feature = "op-max-pool-2d"
+            ))]
             tag::POOL_2D => Self::Pool2d(Pool2dOptions {
                 padding: padding(&t, 0, "Pool2DOptions.padding")?,
                 stride_w: t.scalar(1, "Pool2DOptions.stride_w", 0)?,
@@ -528,6 +550,7 @@ impl BuiltinOptions {
                 filter_height: t.scalar(4, "Pool2DOptions.filter_height", 0)?,
                 activation: activation(&t, 5, "Pool2DOptions.fused_activation_function")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-fully-connected"))]
             tag::FULLY_CONNECTED => Self::FullyConnected(FullyConnectedOptions {
                 activation: activation(&t, 0, "FullyConnectedOptions.fused_activation_function")?,
                 weights_format: match t.scalar::<i8>(
@@ -552,24 +575,30 @@ impl BuiltinOptions {
                 )?,
                 quantized_bias_type: data_type(&t, 4, "FullyConnectedOptions.quantized_bias_type")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-softmax"))]
             tag::SOFTMAX => Self::Softmax(SoftmaxOptions {
                 beta: t.scalar(0, "SoftmaxOptions.beta", 0.0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-concatenation"))]
             tag::CONCATENATION => Self::Concatenation(ConcatenationOptions {
                 axis: t.scalar(0, "ConcatenationOptions.axis", 0)?,
                 activation: activation(&t, 1, "ConcatenationOptions.fused_activation_function")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-add"))]
             tag::ADD => Self::Add(AddSubOptions {
                 activation: activation(&t, 0, "AddOptions.fused_activation_function")?,
                 pot_scale_int16: t.boolean(1, "AddOptions.pot_scale_int16", true)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-sub"))]
             tag::SUB => Self::Sub(AddSubOptions {
                 activation: activation(&t, 0, "SubOptions.fused_activation_function")?,
                 pot_scale_int16: t.boolean(1, "SubOptions.pot_scale_int16", true)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-mul"))]
             tag::MUL => Self::Mul(MulOptions {
                 activation: activation(&t, 0, "MulOptions.fused_activation_function")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-reshape"))]
             tag::RESHAPE => {
                 let new_shape = match t.vector::<i32>(0, "ReshapeOptions.new_shape")? {
                     None => None,
@@ -592,9 +621,17 @@ impl BuiltinOptions {
                 };
                 Self::Reshape(ReshapeOptions { new_shape })
             }
+            #[cfg(any(
+                feature = "all-ops",
+                feature = "op-mean",
+                feature = "op-sum",
+                feature = "op-reduce-max",
+                feature = "op-reduce-min"
+            ))]
             tag::REDUCER => Self::Reducer(ReducerOptions {
                 keep_dims: t.boolean(0, "ReducerOptions.keep_dims", false)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-batch-matmul"))]
             tag::BATCH_MATMUL => Self::BatchMatMul(BatchMatMulOptions {
                 adj_x: t.boolean(0, "BatchMatMulOptions.adj_x", false)?,
                 adj_y: t.boolean(1, "BatchMatMulOptions.adj_y", false)?,
@@ -604,10 +641,13 @@ impl BuiltinOptions {
                     false,
                 )?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-transpose"))]
             tag::TRANSPOSE => Self::Transpose,
+            #[cfg(any(feature = "all-ops", feature = "op-leaky-relu"))]
             tag::LEAKY_RELU => Self::LeakyRelu(LeakyReluOptions {
                 alpha: t.scalar(0, "LeakyReluOptions.alpha", 0.0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-strided-slice"))]
             tag::STRIDED_SLICE => Self::StridedSlice(StridedSliceOptions {
                 begin_mask: t.scalar(0, "StridedSliceOptions.begin_mask", 0)?,
                 end_mask: t.scalar(1, "StridedSliceOptions.end_mask", 0)?,
@@ -616,20 +656,25 @@ impl BuiltinOptions {
                 shrink_axis_mask: t.scalar(4, "StridedSliceOptions.shrink_axis_mask", 0)?,
                 offset: t.boolean(5, "StridedSliceOptions.offset", false)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-split"))]
             tag::SPLIT => Self::Split(SplitOptions {
                 num_splits: t.scalar(0, "SplitOptions.num_splits", 0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-split-v"))]
             tag::SPLIT_V => Self::SplitV(SplitOptions {
                 num_splits: t.scalar(0, "SplitVOptions.num_splits", 0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-pack"))]
             tag::PACK => Self::Pack(PackOptions {
                 count: t.scalar(0, "PackOptions.values_count", 0)?,
                 axis: t.scalar(1, "PackOptions.axis", 0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-unpack"))]
             tag::UNPACK => Self::Unpack(PackOptions {
                 count: t.scalar(0, "UnpackOptions.num", 0)?,
                 axis: t.scalar(1, "UnpackOptions.axis", 0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-mirror-pad"))]
             tag::MIRROR_PAD => Self::MirrorPad(MirrorPadOptions {
                 mode: match t.scalar::<i8>(0, "MirrorPadOptions.mode", 0)? {
                     0 => MirrorPadMode::Reflect,
@@ -642,6 +687,7 @@ impl BuiltinOptions {
                     }
                 },
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-transpose-conv"))]
             tag::TRANSPOSE_CONV => Self::TransposeConv(TransposeConvOptions {
                 padding: padding(&t, 0, "TransposeConvOptions.padding")?,
                 stride_w: t.scalar(1, "TransposeConvOptions.stride_w", 0)?,
@@ -649,9 +695,11 @@ impl BuiltinOptions {
                 activation: activation(&t, 3, "TransposeConvOptions.fused_activation_function")?,
                 quantized_bias_type: data_type(&t, 4, "TransposeConvOptions.quantized_bias_type")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-l-2-normalization"))]
             tag::L2_NORM => Self::L2Norm(L2NormOptions {
                 activation: activation(&t, 0, "L2NormOptions.fused_activation_function")?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-unidirectional-sequence-lstm"))]
             tag::UNIDIRECTIONAL_SEQUENCE_LSTM => {
                 const T: &str = "UnidirectionalSequenceLSTMOptions";
                 Self::UnidirectionalSequenceLstm(UnidirectionalSequenceLstmOptions {
@@ -664,6 +712,7 @@ impl BuiltinOptions {
                 })
             }
             // Slots 0 and 1 are the deprecated new_height and new_width.
+            #[cfg(any(feature = "all-ops", feature = "op-resize-bilinear"))]
             tag::RESIZE_BILINEAR => Self::ResizeBilinear(ResizeOptions {
                 align_corners: t.boolean(2, "ResizeBilinearOptions.align_corners", false)?,
                 half_pixel_centers: t.boolean(
@@ -672,6 +721,7 @@ impl BuiltinOptions {
                     false,
                 )?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-resize-nearest-neighbor"))]
             tag::RESIZE_NEAREST_NEIGHBOR => Self::ResizeNearestNeighbor(ResizeOptions {
                 align_corners: t.boolean(0, "ResizeNearestNeighborOptions.align_corners", false)?,
                 half_pixel_centers: t.boolean(
@@ -680,10 +730,12 @@ impl BuiltinOptions {
                     false,
                 )?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-gather"))]
             tag::GATHER => Self::Gather(GatherOptions {
                 axis: t.scalar(0, "GatherOptions.axis", 0)?,
                 batch_dims: t.scalar(1, "GatherOptions.batch_dims", 0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-squeeze"))]
             tag::SQUEEZE => {
                 let mut squeeze_dims = heapless::Vec::new();
                 if let Some(v) = t.vector::<i32>(0, "SqueezeOptions.squeeze_dims")? {
@@ -702,9 +754,11 @@ impl BuiltinOptions {
                 }
                 Self::Squeeze(SqueezeOptions { squeeze_dims })
             }
+            #[cfg(any(feature = "all-ops", feature = "op-space-to-depth"))]
             tag::SPACE_TO_DEPTH => Self::SpaceToDepth(BlockSizeOptions {
                 block_size: t.scalar(0, "SpaceToDepthOptions.block_size", 0)?,
             }),
+            #[cfg(any(feature = "all-ops", feature = "op-depth-to-space"))]
             tag::DEPTH_TO_SPACE => Self::DepthToSpace(BlockSizeOptions {
                 block_size: t.scalar(0, "DepthToSpaceOptions.block_size", 0)?,
             }),
