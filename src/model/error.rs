@@ -3,6 +3,12 @@
 //! Each variant names *what* is wrong (a `&'static str` of the form `"Table.field"`) and *where*:
 //! a byte offset into the file for structural (flatbuffer) errors, or the index of the tensor,
 //! operator, operator code, buffer or subgraph for semantic errors.
+//!
+//! Every `?` of the reader moves one, so its fields are as narrow as their quantities allow,
+//! with no 64-bit field (whose alignment would double the copies on a 32-bit target): byte
+//! offsets and counts within the file are `u32` (the reader reads at most 4 GiB), the values of
+//! the file's signed enums and indices fit an `i32`, and the reader's capacities a `u16`
+//! (`tests::sizes` pins the sizes on 32-bit targets).
 
 /// Why a model was rejected, or why an accessor failed.
 ///
@@ -74,8 +80,8 @@ pub enum ModelError {
     BadEnum {
         /// The field.
         what: &'static str,
-        /// The value found.
-        value: i64,
+        /// The value found (every enum and union tag of the schema is at most 32 bits wide).
+        value: i32,
     },
     /// An index stored in the file (or passed by the caller) is out of range.
     BadIndex {
@@ -84,8 +90,9 @@ pub enum ModelError {
         /// Index of the tensor/operator/subgraph holding it (0 for an index passed to an
         /// accessor, or one in a list of the model itself).
         item: u32,
-        /// The index found.
-        index: i64,
+        /// The index found (an unsigned index above `i32::MAX` is reported as `i32::MAX`: no
+        /// list of a model of at most 4 GiB has that many entries).
+        index: i32,
         /// The number of valid entries.
         len: u32,
     },
@@ -95,8 +102,9 @@ pub enum ModelError {
         what: &'static str,
         /// Name of the capacity constant (e.g. `"MAX_RANK"`).
         capacity: &'static str,
-        /// Its value.
-        limit: u32,
+        /// Its value (the reader's capacities are at most [`MAX_TENSORS`](super::MAX_TENSORS),
+        /// `u16::MAX`).
+        limit: u16,
         /// The length found.
         actual: u32,
     },
@@ -167,12 +175,13 @@ pub enum ModelError {
     ExternalBufferOutOfBounds {
         /// The buffer's index.
         buffer: u32,
-        /// `Buffer.offset`.
-        offset: u64,
-        /// `Buffer.size`.
-        size: u64,
+        /// `Buffer.offset` (a 64-bit field of the file, reported as `usize::MAX` when above it:
+        /// past any file this target holds in memory).
+        offset: usize,
+        /// `Buffer.size` (as `offset`, `usize::MAX` when above it).
+        size: usize,
         /// The file's size.
-        file: u64,
+        file: usize,
     },
     /// The model uses a feature this reader does not support (e.g. sparse tensors).
     Unsupported {
@@ -325,3 +334,10 @@ impl core::fmt::Display for ModelError {
 }
 
 impl core::error::Error for ModelError {}
+
+impl ModelError {
+    /// An unsigned index as [`ModelError::BadIndex`] reports it (saturated at `i32::MAX`).
+    pub(crate) fn index(index: u32) -> i32 {
+        i32::try_from(index).unwrap_or(i32::MAX)
+    }
+}

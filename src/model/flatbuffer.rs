@@ -326,7 +326,7 @@ impl<'a, T: Scalar> Vector<'a, T> {
         let bad = ModelError::BadIndex {
             what: self.what,
             item: 0,
-            index: i64::from(i),
+            index: ModelError::index(i),
             len: self.len,
         };
         if i >= self.len {
@@ -392,7 +392,7 @@ impl<'a> Tables<'a> {
             return Err(ModelError::BadIndex {
                 what: self.what,
                 item: 0,
-                index: i64::from(i),
+                index: ModelError::index(i),
                 len: self.len,
             });
         }

@@ -263,7 +263,7 @@ impl<'a> Shared<'a> {
         if code < 0 {
             return Err(ModelError::BadEnum {
                 what: "OperatorCode.builtin_code",
-                value: i64::from(code),
+                value: code,
             });
         }
         let builtin = BuiltinOp::from_code(code);
@@ -291,22 +291,21 @@ impl<'a> Shared<'a> {
             if data.len() != 0 {
                 return Err(ModelError::ConflictingBufferData { buffer: index });
             }
-            let file = self.file.len() as u64;
+            let wide = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
             let oob = ModelError::ExternalBufferOutOfBounds {
                 buffer: index,
-                offset,
-                size,
-                file,
+                offset: wide(offset),
+                size: wide(size),
+                file: self.file.len(),
             };
-            let end = offset.checked_add(size).ok_or(oob)?;
-            if end > file {
+            // An offset or a size above usize::MAX lies past the end of any file in memory.
+            let (Ok(start), Ok(len)) = (usize::try_from(offset), usize::try_from(size)) else {
                 return Err(oob);
-            }
-            let (start, end) = (
-                usize::try_from(offset).map_err(|_| oob)?,
-                usize::try_from(end).map_err(|_| oob)?,
-            );
-            let bytes = self.file.get(start..end).ok_or(oob)?;
+            };
+            let bytes = start
+                .checked_add(len)
+                .and_then(|end| self.file.get(start..end))
+                .ok_or(oob)?;
             return Ok((!bytes.is_empty()).then_some(bytes));
         }
         let bytes = data.bytes();

@@ -56,7 +56,7 @@ impl<'a> OperatorInfo<'a> {
             return Err(ModelError::BadIndex {
                 what: "Operator.opcode_index",
                 item: index,
-                index: i64::from(opcode_index),
+                index: ModelError::index(opcode_index),
                 len: shared.opcodes.len(),
             });
         }
@@ -117,7 +117,7 @@ fn tensor_list<const N: usize>(
         return Err(ModelError::CapacityExceeded {
             what,
             capacity,
-            limit: N as u32,
+            limit: u16::try_from(N).unwrap_or(u16::MAX),
             actual: list.len(),
         });
     }
@@ -132,7 +132,7 @@ fn tensor_list<const N: usize>(
                     return Err(ModelError::BadIndex {
                         what,
                         item: operator,
-                        index: i64::from(index),
+                        index,
                         len: tensor_count,
                     })
                 }
@@ -141,7 +141,7 @@ fn tensor_list<const N: usize>(
         out.push(entry).map_err(|_| ModelError::CapacityExceeded {
             what,
             capacity,
-            limit: N as u32,
+            limit: u16::try_from(N).unwrap_or(u16::MAX),
             actual: list.len(),
         })?;
     }

@@ -494,7 +494,7 @@ impl BuiltinOptions {
         if options_type > MAX_OPTIONS_TYPE {
             return Err(ModelError::BadEnum {
                 what: "Operator.builtin_options_type",
-                value: i64::from(options_type),
+                value: i32::from(options_type),
             });
         }
         if options_type == 0 {
@@ -563,7 +563,7 @@ impl BuiltinOptions {
                     v => {
                         return Err(ModelError::BadEnum {
                             what: "FullyConnectedOptions.weights_format",
-                            value: i64::from(v),
+                            value: i32::from(v),
                         })
                     }
                 },
@@ -608,7 +608,7 @@ impl BuiltinOptions {
                             return Err(ModelError::CapacityExceeded {
                                 what: "ReshapeOptions.new_shape",
                                 capacity: "MAX_RANK",
-                                limit: MAX_RANK as u32,
+                                limit: MAX_RANK as u16,
                                 actual: v.len(),
                             });
                         }
@@ -682,7 +682,7 @@ impl BuiltinOptions {
                     v => {
                         return Err(ModelError::BadEnum {
                             what: "MirrorPadOptions.mode",
-                            value: i64::from(v),
+                            value: i32::from(v),
                         })
                     }
                 },
@@ -743,7 +743,7 @@ impl BuiltinOptions {
                         return Err(ModelError::CapacityExceeded {
                             what: "SqueezeOptions.squeeze_dims",
                             capacity: "MAX_RANK",
-                            limit: MAX_RANK as u32,
+                            limit: MAX_RANK as u16,
                             actual: v.len(),
                         });
                     }

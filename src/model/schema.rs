@@ -190,7 +190,7 @@ pub(super) fn data_type(t: &Table<'_>, slot: u16, what: &'static str) -> Result<
     let code: i8 = t.scalar(slot, what, 0)?;
     DataType::from_code(code).ok_or(ModelError::BadEnum {
         what,
-        value: i64::from(code),
+        value: i32::from(code),
     })
 }
 
@@ -211,7 +211,7 @@ pub(super) fn padding(t: &Table<'_>, slot: u16, what: &'static str) -> Result<Pa
         1 => Ok(Padding::Valid),
         v => Err(ModelError::BadEnum {
             what,
-            value: i64::from(v),
+            value: i32::from(v),
         }),
     }
 }
@@ -246,7 +246,7 @@ pub(super) fn activation(t: &Table<'_>, slot: u16, what: &'static str) -> Result
         v => {
             return Err(ModelError::BadEnum {
                 what,
-                value: i64::from(v),
+                value: i32::from(v),
             })
         }
     })

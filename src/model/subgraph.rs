@@ -26,7 +26,8 @@ impl<'a> SubGraph<'a> {
             return Err(ModelError::CapacityExceeded {
                 what: "SubGraph.tensors",
                 capacity: "MAX_TENSORS",
-                limit: MAX_TENSORS,
+                // MAX_TENSORS is u16::MAX.
+                limit: MAX_TENSORS as u16,
                 actual: tensors.len(),
             });
         }
@@ -58,7 +59,7 @@ impl<'a> SubGraph<'a> {
                     return Err(ModelError::BadIndex {
                         what,
                         item: self.index,
-                        index: i64::from(index),
+                        index,
                         len: self.tensors.len(),
                     });
                 }

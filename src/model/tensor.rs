@@ -111,7 +111,7 @@ impl<'a> Quantization<'a> {
             v => {
                 return Err(ModelError::BadEnum {
                     what: "QuantizationParameters.details_type",
-                    value: i64::from(v),
+                    value: i32::from(v),
                 })
             }
         }
@@ -199,7 +199,7 @@ impl<'a> TensorInfo<'a> {
             return Err(ModelError::CapacityExceeded {
                 what: "Tensor.shape",
                 capacity: "MAX_RANK",
-                limit: MAX_RANK as u32,
+                limit: MAX_RANK as u16,
                 actual: dims.len(),
             });
         }
@@ -221,7 +221,7 @@ impl<'a> TensorInfo<'a> {
         let code: i8 = t.scalar(slot::tensor::TYPE, "Tensor.type", 0)?;
         let dtype = DataType::from_code(code).ok_or(ModelError::BadEnum {
             what: "Tensor.type",
-            value: i64::from(code),
+            value: i32::from(code),
         })?;
         let byte_size = match dtype.bits() {
             Some(bits) => {
@@ -244,7 +244,7 @@ impl<'a> TensorInfo<'a> {
             return Err(ModelError::BadIndex {
                 what: "Tensor.buffer",
                 item,
-                index: i64::from(buffer),
+                index: ModelError::index(buffer),
                 len: shared.buffers.len(),
             });
         } else {
