@@ -233,7 +233,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     };
     let act = lower::activation(act)?;
     if ctx.input(0)?.dtype == DataType::Int16 {
-        return super::binary_int16::lower(ctx, act);
+        return lower::int16(|| super::binary_int16::lower(ctx, act));
     }
     let (a, b, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
     let (aq, bq, yq) = (quant(&a)?, quant(&b)?, quant(&y)?);

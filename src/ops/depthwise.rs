@@ -109,7 +109,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
         return Err(unsupported("operator"));
     };
     if ctx.input(0)?.dtype == DataType::Int16 {
-        return lower_i16(ctx, o);
+        return lower::int16(|| lower_i16(ctx, o));
     }
     let (x, f, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
     let (xq, yq) = (quant(&x)?, quant(&y)?);

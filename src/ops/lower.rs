@@ -194,6 +194,24 @@ impl<'s, 'i> LowerCtx<'s, 'i> {
     }
 }
 
+/// The refusal of an int16 (16x8) operator by a build without the `int16` feature.
+pub(super) const INT16_LEFT_OUT: &str =
+    "int16 operator left out of this build (the cargo feature `int16` builds them)";
+
+/// `lower_i16()`, the lowering of an operator's int16 (16x8) form, in a build with the `int16`
+/// feature; in one without it, the refusal naming the feature. There `lower_i16` is never
+/// called, so its code stays out of the flash as the int16 kernels do (its op would be refused
+/// after it anyway, as `Op::is_built` says).
+pub(super) fn int16(
+    lower_i16: impl FnOnce() -> Result<Lowered, LowerError>,
+) -> Result<Lowered, LowerError> {
+    if cfg!(feature = "int16") {
+        lower_i16()
+    } else {
+        Err(LowerError::Unsupported(INT16_LEFT_OUT))
+    }
+}
+
 /// `Unsupported(what)`: the common refusal.
 pub(super) fn unsupported(what: &'static str) -> LowerError {
     LowerError::Unsupported(what)

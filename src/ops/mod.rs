@@ -726,9 +726,9 @@ macro_rules! lowerings {
             }?;
             match lowered {
                 // The operator's feature is on but not its element type's.
-                Lowered::Compute { op, .. } if !op.is_built() => Err(LowerError::Unsupported(
-                    "int16 operator left out of this build (the cargo feature `int16` builds them)",
-                )),
+                Lowered::Compute { op, .. } if !op.is_built() => {
+                    Err(LowerError::Unsupported(lower::INT16_LEFT_OUT))
+                }
                 lowered => Ok(lowered),
             }
         }

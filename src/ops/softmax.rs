@@ -153,7 +153,7 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     };
     let (x, y) = (ctx.input(0)?, ctx.output()?);
     if x.dtype == DataType::Int16 {
-        return lower_i16(&x, &y, o.beta);
+        return lower::int16(|| lower_i16(&x, &y, o.beta));
     }
     let len = x.shape.num_elements();
     lower::check_elements(&y, len as usize)?;
