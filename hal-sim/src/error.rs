@@ -71,7 +71,7 @@ impl From<SimError> for SetupError {
         match e {
             SimError::BadAlignment { alignment } => SetupError::OutOfRange {
                 parameter: "SimConfig::alignment",
-                value: u64::from(alignment),
+                value: alignment as usize,
                 expected: "a power of two of at least 4",
             },
             SimError::MisalignedMemory { space, alignment } => {
@@ -88,7 +88,7 @@ impl From<SimError> for SetupError {
             },
             SimError::TooManyExecutionUnits { units, .. } => SetupError::OutOfRange {
                 parameter: "SimConfig::execution_units",
-                value: u64::from(units),
+                value: usize::from(units),
                 expected: MAX_UNITS_TEXT,
             },
             SimError::ZeroRate { parameter } => SetupError::OutOfRange {
@@ -98,7 +98,7 @@ impl From<SimError> for SetupError {
             },
             SimError::BadJobCapacity { jobs } => SetupError::OutOfRange {
                 parameter: "SimNpu's JOBS",
-                value: jobs as u64,
+                value: jobs,
                 expected: "between 1 and 65535",
             },
         }

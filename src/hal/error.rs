@@ -246,8 +246,8 @@ pub enum SetupError {
     OutOfRange {
         /// The parameter, as the user sets it (`"SimConfig::execution_units"`).
         parameter: &'static str,
-        /// The value given.
-        value: u64,
+        /// The value given (every parameter checked is a count or size: a `usize` holds it).
+        value: usize,
         /// What it must be (`"between 1 and 8"`).
         expected: &'static str,
     },

@@ -750,7 +750,7 @@ fn check_units(caps: Capabilities) -> Result<(), Error> {
         // Queues are indexed by unit: more would run off the per-queue tables.
         return Err(SetupError::OutOfRange {
             parameter: "Capabilities::execution_units",
-            value: u64::from(caps.execution_units),
+            value: usize::from(caps.execution_units),
             expected: crate::hal::UNITS_EXPECTED,
         }
         .into());
