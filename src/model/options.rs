@@ -409,75 +409,69 @@ mod tag {
     pub(super) const DEPTH_TO_SPACE: u8 = 94;
 
     pub(super) const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
+}
 
-    pub(super) const DECODED: [u8; 29] = [
-        CONV_2D,
-        DEPTHWISE_CONV_2D,
-        POOL_2D,
-        FULLY_CONNECTED,
-        SOFTMAX,
-        CONCATENATION,
-        ADD,
-        RESHAPE,
-        MUL,
-        TRANSPOSE,
-        REDUCER,
-        SUB,
-        BATCH_MATMUL,
-        LEAKY_RELU,
-        STRIDED_SLICE,
-        SPLIT,
-        PACK,
-        UNPACK,
-        MIRROR_PAD,
-        SPLIT_V,
-        TRANSPOSE_CONV,
-        L2_NORM,
-        UNIDIRECTIONAL_SEQUENCE_LSTM,
-        RESIZE_BILINEAR,
-        SPACE_TO_DEPTH,
-        GATHER,
-        SQUEEZE,
-        RESIZE_NEAREST_NEIGHBOR,
-        DEPTH_TO_SPACE,
-    ];
+/// The operators that take one of the tables decoded here (by their `BuiltinOperator` codes,
+/// all below 256), each with its tag: a small table rather than a `match`, which compiles to a
+/// jump table over every operator code.
+const EXPECTED_TAGS: [(u8, u8); 37] = [
+    (code(BuiltinOp::Conv2d), tag::CONV_2D),
+    (code(BuiltinOp::DepthwiseConv2d), tag::DEPTHWISE_CONV_2D),
+    (code(BuiltinOp::AveragePool2d), tag::POOL_2D),
+    (code(BuiltinOp::MaxPool2d), tag::POOL_2D),
+    (code(BuiltinOp::L2Pool2d), tag::POOL_2D),
+    (code(BuiltinOp::FullyConnected), tag::FULLY_CONNECTED),
+    (code(BuiltinOp::Softmax), tag::SOFTMAX),
+    (code(BuiltinOp::Concatenation), tag::CONCATENATION),
+    (code(BuiltinOp::Add), tag::ADD),
+    (code(BuiltinOp::Reshape), tag::RESHAPE),
+    (code(BuiltinOp::Mul), tag::MUL),
+    (code(BuiltinOp::Transpose), tag::TRANSPOSE),
+    (code(BuiltinOp::Mean), tag::REDUCER),
+    (code(BuiltinOp::Sum), tag::REDUCER),
+    (code(BuiltinOp::ReduceProd), tag::REDUCER),
+    (code(BuiltinOp::ReduceMax), tag::REDUCER),
+    (code(BuiltinOp::ReduceMin), tag::REDUCER),
+    (code(BuiltinOp::ReduceAny), tag::REDUCER),
+    (code(BuiltinOp::ReduceAll), tag::REDUCER),
+    (code(BuiltinOp::Sub), tag::SUB),
+    (code(BuiltinOp::BatchMatmul), tag::BATCH_MATMUL),
+    (code(BuiltinOp::LeakyRelu), tag::LEAKY_RELU),
+    (code(BuiltinOp::StridedSlice), tag::STRIDED_SLICE),
+    (code(BuiltinOp::Split), tag::SPLIT),
+    (code(BuiltinOp::Pack), tag::PACK),
+    (code(BuiltinOp::Unpack), tag::UNPACK),
+    (code(BuiltinOp::MirrorPad), tag::MIRROR_PAD),
+    (code(BuiltinOp::SplitV), tag::SPLIT_V),
+    (code(BuiltinOp::TransposeConv), tag::TRANSPOSE_CONV),
+    (code(BuiltinOp::L2Normalization), tag::L2_NORM),
+    (
+        code(BuiltinOp::UnidirectionalSequenceLstm),
+        tag::UNIDIRECTIONAL_SEQUENCE_LSTM,
+    ),
+    (code(BuiltinOp::ResizeBilinear), tag::RESIZE_BILINEAR),
+    (code(BuiltinOp::SpaceToDepth), tag::SPACE_TO_DEPTH),
+    (code(BuiltinOp::Gather), tag::GATHER),
+    (code(BuiltinOp::Squeeze), tag::SQUEEZE),
+    (
+        code(BuiltinOp::ResizeNearestNeighbor),
+        tag::RESIZE_NEAREST_NEIGHBOR,
+    ),
+    (code(BuiltinOp::DepthToSpace), tag::DEPTH_TO_SPACE),
+];
+
+/// `op`'s code as a byte (checked when the table is built).
+const fn code(op: BuiltinOp) -> u8 {
+    assert!(op.code() >= 0 && op.code() <= u8::MAX as i32);
+    op.code() as u8
 }
 
 /// The options tag an operator this reader decodes must carry (or `None` for other operators).
 fn expected_tag(op: BuiltinOp) -> Option<u8> {
-    use BuiltinOp::*;
-    Some(match op {
-        Conv2d => tag::CONV_2D,
-        DepthwiseConv2d => tag::DEPTHWISE_CONV_2D,
-        AveragePool2d | MaxPool2d | L2Pool2d => tag::POOL_2D,
-        FullyConnected => tag::FULLY_CONNECTED,
-        Softmax => tag::SOFTMAX,
-        Concatenation => tag::CONCATENATION,
-        Add => tag::ADD,
-        Reshape => tag::RESHAPE,
-        Mul => tag::MUL,
-        Transpose => tag::TRANSPOSE,
-        Mean | Sum | ReduceProd | ReduceMax | ReduceMin | ReduceAny | ReduceAll => tag::REDUCER,
-        Sub => tag::SUB,
-        BatchMatmul => tag::BATCH_MATMUL,
-        LeakyRelu => tag::LEAKY_RELU,
-        StridedSlice => tag::STRIDED_SLICE,
-        Split => tag::SPLIT,
-        Pack => tag::PACK,
-        Unpack => tag::UNPACK,
-        MirrorPad => tag::MIRROR_PAD,
-        SplitV => tag::SPLIT_V,
-        TransposeConv => tag::TRANSPOSE_CONV,
-        L2Normalization => tag::L2_NORM,
-        UnidirectionalSequenceLstm => tag::UNIDIRECTIONAL_SEQUENCE_LSTM,
-        ResizeBilinear => tag::RESIZE_BILINEAR,
-        SpaceToDepth => tag::SPACE_TO_DEPTH,
-        Gather => tag::GATHER,
-        Squeeze => tag::SQUEEZE,
-        ResizeNearestNeighbor => tag::RESIZE_NEAREST_NEIGHBOR,
-        DepthToSpace => tag::DEPTH_TO_SPACE,
-        _ => return None,
-    })
+    EXPECTED_TAGS
+        .iter()
+        .find(|&&(code, _)| i32::from(code) == op.code())
+        .map(|&(_, tag)| tag)
 }
 
 impl BuiltinOptions {
@@ -507,7 +501,7 @@ impl BuiltinOptions {
         };
         match expected_tag(op) {
             Some(expected) if expected != options_type => return Err(mismatch),
-            None if tag::DECODED.contains(&options_type) => return Err(mismatch),
+            None if EXPECTED_TAGS.iter().any(|&(_, t)| t == options_type) => return Err(mismatch),
             _ => {}
         }
         let t = table.ok_or(ModelError::MissingField {
