@@ -470,8 +470,21 @@ const fn code(op: BuiltinOp) -> u8 {
 fn expected_tag(op: BuiltinOp) -> Option<u8> {
     EXPECTED_TAGS
         .iter()
-        .find(|&&(code, _)| i32::from(code) == op.code())
+        .find(|&&(code, _)| BuiltinOp::from_code(i32::from(code)) == op)
         .map(|&(_, tag)| tag)
+}
+
+/// `op.code()`, found through [`BuiltinOp::from_code`] (a comparison) rather than by
+/// [`BuiltinOp::code`]'s `match` of every operator, which a build optimised for size compiles
+/// to a jump table of 1 kB, here for an error message alone.
+fn code_of(op: BuiltinOp) -> i32 {
+    match op {
+        BuiltinOp::Other(code) => code,
+        // Every other operator has a code from 0 up: the search ends at it.
+        named => (0..=i32::MAX)
+            .find(|&code| BuiltinOp::from_code(code) == named)
+            .unwrap_or(i32::MAX),
+    }
 }
 
 impl BuiltinOptions {
@@ -496,7 +509,7 @@ impl BuiltinOptions {
         }
         let mismatch = ModelError::OptionsMismatch {
             operator,
-            builtin: op.code(),
+            builtin: code_of(op),
             options_type,
         };
         match expected_tag(op) {
@@ -879,6 +892,28 @@ impl BuiltinOptions {
             Some(tag::SPACE_TO_DEPTH) => Self::SpaceToDepth(BlockSizeOptions { block_size: 0 }),
             Some(tag::DEPTH_TO_SPACE) => Self::DepthToSpace(BlockSizeOptions { block_size: 0 }),
             _ => Self::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_of_is_code() {
+        for code in (-3..=300).chain([i32::MIN, i32::MAX]) {
+            let op = BuiltinOp::from_code(code);
+            assert_eq!(code_of(op), op.code(), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn expected_tags_name_each_operator_once() {
+        for (i, &(code, _)) in EXPECTED_TAGS.iter().enumerate() {
+            assert!(EXPECTED_TAGS[..i].iter().all(|&(c, _)| c != code), "{code}");
+            let op = BuiltinOp::from_code(i32::from(code));
+            assert_eq!(expected_tag(op), Some(EXPECTED_TAGS[i].1), "{op:?}");
         }
     }
 }
