@@ -232,10 +232,11 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
         _ => return Err(unsupported("options")),
     };
     let act = lower::activation(act)?;
-    if ctx.input(0)?.dtype == DataType::Int16 {
+    let a = ctx.input(0)?;
+    if a.dtype == DataType::Int16 {
         return lower::int16(|| super::binary_int16::lower(ctx, act));
     }
-    let (a, b, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
+    let (b, y) = (ctx.input(1)?, ctx.output()?);
     let (aq, bq, yq) = (quant(&a)?, quant(&b)?, quant(&y)?);
     let shape = BroadcastShape::new(a.shape.dims(), b.shape.dims(), y.shape.dims())?;
     let (a_len, b_len, len) = shape.lens();

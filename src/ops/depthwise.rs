@@ -108,10 +108,11 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     let BuiltinOptions::DepthwiseConv2d(o) = ctx.options() else {
         return Err(unsupported("operator"));
     };
-    if ctx.input(0)?.dtype == DataType::Int16 {
+    let x = ctx.input(0)?;
+    if x.dtype == DataType::Int16 {
         return lower::int16(|| lower_i16(ctx, o));
     }
-    let (x, f, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
+    let (f, y) = (ctx.input(1)?, ctx.output()?);
     let (xq, yq) = (quant(&x)?, quant(&y)?);
     let [1, fh, fw, out_channels] = *f.shape.dims() else {
         return Err(unsupported(

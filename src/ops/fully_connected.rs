@@ -219,10 +219,11 @@ pub(super) fn lower(ctx: &LowerCtx<'_, '_>) -> Result<lower::Lowered, lower::Low
     if o.weights_format != WeightsFormat::Default {
         return Err(unsupported("shuffled weights format"));
     }
-    if ctx.input(0)?.dtype == DataType::Int16 {
+    let x = ctx.input(0)?;
+    if x.dtype == DataType::Int16 {
         return lower::int16(|| lower_i16(ctx, o));
     }
-    let (x, w, y) = (ctx.input(0)?, ctx.input(1)?, ctx.output()?);
+    let (w, y) = (ctx.input(1)?, ctx.output()?);
     let (xq, yq) = (quant(&x)?, quant(&y)?);
     let [out_features, in_features] = *w.shape.dims() else {
         return Err(unsupported("weights rank other than 2"));
