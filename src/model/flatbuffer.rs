@@ -240,9 +240,7 @@ impl<'a> Table<'a> {
         slot: u16,
         what: &'static str,
     ) -> Result<Vector<'a, T>> {
-        Ok(self
-            .vector(slot, what)?
-            .unwrap_or(Vector::empty(self.buf, what)))
+        Ok(self.vector(slot, what)?.unwrap_or(Vector::empty()))
     }
 
     /// A vector-of-tables field; absent reads as empty.
@@ -275,12 +273,13 @@ pub(crate) fn string_at<'a>(buf: &'a [u8], pos: u32, what: &'static str) -> Resu
 
 /// A validated vector of little-endian scalars: its length and all its elements lie inside the
 /// buffer. Elements are decoded one by one with [`Vector::get`] (never cast in place).
+///
+/// Just its bytes: a tensor holds two (its quantization's), and is moved whole through every
+/// `?` that decodes one.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Vector<'a, T> {
-    /// Exactly `len * T::SIZE` bytes.
+    /// Exactly `len * T::SIZE` bytes (fewer than 4 GiB).
     data: &'a [u8],
-    len: u32,
-    what: &'static str,
     _t: PhantomData<T>,
 }
 
@@ -300,41 +299,29 @@ impl<'a, T: Scalar> Vector<'a, T> {
         let data = slice(buf, pos + 4, bytes, what)?;
         Ok(Self {
             data,
-            len,
-            what,
             _t: PhantomData,
         })
     }
 
     /// An empty vector (for an absent optional field).
-    pub(crate) fn empty(buf: &'a [u8], what: &'static str) -> Self {
+    pub(crate) fn empty() -> Self {
         Self {
-            data: &buf[..0],
-            len: 0,
-            what,
+            data: &[],
             _t: PhantomData,
         }
     }
 
     /// Number of elements.
     pub(crate) fn len(&self) -> u32 {
-        self.len
+        // Fewer than 4 GiB of bytes (`new`).
+        (self.data.len() / T::SIZE as usize) as u32
     }
 
-    /// Element `i`, or [`ModelError::BadIndex`].
-    pub(crate) fn get(&self, i: u32) -> Result<T> {
-        let bad = ModelError::BadIndex {
-            what: self.what,
-            item: 0,
-            index: ModelError::index(i),
-            len: self.len,
-        };
-        if i >= self.len {
-            return Err(bad);
-        }
-        let start = (i * T::SIZE) as usize;
-        let bytes = self.data.get(start..start + T::SIZE as usize).ok_or(bad)?;
-        Ok(T::from_le(bytes))
+    /// Element `i`, or `None` past the end.
+    pub(crate) fn get(&self, i: u32) -> Option<T> {
+        let start = usize::try_from(i).ok()?.checked_mul(T::SIZE as usize)?;
+        let bytes = self.data.get(start..start.checked_add(T::SIZE as usize)?)?;
+        Some(T::from_le(bytes))
     }
 
     /// The raw little-endian bytes of the elements.

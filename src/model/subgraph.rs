@@ -221,7 +221,7 @@ impl TensorIndices<'_> {
     /// Index `i` of the list.
     pub fn get(&self, i: usize) -> Option<u16> {
         let i = u32::try_from(i).ok()?;
-        self.list.get(i).ok().and_then(|v| u16::try_from(v).ok())
+        self.list.get(i).and_then(|v| u16::try_from(v).ok())
     }
 }
 
@@ -230,7 +230,7 @@ impl Iterator for TensorIndices<'_> {
 
     fn next(&mut self) -> Option<u16> {
         while self.next < self.list.len() {
-            let v = self.list.get(self.next).ok();
+            let v = self.list.get(self.next);
             self.next += 1;
             // Validated by `Model::parse`: every entry converts.
             if let Some(v) = v.and_then(|v| u16::try_from(v).ok()) {

@@ -75,12 +75,12 @@ impl<'a> Quantization<'a> {
 
     /// Scale `i`.
     pub fn scale(&self, i: usize) -> Option<f32> {
-        self.scale.get(u32::try_from(i).ok()?).ok()
+        self.scale.get(u32::try_from(i).ok()?)
     }
 
     /// Zero point `i`.
     pub fn zero_point(&self, i: usize) -> Option<i64> {
-        self.zero_point.get(u32::try_from(i).ok()?).ok()
+        self.zero_point.get(u32::try_from(i).ok()?)
     }
 
     /// All scales.
