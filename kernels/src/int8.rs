@@ -722,6 +722,9 @@ fn requantized_to_i8(scaled: i32, offset: i32, min: i32, max: i32) -> i8 {
     scaled.wrapping_add(offset).max(min).min(max) as i8
 }
 
+// Out of line: each parameter constructor checks several scales, and inlined, each check
+// builds its error in place.
+#[inline(never)]
 pub(crate) fn check_scale(scale: f32, what: &'static str) -> Result<(), KernelError> {
     if scale.is_finite() && scale > 0.0 {
         Ok(())
