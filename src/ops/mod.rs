@@ -54,8 +54,9 @@
 //! kernels it is not given). A model with an operator left out fails to prepare with
 //! [`LowerError::Unsupported`] saying so; an [`Op`] variant left out has a description that
 //! refuses to run ([`OpError::NotBuilt`]) and no operand sizes, so a program's own job naming
-//! one is refused. The int16 (16x8) variants also need the feature `int16` (which `all-ops`
-//! turns on): an int8 firmware leaves their kernels out, and an int16 model then fails to
+//! one is refused. The model reader likewise decodes the options tables of the operators built
+//! alone. The int16 (16x8) variants also need the feature `int16` (which `all-ops` turns on):
+//! an int8 firmware leaves their lowering and kernels out, and an int16 model then fails to
 //! prepare at its first int16 operator.
 
 // A build without `all-ops` leaves the lowering and the descriptions of the operators it does
