@@ -517,6 +517,8 @@ impl BuiltinOptions {
             None if EXPECTED_TAGS.iter().any(|&(_, t)| t == options_type) => return Err(mismatch),
             _ => {}
         }
+        // Read by no arm in a build that decodes no table.
+        #[cfg_attr(not(feature = "all-ops"), allow(unused_variables))]
         let t = table.ok_or(ModelError::MissingField {
             table: "Operator",
             field: "builtin_options",
