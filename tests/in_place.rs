@@ -199,7 +199,7 @@ fn a_hal_with_more_units_than_the_build_holds_is_refused_naming_the_feature() {
             expected,
         }) => {
             assert_eq!(parameter, "Capabilities::execution_units");
-            assert_eq!(value, u64::from(most) + 1);
+            assert_eq!(value, usize::from(most) + 1);
             assert!(
                 expected.contains(&format!("MAX_EXECUTION_UNITS ({most}")),
                 "{expected}"

@@ -487,7 +487,7 @@ impl<
             return Err(SetupError::OutOfRange {
                 parameter: "what NpuServer::setup found in use (tensors alive, staging blocks, \
                             a job submitted)",
-                value: served as u64,
+                value: served,
                 expected: "0: set a server up before its first request",
             }
             .into());
