@@ -76,10 +76,7 @@ pub(super) fn run_in_place(
         let end = (start + IN_PLACE_CHUNK).min(inout.len());
         let n = end - start;
         copy[..n].copy_from_slice(&inout[start..end]);
-        let chunk_op = op
-            .description()
-            .prefix(n as u32)
-            .ok_or(OpError::NotInPlace)?;
+        let chunk_op = op.prefix(n as u32).ok_or(OpError::NotInPlace)?;
         let mut views: heapless::Vec<&[u8], MAX_INPUTS> = heapless::Vec::new();
         for (i, input) in inputs.iter().enumerate() {
             let view = match input {

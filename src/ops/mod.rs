@@ -397,6 +397,30 @@ macro_rules! operators {
             $($(#[$doc])* $variant($variant),)*
         }
 
+        /// Asks the description of an [`Op`] one question: `described!(op, |o| o.macs())`
+        /// evaluates the expression with `o` bound to the variant's description ([`NotBuilt`]
+        /// for one this build leaves out). A `match` rather than a `&dyn Operator`: a vtable
+        /// holds every method of every built operator whether anything calls it or not, so a
+        /// CPU-only firmware would carry the band, layer and tuning-key code the NPU
+        /// machinery alone asks for; matched, only the questions a build asks are linked.
+        macro_rules! described {
+            ($op:expr, |$o:ident| $call:expr) => {{
+                // With `all-ops` every variant has its arm and the last one is unreachable.
+                #[allow(unreachable_patterns)]
+                let answer = match $op {
+                    $(
+                        #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
+                        Op::$variant($o) => $call,
+                    )*
+                    _ => {
+                        let $o = &NotBuilt;
+                        $call
+                    }
+                };
+                answer
+            }};
+        }
+
         $(
             impl From<$variant> for Op {
                 fn from(op: $variant) -> Op {
@@ -424,20 +448,6 @@ macro_rules! operators {
             const fn set_bit(&self) -> u16 {
                 match self {
                     $(Op::$variant(_) => OpSet::bit(OpKind::$kind, DType::$dtype),)*
-                }
-            }
-
-            /// The description of the operator; [`NotBuilt`]'s for an operator whose code
-            /// this build leaves out (see the crate's operator features).
-            fn description(&self) -> &dyn Operator {
-                // With `all-ops` every variant has its arm and the last one is unreachable.
-                #[allow(unreachable_patterns)]
-                match self {
-                    $(
-                        #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
-                        Op::$variant(o) => o,
-                    )*
-                    _ => &NotBuilt,
                 }
             }
 
@@ -998,7 +1008,7 @@ pub trait Operator {
 impl Op {
     /// Multiply-accumulates, the unit of cost models (see [`Operator::macs`]).
     pub fn macs(&self) -> u64 {
-        self.description().macs()
+        described!(self, |o| o.macs())
     }
 
     /// Computes the op from `inputs` into `output` over byte buffers (see [`Operator::run`]).
@@ -1014,13 +1024,13 @@ impl Op {
                 given: inputs.len() as u8,
             });
         }
-        self.description().run(inputs, output)
+        described!(self, |o| o.run(inputs, output))
     }
 
     /// How many of its leading inputs are state, read and written back (see
     /// [`Operator::state_inputs`]).
     pub fn state_inputs(&self) -> u8 {
-        self.description().state_inputs()
+        described!(self, |o| o.state_inputs())
     }
 
     /// Computes a stateful op: its state operands `state` (read, then updated in place), its
@@ -1044,9 +1054,9 @@ impl Op {
             return Err(OpError::InputCount { given: given as u8 });
         }
         if state.is_empty() {
-            return self.description().run(inputs, output);
+            return described!(self, |o| o.run(inputs, output));
         }
-        self.description().run_stateful(state, inputs, output)
+        described!(self, |o| o.run_stateful(state, inputs, output))
     }
 
     /// Computes the op into `inout`, which also holds the inputs given as `None` (the others
@@ -1064,71 +1074,70 @@ impl Op {
         matrix: &mut [u8],
         output: &mut [u8],
     ) -> Result<(), OpError> {
-        self.description().run_im2col(inputs, matrix, output)
+        described!(self, |o| o.run_im2col(inputs, matrix, output))
     }
 
     /// Whether the op may write its output over one of its inputs (see
     /// [`Operator::runs_in_place`]).
     pub fn runs_in_place(&self) -> bool {
-        self.description().runs_in_place()
+        described!(self, |o| o.runs_in_place())
     }
 
     /// The op as a cycle model's layer (see [`Operator::layer`]).
     pub fn layer(&self) -> Option<Layer> {
-        self.description().layer()
+        described!(self, |o| o.layer())
     }
 
     /// The fallback kernel the CPU cost model prices it by.
     pub fn cpu_kernel(&self) -> CpuKernel {
-        self.description().cpu_kernel()
+        described!(self, |o| o.cpu_kernel())
     }
 
     /// Filter positions the CPU kernel visits (see [`Operator::taps`]).
     pub fn taps(&self) -> u64 {
-        self.description().taps()
+        described!(self, |o| o.taps())
     }
 
     /// Output elements, 0 when the sizes overflow.
     pub fn output_elements(&self) -> u64 {
-        self.description()
-            .output_elements()
+        described!(self, |o| o.output_elements())
             .unwrap_or_else(|| output_elements_of(self.operands(), self.dtype()))
     }
 
     /// The parameters and sizes of its tuning key (see [`Operator::key_shape`]).
     pub fn key_shape(&self) -> KeyShape {
-        self.description().key_shape()
+        described!(self, |o| o.key_shape())
     }
 
     /// The extent a forced output block is clipped to (see [`Operator::block_extent`]).
     pub fn block_extent(&self) -> Option<(u32, u32)> {
-        self.description().block_extent()
+        described!(self, |o| o.block_extent())
     }
 
     /// What running it as im2col needs (see [`Operator::im2col`]).
     pub fn im2col(&self) -> Option<Im2col> {
-        self.description().im2col()
+        described!(self, |o| o.im2col())
     }
 
     /// Input and output shapes of a row-local op (see [`Operator::rows`]).
     pub fn rows(&self) -> Option<(Nhwc, Nhwc)> {
-        self.description().rows()
+        described!(self, |o| o.rows())
     }
 
     /// The same op over its first `len` elements (see [`Operator::prefix`]).
     pub fn prefix(&self, len: u32) -> Option<Op> {
-        self.description().prefix(len)
+        described!(self, |o| o.prefix(len))
     }
 
     /// The band of it computing `out_rows` (see [`Operator::band`]).
     pub fn band(&self, out_rows: Range<u32>) -> Option<(Op, Range<u32>)> {
-        self.description().band(out_rows)
+        described!(self, |o| o.band(out_rows))
     }
 
     /// Each input's bytes, for an op that lays them end to end (see
     /// [`Operator::contiguous_inputs`]).
     pub fn contiguous_inputs(&self) -> Option<heapless::Vec<u32, MAX_INPUTS>> {
-        self.description().contiguous_inputs()
+        described!(self, |o| o.contiguous_inputs())
     }
 }
 
