@@ -157,6 +157,9 @@ fn len_u32(bytes: &[u8]) -> u32 {
 }
 
 impl Npu for CpuOnly<'_> {
+    /// It declares no operator: the server leaves its compute-job path out of the build.
+    const RUNS_OPS: bool = false;
+
     /// No operator, one (idle) execution unit, [`CpuOnly::ALIGNMENT`], flash read in place.
     fn capabilities(&self) -> Capabilities {
         Capabilities {

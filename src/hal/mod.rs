@@ -358,6 +358,13 @@ pub struct Estimate {
 ///   returns at once if none is in flight).
 /// - `on_interrupt` is the completion interrupt's entry point; it must not block.
 pub trait Npu {
+    /// Whether this driver may run compute jobs at all: `false` for one whose capabilities
+    /// never declare an operator (a part without an NPU, [`CpuOnly`]). The server then knows
+    /// when it is built that every operator takes the CPU fallback, and a firmware's flash
+    /// carries none of the code that builds and submits compute jobs. A driver saying `false`
+    /// has any operator its capabilities declare run on the CPU all the same. The default,
+    /// `true`, asks the capabilities at run time.
+    const RUNS_OPS: bool = true;
     /// What this NPU can do.
     fn capabilities(&self) -> Capabilities;
     /// Queue a job; returns its fence without waiting.

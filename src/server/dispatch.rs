@@ -62,7 +62,8 @@ impl<
         // frame costs it tens of instructions on a Cortex-M4.
         if let TuneMode::Off = self.tuning.mode {
             return self.dispatch(op, inputs, output, |s, operands, out| {
-                if s.caps.ops.runs(op) {
+                // `RUNS_OPS` first: a driver without compute jobs builds no path to them.
+                if H::RUNS_OPS && s.caps.ops.runs(op) {
                     s.execute_on_npu(op, Variant::Auto, operands, out)
                 } else {
                     s.execute_on_cpu(op, operands, out)
@@ -103,8 +104,9 @@ impl<
             }
         }
         self.dispatch(op, inputs, output, |s, operands, out| match how {
-            Candidate::Npu(variant) => s.execute_on_npu(op, variant, operands, out),
-            Candidate::Cpu => s.execute_on_cpu(op, operands, out),
+            Candidate::Npu(variant) if H::RUNS_OPS => s.execute_on_npu(op, variant, operands, out),
+            // Refused above when the driver runs no compute job.
+            Candidate::Npu(_) | Candidate::Cpu => s.execute_on_cpu(op, operands, out),
         })
     }
 

@@ -519,7 +519,12 @@ impl<
 
     /// The server over `npu` (which declares `caps`), `memory` and `staging`, with empty
     /// tables.
-    fn assemble(npu: H, caps: Capabilities, memory: M, staging: Staging<STAGING>) -> Self {
+    fn assemble(npu: H, mut caps: Capabilities, memory: M, staging: Staging<STAGING>) -> Self {
+        if !H::RUNS_OPS {
+            // So that every check of the operators agrees with the dispatch, which asks
+            // `RUNS_OPS` first.
+            caps.ops = crate::ops::OpSet::EMPTY;
+        }
         NpuServer {
             staging,
             npu,
