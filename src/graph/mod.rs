@@ -232,6 +232,17 @@ impl Step {
         #[cfg(not(feature = "static-schedule"))]
         None
     }
+
+    /// Where the schedule runs it: [`Placement::Auto`] in a build without the planner (which
+    /// alone places steps), so that the compiler leaves out the paths that follow a
+    /// placement.
+    pub(super) fn placement(&self) -> Placement {
+        if cfg!(feature = "static-schedule") {
+            self.placement
+        } else {
+            Placement::Auto
+        }
+    }
 }
 
 /// A model tensor's state.

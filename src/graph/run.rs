@@ -175,7 +175,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     let refs = self
                         .band_refs(si, &slices, |t| self.tensors[usize::from(t)].value.as_ref())?;
                     client
-                        .execute_on(step.placement, op, &refs, &out)
+                        .execute_on(step.placement(), op, &refs, &out)
                         .map_err(&failed)?;
                     drop(refs);
                     drop((slices, out));
@@ -197,7 +197,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                         .map_err(&failed)?;
                     let refs = self.operand_refs(si, 0)?;
                     client
-                        .execute_on(step.placement, op, &refs, &out)
+                        .execute_on(step.placement(), op, &refs, &out)
                         .map_err(&failed)?;
                     drop(refs);
                     self.tensors[output].value = Some(out);
@@ -337,7 +337,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 let out = out.map_err(self.failed(si))?;
                 if !step.in_place && !step.split {
                     // As the server's tune mode says: `execute` when tuning is off.
-                    let done = match step.placement {
+                    let done = match step.placement() {
                         Placement::Auto => self.client.execute(op, &refs, &out),
                         at => self.client.execute_on(at, op, &refs, &out),
                     };

@@ -249,7 +249,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 Some(band) => {
                     let (slices, output) = self.band_views(pool, si, band)?;
                     let refs = self.band_refs(si, &slices, |t| views[usize::from(t)].as_ref())?;
-                    plan.push_on(step.placement, op, &refs, &output)
+                    plan.push_on(step.placement(), op, &refs, &output)
                         .map_err(&failed)?;
                     drop(refs);
                     for (_, slice) in slices {
@@ -261,7 +261,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
                     let out = views[usize::from(step.output)].as_ref();
                     let out = out.ok_or(failed(Error::StaleHandle { index: 0 }))?;
-                    plan.push_on(step.placement, op, &refs, out)
+                    plan.push_on(step.placement(), op, &refs, out)
                         .map_err(&failed)?;
                 }
             }
@@ -328,7 +328,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let refs = self.operands_with(si, 0, |t| views[usize::from(t)].as_ref())?;
             let output = views[usize::from(step.output)].as_ref();
             let output = output.ok_or(failed(Error::StaleHandle { index: 0 }))?;
-            match step.placement {
+            match step.placement() {
                 crate::server::Placement::Auto => plan.push(op, &refs, output),
                 at => plan.push_on(at, op, &refs, output),
             }
