@@ -1024,7 +1024,7 @@ impl Op {
                 given: inputs.len() as u8,
             });
         }
-        described!(self, |o| o.run(inputs, output))
+        described!(self, |o| kernel::run(o, inputs, output))
     }
 
     /// How many of its leading inputs are state, read and written back (see
@@ -1054,9 +1054,9 @@ impl Op {
             return Err(OpError::InputCount { given: given as u8 });
         }
         if state.is_empty() {
-            return described!(self, |o| o.run(inputs, output));
+            return described!(self, |o| kernel::run(o, inputs, output));
         }
-        described!(self, |o| o.run_stateful(state, inputs, output))
+        described!(self, |o| kernel::run_stateful(o, state, inputs, output))
     }
 
     /// Computes the op into `inout`, which also holds the inputs given as `None` (the others
@@ -1074,7 +1074,7 @@ impl Op {
         matrix: &mut [u8],
         output: &mut [u8],
     ) -> Result<(), OpError> {
-        described!(self, |o| o.run_im2col(inputs, matrix, output))
+        described!(self, |o| kernel::run_im2col(o, inputs, matrix, output))
     }
 
     /// Whether the op may write its output over one of its inputs (see
@@ -1138,6 +1138,53 @@ impl Op {
     /// [`Operator::contiguous_inputs`]).
     pub fn contiguous_inputs(&self) -> Option<heapless::Vec<u32, MAX_INPUTS>> {
         described!(self, |o| o.contiguous_inputs())
+    }
+}
+
+/// The computing methods of a description, each called as the vtable called it.
+///
+/// [`Op`] reaches its description by a `match` ([`described!`]), so the compiler sees which
+/// `run` each arm calls, and would inline it into one `Op::run` of every operator or rewrite
+/// its parameters; either changes how the kernels' loops are compiled (a firmware's CPU cost
+/// check measures it: a clamp loop took an instruction more per element). Each is called
+/// through a function pointer the compiler cannot see through ([`core::hint::black_box`]),
+/// as a vtable entry is: each operator's method is compiled on its own with the signature
+/// it declares, as before, and only the methods a build calls are linked.
+mod kernel {
+    use super::{OpError, Operator};
+    use core::hint::black_box;
+
+    /// [`Operator::run`], through a pointer.
+    pub(super) fn run<O: Operator>(
+        o: &O,
+        inputs: &[&[u8]],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        let run: fn(&O, &[&[u8]], &mut [u8]) -> Result<(), OpError> = O::run;
+        black_box(run)(o, inputs, output)
+    }
+
+    /// [`Operator::run_stateful`], through a pointer.
+    pub(super) fn run_stateful<O: Operator>(
+        o: &O,
+        state: &mut [&mut [u8]],
+        inputs: &[&[u8]],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        let run: fn(&O, &mut [&mut [u8]], &[&[u8]], &mut [u8]) -> Result<(), OpError> =
+            O::run_stateful;
+        black_box(run)(o, state, inputs, output)
+    }
+
+    /// [`Operator::run_im2col`], through a pointer.
+    pub(super) fn run_im2col<O: Operator>(
+        o: &O,
+        inputs: &[&[u8]],
+        matrix: &mut [u8],
+        output: &mut [u8],
+    ) -> Result<(), OpError> {
+        let run: fn(&O, &[&[u8]], &mut [u8], &mut [u8]) -> Result<(), OpError> = O::run_im2col;
+        black_box(run)(o, inputs, matrix, output)
     }
 }
 
