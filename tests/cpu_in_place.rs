@@ -14,7 +14,7 @@ use npu_compute::client::{ComputeClient, JobPlan};
 use npu_compute::graph::Graph;
 use npu_compute::hal::Npu;
 use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, DEFAULT_CHUNKS};
-use npu_compute::ops::{DType, OpKind};
+use npu_compute::ops::{DType, OpKind, OpSet};
 use npu_compute::server::{NpuServer, ServerStats};
 use npu_sim::runner::leak_aligned;
 use npu_sim::{AlignedMemory, SimConfig, SimNpu, ETHOS_U55_OPS};
@@ -100,6 +100,40 @@ fn a_cpu_operator_in_place_waits_for_the_npu_job_writing_its_input() {
         assert_eq!(via_staging.downloads - lent.downloads, 3, "plan: {plan}");
         assert_eq!(via_staging.uploads - lent.uploads, 3, "plan: {plan}");
         assert_eq!(lent.downloads, 6);
+    }
+}
+
+/// The simulator lending its device memory, behind a driver that says it runs no compute job
+/// (`Npu::RUNS_OPS`), whatever its capabilities declare.
+struct NoCompute(Lending);
+
+impl Shim for NoCompute {
+    type Inner = SimNpu<'static>;
+    const RUNS_OPS: bool = false;
+    fn inner(&self) -> &Self::Inner {
+        &self.0 .0
+    }
+    fn inner_mut(&mut self) -> &mut Self::Inner {
+        &mut self.0 .0
+    }
+    fn device_memory(&mut self) -> Option<&mut [u8]> {
+        self.0.device_memory()
+    }
+}
+
+#[test]
+fn a_driver_that_runs_no_compute_job_has_every_operator_on_the_cpu_with_the_same_bytes() {
+    for plan in [false, true] {
+        let (staged, _) = chain(&channel(sim(relu_on_cpu(1), 65536)), plan);
+        // The simulator declares ADD, but the driver says it runs nothing.
+        let ch = channel(Shimmed(NoCompute(Lending(sim(relu_on_cpu(1), 65536)))));
+        let (on_cpu, stats) = chain(&ch, plan);
+        assert_eq!(on_cpu, staged, "plan: {plan}");
+        // Four operators per run, three runs: every one on the CPU, no compute job.
+        assert_eq!((stats.cpu_ops, stats.compute_jobs), (12, 0), "plan: {plan}");
+        // The server reports no operator, as it runs none on the NPU.
+        let caps = ComputeClient::new(&ch).capabilities().unwrap();
+        assert_eq!(caps.ops, OpSet::EMPTY);
     }
 }
 

@@ -15,6 +15,8 @@ use npu_compute::ops::Op;
 pub trait Shim {
     /// The driver wrapped.
     type Inner: Npu;
+    /// [`Npu::RUNS_OPS`].
+    const RUNS_OPS: bool = Self::Inner::RUNS_OPS;
     /// The driver wrapped.
     fn inner(&self) -> &Self::Inner;
     /// The driver wrapped.
@@ -37,6 +39,7 @@ pub trait Shim {
 pub struct Shimmed<S>(pub S);
 
 impl<S: Shim> Npu for Shimmed<S> {
+    const RUNS_OPS: bool = S::RUNS_OPS;
     fn capabilities(&self) -> Capabilities {
         self.0.inner().capabilities()
     }
