@@ -19,7 +19,8 @@ const MAX_IN_FLIGHT: u16 = 1;
 /// fallback kernels (`server::fallback`). A microcontroller with no
 /// NPU, or a product that keeps its NPU for another model, runs a model on the CPU alone with
 /// the same runtime and the same arena plan: [`CpuOnly`] is that board's driver. It declares no
-/// operator ([`OpSet::EMPTY`]), so every compute job takes the CPU fallback, and it performs
+/// operator ([`OpSet::EMPTY`]), so every compute job takes the CPU fallback (and says so at
+/// build time, [`Npu::RUNS_OPS`], so the server carries no code to submit one), and it performs
 /// transfers with the CPU at [`Npu::submit`] (a `memcpy`): a job is complete when it is
 /// submitted, so the server never waits and [`Npu::wait_for_event`] has nothing to sleep for.
 ///
