@@ -1154,13 +1154,20 @@ mod kernel {
     use super::{OpError, Operator};
     use core::hint::black_box;
 
+    /// [`Operator::run`] of `O` as a pointer.
+    type Run<O> = fn(&O, &[&[u8]], &mut [u8]) -> Result<(), OpError>;
+    /// [`Operator::run_stateful`] of `O` as a pointer.
+    type RunStateful<O> = fn(&O, &mut [&mut [u8]], &[&[u8]], &mut [u8]) -> Result<(), OpError>;
+    /// [`Operator::run_im2col`] of `O` as a pointer.
+    type RunIm2col<O> = fn(&O, &[&[u8]], &mut [u8], &mut [u8]) -> Result<(), OpError>;
+
     /// [`Operator::run`], through a pointer.
     pub(super) fn run<O: Operator>(
         o: &O,
         inputs: &[&[u8]],
         output: &mut [u8],
     ) -> Result<(), OpError> {
-        let run: fn(&O, &[&[u8]], &mut [u8]) -> Result<(), OpError> = O::run;
+        let run: Run<O> = O::run;
         black_box(run)(o, inputs, output)
     }
 
@@ -1171,8 +1178,7 @@ mod kernel {
         inputs: &[&[u8]],
         output: &mut [u8],
     ) -> Result<(), OpError> {
-        let run: fn(&O, &mut [&mut [u8]], &[&[u8]], &mut [u8]) -> Result<(), OpError> =
-            O::run_stateful;
+        let run: RunStateful<O> = O::run_stateful;
         black_box(run)(o, state, inputs, output)
     }
 
@@ -1183,7 +1189,7 @@ mod kernel {
         matrix: &mut [u8],
         output: &mut [u8],
     ) -> Result<(), OpError> {
-        let run: fn(&O, &[&[u8]], &mut [u8], &mut [u8]) -> Result<(), OpError> = O::run_im2col;
+        let run: RunIm2col<O> = O::run_im2col;
         black_box(run)(o, inputs, matrix, output)
     }
 }
