@@ -198,3 +198,10 @@ impl core::fmt::Display for GraphError {
         }
     }
 }
+
+/// `GraphError`'s size on 32-bit targets (see the checks in `error.rs`): every `?` moves it.
+#[cfg(target_pointer_width = "32")]
+const _: () = {
+    use core::mem::size_of;
+    assert!(size_of::<GraphError>() <= 40);
+};

@@ -341,3 +341,10 @@ impl ModelError {
         i32::try_from(index).unwrap_or(i32::MAX)
     }
 }
+
+/// `ModelError`'s size on 32-bit targets (see the checks in `error.rs`): every `?` moves it.
+#[cfg(target_pointer_width = "32")]
+const _: () = {
+    use core::mem::{align_of, size_of};
+    assert!(size_of::<ModelError>() <= 24 && align_of::<ModelError>() == 4);
+};

@@ -441,3 +441,10 @@ pub(super) fn compute(op: impl Into<Op>, operands: heapless::Vec<Operand, MAX_IN
         operands,
     }
 }
+
+/// `LowerError`'s size on 32-bit targets (see the checks in `error.rs`): every `?` moves it.
+#[cfg(target_pointer_width = "32")]
+const _: () = {
+    use core::mem::{align_of, size_of};
+    assert!(size_of::<LowerError>() <= 24 && align_of::<LowerError>() == 4);
+};
