@@ -186,10 +186,7 @@ pub(crate) trait Mac {
         (rows, row_step): (usize, usize),
         (cols, col_step): (usize, usize),
     ) -> Option<[i8; 16]> {
-        if rows == 0
-            || cols == 0
-            || !window_fits(image.len(), start, (rows, row_step), (cols, col_step))
-        {
+        if !window_inside(image.len(), start, (rows, row_step), (cols, col_step)) {
             return None;
         }
         let mut max = [i8::MIN; 16];
@@ -269,6 +266,18 @@ pub(crate) fn window_fits(
         .zip((cols - 1).checked_mul(col_step))
         .and_then(|(r, c)| start.checked_add(r)?.checked_add(c)?.checked_add(16))
         .is_some_and(|end| end <= len)
+}
+
+/// Whether a window has a pixel and [`window_fits`] in an image of `len` bytes: what the
+/// assembly window loops, which run at least once, need.
+#[inline(always)]
+pub(crate) fn window_inside(
+    len: usize,
+    start: usize,
+    rows: (usize, usize),
+    cols: (usize, usize),
+) -> bool {
+    rows.0 != 0 && cols.0 != 0 && window_fits(len, start, rows, cols)
 }
 
 /// Output channels accumulated together by [`Mac::depthwise_quads`]' default blocks.

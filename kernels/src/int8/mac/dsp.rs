@@ -238,10 +238,8 @@ impl Mac for Dsp {
         (cols, col_step): (usize, usize),
     ) -> [i32; 16] {
         let window = ((rows, row_step), (cols, col_step));
-        if rows == 0
-            || cols == 0
-            || rows.saturating_mul(cols) > 256
-            || !super::window_fits(image.len(), start, window.0, window.1)
+        if rows.saturating_mul(cols) > 256
+            || !super::window_inside(image.len(), start, window.0, window.1)
         {
             return Portable::window_sum16(image, start, window.0, window.1);
         }
@@ -254,7 +252,7 @@ impl Mac for Dsp {
                 let at = start + 8 * half + r * row_step;
                 // SAFETY: the loop runs `cols` ≥ 1 times (checked above), reading the eight
                 // bytes at `image + at + c · col_step` for each pixel `c`: inside `image`, since
-                // every pixel's sixteen bytes are (`window_fits` above; the steps are
+                // every pixel's sixteen bytes are (`window_inside` above; the steps are
                 // non-negative), so the pointer `image + at` is in bounds too. Word loads need
                 // no alignment on these cores. The pointer and count are local copies, the
                 // accumulators the only results.
@@ -302,10 +300,7 @@ impl Mac for Dsp {
         (rows, row_step): (usize, usize),
         (cols, col_step): (usize, usize),
     ) -> Option<[i8; 16]> {
-        if rows == 0
-            || cols == 0
-            || !super::window_fits(image.len(), start, (rows, row_step), (cols, col_step))
-        {
+        if !super::window_inside(image.len(), start, (rows, row_step), (cols, col_step)) {
             return None;
         }
         // Four bytes of int8's minimum (TFLM's starting value) per word.
@@ -313,7 +308,7 @@ impl Mac for Dsp {
         for r in 0..rows {
             // SAFETY: the loop runs `cols` ≥ 1 times (checked above), reading the sixteen
             // bytes at `image + start + r · row_step + c · col_step` for each pixel `c`: inside
-            // `image` (`window_fits` above; the steps are non-negative), so the pointer is in
+            // `image` (`window_inside` above; the steps are non-negative), so the pointer is in
             // bounds too. Word loads need no alignment on these cores. The pointer and count
             // are local copies, the maxima the only results.
             unsafe {

@@ -93,7 +93,7 @@ pub(crate) use rounding_divide_by_pot;
 
 use super::dsp::Dsp;
 use super::{
-    depthwise_blocks, quad_channels_each, window_fits, ChannelMultiplier, DepthwiseChannels, Mac,
+    depthwise_blocks, quad_channels_each, window_inside, ChannelMultiplier, DepthwiseChannels, Mac,
     PatchPair, TapList,
 };
 
@@ -399,16 +399,13 @@ impl Mac for Mve {
         (rows, row_step): (usize, usize),
         (cols, col_step): (usize, usize),
     ) -> Option<[i8; 16]> {
-        if rows == 0
-            || cols == 0
-            || !window_fits(image.len(), start, (rows, row_step), (cols, col_step))
-        {
+        if !window_inside(image.len(), start, (rows, row_step), (cols, col_step)) {
             return None;
         }
         let mut max = [0_i8; 16];
         // SAFETY: the outer loop runs `rows` ≥ 1 times and the inner `cols` ≥ 1 times (checked
         // above; `le` counts `lr` down), reading the sixteen bytes at `image + start + r ·
-        // row_step + c · col_step` for each pixel, inside `image` (`window_fits` above, for the
+        // row_step + c · col_step` for each pixel, inside `image` (`window_inside` above, for the
         // furthest pixel: the steps are non-negative; so `start + 16 ≤ len` and the pointer
         // `image + start` is in bounds). It writes the sixteen bytes of `max` (a
         // local). Pointers and counts are local copies; all registers it changes are named.
@@ -451,15 +448,12 @@ impl Mac for Mve {
         (cols, col_step): (usize, usize),
     ) -> [i32; 16] {
         let mut acc = [0_i32; 16];
-        if rows == 0
-            || cols == 0
-            || !window_fits(image.len(), start, (rows, row_step), (cols, col_step))
-        {
+        if !window_inside(image.len(), start, (rows, row_step), (cols, col_step)) {
             return acc;
         }
         // SAFETY: the outer loop runs `rows` ≥ 1 times and the inner `cols` ≥ 1 times
         // (checked above; `le` counts `lr` down), reading the sixteen bytes at `image + start
-        // + r · row_step + c · col_step` for each pixel, inside `image` (`window_fits` above,
+        // + r · row_step + c · col_step` for each pixel, inside `image` (`window_inside` above,
         // for the furthest pixel: the steps are non-negative). It writes the sixteen `i32`s of
         // `acc` (a local, 4-byte aligned as `VSTRW` needs). Pointers and counts are local
         // copies; all registers it changes are named.
