@@ -380,7 +380,9 @@ pub fn pools(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
     let (mut ran, mut max_pools) = (0, 0);
     let limits = [(16, Some(i8::MIN)), (17, None)];
     for case in 0..r.cases + limits.len() as u32 {
-        let limit = case.checked_sub(r.cases).and_then(|k| limits.get(k as usize));
+        let limit = case
+            .checked_sub(r.cases)
+            .and_then(|k| limits.get(k as usize));
         let (shape, fill) = match limit {
             Some(&(height, fill)) => (
                 PoolShape {
