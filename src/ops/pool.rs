@@ -43,15 +43,16 @@ fn macs(shape: &PoolShape, params: &PoolParams) -> u64 {
     (params.lens().1 as u64).saturating_mul(taps)
 }
 
-/// The window taps of the channels past the last whole sixteen: SIMD cores take a pixel's
-/// channels sixteen at a time, these in the scalar loop, several times dearer per tap.
+/// The window taps of the channels past the last whole group of
+/// [`SIMD_CHANNELS`](ki::pool::SIMD_CHANNELS): SIMD cores take a pixel's channels that many at
+/// a time, these in the scalar loop, several times dearer per tap.
 fn scalar_taps(shape: &PoolShape, params: &PoolParams) -> u64 {
     let out = params.output_shape();
     let pixels = u64::from(out.batches) * u64::from(out.height) * u64::from(out.width);
     let window = u64::from(shape.filter_height) * u64::from(shape.filter_width);
     pixels
         .saturating_mul(window)
-        .saturating_mul(u64::from(shape.input.channels % 16))
+        .saturating_mul(u64::from(shape.input.channels) % ki::pool::SIMD_CHANNELS as u64)
 }
 
 fn layer(kind: LayerKind, shape: &PoolShape, params: &PoolParams) -> Layer {

@@ -246,6 +246,10 @@ impl PoolParams {
 /// Channels processed together (a stack accumulator of this many lanes).
 const BLOCK: usize = 32;
 
+/// Channels the SIMD paths (the DSP extension, Helium) take together per window pixel; those
+/// past the last whole group take the scalar loop.
+pub const SIMD_CHANNELS: usize = 16;
+
 /// int8 AVERAGE_POOL_2D (TFLM's `reference_integer_ops::AveragePool`): see the
 /// [module docs](self) for the rounding.
 ///
@@ -283,13 +287,13 @@ pub(crate) fn average_pool2d_with<M: Mac>(
         let mut c0 = 0;
         if M::WINDOW_SUM16 {
             let start = ys.start * row_len + xs.start * c;
-            while c0 + 16 <= c {
+            while c0 + SIMD_CHANNELS <= c {
                 let rows = (ys.len(), row_len);
                 let acc = M::window_sum16(image, start + c0, rows, (xs.len(), c));
-                for (o, &a) in out_px[c0..c0 + 16].iter_mut().zip(&acc) {
+                for (o, &a) in out_px[c0..c0 + SIMD_CHANNELS].iter_mut().zip(&acc) {
                     *o = average(a);
                 }
-                c0 += 16;
+                c0 += SIMD_CHANNELS;
             }
         }
         while c0 < c {
@@ -335,15 +339,15 @@ pub(crate) fn max_pool2d_with<M: Mac>(
         let mut c0 = 0;
         if M::WINDOW_MAX16 {
             let start = ys.start * row_len + xs.start * c;
-            while c0 + 16 <= c {
+            while c0 + SIMD_CHANNELS <= c {
                 let rows = (ys.len(), row_len);
                 let Some(max) = M::window_max16(image, start + c0, rows, (xs.len(), c)) else {
                     break;
                 };
-                for (o, &a) in out_px[c0..c0 + 16].iter_mut().zip(&max) {
+                for (o, &a) in out_px[c0..c0 + SIMD_CHANNELS].iter_mut().zip(&max) {
                     *o = a.max(lo).min(hi);
                 }
-                c0 += 16;
+                c0 += SIMD_CHANNELS;
             }
         }
         while c0 < c {
