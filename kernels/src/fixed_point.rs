@@ -756,11 +756,9 @@ mod tests {
     fn branch_free_requantization_equals_the_stepwise_one() {
         // The general form is the step-by-step one for every shift; the inlined form must give
         // the same for every shift it takes, including the saturating and wrapping corners.
-        let mut state = 0x2545_f491_u32;
+        let mut rng = crate::xorshift::XorShift(0x2545_f491_u32);
         let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
+            let state = rng.next();
             state as i32
         };
         let corners = [

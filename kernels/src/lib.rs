@@ -162,6 +162,9 @@ pub(crate) fn check_len(
 }
 
 #[cfg(test)]
+mod xorshift;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -718,11 +718,9 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut state = 0x9e37_79b9_u32;
+        let mut rng = crate::xorshift::XorShift(0x9e37_79b9_u32);
         let mut next = move |n: u32| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
+            let state = rng.next();
             state % n
         };
         for case in 0..300 {

@@ -27,13 +27,8 @@ pub(super) fn equal_direct(
     fits: impl Fn(&Conv2dParams) -> bool,
     kernel: impl Fn(&Conv2dParams, &[ChannelMultiplier], &[i8], &[i8], Option<&[i32]>, &mut [i8]),
 ) {
-    let mut state = sweep.seed;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        state
-    };
+    let mut rng = crate::xorshift::XorShift(sweep.seed);
+    let mut next = move || rng.next();
     let mut ran = 0;
     // Under miri (which interprets every step) a few shapes check the same code for undefined
     // behaviour; the sweep is for the host.

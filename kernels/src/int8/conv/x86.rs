@@ -721,16 +721,14 @@ mod tests {
     use super::*;
     use crate::int8::{portable, Activation, Conv2dShape, DepthwiseShape, Nhwc, Padding, Quant};
     use crate::int8::{DepthwiseParams, Window2d};
+    use crate::xorshift::XorShift;
 
-    /// A xorshift generator: the same cases on every run.
-    struct Rng(u32);
+    /// The tests' generator, with the draws these tests make.
+    struct Rng(XorShift);
 
     impl Rng {
         fn next(&mut self) -> u32 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 17;
-            self.0 ^= self.0 << 5;
-            self.0
+            self.0.next()
         }
 
         fn range(&mut self, lo: u32, hi: u32) -> u32 {
@@ -796,7 +794,7 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut r = Rng(0x9e37_79b9);
+        let mut r = Rng(XorShift(0x9e37_79b9));
         let mut ran = 0;
         for case in 0..300 {
             let depth = match case % 4 {
@@ -845,7 +843,7 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut r = Rng(0x6a09_e667);
+        let mut r = Rng(XorShift(0x6a09_e667));
         for case in 0..200 {
             let rows = r.range(4, 21) as usize;
             let depth = r.range(1, MAX_PATCH_TAPS as u32) as usize;
@@ -861,7 +859,7 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut r = Rng(0x3c6e_f372);
+        let mut r = Rng(XorShift(0x3c6e_f372));
         for case in 0..300 {
             let rows = r.range(1, FC_MIN_ROWS as u32 - 1) as usize;
             let depth = if case % 7 == 0 {
@@ -933,7 +931,7 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut r = Rng(0x2545_f491);
+        let mut r = Rng(XorShift(0x2545_f491));
         let mut ran = 0;
         for case in 0..300 {
             let shape = DepthwiseShape {

@@ -100,13 +100,8 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut state = 0x0bad_f00d_u32;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            state
-        };
+        let mut rng = crate::xorshift::XorShift(0x0bad_f00d_u32);
+        let mut next = move || rng.next();
         let mut ran = 0;
         for case in 0..300 {
             let mut q = || Quant {

@@ -240,13 +240,8 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut state = 0x1357_9bdf_u32;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            state
-        };
+        let mut rng = crate::xorshift::XorShift(0x1357_9bdf_u32);
+        let mut next = move || rng.next();
         for case in 0..200 {
             let n = (next() % 80) as usize + usize::from(case % 5 == 0) * 600;
             let rows = (next() % 20) as usize;

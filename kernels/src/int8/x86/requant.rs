@@ -237,13 +237,8 @@ mod tests {
         if !crate::int8::x86::avx2_for_tests() {
             return;
         }
-        let mut state = 0x7f4a_7c15_u32;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            state
-        };
+        let mut rng = crate::xorshift::XorShift(0x7f4a_7c15_u32);
+        let mut next = move || rng.next();
         for case in 0..20_000 {
             let acc: [i32; 8] = core::array::from_fn(|k| match (case + k) % 3 {
                 0 => next() as i32,
