@@ -58,6 +58,7 @@
 
 pub mod channel;
 pub mod client;
+pub mod compiled;
 mod error;
 pub mod graph;
 pub mod hal;

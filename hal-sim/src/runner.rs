@@ -909,6 +909,23 @@ pub fn schedule_table(
     })?
 }
 
+/// `model` compiled for a device's CPU ([`Graph::compile`]): prepared on the simulator with
+/// one unit, every operator on the CPU fallback (what a compiled model runs on), whole
+/// tensors. Its bytes; run them with [`npu_compute::compiled::CompiledModel`].
+pub fn compile(model: &'static [u8]) -> Result<Vec<u8>, RunError> {
+    let config = SimConfig {
+        ops: npu_compute::ops::OpSet::EMPTY,
+        ..SimConfig::default()
+    };
+    with_large_graph(model, config, Optimise::Cycles, |g| {
+        // Its constants, a step per operator, and room for the header and the tables.
+        let mut image = vec![0; model.len() + 4096 + 1024 * large::OPS];
+        let n = g.compile(model, &mut image)?;
+        image.truncate(n);
+        Ok(image)
+    })?
+}
+
 /// The fixed capacities and the host staging memory a model needs, measured by running it.
 ///
 /// Each figure is the most the run used at once, so a firmware build with at least these

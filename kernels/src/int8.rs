@@ -531,6 +531,37 @@ impl FcParams {
         })
     }
 
+    /// Writes the parameters ([`packed`](crate::packed)): offsets, the output multiplier and
+    /// shift, the activation range.
+    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        w.put_i32(self.output_multiplier);
+        w.put_i32(self.output_shift);
+        crate::packed::Int8Quant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            activation_min: self.activation_min,
+            activation_max: self.activation_max,
+        }
+        .pack(w);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote. The multiplier is any pair the arithmetic
+    /// applies (as [`ChannelMultiplier::from_raw`]); the offsets and the range are checked.
+    ///
+    /// Errors: [`KernelError::InvalidQuantization`] for an offset or range no int8 layer has.
+    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let (output_multiplier, output_shift) = (r.take_i32()?, r.take_i32()?);
+        let q = crate::packed::Int8Quant::unpack(r)?;
+        Ok(Self {
+            input_offset: q.input_offset,
+            output_offset: q.output_offset,
+            output_multiplier,
+            output_shift,
+            activation_min: q.activation_min,
+            activation_max: q.activation_max,
+        })
+    }
+
     /// Added to every input element before the dot product: `−input.zero_point`.
     #[must_use]
     pub const fn input_offset(&self) -> i32 {

@@ -41,6 +41,7 @@ pub mod gemmlowp;
 pub mod int16;
 pub mod int8;
 pub mod movement;
+pub mod packed;
 
 /// Shape of a fully-connected (matmul) layer: `output[b][o] = sum_i input[b][i] * weights[o][i] (+ bias[o])`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

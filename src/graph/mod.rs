@@ -96,6 +96,7 @@
 
 mod arena;
 mod async_invoke;
+mod compile;
 mod cut;
 mod error;
 mod planned;

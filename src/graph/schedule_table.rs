@@ -131,7 +131,7 @@ impl core::fmt::Display for GraphTableError {
 }
 
 /// FNV-1a, 64 bits: the fingerprint needs no more than telling tables apart.
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+pub(super) fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);

@@ -18,6 +18,8 @@ use npu_kernels::int8::{
 };
 
 use npu_kernels::int16 as k16;
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::fully_connected::{bias_bytes, wide_accumulator};
 use super::interp::{bias, bias_of, i16s, i8s, input, view, view_mut};
@@ -91,6 +93,16 @@ pub(super) fn windowed(kind: LayerKind, input: Nhwc, output: Nhwc, w: Window2d) 
 }
 
 impl Operator for Conv2dI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = Packed::unpack(r)?;
+        let params = Conv2dParams::unpack(shape, r)?;
+        Ok(Self { shape, params })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, f, o) = self.params.lens();
         per_channel(i, f, o, self.shape.out_channels)

@@ -12,6 +12,8 @@ use core::ops::Range;
 use npu_kernels::int8::{self as ki, DepthwiseParams, DepthwiseShape, Nhwc};
 
 use npu_kernels::int16 as k16;
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::conv::{key_sizes, key_window, per_channel, per_channel_i16, windowed};
 use super::interp::{bias, bias_of, i16s, i8s, input, view, view_mut};
@@ -33,6 +35,16 @@ pub struct DepthwiseConv2dI8 {
 }
 
 impl Operator for DepthwiseConv2dI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = Packed::unpack(r)?;
+        let params = DepthwiseParams::unpack(shape, r)?;
+        Ok(Self { shape, params })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, f, o) = self.params.lens();
         per_channel(i, f, o, self.params.output_shape().channels)

@@ -13,7 +13,9 @@
 use npu_kernels::f32 as kf;
 use npu_kernels::int16 as k16;
 use npu_kernels::int8::{self as ki, FcParams, FcPerChannelParams};
+use npu_kernels::packed::{Packed, WordReader, Words};
 use npu_kernels::FcShape;
+use npu_kernels::KernelError;
 
 use super::interp::{bias, bias_of, i16s, i8s, input, view, view_mut};
 use super::lower::{
@@ -140,6 +142,17 @@ impl Operator for FullyConnectedF32 {
 }
 
 impl Operator for FullyConnectedI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            shape: Packed::unpack(r)?,
+            params: FcParams::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         per_tensor(self.shape, 1)
     }
@@ -173,6 +186,17 @@ impl Operator for FullyConnectedI8 {
 }
 
 impl Operator for FullyConnectedPerChannelI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            shape: Packed::unpack(r)?,
+            params: FcPerChannelParams::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (input, weights, out) = elements(self.shape)?;
         let channels = self.shape.out_features;

@@ -152,6 +152,8 @@ use core::ops::Range;
 
 use crate::model::BuiltinOp;
 use npu_kernels::int8::Nhwc;
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 /// Most inputs an operator takes (a CONCATENATION of seven tensors, a convolution's input,
 /// filter, multipliers and bias): a job carries one region per input.
@@ -477,6 +479,43 @@ macro_rules! operators {
                     )*
                     _ => None,
                 }
+            }
+        }
+
+        /// The variants' positions in [`OPERATORS`]: the tags of a compiled model's steps.
+        #[repr(u16)]
+        enum Tag {
+            $($variant,)*
+        }
+
+        impl Op {
+            /// Writes its parameters as words ([`Operator::pack`]); its tag, the variant's
+            /// index in [`OPERATORS`], or `None` for an operator that has no packed form or is
+            /// not built.
+            pub fn pack(&self, w: &mut Words<'_>) -> Option<u16> {
+                #[allow(unreachable_patterns)]
+                match self {
+                    $(
+                        #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
+                        Op::$variant(o) => o.pack(w).then_some(Tag::$variant as u16),
+                    )*
+                    _ => None,
+                }
+            }
+
+            /// The op of tag `tag` read back from its words ([`Operator::unpack`]).
+            ///
+            /// Errors: [`OpError::NotBuilt`] for a tag this build has no operator for (or none
+            /// at all); [`OpError::Kernel`] for words its parameters refuse.
+            pub fn unpack(tag: u16, r: &mut WordReader<'_>) -> Result<Op, OpError> {
+                $(
+                    #[cfg(all(any(feature = "all-ops" $(, feature = $feature)*) $(, feature = $needs)?))]
+                    if tag == Tag::$variant as u16 {
+                        return Ok(Op::$variant(<$variant as Operator>::unpack(r)?));
+                    }
+                )*
+                let _ = r;
+                Err(OpError::NotBuilt)
             }
         }
 
@@ -1001,6 +1040,24 @@ pub trait Operator {
     ) -> Result<(), OpError> {
         let _ = (state, inputs, output);
         Err(OpError::State)
+    }
+    /// Writes its parameters as the words of a compiled model (see
+    /// [`npu_kernels::packed`]): its shape, and its quantization resolved. `false` for an
+    /// operator that has no packed form yet (a model using it is not compiled).
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        let _ = w;
+        false
+    }
+    /// Reads back what [`pack`](Self::pack) wrote, checked as lowering checks it: the
+    /// geometry derived from the shape again, the quantization in the ranges it can have.
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError>
+    where
+        Self: Sized,
+    {
+        let _ = r;
+        Err(KernelError::Unsupported {
+            what: "operator without a packed form",
+        })
     }
 }
 

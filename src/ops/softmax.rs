@@ -9,6 +9,8 @@
 //! the input and output types to match.
 
 use npu_kernels::int8::{self as ki, Softmax16Params, SoftmaxParams};
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
@@ -90,6 +92,25 @@ impl Operator for SoftmaxI16 {
 }
 
 impl Operator for SoftmaxI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        w.put(self.depth);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (len, depth) = (r.take()?, r.take()?);
+        if depth == 0 || len % depth != 0 {
+            return Err(KernelError::Unsupported {
+                what: "softmax rows that do not divide its elements",
+            });
+        }
+        Ok(Self {
+            len,
+            depth,
+            params: SoftmaxParams::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }
@@ -118,6 +139,25 @@ impl Operator for SoftmaxI8 {
 }
 
 impl Operator for SoftmaxI8ToI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        w.put(self.depth);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (len, depth) = (r.take()?, r.take()?);
+        if depth == 0 || len % depth != 0 {
+            return Err(KernelError::Unsupported {
+                what: "softmax rows that do not divide its elements",
+            });
+        }
+        Ok(Self {
+            len,
+            depth,
+            params: SoftmaxParams::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len.checked_mul(2)?)
     }

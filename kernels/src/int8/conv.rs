@@ -37,6 +37,7 @@ use super::{
 };
 use super::{Activation, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{Int8Quant, Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 mod blocked;
@@ -208,6 +209,47 @@ impl ConvQuant {
     }
 }
 
+impl ConvQuant {
+    /// Its words: the int8 offsets and activation range.
+    fn pack(&self, w: &mut Words<'_>) {
+        Int8Quant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            activation_min: self.activation_min,
+            activation_max: self.activation_max,
+        }
+        .pack(w);
+    }
+
+    /// Reads int8 quantization back, checked as [`ConvQuant::new`] would have made it.
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let q = Int8Quant::unpack(r)?;
+        Ok(Self {
+            input_offset: q.input_offset,
+            output_offset: q.output_offset,
+            activation_min: q.activation_min,
+            activation_max: q.activation_max,
+        })
+    }
+}
+
+impl Packed for Conv2dShape {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.input.pack(w);
+        w.put(self.out_channels);
+        w.put(self.filter_depth);
+        self.window.pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Conv2dShape {
+            input: Nhwc::unpack(r)?,
+            out_channels: r.take()?,
+            filter_depth: r.take()?,
+            window: Window2d::unpack(r)?,
+        })
+    }
+}
+
 /// Precomputed parameters of int8 CONV_2D (TFLM's `OpDataConv`, minus the per-channel
 /// multipliers, which are a [`ChannelMultiplier`] slice so that no allocation is needed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +296,21 @@ impl Conv2dParams {
         act: Activation,
     ) -> Result<Self, KernelError> {
         Self::resolve(shape, || ConvQuant::int16(input, output, act))
+    }
+
+    /// Writes the parameters' int8 quantization ([`packed`](crate::packed)); the geometry is
+    /// its shape's, which the caller writes.
+    pub fn pack(&self, w: &mut Words<'_>) {
+        self.quant.pack(w);
+    }
+
+    /// Parameters of int8 `shape` with the quantization [`pack`](Self::pack) wrote, the
+    /// geometry resolved as [`new`](Self::new) resolves it.
+    ///
+    /// Errors as [`new`](Self::new), and for quantization no int8 layer has.
+    pub fn unpack(shape: Conv2dShape, r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let quant = ConvQuant::unpack(r)?;
+        Self::resolve(shape, || Ok(quant))
     }
 
     /// The geometry of `shape`, then the quantization `quant` gives (its errors come last).

@@ -69,6 +69,31 @@ impl FcPerChannelParams {
         })
     }
 
+    /// Writes the parameters ([`packed`](crate::packed)): the offsets and the activation
+    /// range (the multipliers are an operand).
+    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        crate::packed::Int8Quant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            activation_min: self.activation_min,
+            activation_max: self.activation_max,
+        }
+        .pack(w);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote, checked.
+    ///
+    /// Errors: [`KernelError::InvalidQuantization`] for an offset or range no int8 layer has.
+    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let q = crate::packed::Int8Quant::unpack(r)?;
+        Ok(Self {
+            input_offset: q.input_offset,
+            output_offset: q.output_offset,
+            activation_min: q.activation_min,
+            activation_max: q.activation_max,
+        })
+    }
+
     /// Added to every input element before the dot product: `−input.zero_point`.
     #[must_use]
     pub const fn input_offset(&self) -> i32 {

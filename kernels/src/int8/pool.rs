@@ -21,6 +21,7 @@
 use super::mac::{Mac, Native};
 use super::window::{elems, image_len, row_band, Axis, Nhwc, Padding};
 use super::{activation_range, check_quant, Activation, Quant};
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Shape of a pooling operator: input and window (TFLite's `Pool2DOptions`).
@@ -39,6 +40,31 @@ pub struct PoolShape {
     pub stride_width: u32,
     /// Border treatment.
     pub padding: Padding,
+}
+
+impl Packed for PoolShape {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.input.pack(w);
+        for d in [
+            self.filter_height,
+            self.filter_width,
+            self.stride_height,
+            self.stride_width,
+        ] {
+            w.put(d);
+        }
+        self.padding.pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(PoolShape {
+            input: Nhwc::unpack(r)?,
+            filter_height: r.take()?,
+            filter_width: r.take()?,
+            stride_height: r.take()?,
+            stride_width: r.take()?,
+            padding: Padding::unpack(r)?,
+        })
+    }
 }
 
 /// Precomputed parameters of int8 AVERAGE_POOL_2D and MAX_POOL_2D (TFLM's `OpDataPooling`).
@@ -69,6 +95,47 @@ impl PoolParams {
         output: Quant,
         act: Activation,
     ) -> Result<Self, KernelError> {
+        Self::resolve(shape, || {
+            check_quant(input, "input scale", "input zero point")?;
+            check_quant(output, "output scale", "output zero point")?;
+            // TFLM: (double)std::abs(input_scale − output_scale) <= 1e−6, the difference in
+            // float.
+            if f64::from((input.scale - output.scale).abs()) > 1.0e-6 {
+                return Err(KernelError::InvalidQuantization {
+                    what: "output scale differs from input scale",
+                });
+            }
+            if input.zero_point != output.zero_point {
+                return Err(KernelError::InvalidQuantization {
+                    what: "output zero point differs from input zero point",
+                });
+            }
+            activation_range(act, output)
+        })
+    }
+
+    /// Writes the parameters' activation range ([`packed`](crate::packed)); the geometry is
+    /// its shape's, which the caller writes.
+    pub fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+    }
+
+    /// Parameters of `shape` with the activation range [`pack`](Self::pack) wrote, the
+    /// geometry resolved as [`new`](Self::new) resolves it.
+    ///
+    /// Errors as [`new`](Self::new), and for a range not inside int8.
+    pub fn unpack(shape: PoolShape, r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let range = r.take_range(-128, 127)?;
+        Self::resolve(shape, || Ok(range))
+    }
+
+    /// The geometry of `shape`, then the activation range `range` gives (its errors come
+    /// after the geometry's).
+    fn resolve(
+        shape: PoolShape,
+        range: impl FnOnce() -> Result<(i32, i32), KernelError>,
+    ) -> Result<Self, KernelError> {
         let rows = Axis::new(
             shape.padding,
             shape.input.height,
@@ -83,19 +150,6 @@ impl PoolParams {
             shape.stride_width,
             1,
         )?;
-        check_quant(input, "input scale", "input zero point")?;
-        check_quant(output, "output scale", "output zero point")?;
-        // TFLM: (double)std::abs(input_scale − output_scale) <= 1e−6, the difference in float.
-        if f64::from((input.scale - output.scale).abs()) > 1.0e-6 {
-            return Err(KernelError::InvalidQuantization {
-                what: "output scale differs from input scale",
-            });
-        }
-        if input.zero_point != output.zero_point {
-            return Err(KernelError::InvalidQuantization {
-                what: "output zero point differs from input zero point",
-            });
-        }
         // At most min(filter, in) taps per axis are ever counted: keep the count an i32.
         let max_taps = rows.filter.min(rows.in_size) as u64 * cols.filter.min(cols.in_size) as u64;
         if max_taps > i32::MAX as u64 {
@@ -111,7 +165,7 @@ impl PoolParams {
             shape.input.channels,
         ])?;
         let us = |v: u32| usize::try_from(v).map_err(|_| KernelError::ShapeOverflow);
-        let (activation_min, activation_max) = activation_range(act, output)?;
+        let (activation_min, activation_max) = range()?;
         Ok(Self {
             rows,
             cols,

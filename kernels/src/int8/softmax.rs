@@ -40,6 +40,12 @@ const SCALED_DIFF_INTEGER_BITS: u32 = 5;
 /// Integer bits of the sum of exponentials (Q12.19), TFLM's `kAccumulationIntegerBits`.
 const ACCUMULATION_INTEGER_BITS: i32 = 12;
 
+/// `CalculateInputRadius(5, shift, 31)`: `floor(31 · 2^26 / 2^shift)`, exact in integers,
+/// negated: the most negative difference from a row's maximum that still contributes.
+fn diff_min(shift: i32) -> i32 {
+    -((31_i32 << 26) >> shift.clamp(0, 31))
+}
+
 /// Precomputed parameters of int8 SOFTMAX (TFLM's `SoftmaxParams` for int8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -106,12 +112,31 @@ impl SoftmaxParams {
             })?;
         // real in (1, 2^31 − 1] gives a shift in 1..=31.
         let shift = input_left_shift.clamp(0, 31);
-        // CalculateInputRadius(5, shift, 31): floor(31 · 2^26 / 2^shift), exact in integers.
-        let diff_min = -((31_i32 << 26) >> shift);
         Ok(Self {
             input_multiplier,
             input_left_shift: shift,
-            diff_min,
+            diff_min: diff_min(shift),
+        })
+    }
+
+    /// Writes the parameters ([`packed`](crate::packed)): the input multiplier and its left
+    /// shift (`diff_min` follows from the shift).
+    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        w.put_i32(self.input_multiplier);
+        w.put_i32(self.input_left_shift);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote: a multiplier in `[2^30, 2^31)` (a normalised
+    /// Q0.31 mantissa, as the scaling makes it) and a shift in `0..=31`.
+    ///
+    /// Errors: [`KernelError::InvalidQuantization`] for anything else.
+    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let input_multiplier = r.take_in(1 << 30, i32::MAX, "softmax input multiplier")?;
+        let shift = r.take_in(0, 31, "softmax input shift")?;
+        Ok(Self {
+            input_multiplier,
+            input_left_shift: shift,
+            diff_min: diff_min(shift),
         })
     }
 

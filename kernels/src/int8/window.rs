@@ -71,6 +71,70 @@ pub struct Window2d {
     pub padding: Padding,
 }
 
+impl crate::packed::Packed for Padding {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        w.put(match self {
+            Padding::Same => 0,
+            Padding::Valid => 1,
+        });
+    }
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        match r.take()? {
+            0 => Ok(Padding::Same),
+            1 => Ok(Padding::Valid),
+            _ => Err(KernelError::Unsupported {
+                what: "packed padding other than same (0) or valid (1)",
+            }),
+        }
+    }
+}
+
+impl crate::packed::Packed for Nhwc {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        for d in [self.batches, self.height, self.width, self.channels] {
+            w.put(d);
+        }
+    }
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = Nhwc {
+            batches: r.take()?,
+            height: r.take()?,
+            width: r.take()?,
+            channels: r.take()?,
+        };
+        shape.len()?;
+        Ok(shape)
+    }
+}
+
+impl crate::packed::Packed for Window2d {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        for d in [
+            self.filter_height,
+            self.filter_width,
+            self.stride_height,
+            self.stride_width,
+            self.dilation_height,
+            self.dilation_width,
+        ] {
+            w.put(d);
+        }
+        self.padding.pack(w);
+    }
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        // Zero sizes are refused where the window is resolved ([`Axis::new`]).
+        Ok(Window2d {
+            filter_height: r.take()?,
+            filter_width: r.take()?,
+            stride_height: r.take()?,
+            stride_width: r.take()?,
+            dilation_height: r.take()?,
+            dilation_width: r.take()?,
+            padding: Padding::unpack(r)?,
+        })
+    }
+}
+
 /// One spatial axis of a window, resolved: sizes, padding, stride and dilation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -5,6 +5,7 @@ use super::{check_operands, ChannelMultiplier, ConvQuant, PixelTaps};
 use crate::int8::mac::{self, Mac, Native};
 use crate::int8::window::{elems, image_len, row_band, Axis, Nhwc, Window2d};
 use crate::int8::{Activation, Quant};
+use crate::packed::{Packed, WordReader, Words};
 use crate::KernelError;
 
 #[cfg(doc)]
@@ -21,6 +22,21 @@ pub struct DepthwiseShape {
     pub depth_multiplier: u32,
     /// Filter size, strides, dilations and padding.
     pub window: Window2d,
+}
+
+impl Packed for DepthwiseShape {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.input.pack(w);
+        w.put(self.depth_multiplier);
+        self.window.pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(DepthwiseShape {
+            input: Nhwc::unpack(r)?,
+            depth_multiplier: r.take()?,
+            window: Window2d::unpack(r)?,
+        })
+    }
 }
 
 /// Precomputed parameters of int8 DEPTHWISE_CONV_2D (TFLM's `OpDataConv` for depthwise).
@@ -65,6 +81,21 @@ impl DepthwiseParams {
         act: Activation,
     ) -> Result<Self, KernelError> {
         Self::resolve(shape, || ConvQuant::int16(input, output, act))
+    }
+
+    /// Writes the parameters' int8 quantization ([`packed`](crate::packed)); the geometry is
+    /// its shape's, which the caller writes.
+    pub fn pack(&self, w: &mut Words<'_>) {
+        self.quant.pack(w);
+    }
+
+    /// Parameters of int8 `shape` with the quantization [`pack`](Self::pack) wrote, the
+    /// geometry resolved as [`new`](Self::new) resolves it.
+    ///
+    /// Errors as [`new`](Self::new), and for quantization no int8 layer has.
+    pub fn unpack(shape: DepthwiseShape, r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let quant = ConvQuant::unpack(r)?;
+        Self::resolve(shape, || Ok(quant))
     }
 
     /// The geometry of `shape`, then the quantization `quant` gives (its errors come last).

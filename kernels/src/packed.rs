@@ -1,0 +1,256 @@
+//! Kernel parameters as words: the form a model compiled on a host carries them in, for a
+//! device that runs it without preparing it.
+//!
+//! # Design
+//!
+//! Preparing a layer's parameters is work a small device can be spared: the quantization is
+//! turned into fixed-point multipliers (with `f64` arithmetic) and the `.tflite` file has to
+//! be read to get there. A host does it once and writes each layer's parameters as
+//! little-endian 32-bit words ([`Words`]); the device reads them back ([`WordReader`]).
+//!
+//! What is written is the least the kernels need, and nothing is taken on trust when it is
+//! read back:
+//!
+//! - **shapes** (an [`Nhwc`](crate::int8::Nhwc), a window, a fully connected shape) are
+//!   written as they are, and the geometry a kernel runs on (output sizes, padding, buffer
+//!   lengths) is derived from them again by the same code that derives it at prepare, with
+//!   the same refusals;
+//! - **quantization** is written resolved (offsets, activation range, multipliers and
+//!   shifts), so that no floating point runs on the device, and each field read back is
+//!   checked against the range its constructor could have produced (an int8 zero point, an
+//!   activation range inside int8 and not empty, a multiplier the arithmetic expects).
+//!
+//! So parameters read from damaged or hostile words are either refused
+//! ([`KernelError::Unsupported`], [`KernelError::InvalidQuantization`],
+//! [`KernelError::ShapeOverflow`]) or parameters a model could have had: a kernel given them
+//! behaves as it does for any prepared layer. A type packs with [`Packed`]; parameters whose
+//! geometry comes from a shape pack their quantization alone, and are read back given the
+//! shape (their `unpack` functions).
+
+use crate::KernelError;
+
+/// Words being written: little-endian `u32`s into a byte buffer. Running out of room is
+/// remembered rather than reported at each word ([`Words::len`] is then `None`), so that
+/// writing a layer is a sequence of plain calls.
+#[derive(Debug)]
+pub struct Words<'a> {
+    out: &'a mut [u8],
+    len: usize,
+    full: bool,
+}
+
+impl<'a> Words<'a> {
+    /// Writes into `out`, from its start.
+    pub fn new(out: &'a mut [u8]) -> Self {
+        Words {
+            out,
+            len: 0,
+            full: false,
+        }
+    }
+
+    /// Appends one word.
+    pub fn put(&mut self, word: u32) {
+        match self.out.get_mut(self.len..self.len + 4) {
+            Some(slot) if !self.full => {
+                slot.copy_from_slice(&word.to_le_bytes());
+                self.len += 4;
+            }
+            _ => self.full = true,
+        }
+    }
+
+    /// Appends a signed word (two's complement).
+    pub fn put_i32(&mut self, word: i32) {
+        self.put(word as u32);
+    }
+
+    /// Bytes written, or `None` when the buffer was too small for them.
+    pub fn len(&self) -> Option<usize> {
+        (!self.full).then_some(self.len)
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0 && !self.full
+    }
+}
+
+/// Words being read back, from the start of a byte slice.
+#[derive(Clone, Debug)]
+pub struct WordReader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> WordReader<'a> {
+    /// Reads `bytes` (a whole number of words).
+    pub fn new(bytes: &'a [u8]) -> Self {
+        WordReader { bytes }
+    }
+
+    /// The next word. Errors with [`KernelError::Unsupported`] when the words end first.
+    pub fn take(&mut self) -> Result<u32, KernelError> {
+        let (word, rest) = self
+            .bytes
+            .split_first_chunk::<4>()
+            .ok_or(KernelError::Unsupported {
+                what: "packed parameters that end early",
+            })?;
+        self.bytes = rest;
+        Ok(u32::from_le_bytes(*word))
+    }
+
+    /// The next word, signed.
+    pub fn take_i32(&mut self) -> Result<i32, KernelError> {
+        self.take().map(|w| w as i32)
+    }
+
+    /// The next word, which must lie in `lo..=hi`; `what` names it in the error
+    /// ([`KernelError::InvalidQuantization`]).
+    pub fn take_in(&mut self, lo: i32, hi: i32, what: &'static str) -> Result<i32, KernelError> {
+        let v = self.take_i32()?;
+        if (lo..=hi).contains(&v) {
+            Ok(v)
+        } else {
+            Err(KernelError::InvalidQuantization { what })
+        }
+    }
+
+    /// An activation range: two words, `lo <= min <= max <= hi`.
+    pub fn take_range(&mut self, lo: i32, hi: i32) -> Result<(i32, i32), KernelError> {
+        let min = self.take_in(lo, hi, "activation minimum")?;
+        let max = self.take_in(min, hi, "activation maximum")?;
+        Ok((min, max))
+    }
+
+    /// Words not read yet.
+    pub fn remaining(&self) -> usize {
+        self.bytes.len() / 4
+    }
+}
+
+/// A value that packs into words on its own.
+pub trait Packed: Sized {
+    /// Writes it.
+    fn pack(&self, w: &mut Words<'_>);
+    /// Reads one back, checking it as its constructor would.
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError>;
+}
+
+impl Packed for u32 {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put(*self);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        r.take()
+    }
+}
+
+impl Packed for bool {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put(u32::from(*self));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        match r.take()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(KernelError::Unsupported {
+                what: "packed flag other than 0 or 1",
+            }),
+        }
+    }
+}
+
+impl Packed for crate::FcShape {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put(self.batches);
+        w.put(self.in_features);
+        w.put(self.out_features);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = crate::FcShape {
+            batches: r.take()?,
+            in_features: r.take()?,
+            out_features: r.take()?,
+        };
+        shape.lens(1)?;
+        Ok(shape)
+    }
+}
+
+/// The int8 offsets and activation range most int8 kernels requantize with: `input_offset`
+/// (the input's zero point negated, in `−127..=128`), `output_offset` (`−128..=127`), and the
+/// activation range inside int8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Int8Quant {
+    pub(crate) input_offset: i32,
+    pub(crate) output_offset: i32,
+    pub(crate) activation_min: i32,
+    pub(crate) activation_max: i32,
+}
+
+impl Int8Quant {
+    /// Writes the four fields, in their order.
+    pub(crate) fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_offset);
+        w.put_i32(self.output_offset);
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+    }
+
+    /// Reads them back, checked.
+    pub(crate) fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_offset = r.take_in(-127, 128, "input zero point")?;
+        let output_offset = r.take_in(-128, 127, "output zero point")?;
+        let (activation_min, activation_max) = r.take_range(-128, 127)?;
+        Ok(Int8Quant {
+            input_offset,
+            output_offset,
+            activation_min,
+            activation_max,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip_and_a_full_buffer_is_remembered() {
+        let mut buf = [0u8; 8];
+        let mut w = Words::new(&mut buf);
+        w.put(7);
+        w.put_i32(-3);
+        assert_eq!(w.len(), Some(8));
+        w.put(1);
+        assert_eq!(w.len(), None, "a third word does not fit eight bytes");
+        let mut r = WordReader::new(&buf);
+        assert_eq!(r.take(), Ok(7));
+        assert_eq!(r.take_i32(), Ok(-3));
+        assert!(r.take().is_err(), "the words end");
+    }
+
+    #[test]
+    fn ranges_outside_their_bounds_are_refused() {
+        let mut buf = [0u8; 8];
+        let mut w = Words::new(&mut buf);
+        w.put_i32(5);
+        w.put_i32(4);
+        let mut r = WordReader::new(&buf);
+        assert!(r.take_range(-128, 127).is_err(), "maximum below minimum");
+        let mut r = WordReader::new(&buf);
+        assert_eq!(
+            r.take_in(-128, 4, "x"),
+            Err(KernelError::InvalidQuantization { what: "x" })
+        );
+    }
+
+    #[test]
+    fn a_flag_is_zero_or_one() {
+        for (word, ok) in [(0u32, true), (1, true), (2, false)] {
+            let bytes = word.to_le_bytes();
+            assert_eq!(bool::unpack(&mut WordReader::new(&bytes)).is_ok(), ok);
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Compiled models ([`npu_compute::compiled`]): a model prepared on the host and run over one
+//! arena with nothing of the stack but the operators. Every model of the repository whose
+//! operators all have a packed form gives TFLM's bytes from its compiled image; images that
+//! are cut short, damaged, made by another operator set, or given too small or misaligned an
+//! arena are refused with the reason; and no damaged image makes the reader or an invoke
+//! panic.
+
+use std::path::{Path, PathBuf};
+
+use npu_compute::compiled::{format, CompiledError, CompiledModel};
+use npu_compute::graph::GraphError;
+use npu_sim::runner::{self, RunError};
+
+/// A buffer aligned as firmware aligns an arena or an included image.
+fn aligned(bytes: &[u8]) -> Vec<u128> {
+    let mut words = vec![0u128; bytes.len().div_ceil(16).max(1)];
+    bytemuck::cast_slice_mut::<u128, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+    words
+}
+
+fn as_bytes(words: &[u128], len: usize) -> &[u8] {
+    &bytemuck::cast_slice(words)[..len]
+}
+
+/// One invoke's inputs and TFLM's outputs for them.
+type Run = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// Model folders: the examples and the operator cases, each with its runs.
+struct Case {
+    name: String,
+    model: Vec<u8>,
+    runs: Vec<Run>,
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn cases() -> Vec<Case> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cases = Vec::new();
+    for name in ["kws_dscnn", "convnet", "inception", "tiny_transformer"] {
+        let dir = root.join("examples/models").join(name);
+        let runs = (0..3)
+            .map(|k| {
+                let input = read(&dir.join(format!("input_{k}.bin")));
+                let expected = read(&dir.join(format!("expected_tflm_{k}.bin")));
+                (vec![input], vec![expected])
+            })
+            .collect();
+        let model = read(&dir.join("model.tflite"));
+        cases.push(Case {
+            name: name.into(),
+            model,
+            runs,
+        });
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("tests/models/ops"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("case.json").exists())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
+        let n = |k: &str| meta[k].as_u64().unwrap() as usize;
+        let runs = (0..n("runs"))
+            .map(|r| {
+                let ins = (0..n("inputs"))
+                    .map(|i| read(&dir.join(format!("input_{r}_{i}.bin"))))
+                    .collect();
+                let outs = (0..n("outputs"))
+                    .map(|o| read(&dir.join(format!("expected_{r}_{o}.bin"))))
+                    .collect();
+                (ins, outs)
+            })
+            .collect();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        cases.push(Case {
+            name,
+            model: read(&dir.join("model.tflite")),
+            runs,
+        });
+    }
+    cases
+}
+
+/// Runs `image` over every run of `case` on one session; panics on a difference from TFLM.
+fn check(case: &Case, image: &[u8]) {
+    let words = aligned(image);
+    let model = CompiledModel::new(as_bytes(&words, image.len()))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    let mut arena = vec![0u128; (model.arena_bytes() as usize).div_ceil(16).max(1)];
+    let arena: &mut [u8] =
+        &mut bytemuck::cast_slice_mut(&mut arena)[..model.arena_bytes() as usize];
+    let mut session = model.session(arena).unwrap();
+    for (r, (inputs, expected)) in case.runs.iter().enumerate() {
+        for (k, input) in inputs.iter().enumerate() {
+            session.input_mut(k).unwrap().copy_from_slice(input);
+        }
+        session
+            .invoke()
+            .unwrap_or_else(|e| panic!("{} run {r}: {e}", case.name));
+        for (k, want) in expected.iter().enumerate() {
+            let got = session.output(k).unwrap();
+            assert!(
+                got == want.as_slice(),
+                "{} run {r} output {k}: differs from TFLM at byte {:?}",
+                case.name,
+                got.iter().zip(want).position(|(a, b)| a != b)
+            );
+        }
+    }
+}
+
+fn kws() -> (Case, Vec<u8>) {
+    let case = cases().into_iter().find(|c| c.name == "kws_dscnn").unwrap();
+    let image = runner::compile(runner::leak_aligned(&case.model)).unwrap();
+    (case, image)
+}
+
+#[test]
+fn compiled_models_give_tflms_bytes() {
+    let (mut compiled, mut refused) = (Vec::new(), Vec::new());
+    for case in cases() {
+        match runner::compile(runner::leak_aligned(&case.model)) {
+            Ok(image) => {
+                check(&case, &image);
+                compiled.push(case.name);
+            }
+            Err(RunError::Graph(GraphError::Unsupported { what, .. }))
+                if what.contains("packed form") =>
+            {
+                refused.push(case.name)
+            }
+            Err(e) => panic!("{}: {e}", case.name),
+        }
+    }
+    println!(
+        "compiled and matched TFLM: {} ({})",
+        compiled.len(),
+        compiled.join(" ")
+    );
+    println!(
+        "no packed form yet: {} ({})",
+        refused.len(),
+        refused.join(" ")
+    );
+    for name in ["kws_dscnn"] {
+        assert!(compiled.iter().any(|c| c == name), "{name} did not compile");
+    }
+}
+
+#[test]
+fn an_image_is_smaller_than_its_model_and_its_arena_the_graphs() {
+    let (case, image) = kws();
+    let model = runner::leak_aligned(&case.model);
+    let plan = runner::plan(model, npu_sim::SimConfig::default(), Default::default()).unwrap();
+    let words = aligned(&image);
+    let compiled = CompiledModel::new(as_bytes(&words, image.len())).unwrap();
+    assert_eq!(compiled.arena_bytes(), plan.activation_bytes);
+    assert!(image.len() < case.model.len(), "{} bytes", image.len());
+    assert_eq!(compiled.steps(), 12);
+    assert_eq!(compiled.input_bytes(0), Some(490));
+    assert_eq!(compiled.output_bytes(0), Some(12));
+    assert_eq!(compiled.input_bytes(1), None);
+}
+
+#[test]
+fn cut_damaged_and_foreign_images_are_refused() {
+    let (_, image) = kws();
+    let words = aligned(&image);
+    let good = as_bytes(&words, image.len());
+    for len in [0, 10, 47, 48, image.len() - 1] {
+        let e = CompiledModel::new(&good[..len]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CompiledError::Truncated { .. } | CompiledError::BadFormat
+            ),
+            "{len} bytes: {e}"
+        );
+    }
+    let mut bad = image.clone();
+    bad[0] = b'X';
+    let w = aligned(&bad);
+    assert_eq!(
+        CompiledModel::new(as_bytes(&w, bad.len())).unwrap_err(),
+        CompiledError::BadFormat
+    );
+    let mut bad = image.clone();
+    bad[8] ^= 1;
+    let w = aligned(&bad);
+    assert!(matches!(
+        CompiledModel::new(as_bytes(&w, bad.len())).unwrap_err(),
+        CompiledError::OtherRegistry { .. }
+    ));
+    let mut bad = image.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x40;
+    let w = aligned(&bad);
+    assert_eq!(
+        CompiledModel::new(as_bytes(&w, bad.len())).unwrap_err(),
+        CompiledError::Checksum
+    );
+    // An image one byte off its alignment.
+    let mut shifted = vec![0u128; image.len().div_ceil(16) + 1];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut shifted);
+    bytes[1..=image.len()].copy_from_slice(&image);
+    assert!(matches!(
+        CompiledModel::new(&bytes[1..=image.len()]).unwrap_err(),
+        CompiledError::Misaligned { what: "image", .. }
+    ));
+}
+
+#[test]
+fn too_small_or_misaligned_arenas_are_refused() {
+    let (_, image) = kws();
+    let words = aligned(&image);
+    let model = CompiledModel::new(as_bytes(&words, image.len())).unwrap();
+    let n = model.arena_bytes() as usize;
+    let mut arena = vec![0u128; n / 16 + 2];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut arena);
+    assert_eq!(
+        model.session(&mut bytes[..n - 1]).unwrap_err(),
+        CompiledError::ArenaTooSmall {
+            needed: n as u32,
+            len: n as u32 - 1
+        }
+    );
+    assert!(matches!(
+        model.session(&mut bytes[4..n + 4]).unwrap_err(),
+        CompiledError::Misaligned { what: "arena", .. }
+    ));
+}
+
+/// With the CRC made to match, every flipped bit of the image is either refused or runs
+/// without panicking: the reader takes nothing on trust that the CRC vouched for.
+#[test]
+fn no_damaged_image_panics() {
+    let (case, image) = kws();
+    let header = 48;
+    let mut tried = 0;
+    let mut accepted = 0;
+    // Every byte of the header and the tables, then a sample of the constants.
+    let tables = image.len().min(2048);
+    let positions = (0..tables).chain((tables..image.len()).step_by(97));
+    for at in positions {
+        for bit in [0, 3, 7] {
+            let mut bad = image.clone();
+            bad[at] ^= 1 << bit;
+            if (40..44).contains(&at) {
+                continue;
+            }
+            let crc = crc32(&bad[header..]);
+            bad[40..44].copy_from_slice(&crc.to_le_bytes());
+            let words = aligned(&bad);
+            tried += 1;
+            if let Ok(model) = CompiledModel::new(as_bytes(&words, bad.len())) {
+                accepted += 1;
+                let n = model.arena_bytes() as usize;
+                if n > 1 << 20 {
+                    continue;
+                }
+                let mut arena = vec![0u128; n.div_ceil(16).max(1)];
+                let arena: &mut [u8] = &mut bytemuck::cast_slice_mut(&mut arena)[..n];
+                let Ok(mut session) = model.session(arena) else {
+                    continue;
+                };
+                if let Some(input) = session.input_mut(0) {
+                    let len = input.len().min(case.runs[0].0[0].len());
+                    input[..len].copy_from_slice(&case.runs[0].0[0][..len]);
+                }
+                let _ = session.invoke();
+            }
+        }
+    }
+    println!(
+        "{tried} damaged images, {accepted} accepted (weights, or parameters a layer could have)"
+    );
+    assert!(tried > 6000);
+}
+
+/// CRC-32 (IEEE), as the image's header holds it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn the_registry_fingerprint_is_stable_within_a_build() {
+    assert_eq!(format::registry(), format::registry());
+    assert_ne!(
+        format::registry(),
+        0x811c_9dc5,
+        "the registry has operators"
+    );
+}
