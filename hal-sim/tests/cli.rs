@@ -1085,3 +1085,55 @@ fn cycles_that_saturate_the_clock_fail() {
         assert_exit(&o, 1, &["the virtual clock reached its end"], args[1]);
     }
 }
+
+#[test]
+fn compile_writes_an_image_the_device_side_accepts() {
+    let m = models().join("kws_dscnn");
+    let dir = scratch("compile");
+    let image = dir.join("kws.npuc");
+    let o = npu_sim(&[
+        "compile",
+        m.join("model.tflite").to_str().unwrap(),
+        "--output",
+        image.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_exit(&o, 0, &[], "compile --json");
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let bytes = std::fs::read(&image).unwrap();
+    assert_eq!(json["image_bytes"].as_u64(), Some(bytes.len() as u64));
+    assert_eq!(json["steps"].as_u64(), Some(12));
+    assert_eq!(json["inputs"], serde_json::json!([490]));
+    assert_eq!(json["outputs"], serde_json::json!([12]));
+    let aligned = npu_sim::runner::leak_aligned(&bytes);
+    let model = npu_compute::compiled::CompiledModel::new(aligned).unwrap();
+    assert_eq!(
+        json["arena_bytes"].as_u64(),
+        Some(u64::from(model.arena_bytes()))
+    );
+    // The text form says the same figures.
+    let o = npu_sim(&[
+        "compile",
+        m.join("model.tflite").to_str().unwrap(),
+        "--output",
+        image.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!("{} bytes (12 steps)", bytes.len())),
+        "{text}"
+    );
+    // An unreadable model fails with its name, writing nothing.
+    let (missing, nothing) = (dir.join("missing.tflite"), dir.join("nothing.npuc"));
+    let o = npu_sim(&[
+        "compile",
+        missing.to_str().unwrap(),
+        "--output",
+        nothing.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 1, &["missing.tflite"], "compile of a missing model");
+    assert!(!nothing.exists());
+    // No --output: a usage error.
+    let o = npu_sim(&["compile", m.join("model.tflite").to_str().unwrap()]);
+    assert_exit(&o, 2, &["--output"], "compile without --output");
+}

@@ -39,12 +39,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// variables.
     pub fn compile(&self, model: &[u8], out: &mut [u8]) -> Result<usize, GraphError> {
         if let Some(tile) = self.striped().first() {
-            let what = "compiling chains run in stripes (prepare with Optimise::Cycles)";
+            let what = "chains run in stripes in a compiled model (prepare with Optimise::Cycles)";
             return Err(refused(&self.steps[usize::from(tile.first)], what));
         }
         let steps = &self.steps[..usize::from(self.model_steps)];
         if let Some(split) = steps.iter().find(|s| s.split) {
-            let what = "compiling an operator split over several units (prepare for one)";
+            let what =
+                "operator split over several units in a compiled model (prepare for one unit)";
             return Err(refused(split, what));
         }
         let len = out.len();
@@ -138,8 +139,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     // Written already, for an earlier reader.
                     continue;
                 }
-                let value =
-                    value.ok_or(refused(step, "compiling a constant the graph released"))?;
+                let value = value.ok_or(refused(
+                    step,
+                    "constant the graph released, in a compiled model",
+                ))?;
                 let bytes = value.bytes() as usize;
                 let into = w.rest().get_mut(..bytes).ok_or_else(full)?;
                 self.client.read(value, into).map_err(not_one_op)?;
@@ -158,7 +161,10 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         let packed = step.op.and_then(|op| op.pack(&mut words));
         match (packed, words.len()) {
             (Some(tag), Some(len)) => Ok((tag, len)),
-            (None, _) => Err(refused(step, "compiling an operator without a packed form")),
+            (None, _) => Err(refused(
+                step,
+                "operator in a compiled model: it has no packed form yet",
+            )),
             (Some(_), None) => Err(capacity(
                 "packed parameter bytes",
                 MAX_PARAMS,

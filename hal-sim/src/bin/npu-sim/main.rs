@@ -38,6 +38,9 @@
 //!   arena bytes the model needs (the size to give the firmware's arena section), from the
 //!   arena plan made at prepare, and the host staging bytes and fixed capacities it needs,
 //!   measured by running it.
+//! - `npu-sim compile MODEL.tflite --output FILE [--json]` ([`compile`]): the model compiled
+//!   for a device's CPU (`npu_compute::compiled`): its operators' packed parameters, arena
+//!   offsets and constants as one image; prints its size and the arena it runs in.
 //! - `npu-sim bench memory` ([`bench::memory`]): the peak-memory table of the Burn-Compute
 //!   study, and the guided rows.
 //! - `npu-sim bench models DIR` ([`bench::models`]): every model of a reference-model
@@ -102,6 +105,7 @@ macro_rules! out {
 
 mod bench;
 mod common;
+mod compile;
 mod demo;
 mod inspect;
 mod output;
@@ -265,6 +269,19 @@ enum Command {
         /// to follow (`PrepareOptions::schedule_table`).
         #[arg(long, value_name = "FILE")]
         schedule: Option<PathBuf>,
+    },
+    /// Compile a .tflite model for a device that runs it on its CPU: write its operators'
+    /// packed parameters, arena offsets and constants as one image, and print its size and
+    /// the arena it runs in.
+    Compile {
+        /// The model.
+        model: PathBuf,
+        /// Where to write the compiled model.
+        #[arg(long)]
+        output: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmarks.
     Bench {
@@ -458,6 +475,11 @@ fn main() -> ExitCode {
             units,
         } => trace::run(&model, &svg, &input, arena, units.config()),
         Command::Inspect { model } => inspect::run(&model),
+        Command::Compile {
+            model,
+            output,
+            json,
+        } => compile::run(&model, &output, json),
         Command::Plan {
             model,
             json,
