@@ -308,3 +308,19 @@ fn the_registry_fingerprint_is_stable_within_a_build() {
         "the registry has operators"
     );
 }
+
+/// The compiled kws_dscnn the firmwares flash is what `npu-sim compile` makes of the model
+/// now (regenerate it from `examples/firmware-min` with `cargo run --release -p npu-sim
+/// --features std --manifest-path ../../Cargo.toml -- compile ../models/kws_dscnn/model.tflite
+/// --output kws_dscnn.npuc` after a change to the format, an operator's packed form or the
+/// operator set).
+#[test]
+fn the_firmwares_compiled_model_is_current() {
+    let (_, image) = kws();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed = read(&root.join("examples/firmware-min/kws_dscnn.npuc"));
+    assert!(
+        committed == image,
+        "examples/firmware-min/kws_dscnn.npuc is stale: compile it again (see this test's docs)"
+    );
+}

@@ -45,6 +45,7 @@ use core::convert::Infallible;
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
+use npu_compute::compiled::{CompiledError, CompiledModel, Session};
 use npu_compute::graph::{Graph, GraphError};
 use npu_compute::hal::{
     Capabilities, Cycles, Estimate, ExecutionUnit, Fence, HalError, Job, Npu, Variant,
@@ -160,6 +161,8 @@ pub enum LayerError {
     TooManyLayers,
     /// This invoke ran other layers than the first one, or none.
     LayersDiffer(u32),
+    /// The compiled model was refused or failed, or has no input or output of the model's.
+    Compiled(Option<CompiledError>),
 }
 
 impl From<GraphError> for LayerError {
@@ -444,6 +447,64 @@ pub fn run<H: Npu>(
     };
     log(model, &counts, stamps);
     Ok(counts)
+}
+
+/// Runs `image`, `model` compiled for the CPU ([`npu_compute::compiled`]), in `arena`: one
+/// whole invoke of its first case timed, then every case checked against TFLM's bytes. Logs
+/// the invoke beside the layers' `kernels` instructions (from [`run`]): what a compiled model
+/// adds to the kernels, where the graph adds transfers, waits and dispatch. Returns the
+/// invoke's instructions.
+pub fn run_compiled(
+    ticks: &Ticks,
+    cal: &Calibration,
+    image: &'static [u8],
+    model: Model,
+    arena: &mut [u8],
+    kernels: u64,
+) -> Result<u64, LayerError> {
+    let compiled = CompiledModel::new(image).map_err(|e| LayerError::Compiled(Some(e)))?;
+    let mut session = compiled
+        .session(arena)
+        .map_err(|e| LayerError::Compiled(Some(e)))?;
+    let counted = model.cases.first().ok_or(LayerError::NoCase)?;
+    let mut result = Ok(());
+    let whole = ticks.time(1, &mut || {
+        result = invoke(&mut session, counted.input);
+        Ok::<(), Infallible>(())
+    });
+    result?;
+    let whole = whole.map_err(|e| match e {
+        TimeError::Clock(e) => e,
+        TimeError::Call(never) => match never {},
+    })?;
+    let instructions = (cal.centi_per_call(u64::from(whole), 1) + 50) / 100;
+    for (case, c) in model.cases.iter().enumerate() {
+        if case > 0 {
+            invoke(&mut session, c.input)?;
+        }
+        let got = session.output(0).ok_or(LayerError::Compiled(None))?;
+        check((case, 0), got, c.expected)?;
+    }
+    defmt::info!(
+        "{=str} compiled, on the CPU: one whole invoke {=u64} instructions, {=u64} of them outside its layers' kernels ({=u64}); image {=usize} bytes, arena {=u32} bytes; every input gives TFLM's bytes",
+        model.name,
+        instructions,
+        instructions.saturating_sub(kernels),
+        kernels,
+        image.len(),
+        compiled.arena_bytes()
+    );
+    Ok(instructions)
+}
+
+/// Writes `input` as the compiled model's input and invokes it.
+fn invoke(session: &mut Session<'_, '_>, input: &[u8]) -> Result<(), LayerError> {
+    session
+        .input_mut(0)
+        .filter(|i| i.len() == input.len())
+        .ok_or(LayerError::Compiled(None))?
+        .copy_from_slice(input);
+    session.invoke().map_err(|e| LayerError::Compiled(Some(e)))
 }
 
 /// `Ok` when `got` (from invoke `invoke` of case `case`) is `expected`, else the first

@@ -57,6 +57,8 @@ use crate::systick::{ClockError, Ticks};
 
 /// The keyword-spotting model, in flash, 16-byte aligned.
 static KWS_MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
+/// kws_dscnn compiled for the CPU (`npu-sim compile`), as the minimal firmware flashes it.
+static KWS_COMPILED: &[u8] = npu_compute::include_aligned!("../../firmware-min/kws_dscnn.npuc");
 
 /// Bytes of the arena (the driver's device memory): `npu-sim plan` gives 20,704 for this
 /// model (activations, and the per-channel parameters the runtime prepares; the weights stay
@@ -126,8 +128,13 @@ fn run() -> Result<LayerCounts, Failure> {
         tflite: KWS_MODEL,
         cases: &cpu_layers::KWS_CASES,
     };
-    let npu = CpuOnly::new(arena, staging);
-    cpu_layers::run(&ticks, &calibration, npu, model).map_err(Failure::Layers)
+    let npu = CpuOnly::new(&mut *arena, staging);
+    let counts = cpu_layers::run(&ticks, &calibration, npu, model).map_err(Failure::Layers)?;
+    // The same model compiled on the host: the kernels alone, over one arena.
+    let kernels = counts.instructions();
+    cpu_layers::run_compiled(&ticks, &calibration, KWS_COMPILED, model, arena, kernels)
+        .map_err(Failure::Layers)?;
+    Ok(counts)
 }
 
 // ---------------------------------------------------------------------------------------------

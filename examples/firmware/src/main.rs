@@ -201,6 +201,8 @@ type Server<'a> = NpuServer<SimNpu<'a>>;
 
 /// The keyword-spotting model, in flash, 16-byte aligned so the NPU reads its weights in place.
 static KWS_MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/model.tflite");
+/// kws_dscnn compiled for the CPU (`npu-sim compile`), as the minimal firmware flashes it.
+static KWS_COMPILED: &[u8] = npu_compute::include_aligned!("../../firmware-min/kws_dscnn.npuc");
 /// One input of the model (49×10 MFCC features, int8).
 static KWS_INPUT: &[u8] = include_bytes!("../../models/kws_dscnn/input_0.bin");
 /// What TensorFlow Lite Micro outputs for it (12 class scores, int8).
@@ -493,13 +495,25 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
         tflite: KWS_MODEL,
         cases: &cpu_layers::KWS_CASES,
     };
-    cpu_layers::run(
+    let counts = cpu_layers::run(
         ticks.counter(),
         &calibration,
         CpuOnly::new(arena, staging),
         model,
     )
-    .map_err(Failure::CpuLayers)
+    .map_err(Failure::CpuLayers)?;
+    // The same model compiled on the host: the kernels alone, over one arena.
+    let kernels = counts.instructions();
+    cpu_layers::run_compiled(
+        ticks.counter(),
+        &calibration,
+        KWS_COMPILED,
+        model,
+        device,
+        kernels,
+    )
+    .map_err(Failure::CpuLayers)?;
+    Ok(counts)
 }
 
 /// Measures the CPU fallback kernels' cost for `ops` and the synthetic operators (see
