@@ -18,7 +18,7 @@
 //! | 44 | 4 | 0 |
 //! | 48 | 8·(I + O) | each input, then each output: arena offset, bytes |
 //! | | 12·V | each variable: arena offset, bytes, the byte it starts as |
-//! | | | `S` steps, each: tag (u16, the [`Op`](crate::ops::Op) variant's index in [`OPERATORS`](crate::ops::OPERATORS)), inputs `n` (u8), 0 (u8); the parameter words `p`; the output's arena offset and bytes; `n` inputs, each a location and bytes; `p` parameter words ([`npu_kernels::packed`]) |
+//! | | | `S` steps, each: tag (u16, the [`Op`](crate::ops::Op) variant's index in [`OPERATORS`]), inputs `n` (u8), 0 (u8); the parameter words `p`; the output's arena offset and bytes; `n` inputs, each a location and bytes; `p` parameter words ([`npu_kernels::packed`]) |
 //! | | | the constants, each at a multiple of 16 |
 //!
 //! An input's location is an arena offset, or with bit 31 set an offset into the image (a
