@@ -268,12 +268,18 @@ impl<
         if entry.pool.is_none() {
             self.settle_placements(id)?;
         }
-        self.cancel_download(id)?;
+        if entry.downloading {
+            self.cancel_download(id)?;
+        }
         self.upload_with(binding, entry.bytes, &mut |buf| {
             buf.copy_from_slice(data);
             Ok(())
         })?;
-        self.handles.get_mut(id)?.lost = false;
+        // Only a recovery marks a tensor lost, and it sets `maybe_lost` when it does (maybe
+        // while this write waited for staging): without it, no entry is.
+        if self.maybe_lost {
+            self.handles.get_mut(id)?.lost = false;
+        }
         Ok(())
     }
 
@@ -301,8 +307,18 @@ impl<
         if entry.pool.is_none() {
             self.settle_placements(id)?;
         }
-        let (fence, block) = self.download_of(id, out.len())?;
-        self.take_download(id)?;
+        // A download started earlier (by `try_read`) is this read's; otherwise this read
+        // starts its own, which it finishes before returning, so it never joins the list of
+        // pending downloads.
+        let pending = if entry.downloading {
+            self.take_download(id)?
+        } else {
+            None
+        };
+        let (fence, block) = match pending {
+            Some(pending) => pending,
+            None => self.start_download(entry.binding, entry.bytes)?,
+        };
         match self.wait_for(fence) {
             Ok(()) => self.finish_download(block, out),
             Err(e) => {
