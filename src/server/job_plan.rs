@@ -9,7 +9,8 @@ use super::tensors::Binding;
 use crate::error::{Capacity, Error};
 use crate::hal::{Fence, Queue, Region, Variant, MAX_JOB_INPUTS, MAX_QUEUES};
 use crate::handle::HandleId;
-use crate::ops::OpKind;
+use crate::ops::{Op, OpKind};
+use core::mem::Discriminant;
 
 #[cfg(doc)]
 use crate::error::JobPlanError;
@@ -81,6 +82,8 @@ impl PlanTensor {
 #[derive(Clone, Debug)]
 struct PlanStep {
     kind: OpKind,
+    /// The variant of [`Op`] it was built with: a run checks its op against it first.
+    variant_of: Discriminant<Op>,
     /// Its execution unit; [`Queue::Dma`] for a CPU step, whose jobs are its transfers.
     queue: Queue,
     variant: Variant,

@@ -246,6 +246,7 @@ impl<
         };
         let step = PlanStep {
             kind: op.kind(),
+            variant_of: core::mem::discriminant(op),
             queue,
             variant,
             inputs: ins,

@@ -38,7 +38,10 @@ impl<
             .into());
         }
         for (k, (step, op)) in plan.steps.iter().zip(ops).enumerate() {
-            if op.kind() != step.kind {
+            // The variant the step was built with is the usual case, and comparing it costs a
+            // load where `kind` is a table look-up per step; another variant of the same kind
+            // is accepted as before.
+            if core::mem::discriminant(*op) != step.variant_of && op.kind() != step.kind {
                 return Err(JobPlanError::OpMismatch {
                     step: k as u32,
                     expected: step.kind,
