@@ -135,18 +135,20 @@ impl<
                 let _ = inputs.push(plan.tensors[usize::from(i)].region);
             }
         }
-        // At most one fence per queue: this run's steps are newer than any job before it,
-        // so a step's fence stands for its queue's.
-        let mut queues = 1u16 << step.queue.index();
         for &s in &step.deps {
-            let s = usize::from(s);
-            queues |= 1 << plan.steps[s].queue.index();
-            if let Some(fence) = issued(plan.fences[s]) {
+            if let Some(fence) = issued(plan.fences[usize::from(s)]) {
                 // One per queue: cannot overflow.
                 let _ = job.deps.push(fence);
             }
         }
         if step.first_on_queue {
+            // At most one fence per queue: this run's steps are newer than any job before
+            // it, so a step's fence stands for its queue's. (Worked out here, for the few
+            // steps first on their queue, rather than beside the loop above for every step.)
+            let mut queues = 1u16 << step.queue.index();
+            for &s in &step.deps {
+                queues |= 1 << plan.steps[usize::from(s)].queue.index();
+            }
             before.fences_except(queues, &mut job.deps);
         }
         self.submit(&job)
