@@ -642,21 +642,30 @@ impl<
         let Some(last) = self.last_fence else {
             return Ok(());
         };
-        let mut next = self.checked.map_or(0, |c| c.0.saturating_add(1));
-        let end = last.0.min(next.saturating_add(SCAN));
-        while next <= end {
-            match self.npu.poll(Fence(next)) {
-                Err(nb::Error::WouldBlock) => break,
-                Err(nb::Error::Other(HalError::Fault { fence, fault })) => {
-                    return Err(self.recover(fence, fault))
-                }
-                _ => {
-                    self.checked = Some(Fence(next));
-                    next += 1;
-                }
+        let first = self.checked.map_or(0, |c| c.0.saturating_add(1));
+        let end = last.0.min(first.saturating_add(SCAN));
+        // `checked` is written once, after the loop (or before a recovery, which reads it):
+        // the loop runs once per job on a planned invoke's wait.
+        let mut next = first;
+        let fault = loop {
+            if next > end {
+                break None;
             }
+            match self.npu.poll(Fence(next)) {
+                Err(nb::Error::WouldBlock) => break None,
+                Err(nb::Error::Other(HalError::Fault { fence, fault })) => {
+                    break Some((fence, fault))
+                }
+                _ => next += 1,
+            }
+        };
+        if next > first {
+            self.checked = Some(Fence(next - 1));
         }
-        Ok(())
+        match fault {
+            Some((fence, fault)) => Err(self.recover(fence, fault)),
+            None => Ok(()),
+        }
     }
 
     /// A job's failure as the error to return: a hardware fault is recovered from first.
