@@ -303,12 +303,14 @@ impl<
         Ok(id)
     }
 
+    #[inline(always)]
     pub(super) fn device_region(&self, binding: MemoryBinding) -> Result<Region, Error> {
         let b = self.memory.block(binding)?;
         Ok(Region::device(b.offset, b.len))
     }
     /// The device region of a tensor bound on the device (in memory or flash). A pinned
     /// tensor no job has touched yet has none: callers bind it first (`bind_on_device`).
+    #[inline(always)]
     pub(super) fn region_of(&self, binding: Binding) -> Result<Region, Error> {
         match binding {
             Binding::Memory(m) => self.device_region(m),
