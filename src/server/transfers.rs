@@ -26,6 +26,26 @@ pub(super) enum Side {
     Pinned(HandleId),
 }
 
+/// The DMA job `src → dst`, with no dependency yet. Its regions are written into the built job
+/// rather than given to the enum's constructor: built whole, a size-optimised Cortex-M4 build
+/// assembled the variant in a temporary at an unaligned offset and moved it with two `memcpy`
+/// calls, about 130 instructions per transfer on the dispatch path.
+#[inline(always)]
+fn transfer_job<'a>(src: Region, dst: Region) -> Job<'a> {
+    let mut job = Job {
+        kind: JobKind::Transfer {
+            src: Region::device(0, 0),
+            dst: Region::device(0, 0),
+        },
+        queue: Queue::Dma,
+        deps: heapless::Vec::new(),
+    };
+    if let JobKind::Transfer { src: s, dst: d } = &mut job.kind {
+        (*s, *d) = (src, dst);
+    }
+    job
+}
+
 impl<
         H: Npu,
         M: MemoryManagement,
@@ -69,11 +89,7 @@ impl<
         if let Side::Device(m) = to {
             deps.add_write_of(memory.access_mut(m)?, Queue::Dma, &mut ended);
         }
-        let mut job = Job {
-            kind: JobKind::Transfer { src, dst },
-            queue: Queue::Dma,
-            deps: heapless::Vec::new(),
-        };
+        let mut job = transfer_job(src, dst);
         deps.fences_into(&mut job.deps);
         let fence = self.submit(&job)?;
         match from {
@@ -106,11 +122,8 @@ impl<
         dst: Region,
         deps: &heapless::Vec<Fence, MAX_JOB_DEPS>,
     ) -> Result<Fence, Error> {
-        let job = Job {
-            kind: JobKind::Transfer { src, dst },
-            queue: Queue::Dma,
-            deps: deps.clone(),
-        };
+        let mut job = transfer_job(src, dst);
+        job.deps.clone_from(deps);
         let fence = self.submit(&job)?;
         self.count_transfer(src, dst);
         Ok(fence)
