@@ -204,7 +204,9 @@ static KWS_MODEL: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/
 /// kws_dscnn compiled for the CPU (`npu-sim compile`), as the minimal firmware flashes it.
 static KWS_COMPILED: &[u8] = npu_compute::include_aligned!("../../firmware-min/kws_dscnn.npuc");
 /// One input of the model (49×10 MFCC features, int8).
-static KWS_INPUT: &[u8] = include_bytes!("../../models/kws_dscnn/input_0.bin");
+// Aligned, so that the input's copy into staging takes `memcpy`'s word loop wherever the
+// linker puts it: the dispatch figures then do not depend on the layout.
+static KWS_INPUT: &[u8] = npu_compute::include_aligned!("../../models/kws_dscnn/input_0.bin");
 /// What TensorFlow Lite Micro outputs for it (12 class scores, int8).
 static KWS_EXPECTED: &[u8; 12] = include_bytes!("../../models/kws_dscnn/expected_tflm_0.bin");
 /// The model's tuning table, made on the host with
