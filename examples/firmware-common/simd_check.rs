@@ -20,9 +20,9 @@
 //! of QEMU time.
 
 use npu_compute::kernels::int8::{
-    self, portable, Activation, AddParams, ChannelMultiplier, Conv2dParams, Conv2dShape,
-    DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MulParams, Nhwc, Padding,
-    PoolParams, PoolShape, Quant, Window2d,
+    self, portable, Activation, AddParams, BroadcastShape, ChannelMultiplier, Conv2dParams,
+    Conv2dShape, DepthwiseParams, DepthwiseShape, FcParams, FcPerChannelParams, MulParams, Nhwc,
+    Padding, PoolParams, PoolShape, Quant, Window2d,
 };
 use npu_compute::kernels::{FcShape, KernelError};
 
@@ -528,19 +528,72 @@ pub fn fully_connected(ranges: &Ranges) -> Result<u32, SimdCheckError> {
 /// Longest elementwise case (elements).
 const ELEMENTWISE_LEN: usize = 300;
 
-/// Runs `ranges.cases` random same-shape ADDs and as many MULs on both paths: lengths 1 to
-/// 300 (every tail of the vector loops), inputs starting at any byte, random zero points,
-/// scales from a quarter to four times each other (ADD; its rescalings shift right by 0 to a
-/// dozen bits) or output scales that shift MUL's product from about 23 bits right to 31 left
-/// (larger multipliers fail `MulParams::new`, and the case skips MUL), and every fused
-/// activation. Returns how many ADDs and MULs ran.
-// The Cortex-M55's check: the Cortex-M4 adds and multiplies on the portable path.
-#[allow(dead_code)]
+/// A zero point: one of the extremes or 0 two times in five, else any int8 value.
+fn zero_point(rng: &mut Rng) -> i32 {
+    match rng.range(0, 4) {
+        0 => i32::from(i8::MIN),
+        1 => i32::from(i8::MAX),
+        2 => 0,
+        _ => rng.range(-128, 127),
+    }
+}
+
+/// Compares the SIMD and portable ADD (or MUL) of one case: same shapes over `x` and `y`,
+/// then `x`'s first `rows · c` elements with `y`'s first `c` repeated along the rows (a
+/// per-channel vector broadcast, which runs each row on the same-shape loop) against the
+/// portable same-shape kernel over the repeated operand. Returns how many of the two ran.
+fn check_binary<P>(
+    (kernel, case): (&'static str, u32),
+    p: &P,
+    (x, y): (&[i8], &[i8]),
+    (rows, c): (usize, usize),
+    (simd, broadcast, reference): (Binary<P>, BroadcastBinary<P>, Binary<P>),
+) -> Result<u32, SimdCheckError> {
+    let n = x.len();
+    let (mut out_simd, mut out_ref) = ([0_i8; ELEMENTWISE_LEN], [0_i8; ELEMENTWISE_LEN]);
+    let got = simd(p, x, y, &mut out_simd[..n]);
+    let want = reference(p, x, y, &mut out_ref[..n]);
+    let (s, r) = (&out_simd[..n], &out_ref[..n]);
+    let mut ran = u32::from(compare(kernel, case, got, want, s, r)?);
+    let m = rows * c;
+    if m == 0 || m > n {
+        return Ok(ran);
+    }
+    let mut repeated = [0_i8; ELEMENTWISE_LEN];
+    for row in repeated[..m].chunks_exact_mut(c) {
+        row.copy_from_slice(&y[..c]);
+    }
+    let (rows32, c32) = (rows as u32, c as u32);
+    let Ok(shape) = BroadcastShape::new(&[rows32, c32], &[c32], &[rows32, c32]) else {
+        return Ok(ran);
+    };
+    let got = broadcast(p, &shape, &x[..m], &y[..c], &mut out_simd[..m]);
+    let want = reference(p, &x[..m], &repeated[..m], &mut out_ref[..m]);
+    let (s, r) = (&out_simd[..m], &out_ref[..m]);
+    ran += u32::from(compare(kernel, case, got, want, s, r)?);
+    Ok(ran)
+}
+
+/// A same-shape binary kernel: parameters, the two inputs, the output.
+type Binary<P> = fn(&P, &[i8], &[i8], &mut [i8]) -> Result<(), KernelError>;
+
+/// A broadcasting binary kernel.
+type BroadcastBinary<P> =
+    fn(&P, &BroadcastShape, &[i8], &[i8], &mut [i8]) -> Result<(), KernelError>;
+
+/// Runs `ranges.cases` random ADDs and as many MULs on both paths, each same-shape and with a
+/// per-channel vector broadcast (rows of 1 to 40 channels): lengths 1 to 300 (every tail of
+/// the vector loops), inputs starting at any byte, zero points at both int8 extremes, 0 or
+/// anything, and every fused activation. ADD's input scales are equal, or one a fraction or
+/// a multiple of the other, or just below it (a multiplier just below 2³¹); its output scales
+/// give rescalings from a 1-bit to a 30-bit right shift, saturating often. MUL's output
+/// scales shift the product from about 23 bits right to 31 left (larger multipliers fail
+/// `MulParams::new`, and the case skips MUL). Returns how many ADDs and MULs ran, the
+/// broadcasting ones included.
 pub fn elementwise(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
     let mut rng = Rng(0x3c6e_f372);
     let mut a = [0_i8; ELEMENTWISE_LEN + 3];
     let mut b = [0_i8; ELEMENTWISE_LEN + 3];
-    let (mut out_simd, mut out_ref) = ([0_i8; ELEMENTWISE_LEN], [0_i8; ELEMENTWISE_LEN]);
     let (mut adds, mut muls) = (0, 0);
     for case in 0..ranges.cases {
         let n = rng.range(1, ELEMENTWISE_LEN as i32) as usize;
@@ -548,6 +601,8 @@ pub fn elementwise(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
         rng.fill(&mut a);
         rng.fill(&mut b);
         let (x, y) = (&a[ia..ia + n], &b[ib..ib + n]);
+        let c = rng.range(1, 40) as usize;
+        let rows = n / c;
         let act = match rng.range(0, 3) {
             0 => Activation::None,
             1 => Activation::Relu,
@@ -556,27 +611,36 @@ pub fn elementwise(ranges: &Ranges) -> Result<(u32, u32), SimdCheckError> {
         };
         let q = |rng: &mut Rng, scale: f32| Quant {
             scale,
-            zero_point: rng.range(-128, 127),
+            zero_point: zero_point(rng),
         };
         let qa = q(&mut rng, 0.01);
-        let sb = 0.0025 * rng.range(1, 16) as f32;
+        let sb = match case % 4 {
+            0 => 0.01,
+            1 => 0.0025 * rng.range(1, 16) as f32,
+            2 => 0.01 * rng.range(2, 9) as f32,
+            _ => 0.01 * (1.0 - 1.0e-7 * rng.range(1, 30) as f32),
+        };
         let qb = q(&mut rng, sb);
-        let s_add = 0.002 * rng.range(1, 64) as f32;
+        let s_add = 0.000_05 * rng.range(1, 64) as f32 * (1 << rng.range(0, 14)) as f32;
         let q_add = q(&mut rng, s_add);
         let s_mul = 0.000_025 * (rng.range(1, 1000) as f32) * (1 << rng.range(0, 14)) as f32
             / (1u64 << rng.range(0, 36)) as f32;
         let q_mul = q(&mut rng, s_mul);
         if let Ok(p) = AddParams::new(qa, qb, q_add, act) {
-            let got = int8::add(&p, x, y, &mut out_simd[..n]);
-            let want = portable::add(&p, x, y, &mut out_ref[..n]);
-            let (s, r) = (&out_simd[..n], &out_ref[..n]);
-            adds += u32::from(compare("add", case, got, want, s, r)?);
+            let kernels = (
+                int8::add as Binary<AddParams>,
+                int8::add_broadcast as BroadcastBinary<AddParams>,
+                portable::add as Binary<AddParams>,
+            );
+            adds += check_binary(("add", case), &p, (x, y), (rows, c), kernels)?;
         }
         if let Ok(p) = MulParams::new(qa, qb, q_mul, act) {
-            let got = int8::mul(&p, x, y, &mut out_simd[..n]);
-            let want = portable::mul(&p, x, y, &mut out_ref[..n]);
-            let (s, r) = (&out_simd[..n], &out_ref[..n]);
-            muls += u32::from(compare("mul", case, got, want, s, r)?);
+            let kernels = (
+                int8::mul as Binary<MulParams>,
+                int8::mul_broadcast as BroadcastBinary<MulParams>,
+                portable::mul as Binary<MulParams>,
+            );
+            muls += check_binary(("mul", case), &p, (x, y), (rows, c), kernels)?;
         }
     }
     Ok((adds, muls))

@@ -67,6 +67,9 @@ use crate::fixed_point::{
 use crate::{check_len, FcShape, KernelError};
 
 pub mod arg_min_max;
+#[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
+#[allow(unsafe_code)]
+mod arith_dsp;
 #[cfg(npu_arm_mve)]
 #[allow(unsafe_code)]
 mod arith_mve;
@@ -599,6 +602,52 @@ impl FcParams {
     }
 }
 
+/// A target's SIMD loop for an int8 binary operator: over contiguous `a`, `b` and `out`, it
+/// writes a prefix of `out` (whole groups of its vector width) and returns its length.
+pub(crate) trait SimdRun: Fn(&[i8], &[i8], &mut [i8]) -> usize {}
+
+impl<F: Fn(&[i8], &[i8], &mut [i8]) -> usize> SimdRun for F {}
+
+/// The target's SIMD ADD for `p` ([`arith_dsp`]'s on the DSP extension, [`arith_mve`]'s on
+/// Helium), or `None` where there is none or `p` is outside its forms.
+#[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
+fn add_simd(p: &AddParams) -> Option<impl SimdRun> {
+    let plan = arith_dsp::AddPlan::new(p)?;
+    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| plan.run(a, b, out))
+}
+
+/// The target's SIMD ADD for `p` (see the DSP build's).
+#[cfg(npu_arm_mve)]
+fn add_simd(p: &AddParams) -> Option<impl SimdRun + '_> {
+    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| arith_mve::add(p, a, b, out))
+}
+
+/// The target's SIMD ADD for `p`: none on this target.
+#[cfg(not(npu_arm_dsp))]
+fn add_simd(_: &AddParams) -> Option<fn(&[i8], &[i8], &mut [i8]) -> usize> {
+    None
+}
+
+/// The target's SIMD MUL for `p` ([`arith_dsp`]'s on the DSP extension, [`arith_mve`]'s on
+/// Helium), or `None` where there is none or `p` is outside its forms.
+#[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
+fn mul_simd(p: &MulParams) -> Option<impl SimdRun> {
+    let plan = arith_dsp::MulPlan::new(p)?;
+    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| plan.run(a, b, out))
+}
+
+/// The target's SIMD MUL for `p` (see the DSP build's).
+#[cfg(npu_arm_mve)]
+fn mul_simd(p: &MulParams) -> Option<impl SimdRun + '_> {
+    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| arith_mve::mul(p, a, b, out))
+}
+
+/// The target's SIMD MUL for `p`: none on this target.
+#[cfg(not(npu_arm_dsp))]
+fn mul_simd(_: &MulParams) -> Option<fn(&[i8], &[i8], &mut [i8]) -> usize> {
+    None
+}
+
 /// out = a + b, elementwise, with TFLM's int8 ADD arithmetic (see [`AddParams`]).
 ///
 /// `a`, `b` and `out` must have the same length ([`KernelError::LengthMismatch`] names the
@@ -610,10 +659,7 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
     if x86::add::add(p, a, b, out) {
         return Ok(());
     }
-    #[cfg(npu_arm_mve)]
-    let done = arith_mve::add(p, a, b, out);
-    #[cfg(not(npu_arm_mve))]
-    let done = 0;
+    let done = add_simd(p).map_or(0, |run| run(a, b, out));
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())
@@ -625,10 +671,7 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
 pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
-    #[cfg(npu_arm_mve)]
-    let done = arith_mve::mul(p, a, b, out);
-    #[cfg(not(npu_arm_mve))]
-    let done = 0;
+    let done = mul_simd(p).map_or(0, |run| run(a, b, out));
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())

@@ -475,13 +475,16 @@ fn run() -> Result<cpu_layers::LayerCounts, Failure> {
     let (convs, depthwise) = simd_check::kernels(&simd_check::DSP).map_err(Failure::SimdCheck)?;
     let (pools, max_pools) = simd_check::pools(&simd_check::DSP).map_err(Failure::SimdCheck)?;
     let fcs = simd_check::fully_connected(&simd_check::DSP).map_err(Failure::SimdCheck)?;
+    let (adds, muls) = simd_check::elementwise(&simd_check::DSP).map_err(Failure::SimdCheck)?;
     defmt::info!(
-        "SIMD kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} max pools, {=u32} fully connected",
+        "SIMD kernels give the portable kernels' bytes: {=u32} convolutions, {=u32} depthwise, {=u32} average pools, {=u32} max pools, {=u32} fully connected, {=u32} adds, {=u32} muls",
         convs,
         depthwise,
         pools,
         max_pools,
-        fcs
+        fcs,
+        adds,
+        muls
     );
     cpu_kernels(&ticks, &calibration, &kws_ops)?;
     dispatch(&ticks, &calibration)?;

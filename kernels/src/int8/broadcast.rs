@@ -35,7 +35,7 @@
 //! [`sub`]: super::sub()
 //! [`mul`]: super::mul
 
-use super::{requantized_to_i8, AddParams, MulParams, SubParams, ADD_LEFT_SHIFT};
+use super::{requantized_to_i8, AddParams, MulParams, SimdRun, SubParams, ADD_LEFT_SHIFT};
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
 };
@@ -191,6 +191,13 @@ impl BroadcastShape {
 
     fn b_repeats(&self, i: usize) -> bool {
         self.b_repeated >> i & 1 != 0
+    }
+
+    /// Whether both inputs advance along the innermost loop, so that each innermost run pairs
+    /// two contiguous runs (a SIMD loop's operands).
+    fn inner_contiguous(&self) -> bool {
+        let inner = usize::from(self.rank).saturating_sub(1);
+        !self.a_repeats(inner) && !self.b_repeats(inner)
     }
 }
 
@@ -388,6 +395,9 @@ fn elementwise_run<K: BinaryOp>(k: &K, a: &[K::Elem], b: &[K::Elem], out: &mut [
     }
 }
 
+/// No SIMD loop (the type of [`broadcast`]'s `None`).
+type NoSimd = fn(&[i8], &[i8], &mut [i8]) -> usize;
+
 /// Checks the buffer lengths against `s`, then runs `k` over the loop nest.
 pub(crate) fn broadcast<K: BinaryOp<Elem = i8>>(
     k: &K,
@@ -395,6 +405,19 @@ pub(crate) fn broadcast<K: BinaryOp<Elem = i8>>(
     a: &[i8],
     b: &[i8],
     out: &mut [i8],
+) -> Result<(), KernelError> {
+    broadcast_with(k, s, a, b, out, None::<NoSimd>)
+}
+
+/// [`broadcast`], each run whose inputs are both contiguous starting on `simd` when there is
+/// one.
+fn broadcast_with<K: BinaryOp<Elem = i8>>(
+    k: &K,
+    s: &BroadcastShape,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+    simd: Option<impl SimdRun>,
 ) -> Result<(), KernelError> {
     let (a_len, b_len, out_len) = s.lens();
     check_len("a", a_len, a.len())?;
@@ -409,7 +432,7 @@ pub(crate) fn broadcast<K: BinaryOp<Elem = i8>>(
         }
         return Ok(());
     }
-    broadcast_run(k, s, a, b, out);
+    broadcast_run(k, s, a, b, out, simd);
     Ok(())
 }
 
@@ -421,14 +444,20 @@ fn broadcast_run<K: BinaryOp<Elem = i8>>(
     a: &[i8],
     b: &[i8],
     out: &mut [i8],
+    simd: Option<impl SimdRun>,
 ) {
+    // The SIMD loop takes every contiguous run but its last `len mod 4` outputs: tables for
+    // those would not pay.
+    let simd_runs = simd.is_some() && s.inner_contiguous();
+    let prefix = |a: &[i8], b: &[i8], out: &mut [i8]| simd.as_ref().map_or(0, |f| f(a, b, out));
     if s.is_elementwise() {
-        elementwise_any(k, a, b, out);
-    } else if K::TABULATE && out.len() >= TABULATE_FROM {
+        let done = prefix(a, b, out);
+        elementwise_any(k, &a[done..], &b[done..], &mut out[done..]);
+    } else if K::TABULATE && out.len() >= TABULATE_FROM && !simd_runs {
         // Tabulate once for the whole nest rather than per run.
-        broadcast_nest(&Tabulated::new(k), s, a, b, out);
+        broadcast_nest(&Tabulated::new(k), s, a, b, out, prefix);
     } else {
-        broadcast_nest(k, s, a, b, out);
+        broadcast_nest(k, s, a, b, out, prefix);
     }
 }
 
@@ -444,7 +473,7 @@ fn broadcast_run_avx2<K: BinaryOp<Elem = i8>>(
     b: &[i8],
     out: &mut [i8],
 ) {
-    broadcast_run(k, s, a, b, out);
+    broadcast_run(k, s, a, b, out, None::<NoSimd>);
 }
 
 /// Checks the buffer lengths against `s`, then runs `k` over the loop nest, never tabulated:
@@ -463,12 +492,14 @@ pub(crate) fn broadcast_untabulated<K: BinaryOp>(
     if s.is_elementwise() {
         elementwise_run(k, a, b, out);
     } else {
-        broadcast_nest(k, s, a, b, out);
+        broadcast_nest(k, s, a, b, out, |_, _, _| 0);
     }
     Ok(())
 }
 
-/// The loop nest of [`broadcast`], lengths already checked and at least one input repeated.
+/// The loop nest of [`broadcast`], lengths already checked and at least one input repeated;
+/// `simd` computes a prefix of each run whose inputs are both contiguous (returning its
+/// length, 0 for none).
 #[inline(always)]
 fn broadcast_nest<K: BinaryOp>(
     k: &K,
@@ -476,6 +507,7 @@ fn broadcast_nest<K: BinaryOp>(
     a: &[K::Elem],
     b: &[K::Elem],
     out: &mut [K::Elem],
+    simd: impl Fn(&[K::Elem], &[K::Elem], &mut [K::Elem]) -> usize,
 ) {
     if out.is_empty() {
         return; // some extent is 0
@@ -506,7 +538,9 @@ fn broadcast_nest<K: BinaryOp>(
     for run in out.chunks_exact_mut(inner) {
         match (a_inner, b_inner) {
             (false, false) => {
-                elementwise_run(k, &a[a_at..a_at + inner], &b[b_at..b_at + inner], run);
+                let (x, y) = (&a[a_at..a_at + inner], &b[b_at..b_at + inner]);
+                let done = simd(x, y, run).min(inner);
+                elementwise_run(k, &x[done..], &y[done..], &mut run[done..]);
             }
             (true, false) => {
                 // `a` is one value for the whole run: prepare it once.
@@ -562,7 +596,7 @@ pub fn add_broadcast(
     {
         return Ok(());
     }
-    broadcast(p, s, a, b, out)
+    broadcast_with(p, s, a, b, out, super::add_simd(p))
 }
 
 /// int8 SUB with broadcasting: `out = a − b` over the shapes of `s`, with TFLM's arithmetic
@@ -586,7 +620,7 @@ pub fn mul_broadcast(
     b: &[i8],
     out: &mut [i8],
 ) -> Result<(), KernelError> {
-    broadcast(p, s, a, b, out)
+    broadcast_with(p, s, a, b, out, super::mul_simd(p))
 }
 
 #[cfg(all(test, feature = "std", target_arch = "x86_64"))]
