@@ -122,14 +122,21 @@ impl CpuModel {
             Rates::new(CALL, 19, 163, 338),
             // Mean: 7.5 per input element.
             Rates::new(CALL, 120, 0, 0),
-            // Add: 74 per element.
-            Rates::new(CALL, 1184, 0, 0),
+            // Add (DSP loops over blocks of 64 through an int32 buffer, also for each
+            // innermost run of a broadcast): 20.3 per element, 293 per run of a broadcast
+            // ([`Op::taps`]: the loop nest's step and the loops' set-up). Fitted to the
+            // firmware's 1024 same-shape elements (21,103 instructions) and 1x8x8x16 + [16]
+            // (39,863), each within 0.2%. The portable kernel before it (tables of the
+            // rescaled inputs from 1024 outputs on): 74 per element.
+            Rates::new(CALL, 325, 4691, 0),
             // Sub: 70 (measured 79.7, and 62.8 for SQUARED_DIFFERENCE since the inlined
             // requantization; 77.2 before it).
             Rates::new(CALL, 1120, 0, 0),
-            // Mul: 44.1 (measured 42.1 and 51.5 for int8, 37.2 for 16x8, 55.3 for PRELU, all
-            // within 20%, since the requantization is inlined; 62.4 before it).
-            Rates::new(CALL, 706, 0, 0),
+            // Mul (DSP loops as Add's): 12.7 per element, 267 per run of a broadcast. Fitted to
+            // the firmware's 1024 same-shape elements (13,263 instructions) and 1x8x8x16 * [16]
+            // (30,383), each within 0.3%. The portable kernel before it: 44.1 per element
+            // (int8 measured 42.1 same-shape, 51.5 broadcasting), now MulScalar's.
+            Rates::new(CALL, 203, 4273, 0),
             // Relu: 37 (RELU 37.1, LEAKY_RELU 35.6, ABS 35.1 since the requantization is
             // inlined; 51.9 before it).
             Rates::new(CALL, 592, 0, 0),
@@ -227,6 +234,8 @@ impl CpuModel {
             Rates::new(CALL, 97, 0, 960),
             // Cast: 3.8 per element, 14 more per float-to-integer one (int32 and f32 to int8).
             Rates::new(CALL, 61, 223, 0),
+            // MulScalar: 44.1 (measured 37.2 for 16x8 MUL, 55.3 for PRELU, both within 20%).
+            Rates::new(CALL, 706, 0, 0),
         ],
     };
 
@@ -280,6 +289,6 @@ mod tests {
     #[test]
     fn every_kernel_has_its_own_rates_slot() {
         // `COUNT` matches the enum: the last kernel indexes the last slot.
-        assert_eq!(CpuKernel::Cast as usize + 1, CpuKernel::COUNT);
+        assert_eq!(CpuKernel::MulScalar as usize + 1, CpuKernel::COUNT);
     }
 }

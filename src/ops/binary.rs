@@ -211,6 +211,9 @@ macro_rules! broadcast_operator {
             fn cpu_kernel(&self) -> CpuKernel {
                 CpuKernel::$class
             }
+            fn taps(&self) -> u64 {
+                self.shape.runs()
+            }
             fn layer(&self) -> Option<Layer> {
                 Some(broadcast_layer(LayerKind::$class, &self.shape))
             }

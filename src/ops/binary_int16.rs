@@ -92,7 +92,7 @@ impl Operator for MulI16 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        CpuKernel::Mul
+        CpuKernel::MulScalar
     }
     fn layer(&self) -> Option<Layer> {
         Some(layer16(LayerKind::Mul, &self.shape))

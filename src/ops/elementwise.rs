@@ -223,8 +223,8 @@ impl Operator for PreluI8 {
         )?)
     }
     fn cpu_kernel(&self) -> CpuKernel {
-        // One product and one rescaling per element, as MUL.
-        CpuKernel::Mul
+        // One product and one rescaling per element, as 16x8 MUL.
+        CpuKernel::MulScalar
     }
     fn layer(&self) -> Option<Layer> {
         Some(broadcast_layer(LayerKind::Mul, &self.shape))

@@ -121,11 +121,13 @@ pub enum CpuKernel {
     MaxPool,
     /// Int8 mean.
     Mean,
-    /// Int8 add, same shapes or broadcast.
+    /// Int8 add, same shapes or broadcast (per element, and per innermost run of a broadcast:
+    /// [`Operator::taps`]).
     Add,
     /// Int8 sub (broadcast).
     Sub,
-    /// Int8 mul, same shapes or broadcast.
+    /// Int8 mul, same shapes or broadcast (per element, and per innermost run of a broadcast:
+    /// [`Operator::taps`]).
     Mul,
     /// Int8 ReLU family.
     Relu,
@@ -211,9 +213,12 @@ pub enum CpuKernel {
     /// CAST: a conversion per element, and per float-to-integer one ([`Operator::taps`]) the
     /// saturation.
     Cast,
+    /// A product and a rescaling per element on the scalar path: 16x8 mul (same shapes or
+    /// broadcast) and int8 PRELU (int8 MUL has SIMD loops of its own).
+    MulScalar,
 }
 
 impl CpuKernel {
     /// How many kernels there are.
-    pub const COUNT: usize = 48;
+    pub const COUNT: usize = 49;
 }

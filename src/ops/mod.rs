@@ -952,7 +952,9 @@ pub trait Operator {
     /// padding tests dominate a shallow one; output pixels × kh × kw for a depthwise one,
     /// whose channels share a pixel's list of taps); for a pool the taps of the channels past
     /// the last sixteen (which SIMD cores leave to the scalar loop); for a strided copy
-    /// (slices, pads, pack) the rows it copies, each with a cost of its own; 0 for others.
+    /// (slices, pads, pack) the rows it copies, each with a cost of its own; for an int8
+    /// broadcasting ADD, SUB or MUL its innermost runs (a step of its loop nest and a SIMD
+    /// loop's set-up each); 0 for others.
     fn taps(&self) -> u64 {
         0
     }

@@ -193,6 +193,20 @@ impl BroadcastShape {
         self.b_repeated >> i & 1 != 0
     }
 
+    /// Innermost runs of the loop nest: output elements over the innermost extent (1 for equal
+    /// shapes, 0 for an empty output). Each costs a step of the nest and, where a SIMD loop
+    /// takes the run, that loop's set-up.
+    #[must_use]
+    pub fn runs(&self) -> u64 {
+        let rank = usize::from(self.rank);
+        if rank <= 1 {
+            return u64::from(self.lens().2 != 0);
+        }
+        self.dims[..rank - 1]
+            .iter()
+            .fold(1_u64, |n, &d| n.saturating_mul(u64::from(d)))
+    }
+
     /// Whether both inputs advance along the innermost loop, so that each innermost run pairs
     /// two contiguous runs (a SIMD loop's operands).
     fn inner_contiguous(&self) -> bool {
