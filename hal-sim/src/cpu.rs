@@ -123,20 +123,20 @@ impl CpuModel {
             // Mean: 7.5 per input element.
             Rates::new(CALL, 120, 0, 0),
             // Add (DSP loops over blocks of 64 through an int32 buffer, also for each
-            // innermost run of a broadcast): 20.3 per element, 293 per run of a broadcast
+            // innermost run of a broadcast): 20.7 per element, 179 per run of a broadcast
             // ([`Op::taps`]: the loop nest's step and the loops' set-up). Fitted to the
-            // firmware's 1024 same-shape elements (21,103 instructions) and 1x8x8x16 + [16]
-            // (39,863), each within 0.2%. The portable kernel before it (tables of the
+            // firmware's 1024 same-shape elements (21,459 instructions) and 1x8x8x16 + [16]
+            // (32,939), each within 0.2%. The portable kernel before it (tables of the
             // rescaled inputs from 1024 outputs on): 74 per element.
-            Rates::new(CALL, 325, 4691, 0),
+            Rates::new(CALL, 331, 2864, 0),
             // Sub: 70 (measured 79.7, and 62.8 for SQUARED_DIFFERENCE since the inlined
             // requantization; 77.2 before it).
             Rates::new(CALL, 1120, 0, 0),
-            // Mul (DSP loops as Add's): 12.7 per element, 267 per run of a broadcast. Fitted to
-            // the firmware's 1024 same-shape elements (13,263 instructions) and 1x8x8x16 * [16]
-            // (30,383), each within 0.3%. The portable kernel before it: 44.1 per element
+            // Mul (DSP loops as Add's): 12.9 per element, 155.5 per run of a broadcast. Fitted to
+            // the firmware's 1024 same-shape elements (13,579 instructions) and 1x8x8x16 * [16]
+            // (23,499), each within 0.3%. The portable kernel before it: 44.1 per element
             // (int8 measured 42.1 same-shape, 51.5 broadcasting), now MulScalar's.
-            Rates::new(CALL, 203, 4273, 0),
+            Rates::new(CALL, 207, 2488, 0),
             // Relu: 37 (RELU 37.1, LEAKY_RELU 35.6, ABS 35.1 since the requantization is
             // inlined; 51.9 before it).
             Rates::new(CALL, 592, 0, 0),

@@ -604,16 +604,19 @@ impl FcParams {
 
 /// A target's SIMD loop for an int8 binary operator: over contiguous `a`, `b` and `out`, it
 /// writes a prefix of `out` (whole groups of its vector width) and returns its length.
-pub(crate) trait SimdRun: Fn(&[i8], &[i8], &mut [i8]) -> usize {}
+/// Called once per run; it may keep state between runs (the DSP loops' buffer).
+pub(crate) trait SimdRun: FnMut(&[i8], &[i8], &mut [i8]) -> usize {}
 
-impl<F: Fn(&[i8], &[i8], &mut [i8]) -> usize> SimdRun for F {}
+impl<F: FnMut(&[i8], &[i8], &mut [i8]) -> usize> SimdRun for F {}
 
 /// The target's SIMD ADD for `p` ([`arith_dsp`]'s on the DSP extension, [`arith_mve`]'s on
 /// Helium), or `None` where there is none or `p` is outside its forms.
 #[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
 fn add_simd(p: &AddParams) -> Option<impl SimdRun> {
     let plan = arith_dsp::AddPlan::new(p)?;
-    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| plan.run(a, b, out))
+    // One buffer for every run of a call.
+    let mut block = arith_dsp::Block::new();
+    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| plan.run(&mut block, a, b, out))
 }
 
 /// The target's SIMD ADD for `p` (see the DSP build's).
@@ -633,7 +636,8 @@ fn add_simd(_: &AddParams) -> Option<fn(&[i8], &[i8], &mut [i8]) -> usize> {
 #[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
 fn mul_simd(p: &MulParams) -> Option<impl SimdRun> {
     let plan = arith_dsp::MulPlan::new(p)?;
-    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| plan.run(a, b, out))
+    let mut block = arith_dsp::Block::new();
+    Some(move |a: &[i8], b: &[i8], out: &mut [i8]| plan.run(&mut block, a, b, out))
 }
 
 /// The target's SIMD MUL for `p` (see the DSP build's).
@@ -659,7 +663,7 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
     if x86::add::add(p, a, b, out) {
         return Ok(());
     }
-    let done = add_simd(p).map_or(0, |run| run(a, b, out));
+    let done = add_simd(p).map_or(0, |mut run| run(a, b, out));
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())
@@ -671,7 +675,7 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
 pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
-    let done = mul_simd(p).map_or(0, |run| run(a, b, out));
+    let done = mul_simd(p).map_or(0, |mut run| run(a, b, out));
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())

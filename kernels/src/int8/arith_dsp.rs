@@ -148,8 +148,16 @@ macro_rules! requantize_one {
 /// block costs the three loops' set-up once.
 pub(super) const BLOCK: usize = 64;
 
-/// The int32s passed between the loops of one block.
-type Block = [i32; BLOCK];
+/// The int32s passed between the loops of one block (its contents between calls do not
+/// matter: each block's first loop writes what the next ones read).
+pub(super) struct Block([i32; BLOCK]);
+
+impl Block {
+    /// A zeroed buffer.
+    pub(super) const fn new() -> Self {
+        Self([0; BLOCK])
+    }
+}
 
 /// The rescaling of one ADD input to the common scale (`(v + offset) · 2^20` rescaled; see
 /// the [module docs](self)).
@@ -459,15 +467,14 @@ impl AddPlan {
 
     /// ADD over the first `4 · ⌊n / 4⌋` elements of `a`, `b` and `out` (`n` the shortest
     /// length); returns how many it did.
-    pub(super) fn run(&self, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
+    pub(super) fn run(&self, block: &mut Block, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
         let n = a.len().min(b.len()).min(out.len()) / 4 * 4;
-        let mut block: Block = [0; BLOCK];
         let blocks = a[..n]
             .chunks(BLOCK)
             .zip(b[..n].chunks(BLOCK))
             .zip(out[..n].chunks_mut(BLOCK));
         for ((a, b), out) in blocks {
-            let buf = &mut block[..a.len()];
+            let buf = &mut block.0[..a.len()];
             self.a.store(a, buf);
             self.b.add_doubled(b, buf);
             self.out.requantize(buf, out);
@@ -502,15 +509,14 @@ impl MulPlan {
 
     /// MUL over the first `4 · ⌊n / 4⌋` elements of `a`, `b` and `out` (`n` the shortest
     /// length); returns how many it did.
-    pub(super) fn run(&self, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
+    pub(super) fn run(&self, block: &mut Block, a: &[i8], b: &[i8], out: &mut [i8]) -> usize {
         let n = a.len().min(b.len()).min(out.len()) / 4 * 4;
-        let mut block: Block = [0; BLOCK];
         let blocks = a[..n]
             .chunks(BLOCK)
             .zip(b[..n].chunks(BLOCK))
             .zip(out[..n].chunks_mut(BLOCK));
         for ((a, b), out) in blocks {
-            let buf = &mut block[..a.len()];
+            let buf = &mut block.0[..a.len()];
             doubled_products(a, b, self.offsets, buf);
             self.out.requantize(buf, out);
         }

@@ -463,7 +463,8 @@ fn broadcast_run<K: BinaryOp<Elem = i8>>(
     // The SIMD loop takes every contiguous run but its last `len mod 4` outputs: tables for
     // those would not pay.
     let simd_runs = simd.is_some() && s.inner_contiguous();
-    let prefix = |a: &[i8], b: &[i8], out: &mut [i8]| simd.as_ref().map_or(0, |f| f(a, b, out));
+    let mut simd = simd;
+    let mut prefix = |a: &[i8], b: &[i8], out: &mut [i8]| simd.as_mut().map_or(0, |f| f(a, b, out));
     if s.is_elementwise() {
         let done = prefix(a, b, out);
         elementwise_any(k, &a[done..], &b[done..], &mut out[done..]);
@@ -521,7 +522,7 @@ fn broadcast_nest<K: BinaryOp>(
     a: &[K::Elem],
     b: &[K::Elem],
     out: &mut [K::Elem],
-    simd: impl Fn(&[K::Elem], &[K::Elem], &mut [K::Elem]) -> usize,
+    mut simd: impl FnMut(&[K::Elem], &[K::Elem], &mut [K::Elem]) -> usize,
 ) {
     if out.is_empty() {
         return; // some extent is 0
