@@ -2,9 +2,10 @@
 //!
 //! # Why
 //!
-//! On the firmware's targets the int8 convolution, depthwise and fully connected kernels (and,
-//! on Helium, the average pool) run their inner loops on the core's SIMD instructions: the DSP
-//! extension (`SXTB16`, `SMLAD`, ...) on the
+//! On the firmware's targets the int8 convolution, depthwise, fully connected and pool kernels
+//! and the same-shape ADD and MUL (and each row of a per-channel broadcast, [`elementwise`])
+//! run their inner loops on the core's SIMD instructions: the DSP extension (`SXTB16`,
+//! `SMLAD`, `SMMLAR`, ...) on the
 //! Cortex-M4 (`examples/firmware`), Helium (`VMLADAVA`, `VMULLB`, `VQRDMULH`, ...) on the
 //! Cortex-M55 (`examples/firmware-m55`). The host's unit tests never execute them: they test
 //! the portable path. [`kernels`] runs both paths here, on the core that executes the

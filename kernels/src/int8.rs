@@ -663,7 +663,7 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
     if x86::add::add(p, a, b, out) {
         return Ok(());
     }
-    let done = add_simd(p).map_or(0, |mut run| run(a, b, out));
+    let done = add_simd(p).as_mut().map_or(0, |run| run(a, b, out));
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())
@@ -675,7 +675,7 @@ pub fn add(p: &AddParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), Kern
 pub fn mul(p: &MulParams, a: &[i8], b: &[i8], out: &mut [i8]) -> Result<(), KernelError> {
     check_len("b", a.len(), b.len())?;
     check_len("output", a.len(), out.len())?;
-    let done = mul_simd(p).map_or(0, |mut run| run(a, b, out));
+    let done = mul_simd(p).as_mut().map_or(0, |run| run(a, b, out));
     // The per-element arithmetic is the `BinaryOp` implementation in broadcast.rs.
     broadcast::elementwise(p, &a[done..], &b[done..], &mut out[done..]);
     Ok(())

@@ -1,5 +1,8 @@
 //! Same-shape int8 ADD and MUL on the Arm DSP extension (`cfg(npu_arm_dsp)` without Helium),
-//! in blocks of [`BLOCK`] elements through a small buffer of int32s.
+//! in blocks of [`BLOCK`] elements through a small buffer of int32s: the whole of a
+//! same-shape call but its last `len mod 4` elements, and each row of a broadcast whose two
+//! inputs advance along it (a per-channel vector added to or multiplying an image), which
+//! share one buffer and one [`AddPlan`] or [`MulPlan`] per call.
 //!
 //! # Why a buffer
 //!
@@ -8,7 +11,7 @@
 //! loop, the constants of every stage (ADD: eleven, plus the pointers, the clamp and the
 //! temporaries) need more registers than an `asm!` block can have on a Cortex-M. Each stage
 //! is instead its own loop over a block, with only its own constants in registers, passing
-//! int32s through [`Block`] on the stack: ADD rescales `a` into it, adds the rescaled `b`
+//! int32s through a [`Block`] on the stack: ADD rescales `a` into it, adds the rescaled `b`
 //! (doubled, see below), and requantizes the block into the output; MUL writes the doubled
 //! products with `SXTAB16` (both inputs' bytes 0 and 2, or 1 and 3, widened with the offset
 //! added in one instruction), `SADD16` and `SMULBB`/`SMULTT`, and requantizes them the same
