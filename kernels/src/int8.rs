@@ -609,6 +609,9 @@ pub(crate) trait SimdRun: FnMut(&[i8], &[i8], &mut [i8]) -> usize {}
 
 impl<F: FnMut(&[i8], &[i8], &mut [i8]) -> usize> SimdRun for F {}
 
+/// No SIMD loop (the type of a [`SimdRun`] that is `None`).
+pub(crate) type NoSimd = fn(&[i8], &[i8], &mut [i8]) -> usize;
+
 /// The target's SIMD ADD for `p` ([`arith_dsp`]'s on the DSP extension, [`arith_mve`]'s on
 /// Helium), or `None` where there is none or `p` is outside its forms.
 #[cfg(all(npu_arm_dsp, not(npu_arm_mve)))]
@@ -627,7 +630,7 @@ fn add_simd(p: &AddParams) -> Option<impl SimdRun + '_> {
 
 /// The target's SIMD ADD for `p`: none on this target.
 #[cfg(not(npu_arm_dsp))]
-fn add_simd(_: &AddParams) -> Option<fn(&[i8], &[i8], &mut [i8]) -> usize> {
+fn add_simd(_: &AddParams) -> Option<NoSimd> {
     None
 }
 
@@ -648,7 +651,7 @@ fn mul_simd(p: &MulParams) -> Option<impl SimdRun + '_> {
 
 /// The target's SIMD MUL for `p`: none on this target.
 #[cfg(not(npu_arm_dsp))]
-fn mul_simd(_: &MulParams) -> Option<fn(&[i8], &[i8], &mut [i8]) -> usize> {
+fn mul_simd(_: &MulParams) -> Option<NoSimd> {
     None
 }
 

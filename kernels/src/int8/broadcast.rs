@@ -35,7 +35,7 @@
 //! [`sub`]: super::sub()
 //! [`mul`]: super::mul
 
-use super::{requantized_to_i8, AddParams, MulParams, SimdRun, SubParams, ADD_LEFT_SHIFT};
+use super::{requantized_to_i8, AddParams, MulParams, NoSimd, SimdRun, SubParams, ADD_LEFT_SHIFT};
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
 };
@@ -409,9 +409,6 @@ fn elementwise_run<K: BinaryOp>(k: &K, a: &[K::Elem], b: &[K::Elem], out: &mut [
     }
 }
 
-/// No SIMD loop (the type of [`broadcast`]'s `None`).
-type NoSimd = fn(&[i8], &[i8], &mut [i8]) -> usize;
-
 /// Checks the buffer lengths against `s`, then runs `k` over the loop nest.
 pub(crate) fn broadcast<K: BinaryOp<Elem = i8>>(
     k: &K,
@@ -696,7 +693,7 @@ mod tests {
                 unsafe {
                     broadcast_run_avx2(&p, &shape, &a, &b, &mut fast);
                 }
-                broadcast_run(&p, &shape, &a, &b, &mut slow);
+                broadcast_run(&p, &shape, &a, &b, &mut slow, None::<NoSimd>);
                 if shape.is_elementwise() {
                     let mut direct = std::vec![0_i8; no];
                     // SAFETY: the CPU has AVX2 (checked above).
@@ -715,7 +712,7 @@ mod tests {
                 unsafe {
                     broadcast_run_avx2(&p, &shape, &a, &b, &mut fast);
                 }
-                broadcast_run(&p, &shape, &a, &b, &mut slow);
+                broadcast_run(&p, &shape, &a, &b, &mut slow, None::<NoSimd>);
             }
             assert_eq!(fast, slow, "case {case}: {sa:?} {sb:?} -> {out:?}");
             ran += 1;
