@@ -1094,3 +1094,18 @@ fn extreme_parameters_never_panic() {
     }
     assert!(built > 1000, "{built}");
 }
+
+#[test]
+fn broadcast_runs_count_the_innermost_runs() {
+    let runs = |a: &[u32], b: &[u32], out: &[u32]| BroadcastShape::new(a, b, out).unwrap().runs();
+    // Equal shapes: one flat run.
+    assert_eq!(runs(&[2, 3, 4], &[2, 3, 4], &[2, 3, 4]), 1);
+    // A per-channel vector: a run of 16 per pixel.
+    assert_eq!(runs(&[1, 8, 8, 16], &[16], &[1, 8, 8, 16]), 64);
+    // A scalar: one run of all the elements.
+    assert_eq!(runs(&[2, 3], &[], &[2, 3]), 1);
+    // Each input repeated along a different outer axis: 4 · 3 runs of 5.
+    assert_eq!(runs(&[4, 1, 5], &[1, 3, 5], &[4, 3, 5]), 12);
+    // No output: no run.
+    assert_eq!(runs(&[0, 5], &[5], &[0, 5]), 0);
+}
