@@ -64,6 +64,7 @@
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, quantize_multiplier, quantize_multiplier_smaller_than_one_exp,
 };
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, FcShape, KernelError};
 
 pub mod arg_min_max;
@@ -475,6 +476,104 @@ impl ReluParams {
         )
     }
 }
+
+impl AddParams {
+    /// Its quantization as [`packed::CommonScale`](crate::packed).
+    fn common_scale(&self) -> crate::packed::CommonScale {
+        crate::packed::CommonScale {
+            input1_offset: self.input1_offset,
+            input2_offset: self.input2_offset,
+            output_offset: self.output_offset,
+            input1: (self.input1_multiplier, self.input1_shift),
+            input2: (self.input2_multiplier, self.input2_shift),
+            output: (self.output_multiplier, self.output_shift),
+        }
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the offsets, the three rescalings and the activation
+/// range, read back checked as [`AddParams::new`] makes them (offsets of int8 zero points,
+/// rescalings below one, a range inside int8).
+impl Packed for AddParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.common_scale().pack(w);
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let q = crate::packed::CommonScale::unpack(r, 0)?;
+        let (activation_min, activation_max) = r.take_range(I8_RANGE.0, I8_RANGE.1)?;
+        Ok(Self {
+            input1_offset: q.input1_offset,
+            input2_offset: q.input2_offset,
+            output_offset: q.output_offset,
+            input1_multiplier: q.input1.0,
+            input1_shift: q.input1.1,
+            input2_multiplier: q.input2.0,
+            input2_shift: q.input2.1,
+            output_multiplier: q.output.0,
+            output_shift: q.output.1,
+            activation_min,
+            activation_max,
+        })
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the offsets, the rescaling and the activation range,
+/// read back checked as [`MulParams::new`] makes them.
+impl Packed for MulParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        for offset in [self.input1_offset, self.input2_offset, self.output_offset] {
+            w.put_i32(offset);
+        }
+        w.put_multiplier((self.output_multiplier, self.output_shift));
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input1_offset = r.take_input_offset("a zero point")?;
+        let input2_offset = r.take_input_offset("b zero point")?;
+        let output_offset = r.take_zero_point("output zero point")?;
+        let (output_multiplier, output_shift) = r.take_multiplier(31, "output scale")?;
+        let (activation_min, activation_max) = r.take_range(I8_RANGE.0, I8_RANGE.1)?;
+        Ok(Self {
+            input1_offset,
+            input2_offset,
+            output_offset,
+            output_multiplier,
+            output_shift,
+            activation_min,
+            activation_max,
+        })
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the offsets, the rescaling and the activation range,
+/// read back checked as [`ReluParams::new`] makes them (the range is RELU's: from the output
+/// zero point, or −128 if lower, to 127).
+impl Packed for ReluParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_offset);
+        w.put_i32(self.output_offset);
+        w.put_multiplier((self.output_multiplier, self.output_shift));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_offset = r.take_input_offset("input zero point")?;
+        let output_offset = r.take_zero_point("output zero point")?;
+        let (output_multiplier, output_shift) = r.take_multiplier(31, "output scale")?;
+        Ok(Self {
+            input_offset,
+            output_offset,
+            output_multiplier,
+            output_shift,
+            activation_min: output_offset,
+            activation_max: I8_RANGE.1,
+        })
+    }
+}
+
+/// int8's bounds, as `i32`s.
+const I8_RANGE: (i32, i32) = (i8::MIN as i32, i8::MAX as i32);
 
 /// Precomputed parameters of per-tensor int8 FULLY_CONNECTED (TFLM's `OpDataFullyConnected`).
 ///
@@ -901,3 +1000,6 @@ pub(crate) fn activation_range_in(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pointwise_packed_tests;

@@ -212,6 +212,154 @@ impl Int8Quant {
     }
 }
 
+/// Rescalings and int8 zero points, the quantization most parameters are made of.
+impl Words<'_> {
+    /// Appends a rescaling `(multiplier, shift)`: two words.
+    pub fn put_multiplier(&mut self, (multiplier, shift): (i32, i32)) {
+        self.put_i32(multiplier);
+        self.put_i32(shift);
+    }
+}
+
+impl WordReader<'_> {
+    /// A rescaling `(multiplier, shift)` as TFLM's `QuantizeMultiplier` makes one for a
+    /// non-negative real ([`quantize_multiplier`](crate::fixed_point::quantize_multiplier)):
+    /// `(0, 0)`, or a Q0.31 mantissa in `[2^30, 2^31)` with a shift in `−31..=max_shift`
+    /// (`0` for a multiplier below one, `31` the most any constructor takes). `what` names it
+    /// in the error ([`KernelError::InvalidQuantization`]).
+    pub fn take_multiplier(
+        &mut self,
+        max_shift: i32,
+        what: &'static str,
+    ) -> Result<(i32, i32), KernelError> {
+        let (multiplier, shift) = (self.take_i32()?, self.take_i32()?);
+        let normal = multiplier >= 1 << 30 && (-31..=max_shift).contains(&shift);
+        if normal || (multiplier, shift) == (0, 0) {
+            Ok((multiplier, shift))
+        } else {
+            Err(KernelError::InvalidQuantization { what })
+        }
+    }
+
+    /// An int8 zero point, `−128..=127` (an output offset is one).
+    pub fn take_zero_point(&mut self, what: &'static str) -> Result<i32, KernelError> {
+        self.take_in(i8::MIN.into(), i8::MAX.into(), what)
+    }
+
+    /// An int8 input offset: a zero point negated, `−127..=128`.
+    pub fn take_input_offset(&mut self, what: &'static str) -> Result<i32, KernelError> {
+        self.take_in(-i32::from(i8::MAX), -i32::from(i8::MIN), what)
+    }
+
+    /// An element count and the length of the rows it is made of (softmax's, a reduction's):
+    /// two words, the row length not zero and dividing the count.
+    pub fn take_rows(&mut self) -> Result<(u32, u32), KernelError> {
+        let (len, row) = (self.take()?, self.take()?);
+        if row == 0 || len % row != 0 {
+            return Err(KernelError::Unsupported {
+                what: "rows that do not divide the elements",
+            });
+        }
+        Ok((len, row))
+    }
+}
+
+/// The quantization of a two-input operator that brings both inputs to a common scale before
+/// combining them (ADD, SUB, SQUARED_DIFFERENCE): the inputs' offsets (zero points negated),
+/// the output's zero point, and three rescalings, the inputs' below one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommonScale {
+    pub(crate) input1_offset: i32,
+    pub(crate) input2_offset: i32,
+    pub(crate) output_offset: i32,
+    pub(crate) input1: (i32, i32),
+    pub(crate) input2: (i32, i32),
+    pub(crate) output: (i32, i32),
+}
+
+impl CommonScale {
+    /// Writes the fields, in their order.
+    pub(crate) fn pack(&self, w: &mut Words<'_>) {
+        for offset in [self.input1_offset, self.input2_offset, self.output_offset] {
+            w.put_i32(offset);
+        }
+        for m in [self.input1, self.input2, self.output] {
+            w.put_multiplier(m);
+        }
+    }
+
+    /// Reads them back, checked; the output rescaling's shift at most `output_max_shift` (0
+    /// where it is below one too, as ADD's and SUB's).
+    pub(crate) fn unpack(
+        r: &mut WordReader<'_>,
+        output_max_shift: i32,
+    ) -> Result<Self, KernelError> {
+        Ok(CommonScale {
+            input1_offset: r.take_input_offset("a zero point")?,
+            input2_offset: r.take_input_offset("b zero point")?,
+            output_offset: r.take_zero_point("output zero point")?,
+            input1: r.take_multiplier(0, "a scale")?,
+            input2: r.take_multiplier(0, "b scale")?,
+            output: r.take_multiplier(output_max_shift, "output scale")?,
+        })
+    }
+}
+
+/// Checks the parameter types' tests share: a round trip, and damaged words.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// The words `pack` writes (at most 64).
+    pub(crate) fn packed(pack: impl FnOnce(&mut Words<'_>)) -> ([u8; 256], usize) {
+        let mut buf = [0u8; 256];
+        let mut w = Words::new(&mut buf);
+        pack(&mut w);
+        let n = w.len().expect("parameters of at most 64 words");
+        (buf, n)
+    }
+
+    /// `v` written by `pack` reads back as itself with `unpack`, using every word; no
+    /// shorter words read back. The number of words.
+    pub(crate) fn assert_round_trip_with<T: PartialEq + core::fmt::Debug>(
+        v: &T,
+        pack: impl Fn(&T, &mut Words<'_>),
+        unpack: impl Fn(&mut WordReader<'_>) -> Result<T, KernelError>,
+    ) -> usize {
+        let (buf, n) = packed(|w| pack(v, w));
+        let mut r = WordReader::new(&buf[..n]);
+        assert_eq!(unpack(&mut r).as_ref(), Ok(v));
+        assert_eq!(r.remaining(), 0, "{v:?}: words left over");
+        for cut in (0..n).step_by(4) {
+            assert!(unpack(&mut WordReader::new(&buf[..cut])).is_err(), "{cut} bytes");
+        }
+        n / 4
+    }
+
+    /// [`assert_round_trip_with`] for a [`Packed`] type.
+    pub(crate) fn assert_round_trip<T: Packed + PartialEq + core::fmt::Debug>(v: &T) -> usize {
+        assert_round_trip_with(v, T::pack, T::unpack)
+    }
+
+    /// `v`'s words (written by `pack`) with word `at` replaced by `word`, read with `unpack`.
+    pub(crate) fn with_word_with<T>(
+        v: &T,
+        at: usize,
+        word: i32,
+        pack: impl Fn(&T, &mut Words<'_>),
+        unpack: impl Fn(&mut WordReader<'_>) -> Result<T, KernelError>,
+    ) -> Result<T, KernelError> {
+        let (mut buf, n) = packed(|w| pack(v, w));
+        buf[4 * at..4 * at + 4].copy_from_slice(&word.to_le_bytes());
+        unpack(&mut WordReader::new(&buf[..n]))
+    }
+
+    /// [`with_word_with`] for a [`Packed`] type.
+    pub(crate) fn with_word<T: Packed>(v: &T, at: usize, word: i32) -> Result<T, KernelError> {
+        with_word_with(v, at, word, T::pack, T::unpack)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

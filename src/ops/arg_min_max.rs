@@ -12,6 +12,8 @@
 //! CPU both price as [`CpuKernel::ArgMinMax`] (rates measured by the firmware).
 
 use npu_kernels::int8::{self as ki, ArgMinMaxParams};
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, const_i32s, operands, unsupported, LowerCtx};
@@ -45,6 +47,15 @@ fn run(p: &ArgMinMaxParams, inputs: &[&[u8]], output: &mut [u8]) -> Result<(), O
 }
 
 impl Operator for ArgMaxI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: ArgMinMaxParams::unpack(r, true)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         sizes(&self.params)
     }
@@ -74,6 +85,15 @@ impl Operator for ArgMaxI8 {
 }
 
 impl Operator for ArgMinI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: ArgMinMaxParams::unpack(r, false)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         sizes(&self.params)
     }

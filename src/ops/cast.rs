@@ -5,6 +5,8 @@
 //! Where it runs: Vela does not place CAST on an Ethos-U55, so the CPU fallback runs it.
 
 use npu_kernels::int8 as ki;
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, operands, unsupported, LowerCtx};
@@ -54,6 +56,20 @@ macro_rules! cast_op {
         }
 
         impl Operator for $t {
+            fn pack(&self, w: &mut Words<'_>) -> bool {
+                w.put(self.len);
+                // Its position in `DType::ALL`, which lists the variants in their order.
+                w.put(self.to as u32);
+                true
+            }
+            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+                let len = r.take()?;
+                let to = usize::try_from(r.take()?).ok().and_then(|i| DType::ALL.get(i));
+                let to = *to.ok_or(KernelError::Unsupported {
+                    what: "CAST to an element type other than the four",
+                })?;
+                Ok(Self { len, to })
+            }
             fn operands(&self) -> Option<Operands> {
                 Operands::new(
                     &[self.len.checked_mul(DType::$dtype.size())?],

@@ -8,6 +8,8 @@
 
 use npu_kernels::int8 as ki;
 
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
 use super::{CpuKernel, OpError, Operands, Operator};
@@ -26,6 +28,20 @@ pub struct L2NormI8 {
 }
 
 impl Operator for L2NormI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        w.put(self.depth);
+        w.put_i32(self.input_zero_point);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (len, depth) = r.take_rows()?;
+        Ok(Self {
+            len,
+            depth,
+            input_zero_point: r.take_zero_point("input zero point")?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }

@@ -7,6 +7,8 @@
 
 use npu_kernels::int8::{self as ki, LogSoftmaxParams};
 
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
 use super::{CpuKernel, OpError, Operands, Operator};
@@ -24,6 +26,20 @@ pub struct LogSoftmaxI8 {
 }
 
 impl Operator for LogSoftmaxI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        w.put(self.depth);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (len, depth) = r.take_rows()?;
+        Ok(Self {
+            len,
+            depth,
+            params: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }

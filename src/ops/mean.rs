@@ -12,6 +12,8 @@
 //! REDUCE_MAX at 15% above the Mean rate).
 
 use npu_kernels::int8::{self as ki, MeanParams, ReduceShape};
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, const_i32s, operands, quant, unsupported, LowerCtx};
@@ -27,6 +29,15 @@ pub struct MeanI8 {
 }
 
 impl Operator for MeanI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: MeanParams::unpack(r, true)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, o) = self.params.lens();
         Operands::new(&[bytes(i)?], 0, bytes(o)?)
@@ -68,6 +79,15 @@ pub struct SumI8 {
 }
 
 impl Operator for SumI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: MeanParams::unpack(r, false)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, o) = self.params.lens();
         Operands::new(&[bytes(i)?], 0, bytes(o)?)
@@ -92,6 +112,15 @@ pub struct ReduceMaxI8 {
 }
 
 impl Operator for ReduceMaxI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            shape: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, o) = self.shape.lens();
         Operands::new(&[bytes(i)?], 0, bytes(o)?)
@@ -120,6 +149,15 @@ pub struct ReduceMinI8 {
 }
 
 impl Operator for ReduceMinI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            shape: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, o) = self.shape.lens();
         Operands::new(&[bytes(i)?], 0, bytes(o)?)

@@ -13,6 +13,8 @@
 //! on the CPU: Vela takes int32 tensors only for ADD, ARG_MAX, MUL, SHAPE, SUB and TRANSPOSE.
 
 use npu_kernels::int8::{self as ki, IntType, Quant, RequantizeParams};
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
@@ -87,6 +89,17 @@ macro_rules! requantize {
         }
 
         impl Operator for $name {
+            fn pack(&self, w: &mut Words<'_>) -> bool {
+                w.put(self.len);
+                self.params.pack(w);
+                true
+            }
+            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+                Ok(Self {
+                    len: r.take()?,
+                    params: RequantizeParams::unpack(r, int_type::<$in>(), int_type::<$out>())?,
+                })
+            }
             fn operands(&self) -> Option<Operands> {
                 conversion(
                     self.len,
@@ -144,6 +157,15 @@ requantize!(
     RequantizeI32ToI16, i32 => i16, requantize_i32_to_i16, Requantize, npu: false
 );
 
+/// The integer type of `T` (i8, i16 or i32), by its size.
+fn int_type<T>() -> IntType {
+    match core::mem::size_of::<T>() {
+        1 => IntType::I8,
+        2 => IntType::I16,
+        _ => IntType::I32,
+    }
+}
+
 /// Operands of a conversion of `len` elements from `in_size`-byte to `out_size`-byte ones.
 fn conversion(len: u32, in_size: u32, out_size: u32) -> Option<Operands> {
     Operands::new(&[len.checked_mul(in_size)?], 0, len.checked_mul(out_size)?)
@@ -156,6 +178,17 @@ fn layer(len: u32) -> Layer {
 }
 
 impl Operator for RequantizeI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            len: r.take()?,
+            params: RequantizeParams::unpack(r, IntType::I8, IntType::I8)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }
@@ -178,6 +211,17 @@ impl Operator for RequantizeI8 {
 }
 
 impl Operator for QuantizeF32 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        self.quant.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            len: r.take()?,
+            quant: Quant::unpack(r, IntType::I8)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len.checked_mul(4)?], 0, self.len)
     }
@@ -200,6 +244,17 @@ impl Operator for QuantizeF32 {
 }
 
 impl Operator for DequantizeI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        self.quant.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            len: r.take()?,
+            quant: Quant::unpack(r, IntType::I8)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len.checked_mul(4)?)
     }
@@ -222,6 +277,17 @@ impl Operator for DequantizeI8 {
 }
 
 impl Operator for QuantizeF32ToI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        self.quant.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            len: r.take()?,
+            quant: Quant::unpack(r, IntType::I16)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         conversion(self.len, 4, 2)
     }
@@ -244,6 +310,17 @@ impl Operator for QuantizeF32ToI16 {
 }
 
 impl Operator for DequantizeI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        self.quant.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            len: r.take()?,
+            quant: Quant::unpack(r, IntType::I16)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         conversion(self.len, 2, 4)
     }

@@ -9,7 +9,7 @@
 //! the input and output types to match.
 
 use npu_kernels::int8::{self as ki, Softmax16Params, SoftmaxParams};
-use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::packed::{Packed, WordReader, Words};
 use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
@@ -63,6 +63,20 @@ fn key_shape(len: u32, depth: u32) -> KeyShape {
 }
 
 impl Operator for SoftmaxI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put(self.len);
+        w.put(self.depth);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (len, depth) = r.take_rows()?;
+        Ok(Self {
+            len,
+            depth,
+            params: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let bytes = self.len.checked_mul(2)?;
         Operands::new(&[bytes], 0, bytes)
@@ -99,12 +113,7 @@ impl Operator for SoftmaxI8 {
         true
     }
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let (len, depth) = (r.take()?, r.take()?);
-        if depth == 0 || len % depth != 0 {
-            return Err(KernelError::Unsupported {
-                what: "softmax rows that do not divide its elements",
-            });
-        }
+        let (len, depth) = r.take_rows()?;
         Ok(Self {
             len,
             depth,
@@ -146,12 +155,7 @@ impl Operator for SoftmaxI8ToI16 {
         true
     }
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let (len, depth) = (r.take()?, r.take()?);
-        if depth == 0 || len % depth != 0 {
-            return Err(KernelError::Unsupported {
-                what: "softmax rows that do not divide its elements",
-            });
-        }
+        let (len, depth) = r.take_rows()?;
         Ok(Self {
             len,
             depth,

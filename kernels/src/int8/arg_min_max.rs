@@ -5,6 +5,7 @@
 //! is int32 only: TFLM's micro kernel refuses any other output type. The input's
 //! quantization does not matter (a monotonic map of the values).
 
+use crate::packed::{WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// The geometry of an ARG_MAX / ARG_MIN: `outer × axis × inner` input elements, `outer ×
@@ -87,6 +88,25 @@ impl ArgMinMaxParams {
     #[must_use]
     pub const fn is_max(&self) -> bool {
         self.max
+    }
+}
+
+/// Packed forms ([`packed`](crate::packed)).
+impl ArgMinMaxParams {
+    /// Writes the `(outer, axis, inner)` extents (which of the two it is, the operator knows).
+    pub fn pack(&self, w: &mut Words<'_>) {
+        for d in [self.outer, self.axis, self.inner] {
+            w.put(d);
+        }
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote, for ARG_MAX if `max`: the extents checked as
+    /// [`new`](Self::new) checks a shape (they are one, reduced along its middle axis).
+    ///
+    /// Errors as [`new`](Self::new).
+    pub fn unpack(r: &mut WordReader<'_>, max: bool) -> Result<Self, KernelError> {
+        let shape = [r.take()?, r.take()?, r.take()?];
+        Self::new(&shape, 1, max)
     }
 }
 

@@ -39,6 +39,7 @@ use super::{requantized_to_i8, AddParams, MulParams, NoSimd, SimdRun, SubParams,
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
 };
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Most dimensions a broadcast shape may have (TFLM's `kMaxMulBroadcastDim`, and the rank of
@@ -212,6 +213,37 @@ impl BroadcastShape {
     fn inner_contiguous(&self) -> bool {
         let inner = usize::from(self.rank).saturating_sub(1);
         !self.a_repeats(inner) && !self.b_repeats(inner)
+    }
+}
+
+/// Packed as the three shapes of its loop nest (the rank, then the output's extents, `a`'s and
+/// `b`'s, 1 where one is repeated), read back through [`BroadcastShape::new`]: the loop nest
+/// is resolved again, and is the one written (its loops cannot fuse further).
+impl Packed for BroadcastShape {
+    fn pack(&self, w: &mut Words<'_>) {
+        let loops = self.loops();
+        w.put(loops.len() as u32);
+        for repeated in [None, Some(self.a_repeated), Some(self.b_repeated)] {
+            for (i, &d) in loops.iter().enumerate() {
+                w.put(if repeated.is_some_and(|r| r >> i & 1 != 0) { 1 } else { d });
+            }
+        }
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let rank = r.take()? as usize;
+        if rank > MAX_BROADCAST_RANK {
+            return Err(KernelError::Unsupported {
+                what: "rank above 6",
+            });
+        }
+        let mut dims = [[0u32; MAX_BROADCAST_RANK]; 3];
+        for shape in &mut dims {
+            for d in &mut shape[..rank] {
+                *d = r.take()?;
+            }
+        }
+        let [out, a, b] = dims;
+        Self::new(&a[..rank], &b[..rank], &out[..rank])
     }
 }
 

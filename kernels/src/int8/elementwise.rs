@@ -33,6 +33,7 @@ use super::{check_quant, general_multiplier, requantized_to_i8, round_half_away_
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, quantize_multiplier, quantize_multiplier_smaller_than_one_exp,
 };
+use crate::packed::{CommonScale, Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 const I8_MIN: i32 = i8::MIN as i32;
@@ -583,6 +584,174 @@ pub fn prelu(
     out: &mut [i8],
 ) -> Result<(), KernelError> {
     broadcast(p, s, input, alpha, out)
+}
+
+// Packed forms ([`packed`](crate::packed)): each read back checked as its constructor makes
+// it, zero points and offsets of int8, rescalings as `quantize_multiplier` gives them.
+
+/// Packed: the two bounds, in int8 and in order (the quantized 6 is at least the zero point).
+impl Packed for Relu6Params {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.lower.into());
+        w.put_i32(self.upper.into());
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (lower, upper) = r.take_range(I8_MIN, I8_MAX)?;
+        // Both inside int8 (checked just above).
+        Ok(Self {
+            lower: lower as i8,
+            upper: upper as i8,
+        })
+    }
+}
+
+/// Packed: the zero points, the identity rescaling, alpha's (its mantissa's magnitude, never
+/// `2^31`) and alpha's sign.
+impl Packed for LeakyReluParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_zero_point);
+        w.put_i32(self.output_zero_point);
+        w.put_multiplier((self.identity_multiplier, self.identity_shift));
+        w.put_multiplier((self.alpha_multiplier, self.alpha_shift));
+        self.alpha_negative.pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_zero_point = r.take_zero_point("input zero point")?;
+        let output_zero_point = r.take_zero_point("output zero point")?;
+        let (identity_multiplier, identity_shift) = r.take_multiplier(31, "output scale")?;
+        let (alpha_multiplier, alpha_shift) = r.take_multiplier(31, "alpha")?;
+        Ok(Self {
+            input_zero_point,
+            output_zero_point,
+            alpha_multiplier,
+            alpha_shift,
+            alpha_negative: bool::unpack(r)?,
+            identity_multiplier,
+            identity_shift,
+        })
+    }
+}
+
+/// Packed: the zero points, whether it rescales, and the rescaling (`(0, 0)` when it does
+/// not, as [`AbsParams::new`] leaves it).
+impl Packed for AbsParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_zero_point);
+        w.put_i32(self.output_zero_point);
+        self.rescale.pack(w);
+        w.put_multiplier((self.multiplier, self.shift));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_zero_point = r.take_zero_point("input zero point")?;
+        let output_zero_point = r.take_zero_point("output zero point")?;
+        let rescale = bool::unpack(r)?;
+        let (multiplier, shift) = r.take_multiplier(31, "output scale")?;
+        if !rescale && (multiplier, shift) != (0, 0) {
+            return Err(KernelError::InvalidQuantization {
+                what: "output scale",
+            });
+        }
+        Ok(Self {
+            input_zero_point,
+            output_zero_point,
+            rescale,
+            multiplier,
+            shift,
+        })
+    }
+}
+
+/// The Q0.15 multipliers [`down_scale_to_i16`] makes of a Q0.31 one from `quantize_multiplier`:
+/// 0, or `2^14..=2^15 − 1`.
+fn take_multiplier16(r: &mut WordReader<'_>, what: &'static str) -> Result<i16, KernelError> {
+    let m = r.take_in(0, i16::MAX.into(), what)?;
+    if m != 0 && m < 1 << 14 {
+        return Err(KernelError::InvalidQuantization { what });
+    }
+    // In 0..=i16::MAX (checked above).
+    Ok(m as i16)
+}
+
+/// Packed: the zero points, and the two Q0.15 multipliers with their exponents (the output's
+/// at most 0, the relu-ish one's in `−31..=31`).
+impl Packed for HardSwishParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_zero_point.into());
+        w.put_i32(self.output_zero_point.into());
+        w.put_i32(self.output_multiplier.into());
+        w.put_i32(self.output_exponent);
+        w.put_i32(self.reluish_multiplier.into());
+        w.put_i32(self.reluish_exponent);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        // Zero points of int8 (checked), so they fit an i16.
+        let input_zero_point = r.take_zero_point("input zero point")? as i16;
+        let output_zero_point = r.take_zero_point("output zero point")? as i16;
+        Ok(Self {
+            input_zero_point,
+            output_zero_point,
+            output_multiplier: take_multiplier16(r, "output scale")?,
+            output_exponent: r.take_in(-31, 0, "output scale")?,
+            reluish_multiplier: take_multiplier16(r, "input scale")?,
+            reluish_exponent: r.take_in(-31, 31, "input scale")?,
+        })
+    }
+}
+
+/// Packed as ADD's quantization is ([`CommonScale`]), the output rescaling's shift up to 31.
+impl Packed for SquaredDifferenceParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        CommonScale {
+            input1_offset: self.input1_offset,
+            input2_offset: self.input2_offset,
+            output_offset: self.output_offset,
+            input1: (self.input1_multiplier, self.input1_shift),
+            input2: (self.input2_multiplier, self.input2_shift),
+            output: (self.output_multiplier, self.output_shift),
+        }
+        .pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let q = CommonScale::unpack(r, 31)?;
+        Ok(Self {
+            input1_offset: q.input1_offset,
+            input2_offset: q.input2_offset,
+            output_offset: q.output_offset,
+            input1_multiplier: q.input1.0,
+            input1_shift: q.input1.1,
+            input2_multiplier: q.input2.0,
+            input2_shift: q.input2.1,
+            output_multiplier: q.output.0,
+            output_shift: q.output.1,
+        })
+    }
+}
+
+/// Packed: the input's and alpha's offsets, the output zero point, and the two rescalings.
+impl Packed for PreluParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        for offset in [self.input_offset, self.alpha_offset, self.output_offset] {
+            w.put_i32(offset);
+        }
+        w.put_multiplier((self.multiplier_1, self.shift_1));
+        w.put_multiplier((self.multiplier_2, self.shift_2));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_offset = r.take_input_offset("input zero point")?;
+        let alpha_offset = r.take_input_offset("alpha zero point")?;
+        let output_offset = r.take_zero_point("output zero point")?;
+        let (multiplier_1, shift_1) = r.take_multiplier(31, "output scale")?;
+        let (multiplier_2, shift_2) = r.take_multiplier(31, "alpha scale")?;
+        Ok(Self {
+            input_offset,
+            alpha_offset,
+            output_offset,
+            multiplier_1,
+            shift_1,
+            multiplier_2,
+            shift_2,
+        })
+    }
 }
 
 #[cfg(test)]

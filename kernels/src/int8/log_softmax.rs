@@ -20,6 +20,7 @@
 //!
 //! TFLM refuses an output whose scale is not exactly `16/256` or zero point not 127.
 
+use super::softmax::diff_min;
 use super::{check_quant, check_scale, Quant};
 use crate::fixed_point::{
     multiply_by_quantized_multiplier, quantize_multiplier_greater_than_one,
@@ -30,6 +31,7 @@ use crate::gemmlowp::{
     exp_on_negative_values, one_over_one_plus_x_for_x_in_0_1, rounding_half_sum,
     saturating_rounding_multiply_by_pot,
 };
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Integer bits of the scaled differences and of the log (Q5.26).
@@ -82,20 +84,41 @@ impl LogSoftmaxParams {
         let reverse = f64::from(1_i32 << (31 - input_left_shift)) / f64::from(input_multiplier);
         let (reverse_scaling_divisor, reverse_scaling_shift) =
             quantize_multiplier_smaller_than_one_exp(reverse).ok_or(bad)?;
-        // CalculateInputRadius(5, shift, 31): floor(31 · 2^26 / 2^shift), exact in integers.
-        let diff_min = -((31_i32 << 26) >> input_left_shift);
         Ok(Self {
             input_multiplier,
             input_left_shift,
             reverse_scaling_divisor,
             reverse_scaling_shift,
-            diff_min,
+            diff_min: diff_min(input_left_shift),
         })
     }
 
     #[inline]
     fn scaled(&self, diff: i32) -> i32 {
         multiply_by_quantized_multiplier(diff, self.input_multiplier, self.input_left_shift)
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the input rescaling (a normalised mantissa and a left
+/// shift in `1..=31`, as the scaling makes them) and the reverse scaling (below one); the
+/// radius follows from the shift, as [`LogSoftmaxParams::new`] derives it.
+impl Packed for LogSoftmaxParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_multiplier((self.input_multiplier, self.input_left_shift));
+        w.put_multiplier((self.reverse_scaling_divisor, self.reverse_scaling_shift));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_multiplier = r.take_in(1 << 30, i32::MAX, "input scale")?;
+        let input_left_shift = r.take_in(1, 31, "input scale")?;
+        let (reverse_scaling_divisor, reverse_scaling_shift) =
+            r.take_multiplier(0, "input scale")?;
+        Ok(Self {
+            input_multiplier,
+            input_left_shift,
+            reverse_scaling_divisor,
+            reverse_scaling_shift,
+            diff_min: diff_min(input_left_shift),
+        })
     }
 }
 

@@ -41,6 +41,7 @@ use crate::fixed_point::{
     multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot,
 };
 use crate::gemmlowp;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Integer bits of the rescaled int8 input (Q4.27), TFLM's `kInputIntegerBits` for int8.
@@ -446,6 +447,66 @@ pub fn tanh_i16(p: &Tanh16Params, input: &[i16], out: &mut [i16]) -> Result<(), 
     }
     Ok(())
 }
+
+/// Most an int8 input rescaling's shift can be: an `f32` scale is below `2^128`, times `2^27`.
+const MAX_FIXED8_SHIFT: i32 = 155;
+
+/// Packed ([`packed`](crate::packed)): the input zero point and rescaling; the radius follows
+/// from the shift, as [`Fixed8::new`] derives it.
+impl Packed for Fixed8 {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_zero_point);
+        w.put_i32(self.input_multiplier);
+        w.put_i32(self.input_left_shift);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_zero_point = r.take_zero_point("input zero point")?;
+        let input_multiplier = r.take_in(1 << 30, i32::MAX, "input scale")?;
+        let input_left_shift = r.take_in(0, MAX_FIXED8_SHIFT, "input scale")?;
+        Ok(Self {
+            input_zero_point,
+            input_range_radius: input_radius(input_left_shift),
+            input_multiplier,
+            input_left_shift,
+        })
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the multiplier, at most 32767 (the bound that keeps the
+/// rescaling's product inside `i32`), and the right shift, at most 31.
+impl Packed for Table16 {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.multiplier);
+        w.put(self.shift);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let multiplier = r.take_in(0, 32767, "input scale")?;
+        // In 0..=31 (checked), so it fits a u32.
+        let shift = r.take_in(0, 31, "input scale")? as u32;
+        Ok(Self { multiplier, shift })
+    }
+}
+
+/// The four parameter types pack as the arithmetic they wrap.
+macro_rules! packed_as_inner {
+    ($($params:ident($inner:ident)),*) => {$(
+        impl Packed for $params {
+            fn pack(&self, w: &mut Words<'_>) {
+                self.0.pack(w);
+            }
+            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+                $inner::unpack(r).map(Self)
+            }
+        }
+    )*};
+}
+
+packed_as_inner!(
+    LogisticParams(Fixed8),
+    TanhParams(Fixed8),
+    Logistic16Params(Table16),
+    Tanh16Params(Table16)
+);
 
 #[cfg(test)]
 mod tests {

@@ -38,6 +38,7 @@
 
 use super::{check_quant, general_multiplier, Nhwc, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Most dimensions a MEAN input may have.
@@ -294,6 +295,102 @@ impl MeanParams {
             self.shift,
         );
         scaled.wrapping_add(self.output_zero_point).clamp(-128, 127) as i8
+    }
+}
+
+/// Packed ([`packed`](crate::packed)) as the tensor and axes it reduces: the rank, the fused
+/// extents and a mask of the reduced ones, read back through [`ReduceShape::new`] (the fused
+/// extents are a shape whose reduction is itself: no size 1, no neighbours to merge).
+impl Packed for ReduceShape {
+    fn pack(&self, w: &mut Words<'_>) {
+        let (dims, reduced) = self.extents();
+        w.put(dims.len() as u32);
+        for &d in dims {
+            w.put(d);
+        }
+        w.put(reduced.into());
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let rank = r.take()? as usize;
+        if rank > MAX_MEAN_RANK {
+            return Err(KernelError::Unsupported {
+                what: "rank above 6",
+            });
+        }
+        let mut dims = [0u32; MAX_MEAN_RANK];
+        for d in &mut dims[..rank] {
+            *d = r.take()?;
+        }
+        let reduced = r.take()?;
+        if reduced >> rank != 0 {
+            return Err(KernelError::Unsupported {
+                what: "axis out of range",
+            });
+        }
+        let (mut axes, mut n) = ([0i32; MAX_MEAN_RANK], 0);
+        for i in (0..rank).filter(|i| reduced >> i & 1 != 0) {
+            axes[n] = i as i32; // below 6
+            n += 1;
+        }
+        Self::new(&dims[..rank], &axes[..n])
+    }
+}
+
+impl MeanParams {
+    /// Writes the parameters ([`packed`](crate::packed)): the shape, the zero points and the
+    /// rescaling (for MEAN, the count folded in).
+    pub fn pack(&self, w: &mut Words<'_>) {
+        self.shape.pack(w);
+        // The input zero point whose multiple by the count the sums are corrected by: one
+        // exists (`build` made it so), and any such gives the same correction.
+        let n = self.shape.zero_point_count() as i32;
+        let input_zero_point = (i32::from(i8::MIN)..=i32::from(i8::MAX))
+            .find(|zp| zp.wrapping_mul(n) == self.zero_point_sum)
+            .unwrap_or(0);
+        w.put_i32(input_zero_point);
+        w.put_i32(self.output_zero_point);
+        w.put_multiplier((self.multiplier, self.shift));
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote, for MEAN (`mean`) or SUM: the shape resolved as
+    /// [`ReduceShape::new`] resolves it, zero points of int8, and a rescaling as `build` makes
+    /// it: for SUM as `quantize_multiplier` gives one; for MEAN, whose multiplier has the
+    /// count divided into it, a non-negative multiplier and a shift in `−31..=31` (which
+    /// [`multiply_by_quantized_multiplier`] applies, as any pair, without panicking).
+    ///
+    /// Errors: as [`ReduceShape::new`]; [`KernelError::InvalidQuantization`] for quantization
+    /// no int8 layer has.
+    pub fn unpack(r: &mut WordReader<'_>, mean: bool) -> Result<Self, KernelError> {
+        let shape = ReduceShape::unpack(r)?;
+        let input_zero_point = r.take_zero_point("input zero point")?;
+        let output_zero_point = r.take_zero_point("output zero point")?;
+        let (multiplier, shift) = if mean {
+            (
+                r.take_in(0, i32::MAX, "output scale")?,
+                r.take_in(-31, 31, "output scale")?,
+            )
+        } else {
+            r.take_multiplier(31, "output scale")?
+        };
+        Ok(Self {
+            shape,
+            zero_point_sum: input_zero_point.wrapping_mul(shape.zero_point_count() as i32),
+            output_zero_point,
+            multiplier,
+            shift,
+        })
+    }
+}
+
+impl ReduceShape {
+    /// The count the zero point is multiplied by: the reduced elements per output, or 0 for
+    /// an empty input (TFLM's correction is then never computed).
+    fn zero_point_count(&self) -> u32 {
+        if self.input_len == 0 {
+            0
+        } else {
+            self.count
+        }
     }
 }
 

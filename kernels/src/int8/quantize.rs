@@ -41,6 +41,7 @@ use super::{
     Quant,
 };
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed parameters of int8 → int8 QUANTIZE (TFLM's `OpDataQuantizeReference`); see
@@ -109,6 +110,59 @@ impl RequantizeParams {
     #[must_use]
     pub const fn zero_points(&self) -> (i32, i32) {
         (self.input_zero_point, self.output_zero_point)
+    }
+}
+
+/// Packed forms ([`packed`](crate::packed)).
+impl RequantizeParams {
+    /// Writes the zero points and the rescaling.
+    pub fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_zero_point);
+        w.put_i32(self.output_zero_point);
+        w.put_multiplier((self.multiplier, self.shift));
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote for a rescaling from `input_type` to
+    /// `output_type`, checked as [`with_ranges`](Self::with_ranges) makes it: each zero point
+    /// inside its type, the rescaling as `quantize_multiplier` gives one (shift at most 31).
+    ///
+    /// Errors: [`KernelError::InvalidQuantization`] for anything else.
+    pub fn unpack(
+        r: &mut WordReader<'_>,
+        input_type: IntType,
+        output_type: IntType,
+    ) -> Result<Self, KernelError> {
+        let ((imin, imax), (omin, omax)) = (input_type.range(), output_type.range());
+        let input_zero_point = r.take_in(imin, imax, "input zero point")?;
+        let output_zero_point = r.take_in(omin, omax, "output zero point")?;
+        let (multiplier, shift) = r.take_multiplier(31, "output scale")?;
+        Ok(Self {
+            input_zero_point,
+            output_zero_point,
+            multiplier,
+            shift,
+        })
+    }
+}
+
+impl Quant {
+    /// Writes the quantization ([`packed`](crate::packed)): the scale's bits and the zero
+    /// point (for the float conversions, which take the scale itself).
+    pub fn pack(&self, w: &mut Words<'_>) {
+        w.put(self.scale.to_bits());
+        w.put_i32(self.zero_point);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote for a tensor of `int_type`: a finite positive
+    /// scale and a zero point inside the type, as the conversions check them.
+    ///
+    /// Errors: [`KernelError::InvalidQuantization`] for anything else.
+    pub fn unpack(r: &mut WordReader<'_>, int_type: IntType) -> Result<Self, KernelError> {
+        let scale = f32::from_bits(r.take()?);
+        check_scale(scale, "scale")?;
+        let (min, max) = int_type.range();
+        let zero_point = r.take_in(min, max, "zero point")?;
+        Ok(Self { scale, zero_point })
     }
 }
 

@@ -29,6 +29,7 @@ use crate::fixed_point::{
     multiply_by_quantized_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
 };
 use crate::gemmlowp::saturating_rounding_multiply_by_pot;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// TFLM's `kShift`: `1 / sqrt(v)` is carried as an integer scaled by `2^20`.
@@ -94,6 +95,27 @@ impl RsqrtParams {
         let scaled =
             multiply_by_quantized_multiplier(data, self.multiplier, self.shift - INV_SQRT_SHIFT);
         requantized_to_i8(scaled, self.output_zero_point, -128, 127)
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the zero points, of int8, and the output rescaling, as
+/// `quantize_multiplier` gives one (shift at most 31).
+impl Packed for RsqrtParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_i32(self.input_zero_point);
+        w.put_i32(self.output_zero_point);
+        w.put_multiplier((self.multiplier, self.shift));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input_zero_point = r.take_zero_point("input zero point")?;
+        let output_zero_point = r.take_zero_point("output zero point")?;
+        let (multiplier, shift) = r.take_multiplier(31, "output scale")?;
+        Ok(Self {
+            input_zero_point,
+            output_zero_point,
+            multiplier,
+            shift,
+        })
     }
 }
 

@@ -42,7 +42,7 @@ const ACCUMULATION_INTEGER_BITS: i32 = 12;
 
 /// `CalculateInputRadius(5, shift, 31)`: `floor(31 · 2^26 / 2^shift)`, exact in integers,
 /// negated: the most negative difference from a row's maximum that still contributes.
-fn diff_min(shift: i32) -> i32 {
+pub(crate) fn diff_min(shift: i32) -> i32 {
     -((31_i32 << 26) >> shift.clamp(0, 31))
 }
 

@@ -23,6 +23,7 @@
 
 use super::{check_scale, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed parameters of int16 SOFTMAX (TFLM's `SoftmaxParams` for int16).
@@ -83,6 +84,21 @@ impl Softmax16Params {
     #[must_use]
     pub const fn input_multiplier(&self) -> (i32, i32) {
         (self.input_multiplier, self.input_left_shift)
+    }
+}
+
+/// Packed ([`packed`](crate::packed)): the difference scaling, as `quantize_multiplier` gives
+/// one (shift at most 31).
+impl Packed for Softmax16Params {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put_multiplier((self.input_multiplier, self.input_left_shift));
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (input_multiplier, input_left_shift) = r.take_multiplier(31, "beta")?;
+        Ok(Self {
+            input_multiplier,
+            input_left_shift,
+        })
     }
 }
 

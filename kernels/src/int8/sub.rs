@@ -25,6 +25,7 @@
 use super::broadcast::elementwise;
 use super::{activation_range, check_quant, Activation, Quant, ADD_LEFT_SHIFT};
 use crate::fixed_point::quantize_multiplier_smaller_than_one_exp;
+use crate::packed::{CommonScale, Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed parameters of int8 SUB (TFLM's `OpDataSub`); see the [module docs](self).
@@ -137,6 +138,42 @@ impl SubParams {
     #[must_use]
     pub const fn activation_range(&self) -> (i32, i32) {
         (self.activation_min, self.activation_max)
+    }
+}
+
+/// Packed ([`packed`](crate::packed)) as [`AddParams`](super::AddParams) is: the offsets, the
+/// three rescalings (each below one) and the activation range, read back checked as
+/// [`SubParams::new`] makes them.
+impl Packed for SubParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        CommonScale {
+            input1_offset: self.input1_offset,
+            input2_offset: self.input2_offset,
+            output_offset: self.output_offset,
+            input1: self.input1_multiplier(),
+            input2: self.input2_multiplier(),
+            output: self.output_multiplier(),
+        }
+        .pack(w);
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let q = CommonScale::unpack(r, 0)?;
+        let (activation_min, activation_max) = r.take_range(i8::MIN.into(), i8::MAX.into())?;
+        Ok(Self {
+            input1_offset: q.input1_offset,
+            input2_offset: q.input2_offset,
+            output_offset: q.output_offset,
+            input1_multiplier: q.input1.0,
+            input1_shift: q.input1.1,
+            input2_multiplier: q.input2.0,
+            input2_shift: q.input2.1,
+            output_multiplier: q.output.0,
+            output_shift: q.output.1,
+            activation_min,
+            activation_max,
+        })
     }
 }
 
