@@ -151,7 +151,42 @@ fn compiled_models_give_tflms_bytes() {
         compiled.iter().any(|c| c == "kws_dscnn"),
         "kws_dscnn did not compile"
     );
+    let unexpected: Vec<_> = refused
+        .iter()
+        .filter(|name| !STILL_REFUSED.iter().any(|p| name.starts_with(p)))
+        .collect();
+    assert!(unexpected.is_empty(), "refused: {unexpected:?}");
 }
+
+/// Name prefixes of the cases still refused, every other case compiles: operators whose
+/// packed form is yet to come (int16 ADD and MUL, 16x8 convolutions and fully connected
+/// layers, data movement, resizing, SVDF, LSTM, TRANSPOSE_CONV), and the example models that
+/// use some of them. Shorten it as they get one.
+const STILL_REFUSED: &[&str] = &[
+    "inception",
+    "tiny_transformer",
+    "add_int16",
+    "batch_to_space",
+    "conv_2d_int16",
+    "depth_to_space",
+    "depthwise_conv_2d_int16",
+    "fully_connected_int16",
+    "gather",
+    "lstm",
+    "mirror_pad",
+    "mul_int16",
+    "pack_",
+    "pad",
+    "resize",
+    "shape_",
+    "slice_",
+    "space_to",
+    "split",
+    "strided_slice",
+    "svdf",
+    "transpose_conv",
+    "unpack",
+];
 
 #[test]
 fn an_image_is_smaller_than_its_model_and_its_arena_the_graphs() {
@@ -241,15 +276,74 @@ fn too_small_or_misaligned_arenas_are_refused() {
 #[test]
 fn no_damaged_image_panics() {
     let (case, image) = kws();
-    let header = 48;
-    let mut tried = 0;
-    let mut accepted = 0;
     // Every byte of the header and the tables, then a sample of the constants.
     let tables = image.len().min(2048);
     let positions = (0..tables).chain((tables..image.len()).step_by(97));
+    let (tried, accepted) = damage(&case, &image, positions);
+    println!(
+        "{tried} damaged images, {accepted} accepted (weights, or parameters a layer could have)"
+    );
+    assert!(tried > 6000);
+}
+
+/// Cases of the elementwise, activation, quantization and reduction operators: one of each
+/// parameter type, and the shapes that resolve through a constructor (broadcasts of rank 6,
+/// reductions of rank 5, an arg max with ties).
+const DAMAGED_OPERATOR_CASES: [&str; 20] = [
+    "abs_int8",
+    "add_int8_broadcast_rank6",
+    "arg_max_int8_ties",
+    "cast_float32_to_int8_saturate",
+    "hard_swish_int8",
+    "l2_normalization_int8_4d",
+    "leaky_relu_int8_negative_alpha",
+    "log_softmax_int8_rows",
+    "logistic_int16",
+    "logistic_int8",
+    "mean_int8_rank5",
+    "minimum_int8_broadcast_rank5",
+    "mul_int8_broadcast_rank6",
+    "prelu_int8_channel_alpha",
+    "quantize_int8_to_int16",
+    "reduce_max_int8_mixed",
+    "relu6_int8",
+    "softmax_int16",
+    "squared_difference_int8_broadcast_both",
+    "sub_int8_broadcast_rank6",
+];
+
+/// Every bit flipped in the header, the tables and the parameters of single-operator images
+/// of each operator group's cases (with the CRC made to match) is refused or runs without
+/// panicking.
+#[test]
+fn no_damaged_operator_image_panics() {
+    let (mut tried, mut accepted) = (0, 0);
+    for case in cases()
+        .into_iter()
+        .filter(|c| DAMAGED_OPERATOR_CASES.contains(&c.name.as_str()))
+    {
+        let image = runner::compile(runner::leak_aligned(&case.model))
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        // Everything but the constants, which only change the bytes computed.
+        let positions = 0..image.len().min(2048);
+        let (t, a) = damage(&case, &image, positions);
+        tried += t;
+        accepted += a;
+    }
+    println!("{tried} damaged operator images, {accepted} accepted");
+    assert!(tried > DAMAGED_OPERATOR_CASES.len() * 48 * 3);
+}
+
+/// Flips bits 0, 3 and 7 of each byte of `image` at `positions` (the CRC's own bytes
+/// excepted), fixes up the CRC, and reads and runs each damaged image on `case`'s first
+/// inputs: `(images tried, images accepted)`. Panics if any of it panics.
+fn damage(case: &Case, image: &[u8], positions: impl Iterator<Item = usize>) -> (usize, usize) {
+    let header = 48;
+    let mut tried = 0;
+    let mut accepted = 0;
     for at in positions {
         for bit in [0, 3, 7] {
-            let mut bad = image.clone();
+            let mut bad = image.to_vec();
             bad[at] ^= 1 << bit;
             if (40..44).contains(&at) {
                 continue;
@@ -269,18 +363,17 @@ fn no_damaged_image_panics() {
                 let Ok(mut session) = model.session(arena) else {
                     continue;
                 };
-                if let Some(input) = session.input_mut(0) {
-                    let len = input.len().min(case.runs[0].0[0].len());
-                    input[..len].copy_from_slice(&case.runs[0].0[0][..len]);
+                for (k, given) in case.runs[0].0.iter().enumerate() {
+                    if let Some(input) = session.input_mut(k) {
+                        let len = input.len().min(given.len());
+                        input[..len].copy_from_slice(&given[..len]);
+                    }
                 }
                 let _ = session.invoke();
             }
         }
     }
-    println!(
-        "{tried} damaged images, {accepted} accepted (weights, or parameters a layer could have)"
-    );
-    assert!(tried > 6000);
+    (tried, accepted)
 }
 
 /// CRC-32 (IEEE), as the image's header holds it.

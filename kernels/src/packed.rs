@@ -331,7 +331,10 @@ pub(crate) mod testing {
         assert_eq!(unpack(&mut r).as_ref(), Ok(v));
         assert_eq!(r.remaining(), 0, "{v:?}: words left over");
         for cut in (0..n).step_by(4) {
-            assert!(unpack(&mut WordReader::new(&buf[..cut])).is_err(), "{cut} bytes");
+            assert!(
+                unpack(&mut WordReader::new(&buf[..cut])).is_err(),
+                "{cut} bytes"
+            );
         }
         n / 4
     }

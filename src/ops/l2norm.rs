@@ -7,9 +7,9 @@
 //! inverse square root ([`Operator::taps`] counts the rows).
 
 use npu_kernels::int8 as ki;
-
 use npu_kernels::packed::{WordReader, Words};
 use npu_kernels::KernelError;
+
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
 use super::{CpuKernel, OpError, Operands, Operator};

@@ -6,9 +6,9 @@
 //! two rescalings) and per row for the logarithm ([`Operator::taps`] counts the rows).
 
 use npu_kernels::int8::{self as ki, LogSoftmaxParams};
-
 use npu_kernels::packed::{Packed, WordReader, Words};
 use npu_kernels::KernelError;
+
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
 use super::{CpuKernel, OpError, Operands, Operator};

@@ -225,7 +225,11 @@ impl Packed for BroadcastShape {
         w.put(loops.len() as u32);
         for repeated in [None, Some(self.a_repeated), Some(self.b_repeated)] {
             for (i, &d) in loops.iter().enumerate() {
-                w.put(if repeated.is_some_and(|r| r >> i & 1 != 0) { 1 } else { d });
+                w.put(if repeated.is_some_and(|r| r >> i & 1 != 0) {
+                    1
+                } else {
+                    d
+                });
             }
         }
     }

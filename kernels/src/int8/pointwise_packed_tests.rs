@@ -13,12 +13,7 @@ const fn q(scale: f32, zero_point: i32) -> Quant {
 
 /// Quantizations of real layers and of edge cases: unequal and equal scales, zero points at
 /// both ends of int8.
-const QUANTS: [Quant; 4] = [
-    q(0.05, -3),
-    q(0.0039, -128),
-    q(0.2, 127),
-    q(1.0 / 256.0, 0),
-];
+const QUANTS: [Quant; 4] = [q(0.05, -3), q(0.0039, -128), q(0.2, 127), q(1.0 / 256.0, 0)];
 
 /// Whether word `at` of `v`'s words, replaced by each of `bad`, is refused.
 fn refuses<T: crate::packed::Packed>(v: &T, at: usize, bad: &[i32]) -> bool {
@@ -54,7 +49,11 @@ fn add_sub_and_mul_round_trip_and_refuse_out_of_range_words() {
 fn broadcast_shapes_round_trip_through_their_constructor() {
     let shapes: [(&[u32], &[u32], &[u32]); 5] = [
         (&[1, 16, 32], &[1, 16, 1], &[1, 16, 32]),
-        (&[2, 3, 4, 5, 6, 7], &[2, 1, 4, 1, 6, 1], &[2, 3, 4, 5, 6, 7]),
+        (
+            &[2, 3, 4, 5, 6, 7],
+            &[2, 1, 4, 1, 6, 1],
+            &[2, 3, 4, 5, 6, 7],
+        ),
         (&[1, 2, 16, 16], &[], &[1, 2, 16, 16]),
         (&[8], &[8], &[8]),
         (&[], &[], &[]),
