@@ -42,6 +42,7 @@ use crate::int8::conv::int16 as conv16;
 use crate::int8::{
     activation_range_in, check_scale, general_multiplier, Activation, AddParams, MulParams, Quant,
 };
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, FcShape, KernelError};
 
 pub use crate::int8::{
@@ -473,6 +474,31 @@ impl BinaryOp for MulParamsI16 {
         let scaled = multiply_by_quantized_multiplier(a * b, multiplier, shift);
         let (min, max) = self.0.activation_range();
         requantized_to_i16(scaled, self.0.output_offset(), min, max)
+    }
+}
+
+/// int16's bounds, as `i32`s.
+const RANGE_I32: (i32, i32) = (i16::MIN as i32, i16::MAX as i32);
+
+/// Packed ([`packed`](crate::packed)) as [`AddParams`] is, read back with int16 zero points
+/// and an activation range inside int16.
+impl Packed for AddParamsI16 {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.0.pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        AddParams::unpack_in(r, RANGE_I32).map(Self)
+    }
+}
+
+/// Packed ([`packed`](crate::packed)) as [`MulParams`] is, read back with zero points of 0
+/// and an activation range inside int16.
+impl Packed for MulParamsI16 {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.0.pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        MulParams::unpack_in(r, (0, 0), RANGE_I32).map(Self)
     }
 }
 

@@ -501,8 +501,19 @@ impl Packed for AddParams {
         w.put_i32(self.activation_max);
     }
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let q = crate::packed::CommonScale::unpack(r, 0)?;
-        let (activation_min, activation_max) = r.take_range(I8_RANGE.0, I8_RANGE.1)?;
+        Self::unpack_in(r, I8_RANGE)
+    }
+}
+
+impl AddParams {
+    /// Reads what [`Packed::pack`] wrote for outputs of `range` (int8's, or int16's for the
+    /// 16x8 ADD): zero points inside it, and an activation range too.
+    pub(crate) fn unpack_in(
+        r: &mut WordReader<'_>,
+        range: (i32, i32),
+    ) -> Result<Self, KernelError> {
+        let q = crate::packed::CommonScale::unpack(r, range, 0)?;
+        let (activation_min, activation_max) = r.take_range(range.0, range.1)?;
         Ok(Self {
             input1_offset: q.input1_offset,
             input2_offset: q.input2_offset,
@@ -531,11 +542,23 @@ impl Packed for MulParams {
         w.put_i32(self.activation_max);
     }
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let input1_offset = r.take_input_offset("a zero point")?;
-        let input2_offset = r.take_input_offset("b zero point")?;
-        let output_offset = r.take_zero_point("output zero point")?;
+        Self::unpack_in(r, I8_RANGE, I8_RANGE)
+    }
+}
+
+impl MulParams {
+    /// Reads what [`Packed::pack`] wrote for zero points in `zero_points` (int8's, or only 0
+    /// for the 16x8 MUL; the input offsets their negations) and outputs of `range`.
+    pub(crate) fn unpack_in(
+        r: &mut WordReader<'_>,
+        (zp_min, zp_max): (i32, i32),
+        range: (i32, i32),
+    ) -> Result<Self, KernelError> {
+        let input1_offset = r.take_in(-zp_max, -zp_min, "a zero point")?;
+        let input2_offset = r.take_in(-zp_max, -zp_min, "b zero point")?;
+        let output_offset = r.take_in(zp_min, zp_max, "output zero point")?;
         let (output_multiplier, output_shift) = r.take_multiplier(31, "output scale")?;
-        let (activation_min, activation_max) = r.take_range(I8_RANGE.0, I8_RANGE.1)?;
+        let (activation_min, activation_max) = r.take_range(range.0, range.1)?;
         Ok(Self {
             input1_offset,
             input2_offset,

@@ -288,16 +288,18 @@ impl CommonScale {
         }
     }
 
-    /// Reads them back, checked; the output rescaling's shift at most `output_max_shift` (0
+    /// Reads them back, checked: zero points in `zero_points` (int8's or int16's; the input
+    /// offsets their negations), the output rescaling's shift at most `output_max_shift` (0
     /// where it is below one too, as ADD's and SUB's).
     pub(crate) fn unpack(
         r: &mut WordReader<'_>,
+        (zp_min, zp_max): (i32, i32),
         output_max_shift: i32,
     ) -> Result<Self, KernelError> {
         Ok(CommonScale {
-            input1_offset: r.take_input_offset("a zero point")?,
-            input2_offset: r.take_input_offset("b zero point")?,
-            output_offset: r.take_zero_point("output zero point")?,
+            input1_offset: r.take_in(-zp_max, -zp_min, "a zero point")?,
+            input2_offset: r.take_in(-zp_max, -zp_min, "b zero point")?,
+            output_offset: r.take_in(zp_min, zp_max, "output zero point")?,
             input1: r.take_multiplier(0, "a scale")?,
             input2: r.take_multiplier(0, "b scale")?,
             output: r.take_multiplier(output_max_shift, "output scale")?,

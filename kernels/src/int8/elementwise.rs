@@ -712,7 +712,7 @@ impl Packed for SquaredDifferenceParams {
         .pack(w);
     }
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let q = CommonScale::unpack(r, 31)?;
+        let q = CommonScale::unpack(r, (I8_MIN, I8_MAX), 31)?;
         Ok(Self {
             input1_offset: q.input1_offset,
             input2_offset: q.input2_offset,

@@ -240,3 +240,27 @@ fn arg_min_max_round_trips_and_refuses_an_empty_axis_with_outputs() {
         assert!(with_word_with(&p, 0, -1, ArgMinMaxParams::pack, unpack).is_err());
     }
 }
+
+#[test]
+fn sixteen_bit_add_and_mul_round_trip_with_int16_bounds() {
+    use crate::int16::{AddParamsI16, MulParamsI16};
+    let (a, b) = (q(0.001, 300), q(0.0005, -2000));
+    for act in [Activation::None, Activation::Relu6] {
+        let add = AddParamsI16::new(a, b, q(0.002, 1000), act).unwrap();
+        assert_eq!(assert_round_trip(&add), 11);
+        // Offsets of int16 zero points are fine, beyond them not; the range is int16's.
+        assert!(with_word(&add, 0, 20_000).is_ok());
+        assert!(refuses(&add, 0, &[32_769]));
+        assert!(refuses(&add, 10, &[32_768]));
+        let sym = |s| q(s, 0);
+        let mul = MulParamsI16::new(sym(0.001), sym(0.002), sym(0.0001), act).unwrap();
+        assert_eq!(assert_round_trip(&mul), 7);
+        // 16x8 MUL takes zero points of 0 only.
+        assert!(refuses(&mul, 0, &[1, -1]));
+        assert!(refuses(&mul, 2, &[1]));
+        assert!(refuses(&mul, 6, &[32_768]));
+    }
+    // int8's ADD keeps int8's bounds.
+    let add = AddParams::new(QUANTS[0], QUANTS[1], q(0.1, 5), Activation::None).unwrap();
+    assert!(refuses(&add, 0, &[20_000]));
+}

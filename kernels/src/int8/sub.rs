@@ -159,7 +159,7 @@ impl Packed for SubParams {
         w.put_i32(self.activation_max);
     }
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let q = CommonScale::unpack(r, 0)?;
+        let q = CommonScale::unpack(r, (i8::MIN.into(), i8::MAX.into()), 0)?;
         let (activation_min, activation_max) = r.take_range(i8::MIN.into(), i8::MAX.into())?;
         Ok(Self {
             input1_offset: q.input1_offset,
