@@ -698,7 +698,8 @@ impl Packed for HardSwishParams {
     }
 }
 
-/// Packed as ADD's quantization is ([`CommonScale`]), the output rescaling's shift up to 31.
+/// Packed as [`AddParams`](super::AddParams)' quantization is, without an activation range
+/// and with the output rescaling's shift up to 31.
 impl Packed for SquaredDifferenceParams {
     fn pack(&self, w: &mut Words<'_>) {
         CommonScale {
