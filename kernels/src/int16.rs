@@ -248,6 +248,46 @@ impl FcParams {
         })
     }
 
+    /// Writes the parameters ([`packed`](crate::packed)): offsets, activation range, and
+    /// whether a per-tensor multiplier follows, then its pair.
+    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        use crate::packed::Packed;
+        w.put_i32(self.input_offset);
+        w.put_i32(self.output_offset);
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+        self.multiplier.is_some().pack(w);
+        if let Some(m) = self.multiplier {
+            w.put_i32(m.multiplier());
+            w.put_i32(m.shift());
+        }
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote: offsets of int16 zero points, the activation
+    /// range inside int16, and any multiplier pair (the arithmetic applies any, as
+    /// [`ChannelMultiplier::from_raw`] documents).
+    ///
+    /// Errors: [`KernelError::InvalidQuantization`] for an offset or range no 16x8 layer has.
+    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        use crate::packed::Packed;
+        let (lo, hi) = (RANGE.0 as i32, RANGE.1 as i32);
+        let input_offset = r.take_in(-hi, -lo, "input zero point")?;
+        let output_offset = r.take_in(lo, hi, "output zero point")?;
+        let (activation_min, activation_max) = r.take_range(lo, hi)?;
+        let multiplier = if bool::unpack(r)? {
+            Some(ChannelMultiplier::from_raw(r.take_i32()?, r.take_i32()?))
+        } else {
+            None
+        };
+        Ok(Self {
+            input_offset,
+            output_offset,
+            activation_min,
+            activation_max,
+            multiplier,
+        })
+    }
+
     /// The per-tensor multiplier, `None` for per-channel parameters.
     #[must_use]
     pub const fn multiplier(&self) -> Option<ChannelMultiplier> {

@@ -29,6 +29,7 @@
 //! panicking).
 
 use crate::int8::dims::{count, us, Dims, MAX_DIMS};
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// A box walk for [`copy`]: extents, and for the source and the destination a start offset and
@@ -345,6 +346,11 @@ pub struct SliceParams {
     walk: Walk,
     input_len: u32,
     output: Dims,
+    /// What it was made of, besides the counts (the output's dimensions): kept for
+    /// [`Packed`], which makes it again from them.
+    input: Dims,
+    begin: [u32; MAX_DIMS],
+    strides: [i32; MAX_DIMS],
 }
 
 impl SliceParams {
@@ -403,10 +409,16 @@ impl SliceParams {
         }
         let offset = u32::try_from(offset).map_err(|_| KernelError::ShapeOverflow)?;
         let walk = Walk::new(counts, (offset, &src[..rank]), (0, &out_strides[..rank]))?;
+        let (mut b, mut st) = ([0; MAX_DIMS], [0; MAX_DIMS]);
+        b[..rank].copy_from_slice(begin);
+        st[..rank].copy_from_slice(strides);
         Ok(Self {
             walk,
             input_len,
             output: Dims::new(counts)?,
+            input: Dims::new(input)?,
+            begin: b,
+            strides: st,
         })
     }
 
@@ -558,6 +570,10 @@ pub struct PadParams {
     walk: Walk,
     input_len: u32,
     output: Dims,
+    /// What it was made of: kept for [`Packed`], which makes it again from them (the
+    /// padding after the input is the output's dimensions less these).
+    input: Dims,
+    before: [u32; MAX_DIMS],
 }
 
 impl PadParams {
@@ -600,10 +616,14 @@ impl PadParams {
             (0, &in_strides[..rank]),
             (offset, &out_strides[..rank]),
         )?;
+        let mut b = [0; MAX_DIMS];
+        b[..rank].copy_from_slice(before);
         Ok(Self {
             walk,
             input_len,
             output,
+            input: Dims::new(input)?,
+            before: b,
         })
     }
 
@@ -828,6 +848,90 @@ pub fn mirror_pad<T: Copy>(
         }
     }
     Ok(())
+}
+
+/// The paddings after the input along each axis: the output's dimensions less the input's and
+/// the paddings before it (as `new` added them up, so no subtraction underflows).
+fn after(input: &Dims, before: &[u32; MAX_DIMS], output: &Dims) -> [u32; MAX_DIMS] {
+    let mut after = [0; MAX_DIMS];
+    for (k, (&i, &o)) in input.as_slice().iter().zip(output.as_slice()).enumerate() {
+        after[k] = o - i - before[k];
+    }
+    after
+}
+
+/// Packed as what it is made of: the input's dimensions, the begin, the counts and the
+/// strides; read back through [`SliceParams::new`].
+impl Packed for SliceParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        let rank = self.input.rank();
+        self.input.pack(w);
+        w.put_list(&self.begin[..rank]);
+        self.output.pack(w);
+        w.put_list_i32(&self.strides[..rank]);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input = Dims::unpack(r)?;
+        let (begin, b) = r.take_list::<MAX_DIMS>()?;
+        let counts = Dims::unpack(r)?;
+        let (strides, s) = r.take_list_i32::<MAX_DIMS>()?;
+        Self::new(
+            input.as_slice(),
+            &begin[..b],
+            counts.as_slice(),
+            &strides[..s],
+        )
+    }
+}
+
+/// Packed as `[outer, inner]` stacked along axis 1, which [`PackParams::new`] makes into the
+/// same parameters as the input's dimensions did.
+impl Packed for PackParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        w.put(self.outer);
+        w.put(self.inner);
+        w.put(self.count);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (outer, inner, inputs) = (r.take()?, r.take()?, r.take()?);
+        Self::new(&[outer, inner], 1, inputs)
+    }
+}
+
+/// Packed as the input's dimensions and the paddings before and after it; read back through
+/// [`PadParams::new`].
+impl Packed for PadParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        let rank = self.input.rank();
+        self.input.pack(w);
+        w.put_list(&self.before[..rank]);
+        w.put_list(&after(&self.input, &self.before, &self.output)[..rank]);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input = Dims::unpack(r)?;
+        let (before, b) = r.take_list::<MAX_DIMS>()?;
+        let (after, a) = r.take_list::<MAX_DIMS>()?;
+        Self::new(input.as_slice(), &before[..b], &after[..a])
+    }
+}
+
+/// Packed as the input's dimensions, the paddings and the mode; read back through
+/// [`MirrorPadParams::new`].
+impl Packed for MirrorPadParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        let rank = self.input.rank();
+        self.input.pack(w);
+        w.put_list(&self.before[..rank]);
+        w.put_list(&after(&self.input, &self.before, &self.output)[..rank]);
+        (self.offset == 1).pack(w);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let input = Dims::unpack(r)?;
+        let (before, b) = r.take_list::<MAX_DIMS>()?;
+        let (after, a) = r.take_list::<MAX_DIMS>()?;
+        let reflect = bool::unpack(r)?;
+        Self::new(input.as_slice(), &before[..b], &after[..a], reflect)
+    }
 }
 
 #[cfg(test)]

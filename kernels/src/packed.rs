@@ -129,6 +129,52 @@ impl<'a> WordReader<'a> {
     }
 }
 
+impl Words<'_> {
+    /// Appends a list of words: its length, then each word (shapes of any rank, per-axis
+    /// paddings, permutations).
+    pub fn put_list(&mut self, list: &[u32]) {
+        self.put(u32::try_from(list.len()).unwrap_or(u32::MAX));
+        for &word in list {
+            self.put(word);
+        }
+    }
+
+    /// Appends a list of signed words ([`put_list`](Self::put_list)).
+    pub fn put_list_i32(&mut self, list: &[i32]) {
+        self.put(u32::try_from(list.len()).unwrap_or(u32::MAX));
+        for &word in list {
+            self.put_i32(word);
+        }
+    }
+}
+
+impl WordReader<'_> {
+    /// A list [`Words::put_list`] wrote, of at most `N` words: the words (zeros after them)
+    /// and how many there are.
+    ///
+    /// Errors: [`KernelError::Unsupported`] for a list longer than `N`, or words that end
+    /// first.
+    pub fn take_list<const N: usize>(&mut self) -> Result<([u32; N], usize), KernelError> {
+        let len = usize::try_from(self.take()?)
+            .ok()
+            .filter(|&n| n <= N)
+            .ok_or(KernelError::Unsupported {
+                what: "packed list longer than its kind can be",
+            })?;
+        let mut list = [0; N];
+        for word in &mut list[..len] {
+            *word = self.take()?;
+        }
+        Ok((list, len))
+    }
+
+    /// A list [`Words::put_list_i32`] wrote ([`take_list`](Self::take_list)).
+    pub fn take_list_i32<const N: usize>(&mut self) -> Result<([i32; N], usize), KernelError> {
+        let (words, len) = self.take_list::<N>()?;
+        Ok((words.map(|w| w as i32), len))
+    }
+}
+
 /// A value that packs into words on its own.
 pub trait Packed: Sized {
     /// Writes it.
@@ -397,6 +443,19 @@ mod tests {
             r.take_in(-128, 4, "x"),
             Err(KernelError::InvalidQuantization { what: "x" })
         );
+    }
+
+    #[test]
+    fn lists_round_trip_and_a_long_one_is_refused() {
+        let mut buf = [0u8; 32];
+        let mut w = Words::new(&mut buf);
+        w.put_list(&[4, 5, 6]);
+        w.put_list_i32(&[-1, 2]);
+        let mut r = WordReader::new(&buf);
+        assert_eq!(r.take_list::<4>(), Ok(([4, 5, 6, 0], 3)));
+        assert_eq!(r.take_list_i32::<2>(), Ok(([-1, 2], 2)));
+        let mut r = WordReader::new(&buf);
+        assert!(r.take_list::<2>().is_err(), "three words for a list of two");
     }
 
     #[test]

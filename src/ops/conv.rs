@@ -272,6 +272,22 @@ pub(super) fn per_channel_i16(
 }
 
 impl Operator for Conv2dI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack_int16(w);
+        self.wide.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = Packed::unpack(r)?;
+        let params = Conv2dParams::unpack_int16(shape, r)?;
+        let wide = Packed::unpack(r)?;
+        Ok(Self {
+            shape,
+            params,
+            wide,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let channels = self.shape.out_channels;
         per_channel_i16(self.params.lens(), channels, bias_bytes(self.wide))

@@ -177,6 +177,16 @@ pub struct DepthwiseConv2dI16 {
 }
 
 impl Operator for DepthwiseConv2dI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack_int16(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = Packed::unpack(r)?;
+        let params = DepthwiseParams::unpack_int16(shape, r)?;
+        Ok(Self { shape, params })
+    }
     fn operands(&self) -> Option<Operands> {
         let channels = self.params.output_shape().channels;
         per_channel_i16(self.params.lens(), channels, 8)

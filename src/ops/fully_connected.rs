@@ -113,6 +113,15 @@ fn block_extent(s: FcShape) -> Option<(u32, u32)> {
 }
 
 impl Operator for FullyConnectedF32 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            shape: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         per_tensor(self.shape, 4)
     }
@@ -323,6 +332,19 @@ pub(super) fn bias_bytes(wide: bool) -> u32 {
 }
 
 impl Operator for FullyConnectedI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.shape.pack(w);
+        self.params.pack(w);
+        self.wide.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            shape: Packed::unpack(r)?,
+            params: k16::FcParams::unpack(r)?,
+            wide: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (input, weights, out) = elements(self.shape)?;
         let channels = self.shape.out_features;

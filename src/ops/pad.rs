@@ -17,6 +17,8 @@
 use core::mem::size_of;
 
 use npu_kernels::movement::{self as mv, MirrorPadParams, PadParams};
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx, LowerError};
@@ -41,6 +43,17 @@ macro_rules! pad_op {
         }
 
         impl Operator for $name {
+            fn pack(&self, w: &mut Words<'_>) -> bool {
+                self.params.pack(w);
+                w.put_i32(i32::from(self.value));
+                true
+            }
+            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+                let params = Packed::unpack(r)?;
+                let value = r.take_in(i32::from(<$t>::MIN), i32::from(<$t>::MAX), "pad value")?;
+                // In range: checked just above.
+                Ok(Self { params, value: value as $t })
+            }
             fn operands(&self) -> Option<Operands> {
                 let size = size_of::<$t>();
                 let input = bytes(self.params.input_elements().checked_mul(size)?)?;
@@ -93,6 +106,15 @@ pub struct MirrorPadI8 {
 }
 
 impl Operator for MirrorPadI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: Packed::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(
             &[bytes(self.params.input_elements())?],

@@ -10,6 +10,8 @@
 //!   memory and nothing runs. Their axes are checked as TFLM checks them.
 
 use npu_kernels::int8 as ki;
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::view_mut;
 use super::lower::{self, compute, const_i32s, operands, unsupported, LowerCtx};
@@ -33,6 +35,18 @@ impl ShapeI32 {
 }
 
 impl Operator for ShapeI32 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        w.put_list(self.dims());
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (dims, rank) = r.take_list::<MAX_RANK>()?;
+        // At most MAX_RANK.
+        Ok(Self {
+            dims,
+            rank: rank as u8,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[], 0, u32::from(self.rank) * 4)
     }

@@ -9,6 +9,8 @@
 //! runs them.
 
 use npu_kernels::int8::{self as ki, Nhwc, SpaceBatchParams, TransposeParams};
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, const_i32s, nhwc, operands, unsupported, LowerCtx};
@@ -56,8 +58,18 @@ pub struct SpaceToBatchNdI8 {
 }
 
 macro_rules! permutation {
-    ($t:ident) => {
+    ($t:ident, $view:ident) => {
         impl Operator for $t {
+            fn pack(&self, w: &mut Words<'_>) -> bool {
+                let (input, block) = $view(&self.params);
+                input.pack(w);
+                w.put(block);
+                true
+            }
+            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+                let input = Nhwc::unpack(r)?;
+                $t::new(input, r.take()?)
+            }
             fn operands(&self) -> Option<Operands> {
                 let n = bytes(self.params.elements())?;
                 Operands::new(&[n], 0, n)
@@ -82,8 +94,93 @@ macro_rules! permutation {
     };
 }
 
-permutation!(DepthToSpaceI8);
-permutation!(SpaceToDepthI8);
+permutation!(DepthToSpaceI8, depth_to_space_view);
+permutation!(SpaceToDepthI8, space_to_depth_view);
+
+/// A shape of no pixels, for a view no lowering made (refused when read back: block 0).
+const NO_PIXELS: Nhwc = Nhwc {
+    batches: 0,
+    height: 0,
+    width: 0,
+    channels: 0,
+};
+
+/// The input and block size of a DEPTH_TO_SPACE from its permuted view `[N, H, b, W, b, C]`.
+fn depth_to_space_view(p: &TransposeParams) -> (Nhwc, u32) {
+    let o = p.output_shape();
+    let &[batches, height, b, width, _, c] = o.as_slice() else {
+        return (NO_PIXELS, 0);
+    };
+    // The input's depth (saturating only for parameters no lowering made).
+    let channels = b.saturating_mul(b).saturating_mul(c);
+    (
+        Nhwc {
+            batches,
+            height,
+            width,
+            channels,
+        },
+        b,
+    )
+}
+
+/// The input and block size of a SPACE_TO_DEPTH from its permuted view `[N, h, w, b, b, C]`.
+fn space_to_depth_view(p: &TransposeParams) -> (Nhwc, u32) {
+    let o = p.output_shape();
+    let &[batches, h, w, b, _, channels] = o.as_slice() else {
+        return (NO_PIXELS, 0);
+    };
+    // The input's sizes (saturating only for parameters no lowering made).
+    let (height, width) = (h.saturating_mul(b), w.saturating_mul(b));
+    (
+        Nhwc {
+            batches,
+            height,
+            width,
+            channels,
+        },
+        b,
+    )
+}
+
+impl DepthToSpaceI8 {
+    /// DEPTH_TO_SPACE of `n` by blocks of `b`: `[N, H, W, b·b·C]` to `[N, H·b, W·b, C]`.
+    fn new(n: Nhwc, b: u32) -> Result<Self, KernelError> {
+        let unsupported = |what| KernelError::Unsupported { what };
+        let bb = b
+            .checked_mul(b)
+            .filter(|&bb| bb > 0)
+            .ok_or(unsupported("block size"))?;
+        if n.channels % bb != 0 {
+            return Err(unsupported(
+                "DEPTH_TO_SPACE depth the block does not divide",
+            ));
+        }
+        let c = n.channels / bb;
+        let view = [n.batches, n.height, n.width, b, b, c];
+        let params = TransposeParams::new(&view, &[0, 1, 3, 2, 4, 5])?;
+        // b · c divides the depth.
+        Ok(Self { params, run: b * c })
+    }
+}
+
+impl SpaceToDepthI8 {
+    /// SPACE_TO_DEPTH of `n` by blocks of `b`: `[N, H·b, W·b, C]` to `[N, H, W, b·b·C]`.
+    fn new(n: Nhwc, b: u32) -> Result<Self, KernelError> {
+        let unsupported = |what| KernelError::Unsupported { what };
+        if b == 0 || n.height % b != 0 || n.width % b != 0 {
+            return Err(unsupported("SPACE_TO_DEPTH size the block does not divide"));
+        }
+        let (h, w) = (n.height / b, n.width / b);
+        let view = [n.batches, h, b, w, b, n.channels];
+        let params = TransposeParams::new(&view, &[0, 1, 3, 2, 4, 5])?;
+        let run = b
+            .checked_mul(n.channels)
+            .and_then(|run| run.checked_mul(b).map(|_| run))
+            .ok_or(unsupported("SPACE_TO_DEPTH depth"))?;
+        Ok(Self { params, run })
+    }
+}
 
 /// Elements of an NHWC shape (saturating: the kernel refuses such shapes first).
 fn elements(n: Nhwc) -> u64 {
@@ -98,6 +195,15 @@ fn space_batch_operands(p: &SpaceBatchParams) -> Option<Operands> {
 }
 
 impl Operator for BatchToSpaceNdI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(false, w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: SpaceBatchParams::unpack(false, r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         space_batch_operands(&self.params)
     }
@@ -118,6 +224,17 @@ impl Operator for BatchToSpaceNdI8 {
 }
 
 impl Operator for SpaceToBatchNdI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(true, w);
+        w.put_i32(i32::from(self.pad));
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let params = SpaceBatchParams::unpack(true, r)?;
+        // In range: checked.
+        let pad = r.take_in(-128, 127, "output zero point")? as i8;
+        Ok(Self { params, pad })
+    }
     fn operands(&self) -> Option<Operands> {
         space_batch_operands(&self.params)
     }
@@ -172,8 +289,7 @@ pub(super) fn lower_depth_to_space(
         ));
     }
     let c = n.channels / bb;
-    let view = [n.batches, n.height, n.width, b, b, c];
-    let params = TransposeParams::new(&view, &[0, 1, 3, 2, 4, 5])?;
+    let op = DepthToSpaceI8::new(n, b)?;
     let out = [
         Some(n.batches),
         n.height.checked_mul(b),
@@ -183,10 +299,7 @@ pub(super) fn lower_depth_to_space(
     if !out.iter().zip(y.shape.dims()).all(|(o, &d)| *o == Some(d)) || y.shape.rank() != 4 {
         return Err(unsupported("DEPTH_TO_SPACE output shape"));
     }
-    Ok(compute(
-        DepthToSpaceI8 { params, run: b * c },
-        operands(&[lower::Operand::Tensor(x.index)]),
-    ))
+    Ok(compute(op, operands(&[lower::Operand::Tensor(x.index)])))
 }
 
 /// SPACE_TO_DEPTH (int8): `[N, H·b, W·b, C]` to `[N, H, W, b·b·C]`.
@@ -200,20 +313,13 @@ pub(super) fn lower_space_to_depth(
         return Err(unsupported("SPACE_TO_DEPTH size the block does not divide"));
     }
     let (h, w) = (n.height / b, n.width / b);
-    let view = [n.batches, h, b, w, b, n.channels];
-    let params = TransposeParams::new(&view, &[0, 1, 3, 2, 4, 5])?;
-    let run = b
-        .checked_mul(n.channels)
-        .ok_or(unsupported("SPACE_TO_DEPTH depth"))?;
-    let depth = run.checked_mul(b);
+    let op = SpaceToDepthI8::new(n, b)?;
+    let depth = op.run.checked_mul(b);
     let out = [Some(n.batches), Some(h), Some(w), depth];
     if !out.iter().zip(y.shape.dims()).all(|(o, &d)| *o == Some(d)) || y.shape.rank() != 4 {
         return Err(unsupported("SPACE_TO_DEPTH output shape"));
     }
-    Ok(compute(
-        SpaceToDepthI8 { params, run },
-        operands(&[lower::Operand::Tensor(x.index)]),
-    ))
+    Ok(compute(op, operands(&[lower::Operand::Tensor(x.index)])))
 }
 
 /// The NHWC view (NHC as NH1C), blocks `[h, w]` and edges `[top, bottom, left, right]` of a

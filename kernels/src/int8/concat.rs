@@ -16,6 +16,7 @@
 
 use super::dims::{count, us, Dims, MAX_DIMS};
 use super::{check_quant, Quant};
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Most inputs a [`ConcatParams`] describes. TFLM allows 10; 7 keeps the parameters small
@@ -33,6 +34,8 @@ pub struct ConcatParams {
     /// Each input's size along the axis.
     axis_sizes: [u32; MAX_CONCAT_INPUTS],
     inputs: u8,
+    /// The axis, non-negative: kept for [`Packed`], which makes the parameters again from it.
+    axis: u8,
     /// Product of the dimensions before the axis (0 for an empty output).
     outer: u32,
     /// Product of the dimensions after the axis (0 for an empty output).
@@ -118,6 +121,8 @@ impl ConcatParams {
             axis_sizes,
             // At most MAX_CONCAT_INPUTS.
             inputs: inputs.len() as u8,
+            // Below the rank, at most 6.
+            axis: axis as u8,
             outer,
             inner,
         })
@@ -161,6 +166,37 @@ impl ConcatParams {
     #[inline]
     fn chunk(&self, axis_size: u32) -> usize {
         us(axis_size) * us(self.inner)
+    }
+}
+
+/// Packed as the output's dimensions, the axis and each input's size along it; read back as
+/// the inputs' dimensions through [`ConcatParams::new`].
+impl Packed for ConcatParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        self.output.pack(w);
+        w.put(u32::from(self.axis));
+        w.put_list(&self.axis_sizes[..self.inputs()]);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let output = Dims::unpack(r)?;
+        let axis = r.take()?;
+        let (sizes, n) = r.take_list::<MAX_CONCAT_INPUTS>()?;
+        let rank = output.rank();
+        let axis =
+            usize::try_from(axis)
+                .ok()
+                .filter(|&a| a < rank)
+                .ok_or(KernelError::Unsupported {
+                    what: "concatenation axis out of range",
+                })?;
+        let mut shapes = [[0_u32; MAX_DIMS]; MAX_CONCAT_INPUTS];
+        for (shape, &size) in shapes.iter_mut().zip(&sizes) {
+            shape[..rank].copy_from_slice(output.as_slice());
+            shape[axis] = size;
+        }
+        let dims: [&[u32]; MAX_CONCAT_INPUTS] = core::array::from_fn(|i| &shapes[i][..rank]);
+        // Below the rank, at most 6.
+        Self::new(&dims[..n], axis as i32)
     }
 }
 

@@ -221,6 +221,25 @@ impl ConvQuant {
         .pack(w);
     }
 
+    /// Its words for 16x8: the activation range (the offsets are 0).
+    fn pack_int16(&self, w: &mut Words<'_>) {
+        w.put_i32(self.activation_min);
+        w.put_i32(self.activation_max);
+    }
+
+    /// Reads 16x8 quantization back, checked as [`ConvQuant::int16`] would have made it: no
+    /// offsets, the activation range inside int16.
+    fn unpack_int16(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (activation_min, activation_max) =
+            r.take_range(i32::from(i16::MIN), i32::from(i16::MAX))?;
+        Ok(Self {
+            input_offset: 0,
+            output_offset: 0,
+            activation_min,
+            activation_max,
+        })
+    }
+
     /// Reads int8 quantization back, checked as [`ConvQuant::new`] would have made it.
     fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
         let q = Int8Quant::unpack(r)?;
@@ -310,6 +329,21 @@ impl Conv2dParams {
     /// Errors as [`new`](Self::new), and for quantization no int8 layer has.
     pub fn unpack(shape: Conv2dShape, r: &mut WordReader<'_>) -> Result<Self, KernelError> {
         let quant = ConvQuant::unpack(r)?;
+        Self::resolve(shape, || Ok(quant))
+    }
+
+    /// Writes 16x8 parameters' activation range ([`packed`](crate::packed)); the geometry is
+    /// its shape's, which the caller writes.
+    pub fn pack_int16(&self, w: &mut Words<'_>) {
+        self.quant.pack_int16(w);
+    }
+
+    /// 16x8 parameters of `shape` with the range [`pack_int16`](Self::pack_int16) wrote, the
+    /// geometry resolved as [`new_int16`](Self::new_int16) resolves it.
+    ///
+    /// Errors as [`new_int16`](Self::new_int16), and for a range not inside int16.
+    pub fn unpack_int16(shape: Conv2dShape, r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let quant = ConvQuant::unpack_int16(r)?;
         Self::resolve(shape, || Ok(quant))
     }
 

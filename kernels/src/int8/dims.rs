@@ -51,6 +51,16 @@ impl Dims {
     }
 }
 
+impl crate::packed::Packed for Dims {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        w.put_list(self.as_slice());
+    }
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let (dims, rank) = r.take_list::<MAX_DIMS>()?;
+        Self::new(&dims[..rank])
+    }
+}
+
 /// The element count of a tensor with dimensions `dims`, refused
 /// ([`KernelError::ShapeOverflow`]) when it exceeds `u32::MAX` or the longest slice.
 pub(crate) fn count(dims: &[u32]) -> Result<u32, KernelError> {

@@ -14,6 +14,7 @@
 //! ([`KernelError::Unsupported`], before anything is written).
 
 use super::dims::{count, us};
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed GATHER: the input and indices seen as `[batch][outer][axis][inner]` and
@@ -96,6 +97,28 @@ impl GatherParams {
     #[must_use]
     pub const fn output_elements(&self) -> usize {
         us(self.batch) * us(self.outer) * us(self.coords) * us(self.inner)
+    }
+}
+
+/// Packed as its five counts; read back as an input `[batch, outer, axis, inner]` gathered
+/// along axis 2 by indices `[batch, coords]` with one batch dimension, which
+/// [`GatherParams::new`] makes into the same parameters.
+impl Packed for GatherParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        for v in [
+            self.batch,
+            self.outer,
+            self.axis_size,
+            self.inner,
+            self.coords,
+        ] {
+            w.put(v);
+        }
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let [batch, outer, axis, inner, coords] =
+            [r.take()?, r.take()?, r.take()?, r.take()?, r.take()?];
+        Self::new(&[batch, outer, axis, inner], &[batch, coords], 2, 1)
     }
 }
 

@@ -30,6 +30,7 @@
 
 use super::dims::us;
 use super::window::Nhwc;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed RESIZE_NEAREST_NEIGHBOR.
@@ -81,6 +82,58 @@ impl ResizeNearestParams {
             width: self.out_width,
             ..self.input
         }
+    }
+}
+
+/// The words of a resize: the input's shape, the output's size, and the two sampling flags.
+fn pack_resize(input: Nhwc, out: (u32, u32), flags: (bool, bool), w: &mut Words<'_>) {
+    input.pack(w);
+    w.put(out.0);
+    w.put(out.1);
+    flags.0.pack(w);
+    flags.1.pack(w);
+}
+
+/// Reads what [`pack_resize`] wrote and makes the parameters with `new` from it.
+fn unpack_resize<P>(
+    r: &mut WordReader<'_>,
+    new: fn(Nhwc, u32, u32, bool, bool) -> Result<P, KernelError>,
+) -> Result<P, KernelError> {
+    let input = Nhwc::unpack(r)?;
+    let (height, width) = (r.take()?, r.take()?);
+    let (align, half) = (bool::unpack(r)?, bool::unpack(r)?);
+    new(input, height, width, align, half)
+}
+
+/// Packed as what made it; read back through [`ResizeNearestParams::new`].
+impl Packed for ResizeNearestParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        let out = (self.out_height, self.out_width);
+        pack_resize(
+            self.input,
+            out,
+            (self.align_corners, self.half_pixel_centers),
+            w,
+        );
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        unpack_resize(r, Self::new)
+    }
+}
+
+/// Packed as what made it; read back through [`ResizeBilinearParams::new`].
+impl Packed for ResizeBilinearParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        let out = (self.out_height, self.out_width);
+        pack_resize(
+            self.input,
+            out,
+            (self.align_corners, self.half_pixel_centers),
+            w,
+        );
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        unpack_resize(r, Self::new)
     }
 }
 
@@ -186,6 +239,8 @@ pub struct ResizeBilinearParams {
     out_height: u32,
     out_width: u32,
     half_pixel_centers: bool,
+    /// Kept for [`Packed`], which makes the parameters again from it (the scales follow).
+    align_corners: bool,
     height_scale_10: i32,
     width_scale_10: i32,
 }
@@ -267,6 +322,7 @@ impl ResizeBilinearParams {
             out_height,
             out_width,
             half_pixel_centers,
+            align_corners,
             height_scale_10: scales[0],
             width_scale_10: scales[1],
         })

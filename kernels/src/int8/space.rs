@@ -156,6 +156,53 @@ impl SpaceBatchParams {
         })
     }
 
+    /// Writes the parameters ([`packed`](crate::packed)) as what made them: the input's
+    /// shape, the blocks, and the `[top, bottom, left, right]` padding (`to_batch`, of a
+    /// [`space_to_batch`](Self::space_to_batch)) or crops (of a
+    /// [`batch_to_space`](Self::batch_to_space)).
+    pub fn pack(&self, to_batch: bool, w: &mut crate::packed::Words<'_>) {
+        use crate::packed::Packed;
+        // The image the blocks tile, and the part of it that is the smaller side; `new`
+        // checked that their difference (and every size here) fits an i32.
+        let (big, small) = if to_batch {
+            (self.output, self.input)
+        } else {
+            (self.input, self.output)
+        };
+        let rest = |size: u32, block: u32, small: u32, edge: u32| {
+            (i64::from(size) * i64::from(block) - i64::from(small) - i64::from(edge)) as i32
+        };
+        self.input.pack(w);
+        w.put(self.block_h);
+        w.put(self.block_w);
+        for edge in [
+            self.top as i32,
+            rest(big.height, self.block_h, small.height, self.top),
+            self.left as i32,
+            rest(big.width, self.block_w, small.width, self.left),
+        ] {
+            w.put_i32(edge);
+        }
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote, through the constructor of its direction.
+    ///
+    /// Errors as that constructor.
+    pub fn unpack(
+        to_batch: bool,
+        r: &mut crate::packed::WordReader<'_>,
+    ) -> Result<Self, KernelError> {
+        use crate::packed::Packed;
+        let input = Nhwc::unpack(r)?;
+        let block = [r.take_i32()?, r.take_i32()?];
+        let edges = [r.take_i32()?, r.take_i32()?, r.take_i32()?, r.take_i32()?];
+        if to_batch {
+            Self::space_to_batch(input, block, edges)
+        } else {
+            Self::batch_to_space(input, block, edges)
+        }
+    }
+
     /// The input's shape (NHWC; NHC inputs have width 1).
     #[must_use]
     pub const fn input_shape(&self) -> Nhwc {

@@ -23,6 +23,7 @@
 //! the innermost input axis, each row is one contiguous copy.
 
 use super::dims::{count, us, Dims, MAX_DIMS};
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed TRANSPOSE: the output shape and the simplified permutation.
@@ -37,6 +38,9 @@ pub struct TransposeParams {
     /// Simplified rank; at most 1 means a plain copy.
     rank: u8,
     len: u32,
+    /// The permutation it was made with (output axis `i` is input axis `axes[i]`): kept for
+    /// [`Packed`], which makes it again from it and the output's dimensions.
+    axes: [u8; MAX_DIMS],
 }
 
 impl TransposeParams {
@@ -70,6 +74,11 @@ impl TransposeParams {
                 });
             }
         }
+        let mut kept = [0_u8; MAX_DIMS];
+        for (k, &a) in kept.iter_mut().zip(&axes[..rank]) {
+            // Below the rank, at most 6.
+            *k = a as u8;
+        }
         let axes = &axes[..rank];
         let len = count(shape)?;
         let mut out = [0_u32; MAX_DIMS];
@@ -90,6 +99,7 @@ impl TransposeParams {
             perm,
             rank,
             len,
+            axes: kept,
         })
     }
 
@@ -109,6 +119,29 @@ impl TransposeParams {
     #[must_use]
     pub const fn is_copy(&self) -> bool {
         self.rank <= 1
+    }
+}
+
+/// Packed as the input's dimensions and the permutation; read back through
+/// [`TransposeParams::new`].
+impl Packed for TransposeParams {
+    fn pack(&self, w: &mut Words<'_>) {
+        let rank = self.output.rank();
+        let mut shape = [0; MAX_DIMS];
+        for (&d, &a) in self.output.as_slice().iter().zip(&self.axes) {
+            shape[usize::from(a)] = d;
+        }
+        w.put_list(&shape[..rank]);
+        let mut perm = [0; MAX_DIMS];
+        for (p, &a) in perm.iter_mut().zip(&self.axes) {
+            *p = u32::from(a);
+        }
+        w.put_list(&perm[..rank]);
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (shape, rank) = r.take_list::<MAX_DIMS>()?;
+        let (perm, n) = r.take_list_i32::<MAX_DIMS>()?;
+        Self::new(&shape[..rank], &perm[..n])
     }
 }
 

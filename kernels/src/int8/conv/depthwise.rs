@@ -98,6 +98,24 @@ impl DepthwiseParams {
         Self::resolve(shape, || Ok(quant))
     }
 
+    /// Writes 16x8 parameters' activation range ([`packed`](crate::packed)); the geometry is
+    /// its shape's, which the caller writes.
+    pub fn pack_int16(&self, w: &mut Words<'_>) {
+        self.quant.pack_int16(w);
+    }
+
+    /// 16x8 parameters of `shape` with the range [`pack_int16`](Self::pack_int16) wrote, the
+    /// geometry resolved as [`new_int16`](Self::new_int16) resolves it.
+    ///
+    /// Errors as [`new_int16`](Self::new_int16), and for a range not inside int16.
+    pub fn unpack_int16(
+        shape: DepthwiseShape,
+        r: &mut WordReader<'_>,
+    ) -> Result<Self, KernelError> {
+        let quant = ConvQuant::unpack_int16(r)?;
+        Self::resolve(shape, || Ok(quant))
+    }
+
     /// The geometry of `shape`, then the quantization `quant` gives (its errors come last).
     fn resolve(
         shape: DepthwiseShape,
