@@ -166,6 +166,9 @@ pub(crate) fn check_len(
 mod xorshift;
 
 #[cfg(test)]
+mod layer_packing_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

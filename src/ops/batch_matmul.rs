@@ -2,6 +2,8 @@
 //! `[lhs, rhs]`.
 
 use npu_kernels::int8::{self as ki, BatchMatmulParams};
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
@@ -30,6 +32,15 @@ fn u32_of(v: usize) -> u32 {
 }
 
 impl Operator for BatchMatmulI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: BatchMatmulParams::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (l, r, o) = self.params.lens();
         Operands::new(&[bytes(l)?, bytes(r)?], 0, bytes(o)?)

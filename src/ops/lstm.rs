@@ -19,6 +19,8 @@
 //! writes one region (see [`Operator::state_inputs`]).
 
 use npu_kernels::int8::{self as ki, CellGate, LstmActivation, LstmParams, LstmQuant, LstmShape};
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, first_quant, unsupported, LowerCtx, Operand};
@@ -94,6 +96,15 @@ where
 }
 
 impl Operator for LstmI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: LstmParams::unpack::<i8>(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         operands(&self.params, 1, 4)
     }
@@ -121,6 +132,15 @@ impl Operator for LstmI8 {
 }
 
 impl Operator for LstmI16 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: LstmParams::unpack::<i16>(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         operands(&self.params, 2, 8)
     }

@@ -11,6 +11,8 @@
 //! one region (see [`Operator::state_inputs`]).
 
 use npu_kernels::int8::{self as ki, SvdfParams, SvdfShape};
+use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::interp::{bias, i8s, input, view, view_mut};
 use super::lower::{self, compute, first_quant, operands, quant, unsupported, LowerCtx, Operand};
@@ -38,6 +40,20 @@ impl SvdfI8 {
 }
 
 impl Operator for SvdfI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.state_i16.pack(w);
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let state_i16 = bool::unpack(r)?;
+        let params = if state_i16 {
+            SvdfParams::unpack::<i16>(r)?
+        } else {
+            SvdfParams::unpack::<i8>(r)?
+        };
+        Ok(Self { params, state_i16 })
+    }
     fn operands(&self) -> Option<Operands> {
         let s = self.params.shape;
         let units = s.units()?;

@@ -20,6 +20,8 @@
 //! over the input channels ([`Operator::taps`]) and per output.
 
 use npu_kernels::int8::{self as ki, Nhwc, TransposeConvParams};
+use npu_kernels::packed::{WordReader, Words};
+use npu_kernels::KernelError;
 
 use super::conv::per_channel;
 use super::interp::{bias, i8s, input, view, view_mut};
@@ -38,6 +40,15 @@ pub struct TransposeConvI8 {
 }
 
 impl Operator for TransposeConvI8 {
+    fn pack(&self, w: &mut Words<'_>) -> bool {
+        self.params.pack(w);
+        true
+    }
+    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        Ok(Self {
+            params: TransposeConvParams::unpack(r)?,
+        })
+    }
     fn operands(&self) -> Option<Operands> {
         let (i, f, o) = self.params.lens();
         per_channel(i, f, o, self.params.output_shape().channels)

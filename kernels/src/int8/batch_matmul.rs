@@ -34,6 +34,7 @@
 use super::dims::{count, us, Dims, MAX_DIMS};
 use super::{check_quant, general_multiplier, requantized_to_i8, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Accumulators kept on the stack by the tiled loops (128 bytes).
@@ -83,6 +84,79 @@ impl BatchMatmulParams {
         rhs_q: Quant,
         out_q: Quant,
     ) -> Result<Self, KernelError> {
+        Self::resolve(lhs, rhs, adj_x, adj_y, || {
+            check_quant(lhs_q, "lhs scale", "lhs zero point")?;
+            check_quant(rhs_q, "rhs scale", "rhs zero point")?;
+            check_quant(out_q, "output scale", "output zero point")?;
+            let product = lhs_q.scale * rhs_q.scale;
+            if !product.is_finite() {
+                return Err(KernelError::InvalidQuantization {
+                    what: "lhs scale * rhs scale",
+                });
+            }
+            let real = f64::from(product) / f64::from(out_q.scale);
+            Ok(MatmulQuant {
+                lhs_offset: -lhs_q.zero_point,
+                rhs_offset: -rhs_q.zero_point,
+                output_offset: out_q.zero_point,
+                output: general_multiplier(real, "output scale")?,
+            })
+        })
+    }
+
+    /// Writes the parameters ([`packed`](crate::packed)): the operands' dimensions (at the
+    /// output's rank), the adjoint flags, the offsets and the output rescaling.
+    pub fn pack(&self, w: &mut Words<'_>) {
+        let (l, r) = self.operand_shapes();
+        let from = 5 - usize::from(self.out_rank).min(5);
+        w.put_list(&l[from..]);
+        w.put_list(&r[from..]);
+        self.adj_x.pack(w);
+        self.adj_y.pack(w);
+        w.put_i32(self.lhs_offset);
+        w.put_i32(self.rhs_offset);
+        w.put_i32(self.output_offset);
+        w.put_multiplier((self.output_multiplier, self.output_shift));
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote: the shapes resolved as [`new`](Self::new)
+    /// resolves them, int8 offsets, and a rescaling as `QuantizeMultiplier` makes one.
+    ///
+    /// Errors as [`new`](Self::new).
+    pub fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (lhs, nl) = r.take_list::<5>()?;
+        let (rhs, nr) = r.take_list::<5>()?;
+        let (adj_x, adj_y) = (bool::unpack(r)?, bool::unpack(r)?);
+        let quant = MatmulQuant {
+            lhs_offset: r.take_input_offset("lhs zero point")?,
+            rhs_offset: r.take_input_offset("rhs zero point")?,
+            output_offset: r.take_zero_point("output zero point")?,
+            output: r.take_multiplier(31, "output scale")?,
+        };
+        Self::resolve(&lhs[..nl], &rhs[..nr], adj_x, adj_y, || Ok(quant))
+    }
+
+    /// The operands' dimensions padded to rank 5, as [`new`](Self::new) read them.
+    fn operand_shapes(&self) -> ([u32; 5], [u32; 5]) {
+        let (a, k, c) = (self.rows, self.depth, self.cols);
+        let (l34, r34) = (
+            if self.adj_x { [k, a] } else { [a, k] },
+            if self.adj_y { [c, k] } else { [k, c] },
+        );
+        let [l0, l1, l2] = self.lhs_batch;
+        let [r0, r1, r2] = self.rhs_batch;
+        ([l0, l1, l2, l34[0], l34[1]], [r0, r1, r2, r34[0], r34[1]])
+    }
+
+    /// The geometry of `lhs` and `rhs`, then the quantization `quant` gives (its errors come
+    /// after the geometry's).
+    fn resolve(
+        lhs: &[u32],
+        rhs: &[u32],
+        adj_x: bool,
+        adj_y: bool,
+        quant: impl FnOnce() -> Result<MatmulQuant, KernelError>,
+    ) -> Result<Self, KernelError> {
         let (l, r) = (extend(lhs)?, extend(rhs)?);
         let mut out_batch = [0_u32; 3];
         for ((o, &a), &b) in out_batch.iter_mut().zip(&l[..3]).zip(&r[..3]) {
@@ -100,18 +174,8 @@ impl BatchMatmulParams {
         let lhs_len = count(&l)?;
         let rhs_len = count(&r)?;
         let out_len = count(&[out_batch[0], out_batch[1], out_batch[2], rows, cols])?;
-
-        check_quant(lhs_q, "lhs scale", "lhs zero point")?;
-        check_quant(rhs_q, "rhs scale", "rhs zero point")?;
-        check_quant(out_q, "output scale", "output zero point")?;
-        let product = lhs_q.scale * rhs_q.scale;
-        if !product.is_finite() {
-            return Err(KernelError::InvalidQuantization {
-                what: "lhs scale * rhs scale",
-            });
-        }
-        let real = f64::from(product) / f64::from(out_q.scale);
-        let (output_multiplier, output_shift) = general_multiplier(real, "output scale")?;
+        let q = quant()?;
+        let (output_multiplier, output_shift) = q.output;
 
         Ok(Self {
             lhs_batch: [l[0], l[1], l[2]],
@@ -126,9 +190,9 @@ impl BatchMatmulParams {
             out_rank: lhs.len().max(rhs.len()) as u8,
             adj_x,
             adj_y,
-            lhs_offset: -lhs_q.zero_point,
-            rhs_offset: -rhs_q.zero_point,
-            output_offset: out_q.zero_point,
+            lhs_offset: q.lhs_offset,
+            rhs_offset: q.rhs_offset,
+            output_offset: q.output_offset,
             output_multiplier,
             output_shift,
         })
@@ -172,6 +236,14 @@ impl BatchMatmulParams {
             i32::from(i8::MAX),
         )
     }
+}
+
+/// The quantization of a BATCH_MATMUL, resolved: offsets and the output rescaling.
+struct MatmulQuant {
+    lhs_offset: i32,
+    rhs_offset: i32,
+    output_offset: i32,
+    output: (i32, i32),
 }
 
 /// A batch dimension of the output: TFLite's `broadcast_dim` (equal sizes, or one of them 1,

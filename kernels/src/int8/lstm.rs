@@ -36,6 +36,7 @@
 
 use super::{check_quant, general_multiplier, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// `sigmoid(i / 24)` in 0.16 fixed point: TFLM's `sigmoid_table_uint16` (`internal/common.h`),
@@ -372,6 +373,86 @@ impl LstmParams {
             output_mul: mul(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, q.hidden.scale)?,
             cell_clip,
             cell_scale_power: rounded_log2(cell_scale),
+            cell_gate,
+        })
+    }
+}
+
+impl LstmParams {
+    /// Writes the parameters ([`packed`](crate::packed)): the shape, the zero points, every
+    /// rescaling, the quantized cell clip, the cell scale's power of two and the cell gate.
+    pub fn pack(&self, w: &mut Words<'_>) {
+        let s = self.shape;
+        for d in [s.batches, s.time_steps, s.input_size, s.units] {
+            w.put(d);
+        }
+        s.time_major.pack(w);
+        w.put_i32(self.input_zero_point);
+        w.put_i32(self.hidden_zero_point);
+        for &(input, recurrent) in &self.gates {
+            w.put_multiplier(input);
+            w.put_multiplier(recurrent);
+        }
+        for m in [self.forget_cell_mul, self.input_mul, self.output_mul] {
+            w.put_multiplier(m);
+        }
+        self.cell_clip.is_some().pack(w);
+        w.put_i32(self.cell_clip.map_or(0, i32::from));
+        w.put_i32(self.cell_scale_power);
+        (self.cell_gate == CellGate::Sigmoid).pack(w);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote for activations of type `A`, each field checked
+    /// against what [`new`](Self::new) makes: zero points in int8 (0 for int16), rescalings as
+    /// `QuantizeMultiplier` makes them (gate shifts below 8 for int16), a clip in
+    /// `0..=32767`, the power of two of a finite `f32`.
+    ///
+    /// Errors as [`new`](Self::new).
+    pub fn unpack<A: LstmActivation>(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let shape = LstmShape {
+            batches: r.take()?,
+            time_steps: r.take()?,
+            input_size: r.take()?,
+            units: r.take()?,
+            time_major: bool::unpack(r)?,
+        };
+        shape.lens()?;
+        let int16 = A::MAX > i32::from(i8::MAX);
+        let zero_point = if int16 { (0, 0) } else { (-128, 127) };
+        let input_zero_point = r.take_in(zero_point.0, zero_point.1, "input zero point")?;
+        let hidden_zero_point = r.take_in(zero_point.0, zero_point.1, "hidden state zero point")?;
+        let gate_shift = if int16 { 7 } else { 31 };
+        let mut gates = [((0, 0), (0, 0)); 4];
+        for gate in &mut gates {
+            *gate = (
+                r.take_multiplier(gate_shift, "gate multiplier")?,
+                r.take_multiplier(gate_shift, "gate multiplier")?,
+            );
+        }
+        let mut muls = [(0, 0); 3];
+        for m in &mut muls {
+            *m = r.take_multiplier(31, "gate product multiplier")?;
+        }
+        let clipped = bool::unpack(r)?;
+        // In 0..=32767: checked.
+        let clip = r.take_in(0, i32::from(i16::MAX), "cell clip")? as i16;
+        // rounded_log2 of a positive finite f32: from its smallest subnormal to its largest.
+        let cell_scale_power = r.take_in(-149, 128, "cell state scale")?;
+        let cell_gate = if bool::unpack(r)? {
+            CellGate::Sigmoid
+        } else {
+            CellGate::Tanh
+        };
+        Ok(LstmParams {
+            shape,
+            input_zero_point,
+            hidden_zero_point,
+            gates,
+            forget_cell_mul: muls[0],
+            input_mul: muls[1],
+            output_mul: muls[2],
+            cell_clip: clipped.then_some(clip),
+            cell_scale_power,
             cell_gate,
         })
     }

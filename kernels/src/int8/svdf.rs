@@ -189,6 +189,52 @@ impl SvdfParams {
     }
 }
 
+impl SvdfParams {
+    /// Writes the parameters ([`packed`](crate::packed)): the shape, the zero points and the
+    /// two rescalings.
+    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        let s = self.shape;
+        for d in [s.batches, s.input_size, s.filters, s.rank, s.memory] {
+            w.put(d);
+        }
+        for zp in [
+            self.input_zero_point,
+            self.state_zero_point,
+            self.output_zero_point,
+        ] {
+            w.put_i32(zp);
+        }
+        w.put_multiplier(self.feature_multiplier);
+        w.put_multiplier(self.output_multiplier);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote for a state of type `T`: the shape checked as
+    /// [`new`](Self::new) checks it, the zero points in their types, the rescalings as
+    /// `QuantizeMultiplier` makes them.
+    ///
+    /// Errors as [`new`](Self::new).
+    pub fn unpack<T: SvdfState>(
+        r: &mut crate::packed::WordReader<'_>,
+    ) -> Result<Self, KernelError> {
+        let shape = SvdfShape {
+            batches: r.take()?,
+            input_size: r.take()?,
+            filters: r.take()?,
+            rank: r.take()?,
+            memory: r.take()?,
+        };
+        shape.lens()?;
+        Ok(SvdfParams {
+            shape,
+            input_zero_point: r.take_zero_point("input zero point")?,
+            state_zero_point: r.take_in(T::MIN, T::MAX, "state zero point")?,
+            output_zero_point: r.take_zero_point("output zero point")?,
+            feature_multiplier: r.take_multiplier(31, "feature multiplier")?,
+            output_multiplier: r.take_multiplier(31, "output multiplier")?,
+        })
+    }
+}
+
 /// int8 SVDF: updates `state` (`[batches][filters][memory]`, read and written) with `input`
 /// (`[batches][input_size]`) through `feature` (`[filters][input_size]`), then computes
 /// `output` (`[batches][units]`) from it through `time` (`[filters][memory]`) and the optional

@@ -29,6 +29,7 @@ use super::conv::ChannelMultiplier;
 use super::window::{elems, Nhwc, Padding};
 use super::{activation_range, check_quant, requantized_to_i8, Activation, Quant};
 use crate::fixed_point::multiply_by_quantized_multiplier;
+use crate::packed::{Int8Quant, Packed, WordReader, Words};
 use crate::{check_len, KernelError};
 
 /// Precomputed parameters of int8 TRANSPOSE_CONV (TFLM's `OpData`): the geometry resolved,
@@ -44,6 +45,8 @@ pub struct TransposeConvParams {
     stride_width: u32,
     pad_height: u32,
     pad_width: u32,
+    /// Kept for [`pack`](Self::pack), which writes it in place of the paddings it gives.
+    padding: Padding,
     input_offset: i32,
     output_offset: i32,
     activation_min: i32,
@@ -83,6 +86,66 @@ impl TransposeConvParams {
         output_q: Quant,
         act: Activation,
     ) -> Result<Self, KernelError> {
+        let filter = (filter_height, filter_width);
+        let stride = (stride_height, stride_width);
+        Self::resolve(input, output, filter, stride, padding, || {
+            check_quant(input_q, "input scale", "input zero point")?;
+            let (activation_min, activation_max) = activation_range(act, output_q)?;
+            Ok(Int8Quant {
+                input_offset: -input_q.zero_point,
+                output_offset: output_q.zero_point,
+                activation_min,
+                activation_max,
+            })
+        })
+    }
+
+    /// Writes the parameters ([`packed`](crate::packed)) as what made them: the shapes, the
+    /// window, and the int8 offsets and activation range (the multipliers are an operand).
+    pub fn pack(&self, w: &mut Words<'_>) {
+        self.input.pack(w);
+        self.output.pack(w);
+        for v in [
+            self.filter_height,
+            self.filter_width,
+            self.stride_height,
+            self.stride_width,
+        ] {
+            w.put(v);
+        }
+        self.padding.pack(w);
+        Int8Quant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            activation_min: self.activation_min,
+            activation_max: self.activation_max,
+        }
+        .pack(w);
+    }
+
+    /// Reads what [`pack`](Self::pack) wrote, the geometry resolved as [`new`](Self::new)
+    /// resolves it.
+    ///
+    /// Errors as [`new`](Self::new), and for quantization no int8 layer has.
+    pub fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
+        let (input, output) = (Nhwc::unpack(r)?, Nhwc::unpack(r)?);
+        let filter = (r.take()?, r.take()?);
+        let stride = (r.take()?, r.take()?);
+        let padding = Padding::unpack(r)?;
+        let quant = Int8Quant::unpack(r)?;
+        Self::resolve(input, output, filter, stride, padding, || Ok(quant))
+    }
+
+    /// The geometry, then the quantization `quant` gives (its errors come after the
+    /// geometry's checks that precede it in TFLM's order: sizes, strides, batches).
+    fn resolve(
+        input: Nhwc,
+        output: Nhwc,
+        (filter_height, filter_width): (u32, u32),
+        (stride_height, stride_width): (u32, u32),
+        padding: Padding,
+        quant: impl FnOnce() -> Result<Int8Quant, KernelError>,
+    ) -> Result<Self, KernelError> {
         if filter_height == 0 || filter_width == 0 {
             return Err(KernelError::Unsupported {
                 what: "filter size 0",
@@ -96,8 +159,7 @@ impl TransposeConvParams {
                 what: "batches differing between input and output",
             });
         }
-        check_quant(input_q, "input scale", "input zero point")?;
-        let (activation_min, activation_max) = activation_range(act, output_q)?;
+        let q = quant()?;
         input.len()?;
         output.len()?;
         elems(&[output.channels, filter_height, filter_width, input.channels])?;
@@ -122,10 +184,11 @@ impl TransposeConvParams {
             stride_width,
             pad_height: pad(padding, output.height, filter_height, stride_height),
             pad_width: pad(padding, output.width, filter_width, stride_width),
-            input_offset: -input_q.zero_point,
-            output_offset: output_q.zero_point,
-            activation_min,
-            activation_max,
+            padding,
+            input_offset: q.input_offset,
+            output_offset: q.output_offset,
+            activation_min: q.activation_min,
+            activation_max: q.activation_max,
         })
     }
 
