@@ -15,6 +15,10 @@
 //!   written as they are, and the geometry a kernel runs on (output sizes, padding, buffer
 //!   lengths) is derived from them again by the same code that derives it at prepare, with
 //!   the same refusals;
+//! - **what a constructor was given** is what is written where its parameters keep only what
+//!   they derived (a slice's begin and strides, a transpose's permutation, a pad's paddings):
+//!   lists of any rank go as their length then their words ([`Words::put_list`]), read back
+//!   into a fixed capacity, and the parameters are made again by that constructor;
 //! - **quantization** is written resolved (offsets, activation range, multipliers and
 //!   shifts), so that no floating point runs on the device, and each field read back is
 //!   checked against the range its constructor could have produced (an int8 zero point, an
