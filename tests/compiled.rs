@@ -396,7 +396,7 @@ fn stateful_cases_start_again_after_reset_state() {
         let mut arena = vec![0u128; n.div_ceil(16).max(1)];
         let arena: &mut [u8] = &mut bytemuck::cast_slice_mut(&mut arena)[..n];
         let mut session = model.session(arena).unwrap();
-        let mut pass = |session: &mut npu_compute::compiled::Session<'_, '_>| {
+        let pass = |session: &mut npu_compute::compiled::Session<'_, '_>| {
             let mut same = true;
             for (inputs, expected) in &case.runs {
                 for (k, input) in inputs.iter().enumerate() {

@@ -151,7 +151,7 @@ impl DepthToSpaceI8 {
             .checked_mul(b)
             .filter(|&bb| bb > 0)
             .ok_or(unsupported("block size"))?;
-        if n.channels % bb != 0 {
+        if !n.channels.is_multiple_of(bb) {
             return Err(unsupported(
                 "DEPTH_TO_SPACE depth the block does not divide",
             ));
@@ -168,7 +168,7 @@ impl SpaceToDepthI8 {
     /// SPACE_TO_DEPTH of `n` by blocks of `b`: `[N, H·b, W·b, C]` to `[N, H, W, b·b·C]`.
     fn new(n: Nhwc, b: u32) -> Result<Self, KernelError> {
         let unsupported = |what| KernelError::Unsupported { what };
-        if b == 0 || n.height % b != 0 || n.width % b != 0 {
+        if b == 0 || !n.height.is_multiple_of(b) || !n.width.is_multiple_of(b) {
             return Err(unsupported("SPACE_TO_DEPTH size the block does not divide"));
         }
         let (h, w) = (n.height / b, n.width / b);
