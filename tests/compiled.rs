@@ -415,18 +415,33 @@ fn the_registry_fingerprint_is_stable_within_a_build() {
     );
 }
 
-/// The compiled kws_dscnn the firmwares flash is what `npu-sim compile` makes of the model
-/// now (regenerate it from `examples/firmware-min` with `cargo run --release -p npu-sim
-/// --features std --manifest-path ../../Cargo.toml -- compile ../models/kws_dscnn/model.tflite
-/// --output kws_dscnn.npuc` after a change to the format, an operator's packed form or the
-/// operator set).
+/// The compiled models the firmwares flash are what `npu-sim compile` makes of their models
+/// now: kws_dscnn (`examples/firmware-min/kws_dscnn.npuc`, also run by the counting firmwares)
+/// and the one-ADD model the minimal firmware must refuse (`add_int8.npuc`). Regenerate them
+/// from `examples/firmware-min` after a change to the format, an operator's packed form or the
+/// operator set:
+///
+/// ```sh
+/// cargo run --release -p npu-sim --features std --manifest-path ../../Cargo.toml -- \
+///     compile ../models/kws_dscnn/model.tflite --output kws_dscnn.npuc
+/// cargo run --release -p npu-sim --features std --manifest-path ../../Cargo.toml -- \
+///     compile ../../tests/models/ops/add_int8_broadcast_rank1/model.tflite --output add_int8.npuc
+/// ```
 #[test]
-fn the_firmwares_compiled_model_is_current() {
-    let (_, image) = kws();
+fn the_firmwares_compiled_models_are_current() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let committed = read(&root.join("examples/firmware-min/kws_dscnn.npuc"));
-    assert!(
-        committed == image,
-        "examples/firmware-min/kws_dscnn.npuc is stale: compile it again (see this test's docs)"
-    );
+    for (model, image) in [
+        ("examples/models/kws_dscnn/model.tflite", "kws_dscnn.npuc"),
+        (
+            "tests/models/ops/add_int8_broadcast_rank1/model.tflite",
+            "add_int8.npuc",
+        ),
+    ] {
+        let made = runner::compile(runner::leak_aligned(&read(&root.join(model)))).unwrap();
+        let committed = read(&root.join("examples/firmware-min").join(image));
+        assert!(
+            committed == made,
+            "examples/firmware-min/{image} is stale: compile it again (see this test's docs)"
+        );
+    }
 }

@@ -1,28 +1,40 @@
-//! The two memories the runtime plans in, as `static`s in RAM (`.bss`, zeroed at reset),
-//! each handed out once as `&'static mut [u8]`.
+//! The arena the compiled model runs in, a `static` in RAM (`.bss`, zeroed at reset), handed
+//! out once as `&'static mut [u8]`.
 //!
-//! Their sizes are this model's, measured: the arena is what `npu-sim plan` reports (16,000
-//! bytes of activations and 4,704 of per-channel multipliers and biases the runtime prepares;
-//! the weights stay in flash), and the staging holds the largest transfer: the CPU fallback
-//! computes in the arena in place ([`CpuOnly`](npu_compute::hal::CpuOnly) lends it), so only
-//! the input written, the scores read and the constants prepared pass through staging, one
-//! at a time (`ServerStats::staging_bytes_peak` of an invoke, checked by
-//! `tests/cpu_only.rs`).
+//! Its size is the image's (`npu-sim compile` prints it: kws_dscnn's activations, placed by
+//! the arena plan the host made). Nothing else of the runtime lives in RAM but the stack.
 
-#[path = "../../firmware-common/memories.rs"]
-mod memories;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
 
-use memories::Memories;
+/// Bytes of the arena.
+pub const ARENA_BYTES: usize = 16_000;
 
-/// Bytes of the arena (device memory).
-pub const ARENA_BYTES: usize = 20_704;
-/// Bytes of the staging (host memory).
-pub const STAGING_BYTES: usize = 512;
+/// The arena's bytes, at the alignment the image asks for (16).
+#[repr(C, align(16))]
+struct Aligned([u8; ARENA_BYTES]);
 
-/// The arena and the staging.
-static MEMORIES: Memories<ARENA_BYTES, STAGING_BYTES> = Memories::new();
+/// The arena, handed out once.
+struct Arena {
+    bytes: UnsafeCell<Aligned>,
+    taken: AtomicBool,
+}
 
-/// The arena and the staging; `None` after the first call.
-pub fn take() -> Option<(&'static mut [u8], &'static mut [u8])> {
-    MEMORIES.take()
+// SAFETY: the bytes are reached only through the single `&'static mut [u8]` that `take` hands
+// out (its flag lets one caller through, once); nothing else reads them.
+unsafe impl Sync for Arena {}
+
+static ARENA: Arena = Arena {
+    bytes: UnsafeCell::new(Aligned([0; ARENA_BYTES])),
+    taken: AtomicBool::new(false),
+};
+
+/// The arena; `None` after the first call.
+pub fn take() -> Option<&'static mut [u8]> {
+    if ARENA.taken.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    // SAFETY: the swap lets exactly one caller through, once, so this is the only reference
+    // to the buffer that ever exists, and the static lives for 'static.
+    unsafe { Some(&mut (*ARENA.bytes.get()).0) }
 }

@@ -7,8 +7,8 @@
 #[cfg(not(feature = "defmt"))]
 use cortex_m_semihosting::hio;
 
-use crate::{Channel, Failure, Kws};
-use npu_compute::client::ComputeClient;
+use crate::Failure;
+use npu_compute::compiled::CompiledModel;
 
 /// The predicted class: the highest score, the lowest index among equals.
 fn class(scores: &[u8; 12]) -> usize {
@@ -90,45 +90,21 @@ pub fn failure(failure: &Failure) {
     defmt::error!("kws_dscnn on the CPU: FAILED: {}", failure);
 }
 
-/// The runtime's RAM, with defmt: the state's sizes on this target and the memories' use.
-pub fn runtime(client: &ComputeClient<'_, Channel>, kws: &Kws<'_>) {
+/// The runtime's RAM, with defmt: the model's and the session's sizes on this target, and the
+/// arena.
+pub fn runtime(model: &CompiledModel<'_>) {
     #[cfg(not(feature = "defmt"))]
-    let _ = (client, kws);
+    let _ = model;
     #[cfg(feature = "defmt")]
     {
         use core::mem::size_of;
-        use npu_compute::memory::ChunkSliceMemory;
-        use npu_compute::tune::TuneCache;
         defmt::info!(
-            "runtime state: channel {=usize} B = server {=usize} B (HAL {=usize}, chunks {=usize}, tuning cache {=usize}, the rest: handle table, staging blocks, fences, stats) + deferred drops; graph {=usize} B (no job plan: this build leaves job plans out)",
-            size_of::<Channel>(),
-            size_of::<crate::Server>(),
-            size_of::<npu_compute::hal::CpuOnly<'static>>(),
-            size_of::<ChunkSliceMemory<{ crate::CHUNKS }>>(),
-            size_of::<TuneCache<{ crate::TUNE }>>(),
-            size_of::<Kws<'static>>()
-        );
-        type Defaults = npu_compute::server::NpuServer<npu_compute::hal::CpuOnly<'static>>;
-        type DefaultGraph =
-            npu_compute::graph::Graph<'static, npu_compute::channel::RefCellChannel<Defaults>>;
-        defmt::info!(
-            "with the default capacities: channel {=usize} B (server {=usize} B), graph {=usize} B",
-            size_of::<npu_compute::channel::RefCellChannel<Defaults>>(),
-            size_of::<Defaults>(),
-            size_of::<DefaultGraph>()
-        );
-        let arena = kws.arena();
-        defmt::info!(
-            "memories: arena {=usize} B ({=u32} of activations, {=u32} of constants planned), staging {=usize} B",
+            "runtime state: compiled model {=usize} B, session {=usize} B; arena {=usize} B ({=u32} planned), {=u16} steps",
+            size_of::<CompiledModel<'static>>(),
+            size_of::<npu_compute::compiled::Session<'static, 'static>>(),
             crate::memory::ARENA_BYTES,
-            arena.activation_bytes,
-            arena.constant_bytes,
-            crate::memory::STAGING_BYTES
+            model.arena_bytes(),
+            model.steps()
         );
-        defmt::info!("{}", kws.job_plan());
-        if let (Ok(stats), Ok(memory)) = (client.stats(), client.memory_stats()) {
-            defmt::info!("{}", stats);
-            defmt::info!("{}", memory);
-        }
     }
 }
