@@ -7,8 +7,6 @@
 
 use npu_kernels::f32 as kf;
 use npu_kernels::int8::{self as ki, AddParams, BroadcastShape, MulParams, SubParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
@@ -119,13 +117,7 @@ pub(super) fn broadcast_layer(kind: LayerKind, shape: &BroadcastShape) -> Layer 
 }
 
 impl Operator for AddF32 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self { len: r.take()? })
-    }
+    packed_fields!(len);
     fn operands(&self) -> Option<Operands> {
         same_shapes(self.len, 4)
     }
@@ -142,13 +134,7 @@ impl Operator for AddF32 {
 }
 
 impl Operator for MulF32 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self { len: r.take()? })
-    }
+    packed_fields!(len);
     fn operands(&self) -> Option<Operands> {
         same_shapes(self.len, 4)
     }
@@ -165,17 +151,7 @@ impl Operator for MulF32 {
 }
 
 impl Operator for AddI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            len: r.take()?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(len, params);
     fn operands(&self) -> Option<Operands> {
         same_shapes(self.len, 1)
     }
@@ -198,17 +174,7 @@ impl Operator for AddI8 {
 }
 
 impl Operator for MulI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            len: r.take()?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(len, params);
     fn operands(&self) -> Option<Operands> {
         same_shapes(self.len, 1)
     }
@@ -235,17 +201,7 @@ impl Operator for MulI8 {
 macro_rules! broadcast_operator {
     ($op:ident, $kernel:path, $class:ident) => {
         impl Operator for $op {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.shape.pack(w);
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self {
-                    shape: Packed::unpack(r)?,
-                    params: Packed::unpack(r)?,
-                })
-            }
+            packed_fields!(shape, params);
             fn operands(&self) -> Option<Operands> {
                 broadcast(&self.shape)
             }

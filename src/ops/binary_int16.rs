@@ -7,8 +7,6 @@
 
 use npu_kernels::int16::{self as k16, AddParamsI16, MulParamsI16};
 use npu_kernels::int8::{Activation, BroadcastShape};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::binary::broadcast_layer;
 use super::interp::{i16s, view_mut};
@@ -52,17 +50,7 @@ fn operands_of(shape: &BroadcastShape) -> Option<Operands> {
 }
 
 impl Operator for AddI16 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape, params);
     fn operands(&self) -> Option<Operands> {
         operands_of(&self.shape)
     }
@@ -88,17 +76,7 @@ impl Operator for AddI16 {
 }
 
 impl Operator for MulI16 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape, params);
     fn operands(&self) -> Option<Operands> {
         operands_of(&self.shape)
     }

@@ -4,8 +4,6 @@
 //! the producers write there directly ([`Operator::contiguous_inputs`]).
 
 use npu_kernels::int8::{self as ki, ConcatParams, Quant, MAX_CONCAT_INPUTS};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, quant, unsupported, LowerCtx};
@@ -21,15 +19,7 @@ pub struct ConcatenationI8 {
 }
 
 impl Operator for ConcatenationI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(params);
     fn operands(&self) -> Option<Operands> {
         let mut inputs = heapless::Vec::<u32, MAX_INPUTS>::new();
         for i in 0..self.params.inputs() {

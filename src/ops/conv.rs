@@ -93,16 +93,7 @@ pub(super) fn windowed(kind: LayerKind, input: Nhwc, output: Nhwc, w: Window2d) 
 }
 
 impl Operator for Conv2dI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let shape = Packed::unpack(r)?;
-        let params = Conv2dParams::unpack(shape, r)?;
-        Ok(Self { shape, params })
-    }
+    packed_fields!(shape => Conv2dParams::unpack, pack);
     fn operands(&self) -> Option<Operands> {
         let (i, f, o) = self.params.lens();
         per_channel(i, f, o, self.shape.out_channels)

@@ -12,8 +12,6 @@ use core::ops::Range;
 use npu_kernels::int8::{self as ki, DepthwiseParams, DepthwiseShape, Nhwc};
 
 use npu_kernels::int16 as k16;
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::conv::{key_sizes, key_window, per_channel, per_channel_i16, windowed};
 use super::interp::{bias, bias_of, i16s, i8s, input, view, view_mut};
@@ -35,16 +33,7 @@ pub struct DepthwiseConv2dI8 {
 }
 
 impl Operator for DepthwiseConv2dI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let shape = Packed::unpack(r)?;
-        let params = DepthwiseParams::unpack(shape, r)?;
-        Ok(Self { shape, params })
-    }
+    packed_fields!(shape => DepthwiseParams::unpack, pack);
     fn operands(&self) -> Option<Operands> {
         let (i, f, o) = self.params.lens();
         per_channel(i, f, o, self.params.output_shape().channels)
@@ -177,16 +166,7 @@ pub struct DepthwiseConv2dI16 {
 }
 
 impl Operator for DepthwiseConv2dI16 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack_int16(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let shape = Packed::unpack(r)?;
-        let params = DepthwiseParams::unpack_int16(shape, r)?;
-        Ok(Self { shape, params })
-    }
+    packed_fields!(shape => DepthwiseParams::unpack_int16, pack_int16);
     fn operands(&self) -> Option<Operands> {
         let channels = self.params.output_shape().channels;
         per_channel_i16(self.params.lens(), channels, 8)

@@ -29,9 +29,6 @@ use npu_kernels::int8::{
     SquaredDifferenceParams,
 };
 
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
-
 use super::binary::broadcast_layer;
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
@@ -125,13 +122,7 @@ fn unary_layer(kind: LayerKind, len: u32) -> Layer {
 }
 
 impl Operator for NegF32 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self { len: r.take()? })
-    }
+    packed_fields!(len);
     fn operands(&self) -> Option<Operands> {
         let b = self.len.checked_mul(4)?;
         Operands::new(&[b], 0, b)
@@ -158,17 +149,7 @@ impl Operator for NegF32 {
 macro_rules! unary_operator {
     ($op:ident, $kernel:path, $cpu:ident, $layer:ident) => {
         impl Operator for $op {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                w.put(self.len);
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self {
-                    len: r.take()?,
-                    params: Packed::unpack(r)?,
-                })
-            }
+            packed_fields!(len, params);
             fn operands(&self) -> Option<Operands> {
                 Operands::new(&[self.len], 0, self.len)
             }
@@ -201,17 +182,7 @@ unary_operator!(AbsI8, ki::abs, Relu, Relu);
 unary_operator!(HardSwishI8, ki::hard_swish, Rsqrt, Logistic);
 
 impl Operator for SquaredDifferenceI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape, params);
     fn operands(&self) -> Option<Operands> {
         broadcast_operands(&self.shape)
     }
@@ -238,17 +209,7 @@ impl Operator for SquaredDifferenceI8 {
 }
 
 impl Operator for PreluI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape, params);
     fn operands(&self) -> Option<Operands> {
         broadcast_operands(&self.shape)
     }
@@ -279,15 +240,7 @@ impl Operator for PreluI8 {
 macro_rules! compare_operator {
     ($op:ident, $kernel:path) => {
         impl Operator for $op {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.shape.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self {
-                    shape: Packed::unpack(r)?,
-                })
-            }
+            packed_fields!(shape);
             fn operands(&self) -> Option<Operands> {
                 broadcast_operands(&self.shape)
             }

@@ -113,15 +113,7 @@ fn block_extent(s: FcShape) -> Option<(u32, u32)> {
 }
 
 impl Operator for FullyConnectedF32 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape);
     fn operands(&self) -> Option<Operands> {
         per_tensor(self.shape, 4)
     }

@@ -6,8 +6,6 @@
 //! Where it runs: Vela does not place GATHER on an Ethos-U55, so the CPU fallback runs it.
 
 use npu_kernels::int8::{self as ki, GatherParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, unsupported, LowerCtx};
@@ -23,15 +21,7 @@ pub struct GatherI8 {
 }
 
 impl Operator for GatherI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(params);
     fn operands(&self) -> Option<Operands> {
         let p = &self.params;
         Operands::new(

@@ -6,8 +6,6 @@
 //! two rescalings) and per row for the logarithm ([`Operator::taps`] counts the rows).
 
 use npu_kernels::int8::{self as ki, LogSoftmaxParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, unsupported, LowerCtx};
@@ -26,20 +24,7 @@ pub struct LogSoftmaxI8 {
 }
 
 impl Operator for LogSoftmaxI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        w.put(self.depth);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let (len, depth) = r.take_rows()?;
-        Ok(Self {
-            len,
-            depth,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(rows(len, depth), params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }

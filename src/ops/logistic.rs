@@ -8,8 +8,6 @@
 //! the int8 ones.
 
 use npu_kernels::int8::{self as ki, Logistic16Params, LogisticParams, Tanh16Params, TanhParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
@@ -31,17 +29,7 @@ macro_rules! table_function {
         }
 
         impl Operator for $name {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                w.put(self.len);
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self {
-                    len: r.take()?,
-                    params: Packed::unpack(r)?,
-                })
-            }
+            packed_fields!(len, params);
             fn operands(&self) -> Option<Operands> {
                 let bytes = self.len.checked_mul(core::mem::size_of::<$elem>() as u32)?;
                 Operands::new(&[bytes], 0, bytes)

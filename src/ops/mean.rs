@@ -12,7 +12,7 @@
 //! REDUCE_MAX at 15% above the Mean rate).
 
 use npu_kernels::int8::{self as ki, MeanParams, ReduceShape};
-use npu_kernels::packed::{Packed, WordReader, Words};
+use npu_kernels::packed::{WordReader, Words};
 use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
@@ -112,15 +112,7 @@ pub struct ReduceMaxI8 {
 }
 
 impl Operator for ReduceMaxI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape);
     fn operands(&self) -> Option<Operands> {
         let (i, o) = self.shape.lens();
         Operands::new(&[bytes(i)?], 0, bytes(o)?)
@@ -149,15 +141,7 @@ pub struct ReduceMinI8 {
 }
 
 impl Operator for ReduceMinI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(shape);
     fn operands(&self) -> Option<Operands> {
         let (i, o) = self.shape.lens();
         Operands::new(&[bytes(i)?], 0, bytes(o)?)

@@ -63,6 +63,61 @@
 // not build unused.
 #![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports))]
 
+/// [`Operator::pack`] and [`Operator::unpack`] for a description whose fields each pack on
+/// their own ([`Packed`](npu_kernels::packed::Packed)): written and read back in the order
+/// given, each checked by its own `unpack`. Used inside an `impl Operator`.
+macro_rules! packed_fields {
+    // A shape, then parameters resolved from it, written by `$write` and read back by
+    // `$P::$read(shape, r)` (the geometry derived from the shape again).
+    (shape => $P:ident :: $read:ident, $write:ident) => {
+        fn pack(&self, w: &mut npu_kernels::packed::Words<'_>) -> bool {
+            npu_kernels::packed::Packed::pack(&self.shape, w);
+            self.params.$write(w);
+            true
+        }
+        fn unpack(
+            r: &mut npu_kernels::packed::WordReader<'_>,
+        ) -> Result<Self, npu_kernels::KernelError> {
+            let shape = npu_kernels::packed::Packed::unpack(r)?;
+            let params = $P::$read(shape, r)?;
+            Ok(Self { shape, params })
+        }
+    };
+    // Elements `len` in rows of `depth` (read back with `take_rows`: rows that divide the
+    // elements), then the other fields.
+    (rows($len:ident, $depth:ident), $($field:ident),+) => {
+        fn pack(&self, w: &mut npu_kernels::packed::Words<'_>) -> bool {
+            w.put(self.$len);
+            w.put(self.$depth);
+            $(npu_kernels::packed::Packed::pack(&self.$field, w);)+
+            true
+        }
+        fn unpack(
+            r: &mut npu_kernels::packed::WordReader<'_>,
+        ) -> Result<Self, npu_kernels::KernelError> {
+            let ($len, $depth) = r.take_rows()?;
+            Ok(Self {
+                $len,
+                $depth,
+                $($field: npu_kernels::packed::Packed::unpack(r)?,)+
+            })
+        }
+    };
+    ($($field:ident),+) => {
+        fn pack(&self, w: &mut npu_kernels::packed::Words<'_>) -> bool {
+            $(npu_kernels::packed::Packed::pack(&self.$field, w);)+
+            true
+        }
+        fn unpack(
+            r: &mut npu_kernels::packed::WordReader<'_>,
+        ) -> Result<Self, npu_kernels::KernelError> {
+            Ok(Self {
+                $($field: npu_kernels::packed::Packed::unpack(r)?,)+
+            })
+        }
+    };
+}
+
 mod arg_min_max;
 mod batch_matmul;
 mod binary;

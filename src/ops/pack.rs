@@ -11,8 +11,6 @@
 use core::mem::size_of;
 
 use npu_kernels::movement::{self as mv, PackParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, unsupported, LowerCtx, LowerError};
@@ -32,13 +30,7 @@ macro_rules! pack_op {
         }
 
         impl Operator for $name {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self { params: Packed::unpack(r)? })
-            }
+            packed_fields!(params);
             fn operands(&self) -> Option<Operands> {
                 let size = size_of::<$t>();
                 let each = bytes(self.params.input_elements().checked_mul(size)?)?;

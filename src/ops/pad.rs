@@ -106,15 +106,7 @@ pub struct MirrorPadI8 {
 }
 
 impl Operator for MirrorPadI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(
             &[bytes(self.params.input_elements())?],

@@ -5,8 +5,6 @@
 use core::ops::Range;
 
 use npu_kernels::int8::{self as ki, Nhwc, Padding, PoolParams, PoolShape};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::conv::key_sizes;
 use super::interp::{i8s, view_mut};
@@ -106,16 +104,7 @@ fn band(
 macro_rules! pool_operator {
     ($op:ident, $kernel:path, $class:ident) => {
         impl Operator for $op {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.shape.pack(w);
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                let shape = Packed::unpack(r)?;
-                let params = PoolParams::unpack(shape, r)?;
-                Ok(Self { shape, params })
-            }
+            packed_fields!(shape => PoolParams::unpack, pack);
             fn operands(&self) -> Option<Operands> {
                 operands_of(&self.params)
             }

@@ -9,8 +9,6 @@
 
 use npu_kernels::f32 as kf;
 use npu_kernels::int8::{self as ki, Relu6Params, ReluParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, LowerCtx};
@@ -46,13 +44,7 @@ pub struct Relu6I8 {
 }
 
 impl Operator for ReluF32 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self { len: r.take()? })
-    }
+    packed_fields!(len);
     fn operands(&self) -> Option<Operands> {
         let b = self.len.checked_mul(4)?;
         Operands::new(&[b], 0, b)
@@ -69,17 +61,7 @@ impl Operator for ReluF32 {
 }
 
 impl Operator for ReluI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            len: r.take()?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(len, params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }
@@ -101,17 +83,7 @@ impl Operator for ReluI8 {
 }
 
 impl Operator for Relu6I8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            len: r.take()?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(len, params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }

@@ -3,8 +3,6 @@
 //! Operands `[input]`.
 
 use npu_kernels::int8 as ki;
-use npu_kernels::packed::{WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, unsupported, LowerCtx};
@@ -19,13 +17,7 @@ pub struct Reshape {
 }
 
 impl Operator for Reshape {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self { len: r.take()? })
-    }
+    packed_fields!(len);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }

@@ -15,8 +15,6 @@
 //! to the `…Other…` descriptions (on the CPU fallback); both compute with the same kernel.
 
 use npu_kernels::int8::{self as ki, Nhwc, ResizeBilinearParams, ResizeNearestParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, const_i32s, nhwc, operands, unsupported, LowerCtx};
@@ -35,13 +33,7 @@ macro_rules! nearest {
         }
 
         impl Operator for $name {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self { params: Packed::unpack(r)? })
-            }
+            packed_fields!(params);
             fn operands(&self) -> Option<Operands> {
                 resize_operands(self.params.input_shape(), self.params.output_shape(), $size)
             }
@@ -77,13 +69,7 @@ macro_rules! bilinear {
         }
 
         impl Operator for $name {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self { params: Packed::unpack(r)? })
-            }
+            packed_fields!(params);
             fn operands(&self) -> Option<Operands> {
                 resize_operands(self.params.input_shape(), self.params.output_shape(), 1)
             }

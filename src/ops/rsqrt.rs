@@ -2,8 +2,6 @@
 //! Operands `[input]`.
 
 use npu_kernels::int8::{self as ki, RsqrtParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, operands, quant, LowerCtx};
@@ -20,17 +18,7 @@ pub struct RsqrtI8 {
 }
 
 impl Operator for RsqrtI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            len: r.take()?,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(len, params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }

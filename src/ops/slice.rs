@@ -18,8 +18,6 @@
 use core::mem::size_of;
 
 use npu_kernels::movement::{self as mv, SliceParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{input, view, view_mut};
 use super::lower::{self, compute, operands, unsupported, LowerCtx, LowerError};
@@ -41,13 +39,7 @@ macro_rules! slice_op {
         }
 
         impl Operator for $name {
-            fn pack(&self, w: &mut Words<'_>) -> bool {
-                self.params.pack(w);
-                true
-            }
-            fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-                Ok(Self { params: Packed::unpack(r)? })
-            }
+            packed_fields!(params);
             fn operands(&self) -> Option<Operands> {
                 let size = size_of::<$t>();
                 let input = bytes(self.params.input_elements().checked_mul(size)?)?;

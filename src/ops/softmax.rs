@@ -9,8 +9,6 @@
 //! the input and output types to match.
 
 use npu_kernels::int8::{self as ki, Softmax16Params, SoftmaxParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, input, view, view_mut};
 use super::lower::{self, compute, operands, quant, quant_of, unsupported, LowerCtx};
@@ -63,20 +61,7 @@ fn key_shape(len: u32, depth: u32) -> KeyShape {
 }
 
 impl Operator for SoftmaxI16 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        w.put(self.depth);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let (len, depth) = r.take_rows()?;
-        Ok(Self {
-            len,
-            depth,
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(rows(len, depth), params);
     fn operands(&self) -> Option<Operands> {
         let bytes = self.len.checked_mul(2)?;
         Operands::new(&[bytes], 0, bytes)
@@ -106,20 +91,7 @@ impl Operator for SoftmaxI16 {
 }
 
 impl Operator for SoftmaxI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        w.put(self.depth);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let (len, depth) = r.take_rows()?;
-        Ok(Self {
-            len,
-            depth,
-            params: SoftmaxParams::unpack(r)?,
-        })
-    }
+    packed_fields!(rows(len, depth), params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len)
     }
@@ -148,20 +120,7 @@ impl Operator for SoftmaxI8 {
 }
 
 impl Operator for SoftmaxI8ToI16 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        w.put(self.len);
-        w.put(self.depth);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let (len, depth) = r.take_rows()?;
-        Ok(Self {
-            len,
-            depth,
-            params: SoftmaxParams::unpack(r)?,
-        })
-    }
+    packed_fields!(rows(len, depth), params);
     fn operands(&self) -> Option<Operands> {
         Operands::new(&[self.len], 0, self.len.checked_mul(2)?)
     }

@@ -1,8 +1,6 @@
 //! TRANSPOSE (int8): an axis permutation, a constant read at prepare. Operands `[input]`.
 
 use npu_kernels::int8::{self as ki, TransposeParams};
-use npu_kernels::packed::{Packed, WordReader, Words};
-use npu_kernels::KernelError;
 
 use super::interp::{i8s, view_mut};
 use super::lower::{self, compute, const_i32s, operands, quant, unsupported, LowerCtx};
@@ -17,15 +15,7 @@ pub struct TransposeI8 {
 }
 
 impl Operator for TransposeI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            params: Packed::unpack(r)?,
-        })
-    }
+    packed_fields!(params);
     fn operands(&self) -> Option<Operands> {
         let n = bytes(self.params.elements())?;
         Operands::new(&[n], 0, n)

@@ -55,6 +55,25 @@ pub struct SoftmaxParams {
     diff_min: i32,
 }
 
+/// The input multiplier and its left shift (`diff_min` follows from the shift). Read back: a
+/// multiplier in `[2^30, 2^31)` (a normalised Q0.31 mantissa, as the scaling makes it) and a
+/// shift in `0..=31`, else [`KernelError::InvalidQuantization`].
+impl crate::packed::Packed for SoftmaxParams {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        w.put_i32(self.input_multiplier);
+        w.put_i32(self.input_left_shift);
+    }
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let input_multiplier = r.take_in(1 << 30, i32::MAX, "softmax input multiplier")?;
+        let shift = r.take_in(0, 31, "softmax input shift")?;
+        Ok(Self {
+            input_multiplier,
+            input_left_shift: shift,
+            diff_min: diff_min(shift),
+        })
+    }
+}
+
 impl SoftmaxParams {
     /// Parameters from the input quantization, `beta` (TFLite's `SoftmaxOptions.beta`, usually
     /// 1) and the output quantization, which must be TFLM's fixed int8 softmax output.
@@ -112,27 +131,6 @@ impl SoftmaxParams {
             })?;
         // real in (1, 2^31 − 1] gives a shift in 1..=31.
         let shift = input_left_shift.clamp(0, 31);
-        Ok(Self {
-            input_multiplier,
-            input_left_shift: shift,
-            diff_min: diff_min(shift),
-        })
-    }
-
-    /// Writes the parameters ([`packed`](crate::packed)): the input multiplier and its left
-    /// shift (`diff_min` follows from the shift).
-    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
-        w.put_i32(self.input_multiplier);
-        w.put_i32(self.input_left_shift);
-    }
-
-    /// Reads what [`pack`](Self::pack) wrote: a multiplier in `[2^30, 2^31)` (a normalised
-    /// Q0.31 mantissa, as the scaling makes it) and a shift in `0..=31`.
-    ///
-    /// Errors: [`KernelError::InvalidQuantization`] for anything else.
-    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
-        let input_multiplier = r.take_in(1 << 30, i32::MAX, "softmax input multiplier")?;
-        let shift = r.take_in(0, 31, "softmax input shift")?;
         Ok(Self {
             input_multiplier,
             input_left_shift: shift,
