@@ -250,9 +250,9 @@ impl Int8Quant {
 
     /// Reads them back, checked.
     pub(crate) fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        let input_offset = r.take_in(-127, 128, "input zero point")?;
-        let output_offset = r.take_in(-128, 127, "output zero point")?;
-        let (activation_min, activation_max) = r.take_range(-128, 127)?;
+        let input_offset = r.take_input_offset("input zero point")?;
+        let output_offset = r.take_zero_point("output zero point")?;
+        let (activation_min, activation_max) = r.take_range(i8::MIN.into(), i8::MAX.into())?;
         Ok(Int8Quant {
             input_offset,
             output_offset,

@@ -148,19 +148,25 @@ impl<'i> CompiledModel<'i> {
 
     /// Checks every region and step; the header is checked.
     fn check(&self) -> Result<(), CompiledError> {
-        for (what, count, entry, first) in [
-            ("input", self.inputs, IO_ENTRY, 0),
-            ("output", self.outputs, IO_ENTRY, self.inputs),
-            ("variable", self.variables, VARIABLE_ENTRY, 0),
-        ] {
+        let tables = [
+            ("input", self.inputs, HEADER, IO_ENTRY),
+            (
+                "output",
+                self.outputs,
+                HEADER + usize::from(self.inputs) * IO_ENTRY,
+                IO_ENTRY,
+            ),
+            (
+                "variable",
+                self.variables,
+                self.variables_at(),
+                VARIABLE_ENTRY,
+            ),
+        ];
+        for (what, count, start, entry) in tables {
             for k in 0..count {
-                let at = if what == "variable" {
-                    self.variables_at() + usize::from(k) * entry
-                } else {
-                    HEADER + usize::from(first + k) * entry
-                };
-                let region = self.region(at).filter(|&r| self.in_arena(r));
-                if region.is_none() {
+                let at = start + usize::from(k) * entry;
+                if !self.region(at).is_some_and(|r| self.in_arena(r)) {
                     let index = u16::from(k);
                     return Err(CompiledError::BadRegion { what, index });
                 }
