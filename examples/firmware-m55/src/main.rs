@@ -10,7 +10,7 @@
 //! The Cortex-M55 is the core an Ethos-U55 pairs with; QEMU models no NPU, and this firmware
 //! runs none: its driver is [`CpuOnly`], which declares no operator, so the server runs every
 //! layer of the keyword-spotting model (`kws_dscnn`, the MLPerf Tiny DS-CNN architecture) on the
-//! CPU fallback kernels. The model is read from flash (the ITCM, see `memory.x`) in place; the
+//! CPU fallback kernels. The model is read in place from the code memory (the SRAM, see `memory.x`); the
 //! arena and the staging are statics in the DTCM. [`cpu_layers`] (shared with
 //! `examples/firmware`, the Cortex-M4F one) invokes it through graph, client, channel and server,
 //! checks every output against TensorFlow Lite Micro's bytes, and counts its instructions per
