@@ -304,7 +304,7 @@ impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {},\n  \"schedule\": \"{}\",\n  \"schedule_planned\": {},\n  \"schedule_tasks\": {},\n  \"schedule_split_operators\": {},\n  \"schedule_predicted_cycles\": {},\n  \"schedule_lower_bound_cycles\": {},\n  \"schedule_bound_critical_path_cycles\": {},\n  \"schedule_bound_work_cycles\": {},\n  \"schedule_bound_memory_cycles\": {},\n  \"schedule_weight_copy_cycles\": {}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {},\n  \"schedule\": \"{}\",\n  \"schedule_planned\": {},\n  \"schedule_tasks\": {},\n  \"schedule_split_operators\": {},\n  \"schedule_predicted_cycles\": {},\n  \"schedule_lower_bound_cycles\": {},\n  \"schedule_bound_critical_path_cycles\": {},\n  \"schedule_bound_work_cycles\": {},\n  \"schedule_bound_memory_cycles\": {},\n  \"schedule_bound_weight_copies_cycles\": {},\n  \"schedule_weight_copy_cycles\": {}\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
@@ -343,6 +343,7 @@ impl RunReport {
             self.schedule.lower_bound.critical_path,
             self.schedule.lower_bound.work,
             self.schedule.lower_bound.memory,
+            self.schedule.lower_bound.weight_copies,
             self.schedule.weight_copy_cycles,
         )
     }

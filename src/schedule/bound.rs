@@ -15,12 +15,19 @@ pub struct LowerBound {
     /// Total memory-port traffic over the shared bandwidth (with the CPU's time for tasks that
     /// can avoid the ports by running there).
     pub memory: Cycles,
+    /// The weight pipeline's copies from flash over the NPU units that share it (with the
+    /// CPU's time for tasks that can avoid the pipeline by running there): the
+    /// [module docs](super) say why this is all that holds on several units.
+    pub weight_copies: Cycles,
 }
 
 impl LowerBound {
     /// The largest term: the bound itself.
     pub fn max(&self) -> Cycles {
-        self.critical_path.max(self.work).max(self.memory)
+        self.critical_path
+            .max(self.work)
+            .max(self.memory)
+            .max(self.weight_copies)
     }
 }
 
@@ -40,6 +47,7 @@ pub fn lower_bound<const TASKS: usize>(
         critical_path: levels.iter().copied().max().unwrap_or(0),
         work: work(tasks, npu_units),
         memory: memory(tasks, npu_units),
+        weight_copies: weight_copies(tasks, npu_units),
     })
 }
 
@@ -256,12 +264,58 @@ fn memory(tasks: &[Task], npu_units: u8) -> Cycles {
     sram_cpu[CPU] = cpu_weight(|c| c.sram_cycles);
     let mut flash_cpu = alone(FLASH);
     flash_cpu[CPU] = cpu_weight(|c| c.flash_cycles);
-    // The weight pipeline's copies are not counted: on several units its timeline is not the
-    // units', so a schedule can take less than all of them end to end (see the module docs).
+    // The weight pipeline's copies are not a port's: they have a term of their own
+    // ([`weight_copies`]), since on several units its timeline is not the units'.
     search(
         tasks,
         npu_units,
         &[alone(SRAM), alone(FLASH), sram_cpu, flash_cpu],
         &[SRAM, FLASH, CPU],
     )
+}
+
+/// The weight pipeline's copies over the NPU units: `Σ_i min(p_i, β·c_i) / (k + β)` for the
+/// best `β ≥ 0` found, with `p_i` a task's [`prefetch_cycles`](TaskCost::prefetch_cycles)
+/// where it can run on an NPU unit, `c_i` its CPU cycles where it can run there, and `k` the
+/// NPU units.
+///
+/// Why it holds. The pipeline (module docs) copies weights back to back from cycle 0, so its
+/// last copy ends at `D ≥ Σ p_i` over the tasks on NPU units, and its timeline ends at
+/// `P ≥ D` (a task runs there after its copy has landed). It charges each NPU task the
+/// cycles it adds to that timeline, so the charges sum to `P`, and a task holds its unit at
+/// least its charge: `Σ_u busy_u ≥ P ≥ Σ_(i on NPU) p_i`, while each unit, and the CPU, is busy
+/// at most the makespan `T`. Weighting the CPU by `β`: `(k + β)·T ≥ Σ_(i on NPU) p_i +
+/// β·Σ_(i on CPU) c_i ≥ Σ_i min(p_i, β·c_i)`. The charges, not the copies, are spread over
+/// the units: two units can each run a task while the pipeline charges the other its copy, so
+/// on several units the copies bound the makespan only divided by `k`.
+fn weight_copies(tasks: &[Task], npu_units: u8) -> Cycles {
+    let k = u128::from(npu_units);
+    // `beta` in the fixed point of ONE.
+    let at = |beta: u64| -> Cycles {
+        let one = u128::from(ONE);
+        let beta = u128::from(beta);
+        let sum = tasks
+            .iter()
+            .filter_map(|t| {
+                let on_npu = (0..npu_units)
+                    .any(|u| t.cost.cycles(Unit::Npu(u)).is_some())
+                    .then(|| u128::from(t.cost.prefetch_cycles) * one);
+                let on_cpu = t.cost.cpu.map(|c| u128::from(c) * beta);
+                match (on_npu, on_cpu) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .fold(0u128, u128::saturating_add);
+        u64::try_from(sum / (k * one + beta).max(1)).unwrap_or(u64::MAX)
+    };
+    // β = 0 counts only the tasks the CPU cannot take; a larger β counts the others too but
+    // spreads the sum over the CPU as well. Doubling from 1/64 finds the better side.
+    let mut best = at(0);
+    let mut beta = ONE / 64;
+    while beta <= WEIGHT_MAX {
+        best = best.max(at(beta));
+        beta = beta.saturating_mul(2);
+    }
+    best
 }

@@ -81,7 +81,7 @@
 //! so a schedule is a deterministic function of its tasks.
 //!
 //! **The lower bound** ([`lower_bound`], [`LowerBound`]) is what no schedule can beat, so a
-//! schedule's quality can be stated as its ratio to it. Three terms, the bound is their largest:
+//! schedule's quality can be stated as its ratio to it. Four terms, the bound is their largest:
 //!
 //! - *critical path*: the longest chain of dependencies, each task at its cheapest time on its
 //!   best unit (on an NPU unit, at least its port cycles too, since it ends after them).
@@ -100,6 +100,17 @@
 //!   the same weighting applies over the ports and the CPU: `T ≥ Σ_i min(w_p·p_i, w_cpu·c_i) /
 //!   (w_p + w_cpu)`, which is what makes the term mean something when every operator has a CPU
 //!   fallback kernel.
+//! - *weight copies*: the weight pipeline's copies from flash over the NPU units. The weight
+//!   DMA copies back to back from cycle 0, and the pipeline runs a task only after its copy
+//!   has landed, so its timeline is at least `Σ prefetch_cycles` long over the tasks on NPU
+//!   units; it charges each of them what it adds to that timeline, and a task holds its unit
+//!   at least its charge. So the NPU units' busy times sum to at least the copies, and with
+//!   `k` units (the CPU weighted as in the memory term, for tasks it can take instead)
+//!   `T ≥ Σ_i min(p_i, β·c_i) / (k + β)`. Only divided by `k`: the charges fall on whichever
+//!   units run the tasks, so two units can run two tasks at once while the pipeline charges
+//!   each the other's copy. It holds for a pipeline that starts empty, as the scheduler's does
+//!   and a first invoke's; a later invoke's first copy can start under the previous invoke's
+//!   last layers, which hides up to that tail's cycles from it.
 //!
 //! Everything is in integers (`u128` sums), rounded down, so each term stays a valid bound.
 //!

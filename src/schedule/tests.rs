@@ -645,3 +645,143 @@ fn bad_inputs_are_typed_errors() {
     assert!(schedule::<N>(&tasks, 2, Policy::CostEffective).is_ok());
     assert!(Task::with_deps(&[0; MAX_TASK_DEPS + 1], TaskCost::NONE).is_none());
 }
+
+/// [`random_tasks`] with weights copied ahead of most tasks, from half their cycles to four
+/// and a half times them (the weight-bound layers of a keyword-spotting model).
+fn random_tasks_with_copies(rng: &mut Rng, n: usize, units: u8) -> heapless::Vec<Task, N> {
+    let mut tasks = random_tasks(rng, n, units);
+    for t in &mut tasks {
+        let base = t.cost.npu.iter().flatten().copied().min().unwrap_or(0);
+        if base > 0 && rng.chance(80) {
+            t.cost.prefetch_cycles = base / 2 + rng.below(4 * base);
+        }
+    }
+    tasks
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "over 30 s each under miri, which interprets every step (schedule searches, sweeps of many cases)"
+)]
+fn no_schedule_beats_the_weight_copy_bound() {
+    // Random valid schedules timed with the weight pipeline as the scheduler and the simulator
+    // run it (one weight DMA copying in submission order, the pipeline charging each NPU task
+    // what it adds to its own timeline), and the scheduler's own: none is below the bound.
+    let mut rng = Rng(0x0123_4567_89AB_CDEF);
+    let mut copies_decided = 0;
+    for round in 0..300 {
+        let units = 1 + (round % 3) as u8;
+        let n = 1 + rng.below(24) as usize;
+        let tasks = random_tasks_with_copies(&mut rng, n, units);
+        let bound = lower_bound::<N>(&tasks, units).unwrap();
+        if bound.weight_copies == bound.max() && bound.weight_copies > 0 {
+            copies_decided += 1;
+        }
+        for policy in [Policy::CostEffective, Policy::FastestAlone] {
+            let s = schedule::<N>(&tasks, units, policy).unwrap();
+            assert!(
+                s.makespan() >= bound.max(),
+                "round {round}: {s:?} < {bound:?}"
+            );
+        }
+        for _ in 0..10 {
+            let mut unit = [Unit::Cpu; N];
+            for (i, t) in tasks.iter().enumerate() {
+                let able = units_of(units).filter(|&u| t.cost.cycles(u).is_some());
+                let k = rng.below(able.clone().count() as u64) as usize;
+                unit[i] = able.clone().nth(k).unwrap();
+            }
+            let mut order = heapless::Vec::<u16, N>::new();
+            let mut placed = [false; N];
+            while order.len() < n {
+                let ready = (0..n).filter(|&i| {
+                    !placed[i] && tasks[i].deps.iter().all(|&d| placed[usize::from(d)])
+                });
+                let k = rng.below(ready.clone().count() as u64) as usize;
+                let i = ready.clone().nth(k).unwrap();
+                placed[i] = true;
+                order.push(i as u16).unwrap();
+            }
+            let mut free = [0; MAX_EXECUTION_UNITS + 1];
+            let (mut sram, mut flash, mut dma, mut pipe) = (0, 0, 0, 0);
+            let mut end = [0; N];
+            for &t in &order {
+                let i = usize::from(t);
+                let c = &tasks[i].cost;
+                let ready = tasks[i].deps.iter().map(|&d| end[usize::from(d)]).max();
+                let slot = match unit[i] {
+                    Unit::Npu(u) => usize::from(u),
+                    Unit::Cpu => MAX_EXECUTION_UNITS,
+                };
+                let start = free[slot].max(ready.unwrap_or(0));
+                let mut cycles = c.cycles(unit[i]).unwrap();
+                if unit[i] != Unit::Cpu {
+                    let landed = if c.prefetch_cycles > 0 {
+                        dma += c.prefetch_cycles;
+                        dma
+                    } else {
+                        0
+                    };
+                    let pipe_end = pipe.max(landed) + cycles;
+                    cycles = pipe_end - pipe;
+                    pipe = pipe_end;
+                }
+                let mut e = start + cycles;
+                if unit[i] != Unit::Cpu {
+                    for (len, port) in [(c.sram_cycles, &mut sram), (c.flash_cycles, &mut flash)] {
+                        if len > 0 {
+                            *port = start.max(*port) + len;
+                            e = e.max(*port);
+                        }
+                    }
+                }
+                free[slot] = e;
+                end[i] = e;
+            }
+            let makespan = end[..n].iter().copied().max().unwrap();
+            assert!(
+                makespan >= bound.max(),
+                "round {round}: {makespan} < {bound:?}"
+            );
+        }
+    }
+    // The term is what decides the bound in a good share of the rounds, so they test it.
+    assert!(copies_decided >= 30, "{copies_decided} rounds");
+}
+
+#[test]
+fn weight_copies_bound_one_unit_whole_and_several_units_divided() {
+    // Four weight-bound tasks in a chain: 100 cycles of copy, 10 of compute, on each unit.
+    let mut cost = npu(&[10, 10]);
+    cost.prefetch_cycles = 100;
+    let tasks = [
+        Task::new(cost),
+        task(&[0], cost),
+        task(&[1], cost),
+        task(&[2], cost),
+    ];
+    assert_eq!(lower_bound::<N>(&tasks, 1).unwrap().weight_copies, 400);
+    assert_eq!(
+        schedule::<N>(&tasks, 1, Policy::CostEffective)
+            .unwrap()
+            .makespan(),
+        410
+    );
+    assert_eq!(lower_bound::<N>(&tasks, 2).unwrap().weight_copies, 200);
+    // A task the CPU can take instead, much slower, still counts, spread over the CPU too.
+    let mut either = cost;
+    either.cpu = Some(10_000);
+    let b = lower_bound::<N>(&[Task::new(either)], 1)
+        .unwrap()
+        .weight_copies;
+    assert!((98..=100).contains(&b), "{b}");
+    // One the CPU takes for nothing adds nothing.
+    either.cpu = Some(0);
+    assert_eq!(
+        lower_bound::<N>(&[Task::new(either)], 1)
+            .unwrap()
+            .weight_copies,
+        0
+    );
+}

@@ -22,8 +22,9 @@
 //! `cpu_busy_cycles`, and the schedule: `schedule` (`static`, `dynamic` or `op-by-op`),
 //! `schedule_planned` (whether a static schedule was followed), `schedule_tasks`,
 //! `schedule_split_operators`, `schedule_predicted_cycles` and `schedule_lower_bound_cycles`
-//! (the largest of the critical path, the work over the units' throughput and the shared
-//! memory ports' traffic, each with every task at its cheapest)); on stdout the predicted class
+//! (the largest of the critical path, the work over the units' throughput, the shared
+//! memory ports' traffic and the weight pipeline's copies from flash over the NPU units, each
+//! with every task at its cheapest)); on stdout the predicted class
 //! (the largest int8 of the first output, the lowest index on ties) with the first output's
 //! bytes, the tuning counts when a table or autotuning was asked for, and the NPU cycles,
 //! jobs, transfers, CPU-fallback ops, arena peak, runtime state and where the weights live.
