@@ -432,6 +432,40 @@ fn submission_order<const TASKS: usize>(tasks: &[Task], out: &mut Schedule<TASKS
     flush(usize::MAX, order);
 }
 
+/// The makespan of `s` replayed after itself: the units and ports free at cycle 0 again, the
+/// weight pipeline as the first replay left it (see [`Schedule::steady_makespan`]).
+pub(super) fn steady_makespan<const TASKS: usize>(tasks: &[Task], s: &Schedule<TASKS>) -> Cycles {
+    let mut placed = s.placed.clone();
+    let mut clock = Clock::new();
+    let mut makespan = 0;
+    for _ in 0..2 {
+        // Only the pipeline carries over: its charges depend on where its DMA is free against
+        // where its layer sequence ends, not on the units' clock.
+        clock = Clock {
+            pipe_end: clock.pipe_end,
+            dma_free: clock.dma_free,
+            ..Clock::new()
+        };
+        makespan = 0;
+        for &t in &s.order {
+            let i = usize::from(t);
+            let (Some(task), Some(unit)) = (tasks.get(i), placed.get(i).map(|p| p.unit)) else {
+                continue;
+            };
+            let (ready, cpu_deps_end) = inputs(task, &placed);
+            let Some(trial) = clock.try_on(&task.cost, ready, unit) else {
+                continue;
+            };
+            clock.commit(&trial, cpu_deps_end);
+            if let Some(p) = placed.get_mut(i) {
+                *p = trial.placed;
+            }
+            makespan = makespan.max(trial.placed.end);
+        }
+    }
+    makespan
+}
+
 /// Times the placement sequence in `out.order` with the units in `out.placed`, writing the
 /// times; returns the makespan and the sum of the ends.
 pub(super) fn retime<const TASKS: usize>(tasks: &[Task], out: &mut Schedule<TASKS>) -> Score {

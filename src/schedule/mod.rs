@@ -379,6 +379,16 @@ impl<const TASKS: usize> Schedule<TASKS> {
         self.placed.iter().map(|p| p.end).max().unwrap_or(0)
     }
 
+    /// Cycles from first start to last end when the schedule runs again right after itself,
+    /// as every invoke but the first does: `tasks` (those it was made for) replayed in
+    /// [`order`](Self::order) on their units, with the units and ports free at the start but
+    /// the weight pipeline as the run before left it, so the first copies can start under
+    /// that run's last tasks. Two schedules whose first runs are as long can differ here by
+    /// how much of their copies the previous run hides.
+    pub fn steady_makespan(&self, tasks: &[Task]) -> Cycles {
+        list::steady_makespan(tasks, self)
+    }
+
     /// Cycles `unit` is held by its tasks (waits for a port included).
     pub fn busy(&self, unit: Unit) -> Cycles {
         self.placed

@@ -785,3 +785,20 @@ fn weight_copies_bound_one_unit_whole_and_several_units_divided() {
         0
     );
 }
+
+#[test]
+fn the_steady_invoke_copies_under_the_last_one() {
+    // A copies 100 cycles of weights and runs 10; B copies nothing and runs 50. From an
+    // empty pipeline: 100 + 10 + 50. Run again, A's copy starts when the first run's last
+    // copy ended, under A's and B's 60 cycles, so it waits only 40 for it.
+    let mut a = npu(&[10]);
+    a.prefetch_cycles = 100;
+    let tasks = [Task::new(a), task(&[0], npu(&[50]))];
+    let s = schedule::<N>(&tasks, 1, Policy::CostEffective).unwrap();
+    assert_eq!(s.makespan(), 160);
+    assert_eq!(s.steady_makespan(&tasks), 100);
+    // With no copies, every run is the first.
+    let plain = [Task::new(npu(&[10])), task(&[0], npu(&[50]))];
+    let p = schedule::<N>(&plain, 1, Policy::CostEffective).unwrap();
+    assert_eq!(p.steady_makespan(&plain), p.makespan());
+}

@@ -56,6 +56,17 @@ pub(super) struct Draft {
 struct Candidate<const OPS: usize> {
     drafts: heapless::Vec<Draft, OPS>,
     schedule: sched::Schedule<OPS>,
+    /// Its makespan at every invoke but the first
+    /// ([`Schedule::steady_makespan`](sched::Schedule::steady_makespan)).
+    steady: Cycles,
+}
+
+impl<const OPS: usize> Candidate<OPS> {
+    /// What candidates are compared by, smaller is better: a model is invoked again and again,
+    /// so the steady invoke first, then the first.
+    fn score(&self) -> (Cycles, Cycles) {
+        (self.steady, self.schedule.makespan())
+    }
 }
 
 /// A task set the scheduler could not take (dependencies over [`MAX_TASK_DEPS`], or more
@@ -198,10 +209,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 }) => continue,
                 Err(e) => return Err(e),
             };
-            if best
-                .as_ref()
-                .is_none_or(|b| c.schedule.makespan() < b.schedule.makespan())
-            {
+            if best.as_ref().is_none_or(|b| c.score() < b.score()) {
                 best = Some(c);
             }
         }
@@ -288,7 +296,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         let tasks: heapless::Vec<Task, OPS> = drafts.iter().map(|d| d.task.clone()).collect();
         match sched::schedule::<OPS>(&tasks, units, policy) {
-            Ok(schedule) => Ok(Some(Candidate { drafts, schedule })),
+            Ok(schedule) => Ok(Some(Candidate {
+                steady: schedule.steady_makespan(&tasks),
+                drafts,
+                schedule,
+            })),
             Err(_) => Ok(None),
         }
     }
@@ -541,7 +553,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
 
     /// Follows `best`: band steps appended, placements set, the submission order kept.
     fn follow(&mut self, best: Candidate<OPS>, units: u8) -> Result<(), GraphError> {
-        let Candidate { drafts, schedule } = best;
+        let Candidate {
+            drafts, schedule, ..
+        } = best;
         let tasks: heapless::Vec<Task, OPS> = drafts.iter().map(|d| d.task.clone()).collect();
         let mut report = ScheduleReport {
             scheduling: self.schedule.scheduling,
@@ -708,7 +722,15 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
         }
         self.schedule.scheduling = Scheduling::Static;
-        self.follow(Candidate { drafts, schedule }, units)
+        // An imported schedule is followed, not compared with another.
+        self.follow(
+            Candidate {
+                drafts,
+                schedule,
+                steady: 0,
+            },
+            units,
+        )
     }
 
     /// The fingerprint a schedule table of this graph carries: its model and the units.
