@@ -196,6 +196,31 @@ fn cut_damaged_and_foreign_images_are_refused() {
     ));
 }
 
+/// Header counts at their largest (255 inputs, outputs and variables, with the CRC made to
+/// match) are refused as tables that run past the image, not an overflow: the case the
+/// fuzzer found, when the input and output counts were added as bytes.
+#[test]
+fn the_largest_header_counts_are_refused() {
+    let (_, image) = kws();
+    for counts in [[255, 255, 255], [255, 255, 0], [0, 255, 255]] {
+        let mut bad = image.clone();
+        bad[24..27].copy_from_slice(&counts);
+        let crc = crc32(&bad[48..]);
+        bad[40..44].copy_from_slice(&crc.to_le_bytes());
+        let words = aligned(&bad);
+        let e = CompiledModel::new(as_bytes(&words, bad.len())).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CompiledError::BadRegion { .. }
+                    | CompiledError::BadStep { .. }
+                    | CompiledError::BadFormat
+            ),
+            "{counts:?}: {e}"
+        );
+    }
+}
+
 #[test]
 fn too_small_or_misaligned_arenas_are_refused() {
     let (_, image) = kws();

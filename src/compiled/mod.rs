@@ -257,7 +257,7 @@ impl<'i> CompiledModel<'i> {
     }
 
     fn variables_at(&self) -> usize {
-        HEADER + usize::from(self.inputs + self.outputs) * IO_ENTRY
+        HEADER + (usize::from(self.inputs) + usize::from(self.outputs)) * IO_ENTRY
     }
 
     fn steps_at(&self) -> usize {
