@@ -1,6 +1,6 @@
 //! A part without an NPU: kws_dscnn on `hal::CpuOnly`, every operator on the CPU fallback,
 //! gives TensorFlow Lite Micro's bytes on every input, job by job and from its job plan; and
-//! the memories `examples/firmware-min` declares for it are what it needs.
+//! the arena `examples/firmware-min` declares for it compiled is what it needs.
 
 use npu_compute::hal::CpuOnly;
 use npu_compute::prelude::*;
@@ -8,18 +8,17 @@ use npu_compute::server::ServerStats;
 
 static MODEL: &[u8] = npu_compute::include_aligned!("../examples/models/kws_dscnn/model.tflite");
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/kws_dscnn");
-/// The minimal firmware's memories, whose sizes the test reads.
+/// The minimal firmware's arena, whose size the test reads.
 const FIRMWARE_MEMORY: &str = include_str!("../examples/firmware-min/src/memory.rs");
 
 /// What one run over `device` and `host` bytes of memory gave: the scores of each input's
-/// invokes (two each: job by job first, then from the job plan), the arena the graph planned
-/// and the server's counters; or the first error.
+/// invokes (two each: job by job first, then from the job plan) and the server's counters; or
+/// the first error.
 struct Run {
     scores: Vec<[u8; 12]>,
     /// Operators that compute (not an alias such as RESHAPE), and those the NPU runs.
     computing: usize,
     on_npu: usize,
-    arena_bytes: u32,
     stats: ServerStats,
 }
 
@@ -49,7 +48,6 @@ fn run(device: usize, host: usize, inputs: &[Vec<u8>]) -> Result<Run, GraphError
         scores,
         computing,
         on_npu,
-        arena_bytes: graph.arena().arena_bytes(),
         stats: client.stats()?,
     })
 }
@@ -86,24 +84,32 @@ fn kws_dscnn_on_the_cpu_alone_gives_tflm_bytes_every_operator_on_the_cpu() {
     assert_eq!(run.stats.plan_runs, 5);
 }
 
+/// The minimal firmware runs kws_dscnn compiled (`kws_dscnn.npuc`) in a static arena of
+/// `ARENA_BYTES`: exactly the arena the image asks for, which runs it to TFLM's bytes, and one
+/// alignment unit less is refused.
 #[test]
-fn the_minimal_firmware_declares_the_memories_kws_dscnn_needs_and_no_more() {
-    let (arena, staging) = (
-        firmware_bytes("ARENA_BYTES"),
-        firmware_bytes("STAGING_BYTES"),
-    );
-    let inputs = [read("input_0.bin")];
-    let expected = read("expected_tflm_0.bin");
-    let roomy = run(64 * 1024, 64 * 1024, &inputs).unwrap();
-    assert_eq!(arena, roomy.arena_bytes as usize, "the graph's arena plan");
-    assert_eq!(
-        staging, roomy.stats.staging_bytes_peak as usize,
-        "the most staging an invoke used"
-    );
-    let exact = run(arena, staging, &inputs).unwrap();
-    assert!(exact.scores.iter().all(|s| s[..] == expected[..]));
-    // One alignment unit less of either memory does not run it.
-    let align = CpuOnly::ALIGNMENT as usize;
-    assert!(run(arena - align, staging, &inputs).is_err());
-    assert!(run(arena, staging - align, &inputs).is_err());
+fn the_minimal_firmware_declares_the_arena_its_compiled_model_needs_and_no_more() {
+    use npu_compute::compiled::{CompiledError, CompiledModel};
+    let arena = firmware_bytes("ARENA_BYTES");
+    let image = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/firmware-min/kws_dscnn.npuc"
+    ))
+    .unwrap();
+    let model = CompiledModel::new(npu_sim::runner::leak_aligned(&image)).unwrap();
+    assert_eq!(arena, model.arena_bytes() as usize, "the image's arena");
+    let mut words = vec![0u128; arena.div_ceil(16)];
+    let memory: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+    let align = model.arena_alignment() as usize;
+    assert!(matches!(
+        model.session(&mut memory[..arena - align]),
+        Err(CompiledError::ArenaTooSmall { .. })
+    ));
+    let mut session = model.session(&mut memory[..arena]).unwrap();
+    session
+        .input_mut(0)
+        .unwrap()
+        .copy_from_slice(&read("input_0.bin"));
+    session.invoke().unwrap();
+    assert_eq!(session.output(0).unwrap(), &read("expected_tflm_0.bin")[..]);
 }
