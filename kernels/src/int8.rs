@@ -617,6 +617,36 @@ pub struct FcParams {
     activation_max: i32,
 }
 
+/// Packed ([`packed`](crate::packed)): the output multiplier and shift (any pair the
+/// arithmetic applies, as [`ChannelMultiplier::from_raw`]), the offsets and the activation range
+/// (checked: [`KernelError::InvalidQuantization`] for ones no int8 layer has).
+impl crate::packed::Packed for FcParams {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        w.put_i32(self.output_multiplier);
+        w.put_i32(self.output_shift);
+        crate::packed::Int8Quant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            activation_min: self.activation_min,
+            activation_max: self.activation_max,
+        }
+        .pack(w);
+    }
+
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let (output_multiplier, output_shift) = (r.take_i32()?, r.take_i32()?);
+        let q = crate::packed::Int8Quant::unpack(r)?;
+        Ok(Self {
+            input_offset: q.input_offset,
+            output_offset: q.output_offset,
+            output_multiplier,
+            output_shift,
+            activation_min: q.activation_min,
+            activation_max: q.activation_max,
+        })
+    }
+}
+
 impl FcParams {
     /// Parameters from the quantization of input, weights (per tensor) and output.
     ///
@@ -653,37 +683,6 @@ impl FcParams {
             output_shift,
             activation_min,
             activation_max,
-        })
-    }
-
-    /// Writes the parameters ([`packed`](crate::packed)): offsets, the output multiplier and
-    /// shift, the activation range.
-    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
-        w.put_i32(self.output_multiplier);
-        w.put_i32(self.output_shift);
-        crate::packed::Int8Quant {
-            input_offset: self.input_offset,
-            output_offset: self.output_offset,
-            activation_min: self.activation_min,
-            activation_max: self.activation_max,
-        }
-        .pack(w);
-    }
-
-    /// Reads what [`pack`](Self::pack) wrote. The multiplier is any pair the arithmetic
-    /// applies (as [`ChannelMultiplier::from_raw`]); the offsets and the range are checked.
-    ///
-    /// Errors: [`KernelError::InvalidQuantization`] for an offset or range no int8 layer has.
-    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
-        let (output_multiplier, output_shift) = (r.take_i32()?, r.take_i32()?);
-        let q = crate::packed::Int8Quant::unpack(r)?;
-        Ok(Self {
-            input_offset: q.input_offset,
-            output_offset: q.output_offset,
-            output_multiplier,
-            output_shift,
-            activation_min: q.activation_min,
-            activation_max: q.activation_max,
         })
     }
 

@@ -143,17 +143,7 @@ impl Operator for FullyConnectedF32 {
 }
 
 impl Operator for FullyConnectedI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-            params: FcParams::unpack(r)?,
-        })
-    }
+    packed_fields!(shape, params);
     fn operands(&self) -> Option<Operands> {
         per_tensor(self.shape, 1)
     }
@@ -187,17 +177,7 @@ impl Operator for FullyConnectedI8 {
 }
 
 impl Operator for FullyConnectedPerChannelI8 {
-    fn pack(&self, w: &mut Words<'_>) -> bool {
-        self.shape.pack(w);
-        self.params.pack(w);
-        true
-    }
-    fn unpack(r: &mut WordReader<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            shape: Packed::unpack(r)?,
-            params: FcPerChannelParams::unpack(r)?,
-        })
-    }
+    packed_fields!(shape, params);
     fn operands(&self) -> Option<Operands> {
         let (input, weights, out) = elements(self.shape)?;
         let channels = self.shape.out_features;

@@ -47,6 +47,30 @@ pub struct FcPerChannelParams {
     activation_max: i32,
 }
 
+/// Packed ([`packed`](crate::packed)): the offsets and the activation range (the multipliers
+/// are an operand), checked: [`KernelError::InvalidQuantization`] for ones no int8 layer has.
+impl crate::packed::Packed for FcPerChannelParams {
+    fn pack(&self, w: &mut crate::packed::Words<'_>) {
+        crate::packed::Int8Quant {
+            input_offset: self.input_offset,
+            output_offset: self.output_offset,
+            activation_min: self.activation_min,
+            activation_max: self.activation_max,
+        }
+        .pack(w);
+    }
+
+    fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
+        let q = crate::packed::Int8Quant::unpack(r)?;
+        Ok(Self {
+            input_offset: q.input_offset,
+            output_offset: q.output_offset,
+            activation_min: q.activation_min,
+            activation_max: q.activation_max,
+        })
+    }
+}
+
 impl FcPerChannelParams {
     /// The offsets and the fused activation's clamp range (TFLM's
     /// `CalculateActivationRangeQuantized`) from the input and output quantization. The
@@ -66,31 +90,6 @@ impl FcPerChannelParams {
             output_offset: output.zero_point,
             activation_min,
             activation_max,
-        })
-    }
-
-    /// Writes the parameters ([`packed`](crate::packed)): the offsets and the activation
-    /// range (the multipliers are an operand).
-    pub fn pack(&self, w: &mut crate::packed::Words<'_>) {
-        crate::packed::Int8Quant {
-            input_offset: self.input_offset,
-            output_offset: self.output_offset,
-            activation_min: self.activation_min,
-            activation_max: self.activation_max,
-        }
-        .pack(w);
-    }
-
-    /// Reads what [`pack`](Self::pack) wrote, checked.
-    ///
-    /// Errors: [`KernelError::InvalidQuantization`] for an offset or range no int8 layer has.
-    pub fn unpack(r: &mut crate::packed::WordReader<'_>) -> Result<Self, KernelError> {
-        let q = crate::packed::Int8Quant::unpack(r)?;
-        Ok(Self {
-            input_offset: q.input_offset,
-            output_offset: q.output_offset,
-            activation_min: q.activation_min,
-            activation_max: q.activation_max,
         })
     }
 
