@@ -264,3 +264,23 @@ fn a_host_write_of_a_pool_waits_for_the_jobs_of_its_placements() {
     client.read(&pool, &mut out).unwrap();
     assert_eq!(out[..], bytes[..]);
 }
+
+#[test]
+fn a_job_on_a_placement_waits_for_a_host_write_of_its_pool() {
+    // The pool is written whole from the host, then a job writes a tensor placed in it: the
+    // placement holds the job's bytes, not the upload's. (Unordered, the long upload, queued
+    // behind the job's input, would land after the short job.)
+    let channel: RefCellChannel<Server> = RefCellChannel::new(server());
+    let client = ComputeClient::new(&channel);
+    let pool = client.empty(4096).unwrap();
+    let view = client.place(&pool, 48, 64).unwrap();
+    let x = client.create_f32(&[3.0; 16]).unwrap();
+    let bytes: Vec<u8> = (0..4096).map(|i| i as u8).collect();
+    client.write(&pool, &bytes).unwrap();
+    client
+        .execute(Op::ReluF32(ReluF32 { len: 16 }), &[&x], &view)
+        .unwrap();
+    let mut out = [0u8; 64];
+    client.read(&view, &mut out).unwrap();
+    assert_eq!(out[..], 3.0f32.to_le_bytes().repeat(16)[..]);
+}

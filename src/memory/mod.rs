@@ -182,7 +182,10 @@ pub trait MemoryManagement {
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error>;
     /// The arena byte range (offset, requested length) of a binding.
     fn block(&self, binding: MemoryBinding) -> Result<Block, Error>;
-    /// Jobs recorded against the binding's chunk.
+    /// Jobs recorded against the binding's bytes. They include the jobs of the bindings that
+    /// share them: a placed tensor's record takes in its pool's, a pool's its placements', so
+    /// a job or transfer on either waits for the other's (a tensor placed beside another does
+    /// not wait for it).
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error>;
     /// [`block`](Self::block) and [`access_mut`](Self::access_mut) together, what a job
     /// submission needs of each operand (a manager can find both with one lookup).

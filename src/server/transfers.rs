@@ -278,9 +278,6 @@ impl<
         let (Binding::Memory(binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
         };
-        if entry.pool.is_none() {
-            self.settle_placements(id)?;
-        }
         if entry.downloading {
             self.cancel_download(id)?;
         }
@@ -296,19 +293,6 @@ impl<
         Ok(())
     }
 
-    /// Waits for every job in flight when `id` is a pool with tensors placed in it. Access
-    /// records are kept per binding, so a transfer into or out of a pool does not see the
-    /// jobs of the tensors placed in it: a host write or read of the pool would race them.
-    /// (Graphs never touch their pool from the host, only its placements, so this costs them
-    /// nothing. Still unordered: a job on a pool against jobs on its placements, and a
-    /// placement's transfer against a job on its pool.)
-    fn settle_placements(&mut self, id: HandleId) -> Result<(), Error> {
-        if self.handles.iter().any(|(_, _, e)| e.pool == Some(id)) {
-            self.sync()?;
-        }
-        Ok(())
-    }
-
     pub(super) fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
         let entry = self.sized(id, out.len())?;
         if entry.lost {
@@ -316,9 +300,6 @@ impl<
         }
         if entry.host.is_some() {
             return self.host_ref(id, &mut |b| out.copy_from_slice(b));
-        }
-        if entry.pool.is_none() {
-            self.settle_placements(id)?;
         }
         // A download started earlier (by `try_read`) is this read's; otherwise this read
         // starts its own, which it finishes before returning, so it never joins the list of
