@@ -258,19 +258,22 @@ fn reference(op: &Op, inputs: &[&[u8]]) -> Option<Vec<u8>> {
     let small = |b: &[u8]| f32s(b).iter().all(|x| x.abs() <= 1024.0);
     let finite = |b: &[u8]| f32s(b).iter().all(|x| x.is_finite());
     let v = |k: usize| f32s(inputs[k]);
+    // TFLM's float ADD and MUL with no fused activation clamp to the finite range: an
+    // infinity (an input's, or an overflow's) comes out as ±f32::MAX; a NaN stays one.
+    let finite_range = |x: f32| x.clamp(f32::MIN, f32::MAX);
     Some(match op {
         Op::AddF32(_) => bytes_of(
             &v(0)
                 .iter()
                 .zip(v(1))
-                .map(|(a, b)| a + b)
+                .map(|(a, b)| finite_range(a + b))
                 .collect::<Vec<_>>(),
         ),
         Op::MulF32(_) => bytes_of(
             &v(0)
                 .iter()
                 .zip(v(1))
-                .map(|(a, b)| a * b)
+                .map(|(a, b)| finite_range(a * b))
                 .collect::<Vec<_>>(),
         ),
         Op::NegF32(_) => bytes_of(&v(0).iter().map(|a| -a).collect::<Vec<_>>()),
