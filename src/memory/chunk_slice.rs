@@ -26,12 +26,6 @@ struct Chunk {
     state: ChunkState,
     /// Bumped at every binding so a stale [`MemoryBinding`] is detected.
     generation: u32,
-    /// Tensors were placed in it since it was bound: it is a pool, whose bytes its placements'
-    /// jobs touch too (see [`ChunkSliceMemory::family_access`]).
-    pool: bool,
-    /// A placed tensor over (part of) another placement that was held when one of them was
-    /// placed: a view, whose jobs and the other's must see each other.
-    overlapped: bool,
     access: Access,
 }
 
@@ -131,8 +125,6 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         if let Some(c) = self.chunks[index].as_mut() {
             c.state = state;
             c.generation = generation;
-            c.pool = false;
-            c.overlapped = false;
         }
         self.stats.in_use += requested;
         self.stats.in_use_peak = self.stats.in_use_peak.max(self.stats.in_use);
@@ -155,64 +147,6 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         match self.chunks.get_mut(b.chunk as usize) {
             Some(Some(c)) if c.is_bound_to(b) => Ok(c),
             _ => Err(Error::StaleHandle { index: b.chunk }),
-        }
-    }
-
-    /// The chunk bound to `b`, its access record first joined by the records of the chunks
-    /// sharing its bytes: a placed tensor's by its pool's (jobs on the whole pool, since it was
-    /// placed) and, for a view, by the placements it overlaps; a pool's by its placements'.
-    /// Records are kept per chunk, so that tensors placed side by side in one pool stay
-    /// independent. A graph's tensors are placements in a pool it never touches whole: the
-    /// pool's record is empty, and the join is one lookup.
-    #[inline(always)]
-    fn family_access(&mut self, b: MemoryBinding) -> Result<&mut Chunk, Error> {
-        let c = self.chunk(b)?;
-        let alone = match c.parent {
-            Some(parent) => {
-                !c.overlapped
-                    && self
-                        .chunks
-                        .get(usize::from(parent))
-                        .is_none_or(|p| p.is_none_or(|p| p.access.is_idle()))
-            }
-            None => !c.pool,
-        };
-        if !alone {
-            self.join_family(b.chunk);
-        }
-        self.chunk_mut(b)
-    }
-
-    /// Joins into chunk `index`'s record those of the chunks over the same bytes (see
-    /// [`family_access`](Self::family_access)).
-    #[cold]
-    #[inline(never)]
-    fn join_family(&mut self, index: u16) {
-        let Some(Some(c)) = self.chunks.get(usize::from(index)).copied() else {
-            return;
-        };
-        let mut joined = Access::default();
-        for (k, other) in self.chunks.iter().enumerate() {
-            let Some(other) = other else { continue };
-            let shares = match c.parent {
-                // Its pool; and with a view, the placements it overlaps.
-                Some(parent) => {
-                    k == usize::from(parent)
-                        || (c.overlapped
-                            && k != usize::from(index)
-                            && other.parent == Some(parent)
-                            && other.block.offset < c.block.end()
-                            && c.block.offset < other.block.end())
-                }
-                // A pool: its placements.
-                None => other.parent == Some(index),
-            };
-            if shares {
-                joined.merge(&other.access);
-            }
-        }
-        if let Some(Some(c)) = self.chunks.get_mut(usize::from(index)) {
-            c.access.merge(&joined);
         }
     }
 
@@ -282,11 +216,9 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
 
     /// Removes the released placements of `pool` that overlap `range` (all of them for
     /// `None`), returning the jobs recorded against them: whoever reuses the range must
-    /// wait for those, and whether a placement still held overlaps it. Those are merged,
-    /// kept, and marked overlapped: a view's jobs and theirs must go on seeing each other.
-    fn dissolve_placements(&mut self, pool: u16, range: Option<Block>) -> (Access, bool) {
+    /// wait for those. Placements still held are merged but kept.
+    fn dissolve_placements(&mut self, pool: u16, range: Option<Block>) -> Access {
         let mut merged = Access::default();
-        let mut held = false;
         for slot in self.chunks.iter_mut() {
             let Some(c) = slot else { continue };
             let overlaps =
@@ -295,13 +227,10 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
                 merged.merge(&c.access);
                 if c.state == ChunkState::Free {
                     *slot = None;
-                } else {
-                    c.overlapped = true;
-                    held = true;
                 }
             }
         }
-        (merged, held)
+        merged
     }
 
     fn create_chunk(&mut self, len: u32) -> Result<usize, Error> {
@@ -312,8 +241,6 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
             parent: None,
             state: ChunkState::Free,
             generation: 0,
-            pool: false,
-            overlapped: false,
             access: Access::default(),
         });
         self.note_slot(index);
@@ -395,7 +322,7 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         // Released placements under the new one go first: their slots are free to reuse, so
         // a graph that places the same offsets at every invoke never needs more slots than it
         // has live tensors.
-        let (mut access, overlapped) = self.dissolve_placements(pool.chunk, Some(block));
+        let mut access = self.dissolve_placements(pool.chunk, Some(block));
         let index = match self.free_slot() {
             Ok(index) => index,
             Err(e) => {
@@ -415,13 +342,8 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             parent: Some(pool.chunk),
             state: ChunkState::Whole { bytes },
             generation,
-            pool: false,
-            overlapped,
             access,
         });
-        if let Some(c) = self.chunks[pool.chunk as usize].as_mut() {
-            c.pool = true;
-        }
         self.note_slot(index);
         self.stats.placements += 1;
         Ok(MemoryBinding {
@@ -451,7 +373,7 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         }
         // The pool's memory goes back to chunk/slice reuse: its next user waits for every
         // job its placements recorded.
-        let (access, _) = self.dissolve_placements(binding.chunk, None);
+        let access = self.dissolve_placements(binding.chunk, None);
         if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
             c.access.merge(&access);
         }
@@ -479,12 +401,12 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
     }
 
     fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
-        let c = self.family_access(binding)?;
+        let c = self.chunk_mut(binding)?;
         Ok((c.bound_block(), &mut c.access))
     }
 
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {
-        Ok(&mut self.family_access(binding)?.access)
+        Ok(&mut self.chunk_mut(binding)?.access)
     }
 
     fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {

@@ -167,7 +167,11 @@ pub trait MemoryManagement {
     /// planner decided ahead of time: nothing is searched or carved. The range may overlap
     /// earlier placements, released or not (the planner knows their contents are dead, or
     /// that the new tensor is a view of them): the new tensor takes on their recorded jobs, so
-    /// a job writing it waits for their readers and a job reading it for their writers.
+    /// a job writing it waits for their readers and a job reading it for their writers. That
+    /// order is taken once, at placement: records are kept per binding, and later jobs and
+    /// transfers on two placements that overlap, or on a placement and its pool, are not
+    /// ordered against each other by them (a planner uses tensors over the same bytes one
+    /// after the other; the server orders a host transfer of a whole pool itself).
     ///
     /// Errors: [`Error::BadPlacement`] when `offset` is not aligned or the range leaves the
     /// pool, [`Error::StaleHandle`] for a stale pool, [`Error::CapacityExceeded`] naming
@@ -182,10 +186,7 @@ pub trait MemoryManagement {
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error>;
     /// The arena byte range (offset, requested length) of a binding.
     fn block(&self, binding: MemoryBinding) -> Result<Block, Error>;
-    /// Jobs recorded against the binding's bytes. They include the jobs of the bindings that
-    /// share them: a placed tensor's record takes in its pool's, a pool's its placements', so
-    /// a job or transfer on either waits for the other's (a tensor placed beside another does
-    /// not wait for it).
+    /// Jobs recorded against the binding's chunk.
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error>;
     /// [`block`](Self::block) and [`access_mut`](Self::access_mut) together, what a job
     /// submission needs of each operand (a manager can find both with one lookup).
