@@ -1062,3 +1062,30 @@ fn a_plan_that_outgrows_its_scratch_frees_the_old_one_after_its_jobs() {
     let (c, u) = (entry(&trace, conv), entry(&trace, upload));
     assert!(c.start + (u.end - u.start) < c.end);
 }
+
+#[test]
+fn jobs_on_a_pool_and_on_a_tensor_placed_in_it_wait_for_each_other() {
+    // Two units: jobs on the pool and on a tensor placed in it land on either, and only
+    // their dependencies order them (the pool's bytes are the placement's).
+    let (config, memory_config) = reuse_config();
+    let channel = channel::<32>(config, memory_config, 256);
+    let client = ComputeClient::new(&channel);
+    let source = client
+        .create(bytes(&workloads::pseudo_random_i8(5, X_BYTES as usize)))
+        .unwrap();
+    let pool = client.empty(X_BYTES).unwrap();
+    let view = client.place(&pool, 0, X_BYTES).unwrap();
+    client.sync().unwrap();
+    let relu = relu_op();
+    let mut fences = Vec::new();
+    for output in [&view, &pool, &view] {
+        client.execute(relu, &[&source], output).unwrap();
+        fences.push(last_fence(&channel));
+    }
+    let jobs = jobs(&channel);
+    for pair in fences.windows(2) {
+        let (first, (queue, _, _, deps)) = (pair[0], compute_job(&jobs, pair[1]));
+        let ordered = queue == compute_job(&jobs, first).0 || deps.contains(&first);
+        assert!(ordered, "{:?} does not wait for {first:?}", pair[1]);
+    }
+}

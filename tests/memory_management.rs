@@ -329,6 +329,29 @@ fn writers(m: &mut ChunkSliceMemory<8>, b: MemoryBinding) -> Vec<(usize, Fence)>
 }
 
 #[test]
+fn a_pool_and_its_placements_see_each_others_jobs_and_placements_side_by_side_do_not() {
+    let mut m = mm::<8>(1024, SliceStrategy::Never, DeallocStrategy::Never);
+    let pool = m.reserve(256).unwrap();
+    let [a, b] = [0, 128].map(|at| m.place(pool, at, 64).unwrap());
+    // A job writes `a`: the pool, whose bytes it wrote, must see it; `b` beside it need not.
+    m.access_mut(a)
+        .unwrap()
+        .record_write(Queue::Unit(0), Fence(1));
+    assert_eq!(writers(&mut m, b), []);
+    assert_eq!(writers(&mut m, pool), [(Queue::Unit(0).index(), Fence(1))]);
+    // The pool is written whole (after that job): a job on either placement must wait for it.
+    m.access_mut(pool)
+        .unwrap()
+        .record_write(Queue::Dma, Fence(2));
+    for placed in [a, b] {
+        assert!(writers(&mut m, placed).contains(&(Queue::Dma.index(), Fence(2))));
+    }
+    // A plain reservation has only its own record.
+    let plain = m.reserve(64).unwrap();
+    assert_eq!(writers(&mut m, plain), []);
+}
+
+#[test]
 fn a_view_takes_on_the_jobs_of_a_held_placement_it_overlaps_when_placed() {
     let mut m = mm::<8>(1024, SliceStrategy::Never, DeallocStrategy::Never);
     let pool = m.reserve(256).unwrap();

@@ -425,24 +425,21 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
 
     /// `id` changed (a write, a job's output): its model becomes `contents`, and every other
     /// tensor over the same device bytes (a pool and the tensors placed in it) unknown. Jobs
-    /// on two placements over the same bytes, or on a placement and its pool, are ordered only
-    /// at placement (see `MemoryManagement::place`), so such a tensor becomes unknown itself
-    /// too.
+    /// on two placements over the same bytes are ordered only at placement (see
+    /// `MemoryManagement::place`), so a placement over another becomes unknown itself too.
     ///
     /// `done` says the call that changed it succeeded: its bytes are then known again (unless
     /// a fault may strike), where a failed call leaves a tensor whose bytes were lost lost.
     fn changed(&mut self, id: HandleId, contents: Option<Vec<u8>>, done: bool) {
         let live = self.live();
-        let pool_of = |info: &HashMap<HandleId, Info>, id| info.get(&id).and_then(|i: &Info| i.pool);
-        let family = |info: &HashMap<HandleId, Info>, a, b| {
-            let (pa, pb) = (pool_of(info, a), pool_of(info, b));
-            (pa.is_some() && pb.is_some()) || pa == Some(b) || pb == Some(a)
+        let placed = |info: &HashMap<HandleId, Info>, id| {
+            info.get(&id).is_some_and(|i: &Info| i.pool.is_some())
         };
         let mut unordered = false;
         if let Some(region) = live.iter().find(|t| t.id == id).and_then(|t| t.device) {
             for t in &live {
                 if t.id != id && t.device.is_some_and(|r| overlaps(r, region)) {
-                    unordered |= family(&self.info, id, t.id);
+                    unordered |= placed(&self.info, id) && placed(&self.info, t.id);
                     if let Some(i) = self.info.get_mut(&t.id) {
                         i.contents = None;
                         i.suspect |= self.fault_window;
@@ -1000,15 +997,11 @@ impl<'c, 'a, 'd> Fuzz<'c, 'a, 'd> {
     }
 
     /// The output the model predicts for `op` on `inputs` into `output`.
-    /// (Not where an input is a pool holding placements or a placed tensor: a later transfer
-    /// into a placement is not ordered against a job reading its pool, nor the other way
-    /// round; see `MemoryManagement::place`.)
     fn predict(&self, op: &Op, inputs: &[HandleId], output: HandleId) -> Option<Vec<u8>> {
         let mut ins = Vec::new();
         for id in inputs {
             let i = self.info.get(id)?;
-            let family = i.pool.is_some() || self.info.values().any(|t| t.pool == Some(*id));
-            if i.suspect || family || self.share_memory(*id, output) {
+            if i.suspect || self.share_memory(*id, output) {
                 return None;
             }
             ins.push(i.contents.as_deref()?);

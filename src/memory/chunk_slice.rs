@@ -26,6 +26,11 @@ struct Chunk {
     state: ChunkState,
     /// Bumped at every binding so a stale [`MemoryBinding`] is detected.
     generation: u32,
+    /// Tensors were placed in it since it was bound: it is a pool, whose bytes its placements'
+    /// jobs touch too (see [`ChunkSliceMemory::family_access`]). Cleared when it is released.
+    pool: bool,
+    /// A pool whose jobs, recorded after its look-up, its placements must still take in.
+    pushing: bool,
     access: Access,
 }
 
@@ -56,6 +61,11 @@ pub struct ChunkSliceMemory<const CHUNKS: usize = 64> {
     config: MemoryConfig,
     reserves_since_dealloc: u32,
     next_generation: u32,
+    /// Pools holding placements (or their released ones): chunks whose records are joined.
+    pools: u16,
+    /// Pools whose records their placements take in at every look-up (see
+    /// [`join_placements`](Self::join_placements)).
+    pushing: u16,
     stats: MemoryStats,
 }
 
@@ -76,6 +86,8 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
             config,
             reserves_since_dealloc: 0,
             next_generation: 0,
+            pools: 0,
+            pushing: 0,
             stats: MemoryStats {
                 in_use: 0,
                 in_use_peak: 0,
@@ -147,6 +159,81 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         match self.chunks.get_mut(b.chunk as usize) {
             Some(Some(c)) if c.is_bound_to(b) => Ok(c),
             _ => Err(Error::StaleHandle { index: b.chunk }),
+        }
+    }
+
+    /// The chunk bound to `b`, its access record joined with those of the chunks over the same
+    /// bytes: a pool's takes in its placements' jobs, and a pool's own jobs reach its
+    /// placements' records. Records are kept per chunk, so that tensors placed side by side
+    /// stay independent.
+    ///
+    /// Every job looks its operands' records up, so the usual case costs one comparison: with
+    /// no pool holding placements, no chunk has a family. A graph's tensors are placements in
+    /// a pool it never touches whole, so its look-ups only check that.
+    #[inline(always)]
+    fn family_access(&mut self, b: MemoryBinding) -> Result<&mut Chunk, Error> {
+        // Pushing pools hold placements.
+        if self.pools != 0 {
+            if self.pushing != 0 {
+                self.push_pools();
+            }
+            let pool = self.chunks.get(usize::from(b.chunk));
+            if pool.is_some_and(|c| c.is_some_and(|c| c.pool)) {
+                self.join_placements(b);
+            }
+        }
+        self.chunk_mut(b)
+    }
+
+    /// A pool's record takes in its (non-empty) placements' at its own look-up. A job on the
+    /// pool is recorded after that look-up, so the pool is marked `pushing`, and its record
+    /// goes on being merged into its placements' at every later look-up until all of its jobs
+    /// have ended (see [`push_pools`](Self::push_pools)).
+    #[cold]
+    #[inline(never)]
+    fn join_placements(&mut self, b: MemoryBinding) {
+        // A stale binding is reported by the look-up that follows; an empty pool shares no
+        // bytes.
+        if !self.chunk(b).is_ok_and(|c| c.bound_block().len > 0) {
+            return;
+        }
+        let mut joined = Access::default();
+        for p in self.chunks.iter().flatten() {
+            if p.parent == Some(b.chunk) && p.bound_block().len > 0 {
+                joined.merge(&p.access);
+            }
+        }
+        if let Ok(c) = self.chunk_mut(b) {
+            c.access.merge(&joined);
+            if !core::mem::replace(&mut c.pushing, true) {
+                self.pushing += 1;
+            }
+        }
+    }
+
+    /// Merges the record of every `pushing` pool into those of its (non-empty) placements;
+    /// a pool whose jobs have all ended stops pushing.
+    #[cold]
+    #[inline(never)]
+    fn push_pools(&mut self) {
+        for k in 0..self.chunks.len() {
+            let Some(Some(pool)) = self.chunks.get_mut(k) else {
+                continue;
+            };
+            if !pool.pushing {
+                continue;
+            }
+            if pool.access.is_idle() {
+                pool.pushing = false;
+                self.pushing -= 1;
+                continue;
+            }
+            let access = pool.access;
+            for c in self.chunks.iter_mut().flatten() {
+                if c.parent == Some(k as u16) && c.bound_block().len > 0 {
+                    c.access.merge(&access);
+                }
+            }
         }
     }
 
@@ -241,6 +328,8 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
             parent: None,
             state: ChunkState::Free,
             generation: 0,
+            pool: false,
+            pushing: false,
             access: Access::default(),
         });
         self.note_slot(index);
@@ -342,8 +431,16 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
             parent: Some(pool.chunk),
             state: ChunkState::Whole { bytes },
             generation,
+            pool: false,
+            pushing: false,
             access,
         });
+        if let Some(c) = self.chunks[pool.chunk as usize].as_mut() {
+            if !c.pool {
+                c.pool = true;
+                self.pools += 1;
+            }
+        }
         self.note_slot(index);
         self.stats.placements += 1;
         Ok(MemoryBinding {
@@ -376,6 +473,12 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         let access = self.dissolve_placements(binding.chunk, None);
         if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
             c.access.merge(&access);
+            if core::mem::take(&mut c.pool) {
+                self.pools -= 1;
+            }
+            if core::mem::take(&mut c.pushing) {
+                self.pushing -= 1;
+            }
         }
         let state = c.state;
         let (next, bytes) = match state {
@@ -400,13 +503,15 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
         Ok(self.chunk(binding)?.bound_block())
     }
 
+    #[inline(always)]
     fn block_and_access(&mut self, binding: MemoryBinding) -> Result<(Block, &mut Access), Error> {
-        let c = self.chunk_mut(binding)?;
+        let c = self.family_access(binding)?;
         Ok((c.bound_block(), &mut c.access))
     }
 
+    #[inline(always)]
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error> {
-        Ok(&mut self.chunk_mut(binding)?.access)
+        Ok(&mut self.family_access(binding)?.access)
     }
 
     fn retire_fences(&mut self, done: &mut dyn FnMut(usize, Fence) -> bool) {

@@ -168,10 +168,10 @@ pub trait MemoryManagement {
     /// earlier placements, released or not (the planner knows their contents are dead, or
     /// that the new tensor is a view of them): the new tensor takes on their recorded jobs, so
     /// a job writing it waits for their readers and a job reading it for their writers. That
-    /// order is taken once, at placement: records are kept per binding, and later jobs and
-    /// transfers on two placements that overlap, or on a placement and its pool, are not
-    /// ordered against each other by them (a planner uses tensors over the same bytes one
-    /// after the other; the server orders a host transfer of a whole pool itself).
+    /// order is taken once, at placement: later jobs on two placements that overlap are not
+    /// ordered against each other (a planner uses tensors over the same bytes one after the
+    /// other). Jobs on a pool and on its placements always are (see
+    /// [`access_mut`](Self::access_mut)).
     ///
     /// Errors: [`Error::BadPlacement`] when `offset` is not aligned or the range leaves the
     /// pool, [`Error::StaleHandle`] for a stale pool, [`Error::CapacityExceeded`] naming
@@ -186,7 +186,10 @@ pub trait MemoryManagement {
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error>;
     /// The arena byte range (offset, requested length) of a binding.
     fn block(&self, binding: MemoryBinding) -> Result<Block, Error>;
-    /// Jobs recorded against the binding's chunk.
+    /// Jobs recorded against the binding's bytes. A pool's record takes in its placements',
+    /// and its own jobs reach its placements' records, so that a job or transfer on either
+    /// waits for the other's; placements do not take in each other's (see
+    /// [`place`](Self::place)).
     fn access_mut(&mut self, binding: MemoryBinding) -> Result<&mut Access, Error>;
     /// [`block`](Self::block) and [`access_mut`](Self::access_mut) together, what a job
     /// submission needs of each operand (a manager can find both with one lookup).

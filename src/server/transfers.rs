@@ -278,7 +278,6 @@ impl<
         let (Binding::Memory(binding), false) = (entry.binding, entry.constant) else {
             return Err(Error::ReadOnlyTensor);
         };
-        let pool = entry.pool.is_none() && self.settle_placements(id)?;
         if entry.downloading {
             self.cancel_download(id)?;
         }
@@ -286,30 +285,12 @@ impl<
             buf.copy_from_slice(data);
             Ok(())
         })?;
-        if pool {
-            // Nor would a job on a placement wait for this upload.
-            self.sync()?;
-        }
         // Only a recovery marks a tensor lost, and it sets `maybe_lost` when it does (maybe
         // while this write waited for staging): without it, no entry is.
         if self.maybe_lost {
             self.handles.get_mut(id)?.lost = false;
         }
         Ok(())
-    }
-
-    /// Waits for every job in flight when `id` is a pool with tensors placed in it, and says
-    /// whether it is. Access records are kept per binding, so a transfer into or out of a pool
-    /// does not see the jobs of the tensors placed in it, nor they the transfer: a host write
-    /// or read of the pool would race them. A read then waits for its download, a write for
-    /// its upload. (Graphs never touch their pool from the host, only its placements, so this
-    /// costs them nothing. Still unordered: a job on a pool against jobs on its placements.)
-    fn settle_placements(&mut self, id: HandleId) -> Result<bool, Error> {
-        let pool = self.handles.iter().any(|(_, _, e)| e.pool == Some(id));
-        if pool {
-            self.sync()?;
-        }
-        Ok(pool)
     }
 
     pub(super) fn read(&mut self, id: HandleId, out: &mut [u8]) -> Result<(), Error> {
@@ -319,9 +300,6 @@ impl<
         }
         if entry.host.is_some() {
             return self.host_ref(id, &mut |b| out.copy_from_slice(b));
-        }
-        if entry.pool.is_none() {
-            self.settle_placements(id)?;
         }
         // A download started earlier (by `try_read`) is this read's; otherwise this read
         // starts its own, which it finishes before returning, so it never joins the list of
