@@ -67,7 +67,6 @@ impl GatherParams {
         if input[..batch_dims] != indices[..batch_dims] {
             return Err(unsupported("gather batch dimensions that differ"));
         }
-        // Every product below divides the input's or the indices' count, or the output's.
         count(input)?;
         count(indices)?;
         let p = Self {
@@ -77,7 +76,14 @@ impl GatherParams {
             inner: count(&input[axis + 1..])?,
             coords: count(&indices[batch_dims..])?,
         };
-        count(&[p.batch, p.outer, p.coords, p.inner])?;
+        // `count` lets a zero dimension hide the others' product, but the element counts
+        // below multiply all four: with each zero taken as 1, they must fit.
+        for dims in [
+            [p.batch, p.outer, p.axis_size, p.inner],
+            [p.batch, p.outer, p.coords, p.inner],
+        ] {
+            count(&dims.map(|d| d.max(1)))?;
+        }
         Ok(p)
     }
 
@@ -228,5 +234,12 @@ mod tests {
         // An empty axis takes no index.
         let p = GatherParams::new(&[2, 0], &[0], 1, 0).unwrap();
         gather::<i8>(&p, &[], &[], &mut []).unwrap();
+        // Empty, yet the other counts' product overflows (what a damaged compiled model held,
+        // found by its fuzzer): the element counts would overflow, so it is refused.
+        let huge = 1 << 22;
+        assert_eq!(
+            GatherParams::new(&[huge, huge, huge, 0], &[huge, 1], 2, 1),
+            Err(KernelError::ShapeOverflow)
+        );
     }
 }
