@@ -4,7 +4,7 @@
 //! treated as one here (and rejected by [`SimNpu::new`](crate::SimNpu::new)), and every sum
 //! or product saturates at `u64::MAX` instead of overflowing.
 
-use npu_compute::hal::{Cycles, JobKind};
+use npu_compute::hal::{Bandwidth, Cycles, JobKind, Space};
 use npu_compute::ops::{DType, Op, OpKind, OpSet};
 
 use crate::cost::{scale_by_mac_array, U55Config, REFERENCE_MACS_PER_CYCLE};
@@ -76,7 +76,9 @@ pub const F32_SLOWDOWN: u64 = 4;
 /// cannot hold a port longer than it runs. Reservations are made in submission order with no
 /// gap filling. Transfers do not take part: the DMA engine keeps its own port
 /// ([`dma_bytes_per_cycle`](Self::dma_bytes_per_cycle)), on whatever queue they run, as
-/// before. With one unit nothing changes: its jobs run one after another, each holding the
+/// before. The exception is the slow memory tier ([`slow`](Self::slow)), which sits on the
+/// flash port: a job's or a transfer's bytes there add their cycles to its flash
+/// reservation. With one unit nothing changes: its jobs run one after another, each holding the
 /// ports no longer than it runs, so the ports are always free when the next one starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -96,6 +98,16 @@ pub struct SimConfig {
     pub sram_bytes_per_cycle: u32,
     /// Bytes per cycle of the DMA engine. Default 8 (same 64-bit port).
     pub dma_bytes_per_cycle: u32,
+    /// The slow memory tier's port ([`Space::Slow`], the memory given with
+    /// [`SimNpu::with_slow_memory`](crate::SimNpu::with_slow_memory)), reported by
+    /// [`Npu::bandwidth`](npu_compute::hal::Npu::bandwidth). Default 1 byte a cycle after 64
+    /// cycles: Vela's `Dedicated_Sram` memory mode (the arena off chip, SRAM a cache) puts the
+    /// arena on the AXI1 port, which `Ethos_U55_High_End_Embedded` clocks at an eighth of the
+    /// NPU on 8 bytes (`OffChipFlash_clock_scale=0.125`, read latency 64). That port is the
+    /// flash's, so a job's or a transfer's bytes in the slow tier hold the
+    /// [flash port](Self#shared-memory-ports) for [`Bandwidth::cycles_for`] them: slow traffic
+    /// and constants read from flash contend, as they do on one AXI port.
+    pub slow: Bandwidth,
     /// Fixed cost of every compute job, in cycles. Default 64: an estimate of the command
     /// stream prologue of one operation (a few dozen one-cycle register writes of the
     /// operation's configuration) plus filling and draining the MAC/output pipeline. It makes
@@ -320,6 +332,11 @@ impl SimConfig {
         units: [UnitConfig::ETHOS_U55_128; MAX_EXECUTION_UNITS],
         sram_bytes_per_cycle: 8,
         dma_bytes_per_cycle: 8,
+        slow: Bandwidth {
+            bytes: 1,
+            cycles: 1,
+            latency: 64,
+        },
         job_overhead_cycles: 64,
         dma_overhead_cycles: 32,
         alignment: 16,
@@ -420,6 +437,8 @@ impl SimConfig {
             (self.macs_per_cycle, "macs_per_cycle"),
             (self.sram_bytes_per_cycle, "sram_bytes_per_cycle"),
             (self.dma_bytes_per_cycle, "dma_bytes_per_cycle"),
+            (self.slow.bytes, "slow.bytes"),
+            (self.slow.cycles, "slow.cycles"),
         ];
         for (rate, parameter) in rates {
             if rate == 0 {
@@ -530,6 +549,24 @@ impl SimConfig {
             JobKind::Transfer { src, .. } => self.transfer_cost(src.len),
             JobKind::Compute { op, .. } => self.compute_cost_at(op, io_bytes(kind), macs_per_cycle),
         }
+    }
+}
+
+/// Bytes a job reads or writes in the slow tier: each of its regions there (a transfer's
+/// source and destination, a compute job's inputs and output).
+pub(crate) fn slow_bytes(kind: &JobKind<'_>) -> u64 {
+    let in_slow = |r: &npu_compute::hal::Region| {
+        if r.space == Space::Slow {
+            u64::from(r.len)
+        } else {
+            0
+        }
+    };
+    match kind {
+        JobKind::Transfer { src, dst } => in_slow(src).saturating_add(in_slow(dst)),
+        JobKind::Compute { inputs, output, .. } => inputs
+            .iter()
+            .fold(in_slow(output), |acc, r| acc.saturating_add(in_slow(r))),
     }
 }
 

@@ -55,29 +55,45 @@ pub use crate::codes::{
 };
 use crate::memory::range;
 
-/// Runs `op` as `variant` over device memory and mapped flash: reads `inputs`, writes
-/// `output` (always device memory) and, for [`Variant::Im2col`], `scratch` (see
+/// Runs `op` as `variant` over device memory, the slow tier and mapped flash: reads `inputs`,
+/// writes `output` (in device memory or the slow tier; device memory for
+/// [`Variant::Im2col`]) and, for [`Variant::Im2col`], `scratch` (see
 /// [Variants](self#variants)). The reference path has the same op dispatch as the server's
 /// CPU fallback ([`Op::run`]). On error, `output` may be partially
 /// written only if the kernel itself wrote before failing (the kernels check lengths and
 /// parameters first).
+#[allow(clippy::too_many_arguments)] // each memory apart, as the borrows need
 pub(crate) fn run_compute(
     op: &Op,
     variant: Variant,
     device: &mut [u8],
+    slow: &mut [u8],
     flash: &[Option<&[u8]>],
     inputs: &[Region],
     output: &Region,
     scratch: Option<&Region>,
 ) -> Result<(), u32> {
     match (variant, scratch) {
-        (Variant::Im2col, Some(scratch)) => run_im2col(op, device, flash, inputs, output, scratch),
+        (Variant::Im2col, Some(scratch)) => {
+            run_im2col(op, device, slow, flash, inputs, output, scratch)
+        }
         // `submit` refuses Im2col without a scratch; kept total rather than panicking.
         (Variant::Im2col, None) => Err(CODE_BAD_REGION),
         (Variant::Auto | Variant::Block { .. }, _) => {
-            run_reference(op, device, flash, inputs, output)
+            run_reference(op, device, slow, flash, inputs, output)
         }
     }
+}
+
+/// The bytes of `r` in a memory read whole: `memory` holds `r.space`'s bytes.
+fn outside<'m>(memory: &'m [u8], r: &Region) -> Option<InputBytes<'m>> {
+    memory.get(range(r, memory.len())?).map(InputBytes::Outside)
+}
+
+/// The bytes of `r` in mapped flash segment `segment`.
+fn in_flash<'m>(flash: &[Option<&'m [u8]>], segment: u8, r: &Region) -> Option<&'m [u8]> {
+    let mem = flash.get(usize::from(segment)).copied().flatten()?;
+    mem.get(range(r, mem.len())?)
 }
 
 /// The reference kernels, through the operator interpreter ([`run_over`], as the server's
@@ -86,6 +102,7 @@ pub(crate) fn run_compute(
 fn run_reference(
     op: &Op,
     device: &mut [u8],
+    slow: &mut [u8],
     flash: &[Option<&[u8]>],
     inputs: &[Region],
     output: &Region,
@@ -96,23 +113,25 @@ fn run_reference(
         return Err(op_error_code(OpError::State));
     }
     let mut ins: heapless::Vec<InputBytes<'_>, MAX_JOB_INPUTS> = heapless::Vec::new();
+    // The memory the output is in is run over; inputs in the other are read whole.
+    let (memory, other): (&mut [u8], &[u8]) = match output.space {
+        Space::Device => (device, slow),
+        Space::Slow => (slow, device),
+        Space::Host | Space::Flash(_) => return Err(CODE_BAD_REGION),
+    };
     for r in inputs {
         let view = match r.space {
-            Space::Device => Some(InputBytes::At(r.offset as usize, r.len as usize)),
-            Space::Flash(segment) => flash
-                .get(usize::from(segment))
-                .copied()
-                .flatten()
-                .and_then(|mem| mem.get(range(r, mem.len())?))
-                .map(InputBytes::Outside),
+            Space::Flash(segment) => in_flash(flash, segment, r).map(InputBytes::Outside),
             Space::Host => None,
+            s if s == output.space => Some(InputBytes::At(r.offset as usize, r.len as usize)),
+            Space::Device | Space::Slow => outside(other, r),
         };
         ins.push(view.ok_or(CODE_BAD_REGION)?)
             .map_err(|_| CODE_BAD_REGION)?;
     }
     run_over(
         op,
-        device,
+        memory,
         (output.offset as usize, output.len as usize),
         &ins,
     )
@@ -146,6 +165,7 @@ fn op_error_code(e: OpError) -> u32 {
 fn run_im2col(
     op: &Op,
     device: &mut [u8],
+    slow: &[u8],
     flash: &[Option<&[u8]>],
     inputs: &[Region],
     output: &Region,
@@ -206,11 +226,8 @@ fn run_im2col(
                     near_views.next()
                 }
             }
-            Space::Flash(segment) => flash
-                .get(usize::from(segment))
-                .copied()
-                .flatten()
-                .and_then(|mem| mem.get(range(r, mem.len())?)),
+            Space::Flash(segment) => in_flash(flash, segment, r),
+            Space::Slow => slow.get(range(r, slow.len()).ok_or(CODE_BAD_REGION)?),
             Space::Host => None,
         };
         ins.push(view.ok_or(CODE_BAD_REGION)?)

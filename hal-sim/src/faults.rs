@@ -391,6 +391,7 @@ impl fmt::Display for FaultPlan {
                 let space = match r.space {
                     Space::Device => "device",
                     Space::Host => "host",
+                    Space::Slow => "slow",
                     Space::Flash(_) => "flash",
                 };
                 match r.space {
@@ -877,6 +878,8 @@ fn parse_region(value: &str) -> Result<Region, FaultSpecError<'_>> {
         Space::Device
     } else if space.eq_ignore_ascii_case("host") {
         Space::Host
+    } else if space.eq_ignore_ascii_case("slow") {
+        Space::Slow
     } else {
         let segment = space
             .get(..5)

@@ -30,6 +30,7 @@ pub(crate) fn fingerprint(config: &SimConfig) -> u64 {
         units: _,
         sram_bytes_per_cycle,
         dma_bytes_per_cycle,
+        slow,
         job_overhead_cycles,
         dma_overhead_cycles,
         // In `Capabilities`, which the tuner hashes itself.
@@ -53,6 +54,14 @@ pub(crate) fn fingerprint(config: &SimConfig) -> u64 {
         dma_overhead_cycles,
     ] {
         h.word(v);
+    }
+    // Only a slow tier that differs from the default, so that tables made before the tier
+    // existed keep their fingerprint.
+    if slow != SimConfig::ETHOS_U55_128.slow {
+        h.word(0x736c_6f77); // "slow"
+        for v in [slow.bytes, slow.cycles, slow.latency] {
+            h.word(v);
+        }
     }
     // Only units that differ from the reference, so that every configuration of 128-MAC
     // units keeps the fingerprint it had before units had kinds.

@@ -470,6 +470,7 @@ fn space(s: Space) -> &'static str {
     match s {
         Space::Device => "device",
         Space::Host => "host",
+        Space::Slow => "slow",
         Space::Flash(_) => "flash",
     }
 }

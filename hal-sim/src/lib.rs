@@ -31,8 +31,8 @@
 //! ```text
 //! start = max(now, free_at[queue], end of every dependency still in flight)
 //! end   = start + cost            (cost >= 1, see the cycle model)
-//!         for a compute job, no earlier than its reservations of the shared SRAM and
-//!         flash ports end (see below)
+//!         no earlier than its reservations of the shared SRAM and flash ports end (see
+//!         below; a transfer holds a port only for its bytes in the slow tier)
 //! free_at[queue] = end
 //! ```
 //!
@@ -48,6 +48,18 @@
 //! [Shared memory ports](SimConfig#shared-memory-ports)). With one unit the ports never
 //! delay anything. [`Npu::estimate`] answers what a job would cost on its unit alone, and
 //! the ports it would hold, without running it.
+//!
+//! ## Memories
+//!
+//! The arena ([`Space::Device`]) and host memory ([`Space::Host`]) are given to
+//! [`SimNpu::new`]; flash segments are mapped by the server. A slow memory tier
+//! ([`Space::Slow`], a PSRAM or HyperRAM) is optional: [`SimNpu::with_slow_memory`]. Jobs
+//! read and write it as they do the arena, and transfers move bytes between any two of
+//! host memory, the arena and the slow tier. It sits on the flash's AXI port, as off-chip
+//! memory does on an Ethos-U55 system: each job's and each transfer's bytes there hold the
+//! flash port at [`SimConfig::slow`]'s rate, so two jobs using the tier, or one using it
+//! beside a layer reading flash, wait for each other, while the arena's SRAM port is not
+//! involved.
 //!
 //! ## Effects at retire
 //!
@@ -97,6 +109,8 @@
 //!
 //! ```text
 //! transfer(len)   = dma_overhead_cycles + ceil(len / dma_bytes_per_cycle)
+//!                   (to or from the slow tier at least dma_overhead_cycles +
+//!                   slow.cycles_for(len), which it holds the flash port)
 //! compute job     = job_overhead_cycles + max(compute, memory)
 //!   memory        = ceil((sum of input bytes + output bytes) / sram_bytes_per_cycle)
 //!   compute, FC   = ceil(macs * r / macs_per_cycle)             r = 1 (int8), 4 (f32)
@@ -251,6 +265,9 @@ use trace::TraceRing;
 pub struct SimNpu<'a, const JOBS: usize = 32> {
     device: &'a mut [u8],
     host: &'a mut [u8],
+    /// The slow memory tier ([`Space::Slow`]); empty until
+    /// [`with_slow_memory`](Self::with_slow_memory).
+    slow: &'a mut [u8],
     flash: [Option<&'a [u8]>; MAX_FLASH_SEGMENTS],
     config: SimConfig,
     now: Cycles,
@@ -276,6 +293,19 @@ pub struct SimNpu<'a, const JOBS: usize = 32> {
     inject: Option<u32>,
     pipeline: Option<cost::Pipeline>,
     layer_cache: LayerCache,
+}
+
+/// A memory the simulator can address: at most `u32::MAX` bytes, starting on `alignment`
+/// (the `f32`/`i32` views of regions need it).
+fn check_memory(space: Space, mem: &[u8], alignment: u32) -> Result<(), SimError> {
+    if u32::try_from(mem.len()).is_err() {
+        return Err(SimError::MemoryTooLarge { space });
+    }
+    // An empty slice may have any (dangling) address; nothing can be viewed in it.
+    if !mem.is_empty() && !(mem.as_ptr() as usize).is_multiple_of(alignment as usize) {
+        return Err(SimError::MisalignedMemory { space, alignment });
+    }
+    Ok(())
 }
 
 impl<'a> SimNpu<'a> {
@@ -315,22 +345,12 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
         if JOBS == 0 || JOBS > usize::from(u16::MAX) {
             return Err(SimError::BadJobCapacity { jobs: JOBS });
         }
-        for (space, mem) in [(Space::Device, &*device), (Space::Host, &*host)] {
-            if u32::try_from(mem.len()).is_err() {
-                return Err(SimError::MemoryTooLarge { space });
-            }
-            // An empty slice may have any (dangling) address; nothing can be viewed in it.
-            if !mem.is_empty() && !(mem.as_ptr() as usize).is_multiple_of(config.alignment as usize)
-            {
-                return Err(SimError::MisalignedMemory {
-                    space,
-                    alignment: config.alignment,
-                });
-            }
-        }
+        check_memory(Space::Device, device, config.alignment)?;
+        check_memory(Space::Host, host, config.alignment)?;
         Ok(SimNpu {
             device,
             host,
+            slow: &mut [],
             flash: [None; MAX_FLASH_SEGMENTS],
             config,
             now: 0,
@@ -349,6 +369,20 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
             pipeline: config.layers.map(cost::Pipeline::new),
             layer_cache: LayerCache::new(),
         })
+    }
+
+    /// Gives the simulator a slow memory tier ([`Space::Slow`], reported as
+    /// [`Capabilities::slow_memory_bytes`](npu_compute::hal::Capabilities::slow_memory_bytes)):
+    /// jobs may read and write it and transfers move bytes between it and the other memories,
+    /// each byte there holding the flash port at [`SimConfig::slow`]'s rate.
+    ///
+    /// # Errors
+    /// [`SimError::MemoryTooLarge`] above `u32::MAX` bytes, [`SimError::MisalignedMemory`] if
+    /// it does not start on `config.alignment`.
+    pub fn with_slow_memory(mut self, slow: &'a mut [u8]) -> Result<Self, SimError> {
+        check_memory(Space::Slow, slow, self.config.alignment)?;
+        self.slow = slow;
+        Ok(self)
     }
 
     /// Records a [`TraceEntry`] for every job that retires from now on, and for every
@@ -463,6 +497,21 @@ impl<'a, const JOBS: usize> SimNpu<'a, JOBS> {
     /// Counters since construction.
     pub fn stats(&self) -> SimStats {
         self.stats
+    }
+
+    /// The writable memories, borrowed together.
+    pub(crate) fn memories(&mut self) -> memory::Memories<'_> {
+        memory::Memories {
+            device: self.device,
+            host: self.host,
+            slow: self.slow,
+        }
+    }
+
+    /// The slow memory tier ([`with_slow_memory`](Self::with_slow_memory)), for tests and
+    /// tools to inspect, as of the last retire.
+    pub fn slow_memory(&self) -> &[u8] {
+        self.slow
     }
 
     /// Device memory (the arena), for tests and tools to inspect.

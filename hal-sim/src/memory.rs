@@ -69,12 +69,45 @@ pub(crate) fn check_region(
     Ok(())
 }
 
-/// Applies a transfer: copies `src` to `dst` (lengths equal, both in bounds; device→device
-/// and host→host use `copy_within`; flash is only ever a source). Errors with
-/// [`CODE_BAD_REGION`] instead of panicking if that does not hold.
+/// The simulator's writable memories, borrowed together so that a transfer can copy from
+/// one to another.
+pub(crate) struct Memories<'m> {
+    pub(crate) device: &'m mut [u8],
+    pub(crate) host: &'m mut [u8],
+    pub(crate) slow: &'m mut [u8],
+}
+
+impl Memories<'_> {
+    /// The writable memory of `space`; `None` for flash.
+    fn get_mut(&mut self, space: Space) -> Option<&mut [u8]> {
+        match space {
+            Space::Device => Some(self.device),
+            Space::Host => Some(self.host),
+            Space::Slow => Some(self.slow),
+            Space::Flash(_) => None,
+        }
+    }
+
+    /// Two different writable memories, the first read, the second written.
+    fn pair(&mut self, from: Space, to: Space) -> Option<(&[u8], &mut [u8])> {
+        let Memories { device, host, slow } = self;
+        match (from, to) {
+            (Space::Device, Space::Host) => Some((device, host)),
+            (Space::Device, Space::Slow) => Some((device, slow)),
+            (Space::Host, Space::Device) => Some((host, device)),
+            (Space::Host, Space::Slow) => Some((host, slow)),
+            (Space::Slow, Space::Device) => Some((slow, device)),
+            (Space::Slow, Space::Host) => Some((slow, host)),
+            _ => None,
+        }
+    }
+}
+
+/// Applies a transfer: copies `src` to `dst` (lengths equal, both in bounds; within one
+/// memory with `copy_within`; flash is only ever a source). Errors with [`CODE_BAD_REGION`]
+/// instead of panicking if that does not hold.
 pub(crate) fn transfer(
-    device: &mut [u8],
-    host: &mut [u8],
+    mems: &mut Memories<'_>,
     flash: &[Option<&[u8]>],
     src: &Region,
     dst: &Region,
@@ -82,26 +115,21 @@ pub(crate) fn transfer(
     if src.len != dst.len {
         return Err(CODE_BAD_REGION);
     }
-    match (src.space, dst.space) {
-        (Space::Host, Space::Device) => copy(host, device, src, dst),
-        (Space::Device, Space::Host) => copy(device, host, src, dst),
-        (Space::Device, Space::Device) => copy_within(device, src, dst),
-        (Space::Host, Space::Host) => copy_within(host, src, dst),
-        (Space::Flash(segment), Space::Device | Space::Host) => {
-            let from = flash
-                .get(usize::from(segment))
-                .copied()
-                .flatten()
-                .ok_or(CODE_BAD_REGION)?;
-            let to = if dst.space == Space::Device {
-                device
-            } else {
-                host
-            };
-            copy(from, to, src, dst)
-        }
-        (_, Space::Flash(_)) => Err(CODE_BAD_REGION),
+    if let Space::Flash(segment) = src.space {
+        let from = flash
+            .get(usize::from(segment))
+            .copied()
+            .flatten()
+            .ok_or(CODE_BAD_REGION)?;
+        let to = mems.get_mut(dst.space).ok_or(CODE_BAD_REGION)?;
+        return copy(from, to, src, dst);
     }
+    if src.space == dst.space {
+        let mem = mems.get_mut(src.space).ok_or(CODE_BAD_REGION)?;
+        return copy_within(mem, src, dst);
+    }
+    let (from, to) = mems.pair(src.space, dst.space).ok_or(CODE_BAD_REGION)?;
+    copy(from, to, src, dst)
 }
 
 fn copy(from: &[u8], to: &mut [u8], src: &Region, dst: &Region) -> Result<(), u32> {
@@ -123,13 +151,11 @@ fn copy_within(mem: &mut [u8], src: &Region, dst: &Region) -> Result<(), u32> {
     Ok(())
 }
 
-/// Fills `region` of device or host memory with `byte` (what a faulted job leaves); a region
+/// Fills `region` of a writable memory with `byte` (what a faulted job leaves); a region
 /// out of bounds, or in flash, is left alone.
-pub(crate) fn fill(device: &mut [u8], host: &mut [u8], region: &Region, byte: u8) {
-    let mem: &mut [u8] = match region.space {
-        Space::Device => device,
-        Space::Host => host,
-        Space::Flash(_) => return,
+pub(crate) fn fill(mems: &mut Memories<'_>, region: &Region, byte: u8) {
+    let Some(mem) = mems.get_mut(region.space) else {
+        return;
     };
     let len = mem.len();
     if let Some(bytes) = range(region, len).and_then(|r| mem.get_mut(r)) {

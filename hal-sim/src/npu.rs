@@ -2,8 +2,8 @@
 //! [Scheduling](crate#scheduling)) and retiring finished jobs when polled or interrupted.
 
 use npu_compute::hal::{
-    Capabilities, Cycles, Estimate, ExecutionUnit, Fault, Fence, HalError, Job, JobKind, Npu,
-    Queue, Region, Variant, MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS,
+    Bandwidth, Capabilities, Cycles, Estimate, ExecutionUnit, Fault, Fence, HalError, Job, Npu,
+    Queue, Region, Space, Variant, MAX_FLASH_SEGMENTS, MAX_JOB_INPUTS,
 };
 use npu_compute::ops::Op;
 
@@ -22,6 +22,7 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
         Capabilities {
             device_memory_bytes: u32::try_from(self.device.len()).unwrap_or(u32::MAX),
             host_memory_bytes: u32::try_from(self.host.len()).unwrap_or(u32::MAX),
+            slow_memory_bytes: u32::try_from(self.slow.len()).unwrap_or(u32::MAX),
             alignment: self.config.alignment,
             execution_units: self.config.execution_units,
             max_in_flight: u16::try_from(JOBS).unwrap_or(u16::MAX),
@@ -80,12 +81,13 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
             }
         }
         let timing = self.job_timing(job.queue, &job.kind);
-        // Transfers keep the DMA engine's own port; compute jobs share the memory ports. A job
+        // Compute jobs share the memory ports; transfers keep the DMA engine's own, but for
+        // their bytes in the slow tier, which hold the flash port (`timing` says which). A job
         // behind a hung one never starts, and reserves nothing.
-        let mut end = match job.kind {
-            _ if start == NEVER => NEVER,
-            JobKind::Transfer { .. } => start.saturating_add(timing.cycles).min(NEVER - 1),
-            JobKind::Compute { .. } => self.ports_free_at.reserve(start, timing).min(NEVER - 1),
+        let mut end = if start == NEVER {
+            NEVER
+        } else {
+            self.ports_free_at.reserve(start, timing).min(NEVER - 1)
         };
 
         // A job that will not run (a dependency failed) suffers no fault.
@@ -301,6 +303,33 @@ impl<const JOBS: usize> Npu for SimNpu<'_, JOBS> {
                 macs_per_cycle: self.config.unit_macs_per_cycle(unit),
             },
             None => ExecutionUnit::UNDECLARED,
+        }
+    }
+
+    /// The rates the simulator charges: the arena at
+    /// [`SimConfig::sram_bytes_per_cycle`] (with the layer model's SRAM latency), host
+    /// memory at the DMA engine's [`SimConfig::dma_bytes_per_cycle`] after
+    /// [`SimConfig::dma_overhead_cycles`], flash at the layer model's flash rate and latency
+    /// (`None` without the layer model, which alone reads flash at a cost), the slow tier at
+    /// [`SimConfig::slow`] (`None` without one).
+    fn bandwidth(&self, space: Space) -> Option<Bandwidth> {
+        let per_cycle = |bytes: u32, latency: u32| Bandwidth {
+            bytes,
+            cycles: 1,
+            latency,
+        };
+        let layers = self.config.layers;
+        match space {
+            Space::Device => Some(per_cycle(
+                self.config.sram_bytes_per_cycle,
+                layers.map_or(0, |l| l.sram_latency),
+            )),
+            Space::Host => Some(per_cycle(
+                self.config.dma_bytes_per_cycle,
+                self.config.dma_overhead_cycles,
+            )),
+            Space::Flash(_) => layers.map(|l| per_cycle(l.flash_bytes_per_cycle, l.flash_latency)),
+            Space::Slow => (!self.slow.is_empty()).then_some(self.config.slow),
         }
     }
 

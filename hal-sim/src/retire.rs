@@ -35,7 +35,7 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
                     JobKind::Transfer { dst, .. } => *dst,
                     JobKind::Compute { output, .. } => *output,
                 };
-                memory::fill(self.device, self.host, &written, FAULT_FILL);
+                memory::fill(&mut self.memories(), &written, FAULT_FILL);
                 Err(Failure::Fault(if kind == FaultKind::Dma {
                     Fault::Dma
                 } else {
@@ -44,8 +44,8 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
             }
             (None, _) => match &job_kind {
                 JobKind::Transfer { src, dst } => {
-                    memory::transfer(self.device, self.host, &self.flash, src, dst)
-                        .map_err(Failure::Code)
+                    let flash = self.flash;
+                    memory::transfer(&mut self.memories(), &flash, src, dst).map_err(Failure::Code)
                 }
                 JobKind::Compute {
                     op,
@@ -59,6 +59,7 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
                         op,
                         *variant,
                         self.device,
+                        self.slow,
                         &self.flash,
                         inputs,
                         output,

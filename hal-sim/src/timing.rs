@@ -6,7 +6,7 @@
 
 use npu_compute::hal::{Cycles, Estimate, Job, JobKind, Queue};
 
-use crate::config::io_bytes;
+use crate::config::{io_bytes, slow_bytes};
 use crate::cost::REFERENCE_MACS_PER_CYCLE;
 use crate::{cost, layer, SimNpu};
 
@@ -169,9 +169,10 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     pub(crate) fn estimate_prefetched(&mut self, job: &Job<'_>) -> Option<(Cycles, Estimate)> {
         self.validate(job).ok()?;
         let (prefetch, t) = match self.layer_cost(unit_of(job.queue), &job.kind) {
-            Some(cost) if self.pipeline.is_some() => {
-                (cost.prefetch, layer_timing(&cost, cost.prefetched))
-            }
+            Some(cost) if self.pipeline.is_some() => (
+                cost.prefetch,
+                self.on_slow_port(&job.kind, layer_timing(&cost, cost.prefetched)),
+            ),
             _ => (0, self.job_timing_alone(job.queue, &job.kind)),
         };
         Some((
@@ -186,6 +187,38 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     }
 
     fn timing(&mut self, queue: Queue, kind: &JobKind<'_>, alone: bool) -> JobTiming {
+        let own = self.own_timing(queue, kind, alone);
+        self.on_slow_port(kind, own)
+    }
+
+    /// `t` with the job's bytes in the slow tier added on the flash port, which that tier
+    /// shares ([`SimConfig::slow`](crate::SimConfig::slow)), each region one access; the job
+    /// runs at least as long as it holds the port, and a transfer, whose engine waits on the
+    /// slow side, at least its fixed cost more. The SRAM the layer model charged for the same
+    /// operands is left as it was: the SRAM port overlaps the other, so the slower of the two
+    /// bounds the job.
+    fn on_slow_port(&self, kind: &JobKind<'_>, t: JobTiming) -> JobTiming {
+        let bytes = slow_bytes(kind);
+        if bytes == 0 {
+            return t;
+        }
+        let slow = self.config.slow.cycles_for(bytes);
+        let least = match kind {
+            JobKind::Transfer { .. } => {
+                slow.saturating_add(u64::from(self.config.dma_overhead_cycles))
+            }
+            JobKind::Compute { .. } => slow,
+        };
+        let flash = t.flash.saturating_add(slow);
+        JobTiming {
+            cycles: t.cycles.max(least).max(flash),
+            flash,
+            ..t
+        }
+    }
+
+    /// A job's timing on its unit's own memories (the arena and flash).
+    fn own_timing(&mut self, queue: Queue, kind: &JobKind<'_>, alone: bool) -> JobTiming {
         let unit = unit_of(queue);
         if let Some(cost) = self.layer_cost(unit, kind) {
             let charged = if alone {

@@ -13,6 +13,7 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
         match space {
             Space::Device => self.device.len(),
             Space::Host => self.host.len(),
+            Space::Slow => self.slow.len(),
             Space::Flash(segment) => self
                 .flash
                 .get(usize::from(segment))
@@ -109,7 +110,8 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     /// [`validate_compute`](Self::validate_compute), in order: the variant runs here
     /// ([`runs_variant`](Self::runs_variant)), and a scratch is given exactly when the variant
     /// needs one (`VariantUnsupported` otherwise, as the job cannot run as asked). Then the
-    /// scratch (operand `MAX_JOB_INPUTS + 1`) is device memory (`WrongSpace`), in bounds
+    /// output of a variant with a scratch is device memory (`WrongSpace`), and the scratch
+    /// (operand `MAX_JOB_INPUTS + 1`) is device memory (`WrongSpace`), in bounds
     /// (`OutOfBounds`) and aligned (`Misaligned`), at least
     /// [`Variant::scratch_bytes`] long (`BadLength`), and overlaps neither an input nor the
     /// output (`Overlap`): the variant overwrites all of it.
@@ -135,6 +137,10 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
             _ => return Err(refused),
         };
         let operand = MAX_JOB_INPUTS as u8 + 1;
+        // The gather runs in the arena, around its scratch.
+        if output.space != Space::Device {
+            return Err(HalError::WrongSpace { region: *output });
+        }
         if scratch.space != Space::Device {
             return Err(HalError::WrongSpace { region: *scratch });
         }
@@ -152,7 +158,8 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
         Ok(())
     }
 
-    /// Transfer checks: not host→host and not into flash (`WrongSpace` on `dst`), both
+    /// Transfer checks (between any two of host, device and slow memory, or from flash to
+    /// one of them): not host→host and not into flash (`WrongSpace` on `dst`), both
     /// regions in bounds and aligned, equal lengths (`WrongSpace` on `dst`), no overlap
     /// (`Overlap { operand: 0 }`).
     fn validate_transfer(&self, src: &Region, dst: &Region) -> Result<(), HalError> {
@@ -174,8 +181,8 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
 
     /// Compute checks, in order: runs on an execution unit and the op is in `config.ops`
     /// (`Unsupported`); sizes fit `u32` (`BadLength` on the output with `expected: u32::MAX`
-    /// otherwise); every input is device memory or mapped flash and the output device memory
-    /// (`WrongSpace`), in bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of
+    /// otherwise); every input is device memory, the slow tier or mapped flash and the output
+    /// device memory or the slow tier (`WrongSpace`), in bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of
     /// inputs and every length match [`Op::operands`] (`BadLength`: a missing input has
     /// `actual: 0`, an extra one `expected: 0`); the output overlaps no input (`Overlap`),
     /// except an input it equals when the op [runs in place](Op::runs_in_place).
@@ -203,8 +210,9 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
         };
         let out_bytes = operands.output;
         for region in inputs.iter().chain(core::iter::once(output)) {
-            let readable = matches!(region.space, Space::Device | Space::Flash(_));
-            if !readable || (region == output && region.space != Space::Device) {
+            let readable = matches!(region.space, Space::Device | Space::Slow | Space::Flash(_));
+            let writable = matches!(region.space, Space::Device | Space::Slow);
+            if !readable || (region == output && !writable) {
                 return Err(HalError::WrongSpace { region: *region });
             }
             self.check_region(region)?;

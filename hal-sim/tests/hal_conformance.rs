@@ -206,11 +206,12 @@ fn align_down(region: &mut Region, alignment: u32) {
     region.offset -= region.offset % alignment;
 }
 
-/// Moves `region` back inside its memory if it sticks out (device or host).
+/// Moves `region` back inside its memory if it sticks out (device, host or slow).
 fn clamp(region: &mut Region, caps: &Capabilities) {
     let size = match region.space {
         Space::Device => caps.device_memory_bytes,
         Space::Host => caps.host_memory_bytes,
+        Space::Slow => caps.slow_memory_bytes,
         Space::Flash(_) => return,
     };
     if region.end() > u64::from(size) {

@@ -86,6 +86,8 @@ impl<'a> CpuOnly<'a> {
             Space::Device => Ok(self.device),
             Space::Host => Ok(self.host),
             Space::Flash(segment) => self.segment(segment),
+            // No slow tier: every region in it but an empty one is out of bounds.
+            Space::Slow => Ok(&[]),
         }
     }
 
@@ -110,7 +112,7 @@ impl<'a> CpuOnly<'a> {
             })?;
         let alignment = match region.space {
             Space::Flash(_) => 1,
-            Space::Device | Space::Host => Self::ALIGNMENT,
+            Space::Device | Space::Host | Space::Slow => Self::ALIGNMENT,
         };
         if !region.offset.is_multiple_of(alignment) {
             return Err(HalError::Misaligned {
@@ -136,6 +138,8 @@ impl<'a> CpuOnly<'a> {
             return Err(HalError::Overlap { operand: 0 });
         }
         match (src.space, dst.space) {
+            // Only empty regions of the slow tier pass the checks: nothing to copy.
+            (Space::Slow, _) | (_, Space::Slow) => {}
             (Space::Device, Space::Device) => self.device.copy_within(from, to.start),
             (Space::Device, _) => self.host[to].copy_from_slice(&self.device[from]),
             (Space::Host, _) => self.device[to].copy_from_slice(&self.host[from]),
@@ -161,11 +165,13 @@ impl Npu for CpuOnly<'_> {
     /// It declares no operator: the server leaves its compute-job path out of the build.
     const RUNS_OPS: bool = false;
 
-    /// No operator, one (idle) execution unit, [`CpuOnly::ALIGNMENT`], flash read in place.
+    /// No operator, one (idle) execution unit, no slow tier, [`CpuOnly::ALIGNMENT`], flash read
+    /// in place.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             device_memory_bytes: len_u32(self.device),
             host_memory_bytes: len_u32(self.host),
+            slow_memory_bytes: 0,
             alignment: Self::ALIGNMENT,
             execution_units: 1,
             max_in_flight: MAX_IN_FLIGHT,

@@ -52,7 +52,7 @@ pub enum HalError {
         /// The overlapping input's index.
         operand: u8,
     },
-    /// A compute job writes outside device memory or reads host memory, a transfer writes
+    /// A compute job writes outside device or slow memory or reads host memory, a transfer writes
     /// flash or copies host to host, or a transfer's two regions differ in length.
     WrongSpace {
         /// The offending region.
@@ -181,7 +181,7 @@ impl core::fmt::Display for HalError {
             HalError::WrongSpace { region } => write!(
                 f,
                 "{region} is in the wrong address space for this job (compute jobs write device \
-                 memory and read device memory or flash; transfers never write flash nor copy \
+                 or slow memory and read those or flash; transfers never write flash nor copy \
                  host to host)"
             ),
             HalError::NoSuchUnit { unit, units } => write!(

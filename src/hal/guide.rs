@@ -32,6 +32,11 @@
 //!   ([`Space::Host`]). It must be exactly that long and start on `alignment`: region offsets
 //!   are relative to its address, so an unaligned base makes every aligned offset unaligned
 //!   on the bus.
+//! - `slow_memory_bytes`: a second, slower memory the NPU's bus reaches (PSRAM or HyperRAM
+//!   behind an AXI port), [`Space::Slow`], or 0 when the board has none. Like the arena it
+//!   is the NPU's: offsets are relative to the start of the section the firmware gave the
+//!   driver, and the CPU does not touch it. Declare its rate with [`Npu::bandwidth`] so
+//!   that a planner can weigh a byte there against one in the arena.
 //! - `alignment`: what the DMA engine and the NPU's base pointers need of a region's offset,
 //!   a power of two (16 on Ethos-U). On a core with a data cache, consider the cache line
 //!   instead (32 bytes on Cortex-M55 and M7; see step 8): then a cache invalidation over one
@@ -55,9 +60,10 @@
 //!   queue exists ([`HalError::NoSuchUnit`]); a compute job runs on a unit and its operator
 //!   is declared ([`HalError::Unsupported`]); every region is in its space
 //!   ([`HalError::OutOfBounds`]: compute `offset + len` in `u64`, a `u32` sum wraps) and
-//!   aligned ([`HalError::Misaligned`]); a transfer is host↔device, device↔device or
-//!   flash→host/device with equal lengths, and a compute job reads device memory or mapped
-//!   flash and writes device memory ([`HalError::WrongSpace`]); flash segments are mapped
+//!   aligned ([`HalError::Misaligned`]); a transfer runs between any two of host, device
+//!   and slow memory (not host→host) or from flash to one of them, with equal lengths, and a
+//!   compute job reads device memory, slow memory or mapped flash and writes device or slow
+//!   memory ([`HalError::WrongSpace`]); flash segments are mapped
 //!   ([`HalError::FlashNotMapped`]); outputs do not overlap inputs ([`HalError::Overlap`],
 //!   except an op that [runs in place](Op::runs_in_place) on exactly its input's region);
 //!   lengths match [`Op::operands`] ([`HalError::BadLength`]). A refused job takes no fence

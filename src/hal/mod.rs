@@ -14,7 +14,7 @@
 //! is [`Npu::wait_for_event`], which on hardware is a `WFI` until the completion interrupt and in
 //! the simulator jumps the virtual clock to the next job end.
 //!
-//! Three kinds of address space exist:
+//! Four kinds of address space exist:
 //! - [`Space::Device`]: the NPU arena, the fixed region the firmware gave to the driver (usually
 //!   the NPU-reachable SRAM section of `memory.x`). The server plans offsets in it; only jobs
 //!   read and write it. This keeps the CPU from aliasing memory the NPU owns (on a cached core
@@ -27,6 +27,11 @@
 //! - [`Space::Flash`]: read-only constant data the driver mapped with [`Npu::map_flash`]
 //!   (a model's weights in place, on NPUs whose bus reaches flash: [`Capabilities::reads_flash`]).
 //!   Compute jobs read it like device memory; nothing ever writes it.
+//! - [`Space::Slow`]: a second, larger and slower memory the NPU reaches on one of its bus
+//!   ports (PSRAM, HyperRAM or DRAM: [`Capabilities::slow_memory_bytes`], `0` on a part
+//!   without one). Like the arena it belongs to the NPU: only jobs read and write it, at that
+//!   port's cost ([`Npu::bandwidth`]), and transfers move bytes between it and the arena, so
+//!   that tensors the arena cannot hold can wait there.
 //!
 //! Jobs carry their dependencies ([`Job::deps`]): a job starts only after every fence it lists has
 //! completed. Jobs on the same queue run in submission order. The server computes the
@@ -58,11 +63,13 @@ pub mod conformance;
 mod cpu_only;
 mod error;
 pub mod guide;
+mod tier;
 mod variant;
 
 use crate::ops::{Op, OpSet};
 pub use cpu_only::CpuOnly;
 pub use error::{Fault, HalError, SetupError};
+pub use tier::Bandwidth;
 pub use variant::Variant;
 
 /// Time in cycles of the HAL's clock (CPU cycles on hardware, virtual cycles in the simulator).
@@ -129,6 +136,9 @@ pub enum Space {
     Host,
     /// A read-only segment mapped with [`Npu::map_flash`], by its index.
     Flash(u8),
+    /// The slow memory tier ([`Capabilities::slow_memory_bytes`]): device memory like the
+    /// arena, reached only by jobs, at the cost [`Npu::bandwidth`] declares.
+    Slow,
 }
 
 /// A byte range in one address space.
@@ -157,6 +167,15 @@ impl Region {
     pub const fn host(offset: u32, len: u32) -> Self {
         Region {
             space: Space::Host,
+            offset,
+            len,
+        }
+    }
+
+    /// A region of the slow memory tier.
+    pub const fn slow(offset: u32, len: u32) -> Self {
+        Region {
+            space: Space::Slow,
             offset,
             len,
         }
@@ -194,7 +213,8 @@ impl Region {
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum JobKind<'a> {
-    /// A DMA copy of `src.len` bytes (`src.len == dst.len`), host↔device or device↔device.
+    /// A DMA copy of `src.len` bytes (`src.len == dst.len`) between any two of host memory,
+    /// the arena and the slow tier (not host→host), or from flash to one of them.
     Transfer {
         /// Where the bytes come from.
         src: Region,
@@ -259,6 +279,8 @@ pub struct Capabilities {
     pub device_memory_bytes: u32,
     /// Bytes of DMA-capable host memory ([`Npu::host_memory`]).
     pub host_memory_bytes: u32,
+    /// Bytes of the slow memory tier ([`Space::Slow`]); 0 on a part without one.
+    pub slow_memory_bytes: u32,
     /// Required alignment of every region, in bytes (a power of two; 16 on Ethos-U).
     pub alignment: u32,
     /// Independent execution units (compute queues), at most [`MAX_EXECUTION_UNITS`].
@@ -281,6 +303,7 @@ impl core::fmt::Display for Space {
             Space::Device => f.write_str("device memory"),
             Space::Host => f.write_str("host memory"),
             Space::Flash(segment) => write!(f, "flash segment {segment}"),
+            Space::Slow => f.write_str("slow memory"),
         }
     }
 }
@@ -350,8 +373,8 @@ pub struct Estimate {
 ///   a failure anywhere in it. A driver remembers failures for a bounded number of jobs (the
 ///   simulator: 16); polling an older failed fence may answer `Ok`.
 /// - Jobs on one queue complete in submission order (the server relies on it).
-/// - Transfers copy host↔device, device↔device or flash→host/device (host→host and writes
-///   to flash are [`HalError::WrongSpace`]);
+/// - Transfers copy between any two of host memory, device memory and the slow tier, or
+///   from flash to one of them (host→host and writes to flash are [`HalError::WrongSpace`]);
 ///   overlapping source and destination is [`HalError::Overlap`]. A compute job on
 ///   [`Queue::Dma`] is [`HalError::Unsupported`].
 /// - `wait_for_event` blocks the CPU until at least one in-flight job may have completed (or
@@ -423,6 +446,13 @@ pub trait Npu {
     /// here, so that a CPU fallback costs time as it would on the board.
     fn host_compute(&mut self, op: &Op) {
         let _ = op;
+    }
+    /// How fast jobs and transfers reach `space`, for a planner weighing where tensors live;
+    /// `None` when the driver does not say (the default). [`Space::Host`] answers for the DMA
+    /// engine's copies to and from host memory.
+    fn bandwidth(&self, space: Space) -> Option<Bandwidth> {
+        let _ = space;
+        None
     }
     /// Execution unit `unit` (`unit < Capabilities::execution_units`): its name and
     /// throughput. The default declares nothing ([`ExecutionUnit::UNDECLARED`]), and a

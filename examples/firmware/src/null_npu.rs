@@ -157,6 +157,7 @@ impl Npu for NullNpu<'_> {
         Capabilities {
             device_memory_bytes: DEVICE_BYTES,
             host_memory_bytes: u32::try_from(self.host.len()).unwrap_or(u32::MAX),
+            slow_memory_bytes: 0,
             alignment: ALIGNMENT,
             execution_units: UNITS,
             max_in_flight: IN_FLIGHT as u16,

@@ -465,5 +465,6 @@ fn space_name(space: Space) -> &'static str {
         Space::Device => "device",
         Space::Host => "host",
         Space::Flash(_) => "flash",
+        Space::Slow => "slow",
     }
 }

@@ -433,6 +433,7 @@ fn fingerprint_covers_cycle_fields_only() {
     let caps = Capabilities {
         device_memory_bytes: 1 << 20,
         host_memory_bytes: 1 << 16,
+        slow_memory_bytes: 0,
         alignment: 16,
         execution_units: 1,
         max_in_flight: 8,
@@ -445,6 +446,7 @@ fn fingerprint_covers_cycle_fields_only() {
     let same = Capabilities {
         device_memory_bytes: 1 << 10,
         host_memory_bytes: 1 << 10,
+        slow_memory_bytes: 1 << 20,
         max_in_flight: 1,
         ..caps
     };
