@@ -99,6 +99,7 @@ mod async_invoke;
 mod compile;
 mod cut;
 mod error;
+mod layout;
 mod planned;
 mod run;
 mod schedule;
@@ -107,6 +108,7 @@ mod tile;
 
 pub use arena::PLAN_EFFORT;
 pub use error::GraphError;
+pub use layout::{Activation, StepTensors};
 pub use planned::JobPlanReport;
 pub use schedule::{ScheduleReport, Scheduling};
 pub use schedule_table::{fingerprint, GraphTableError, GRAPH_TABLE_FORMAT, GRAPH_TABLE_MAGIC};
