@@ -187,6 +187,8 @@
 #[cfg(all(test, not(feature = "std")))]
 extern crate std;
 
+#[cfg(feature = "std")]
+pub mod access_list;
 mod codes;
 mod config;
 pub mod cost;

@@ -27,6 +27,7 @@ use npu_compute::server::NpuServer;
 use npu_compute::server::{ComputeServer, TuneStats, DEFAULT_STAGING};
 use npu_compute::tune::{TuneConfig, TuneMode, DEFAULT_TUNE_ENTRIES};
 
+use crate::access_list::GraphFacts;
 use crate::workloads::{self, WorkloadError};
 use crate::{SimConfig, SimNpu, TraceEntry, TraceRegions};
 use npu_compute::hal::ExecutionUnit;
@@ -759,8 +760,18 @@ pub fn trace(
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<TraceRun, RunError> {
-    let (_, entries) = on_fitting_stack!(trace_on(model, inputs, opts, 0))?;
-    let (run, needed) = on_fitting_stack!(trace_on(model, inputs, opts, entries))?;
+    trace_with_facts(model, inputs, opts).map(|(run, _)| run)
+}
+
+/// [`trace`], with what the prepared graph says of its tensors and tasks (for
+/// [`crate::access_list`]).
+pub(crate) fn trace_with_facts(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    opts: &RunOptions,
+) -> Result<(TraceRun, GraphFacts), RunError> {
+    let (_, _, entries) = on_fitting_stack!(trace_on(model, inputs, opts, 0))?;
+    let (run, facts, needed) = on_fitting_stack!(trace_on(model, inputs, opts, entries))?;
     if needed > entries || run.jobs.len() != needed {
         // The simulator is deterministic: the second run repeats the first.
         return Err(RunError::Sizing {
@@ -768,11 +779,11 @@ pub fn trace(
             limit: entries,
         });
     }
-    Ok(run)
+    Ok((run, facts))
 }
 
-/// [`trace`] on one stack, with trace storage of `entries`; also returns the entries the
-/// traced invoke needs.
+/// [`trace`] on one stack, with trace storage of `entries`; also returns the graph's facts
+/// and the entries the traced invoke needs.
 fn trace_on<
     const OPS_: usize,
     const TENSORS_: usize,
@@ -785,7 +796,7 @@ fn trace_on<
     inputs: &[&[u8]],
     opts: &RunOptions,
     entries: usize,
-) -> Result<(TraceRun, usize), RunError> {
+) -> Result<(TraceRun, GraphFacts, usize), RunError> {
     let (mut device, mut host) = memories(opts)?;
     let mut trace = vec![TraceEntry::EMPTY; entries];
     let mut regions = vec![TraceRegions::EMPTY; entries];
@@ -844,12 +855,37 @@ fn trace_on<
             (jobs, units)
         })
         .map_err(stack)?;
+    let pool = graph.pool_id();
+    let mut pool_base = None;
+    channel
+        .with(|s| {
+            s.for_each_tensor(|t| {
+                if Some(t.id) == pool {
+                    pool_base = t.device.map(|r| r.offset);
+                }
+            })
+        })
+        .map_err(stack)?
+        .map_err(stack)?;
+    let facts = GraphFacts {
+        operators: graph
+            .operators()
+            .map(|o| o.op.map(|op| (op.kind(), op.dtype())))
+            .collect(),
+        model_ops: graph.operators().map(|o| o.op_index).collect(),
+        steps: graph.step_tensors().collect(),
+        activations: graph.activations().collect(),
+        tasks: graph.tasks().collect(),
+        pool_base,
+        arena: graph.arena(),
+        alignment: opts.config.alignment,
+    };
     let run = TraceRun {
         jobs,
         units,
         planned: graph.job_plan().is_some(),
     };
-    Ok((run, needed))
+    Ok((run, facts, needed))
 }
 
 /// Bytes of each of `model`'s inputs.

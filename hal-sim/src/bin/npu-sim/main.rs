@@ -27,10 +27,11 @@
 //! - `npu-sim tune MODEL.tflite --export TABLE [--input IN.bin] [--arena BYTES] [--units SPEC]` ([`tune`]):
 //!   times each layer shape's kernel variants, keeps the fastest, writes a tuning table (and
 //!   fails, writing nothing, when `--arena` has no room to measure every layer).
-//! - `npu-sim trace MODEL.tflite --svg FILE [--input IN.bin] [--arena BYTES]` ([`trace`]):
+//! - `npu-sim trace MODEL.tflite --svg FILE [--accesses FILE.json] [--input IN.bin] [--arena BYTES]` ([`trace`]):
 //!   runs the model twice as firmware does and draws the second invoke as a Gantt chart in
 //!   SVG (each execution unit, DMA and the CPU over cycles, the arena's occupancy beneath);
-//!   prints the makespan, each lane's busy cycles and the peak occupancy.
+//!   prints the makespan, each lane's busy cycles and the peak occupancy. `--accesses`
+//!   writes the second invoke's tensor access list as JSON (`--svg` may then be left out).
 //! - `npu-sim inspect MODEL.tflite` ([`inspect`]): tensors, quantization, and where each
 //!   operator runs.
 //! - `npu-sim plan MODEL.tflite [--json] [--optimise cycles|memory] [--units SPEC]
@@ -227,9 +228,14 @@ enum Command {
     Trace {
         /// The model.
         model: PathBuf,
-        /// Where to write the chart (an SVG document).
-        #[arg(long)]
-        svg: PathBuf,
+        /// Where to write the chart (an SVG document). Required unless --accesses is given.
+        #[arg(long, required_unless_present = "accesses")]
+        svg: Option<PathBuf>,
+        /// Where to write the second invoke's tensor access list as JSON: every activation's
+        /// reads and writes by operator with their cycles, idle gaps and live interval, and
+        /// the live bytes over cycles with their peak (`npu_sim::access_list`).
+        #[arg(long, value_name = "FILE")]
+        accesses: Option<PathBuf>,
         /// Raw bytes of the input tensor (repeat for several; default zeros: the schedule
         /// does not depend on the data).
         #[arg(long)]
@@ -470,10 +476,17 @@ fn main() -> ExitCode {
         Command::Trace {
             model,
             svg,
+            accesses,
             input,
             arena,
             units,
-        } => trace::run(&model, &svg, &input, arena, units.config()),
+        } => trace::run(
+            &model,
+            (svg.as_deref(), accesses.as_deref()),
+            &input,
+            arena,
+            units.config(),
+        ),
         Command::Inspect { model } => inspect::run(&model),
         Command::Compile {
             model,
