@@ -755,12 +755,38 @@ impl AccessList {
         })
     }
 
+    /// The tensors live at the peak that no access is using then, by index: what a swap
+    /// could take out of memory there. Those live at the peak and absent here are being read
+    /// or written at that cycle (an operator's operands and output), which a swap cannot
+    /// move and only a smaller operator (stripes) or reading them in the slow tier reduces.
+    pub fn idle_at_peak(&self) -> Vec<u16> {
+        let at = self.peak_cycle;
+        self.tensors
+            .iter()
+            .filter(|t| self.live_at_peak.contains(&t.tensor))
+            .filter(|t| !t.accesses.iter().any(|a| a.start <= at && at < a.end))
+            .map(|t| t.tensor)
+            .collect()
+    }
+
+    /// Bytes of the pool the [`idle_at_peak`](Self::idle_at_peak) tensors cover (their
+    /// aligned lengths; a tensor sharing another's bytes counted once per tensor).
+    pub fn idle_at_peak_bytes(&self) -> u64 {
+        let idle = self.idle_at_peak();
+        self.tensors
+            .iter()
+            .filter(|t| idle.contains(&t.tensor))
+            .map(|t| u64::from(t.len))
+            .sum()
+    }
+
     /// The list as a JSON document: the invoke's window and arena figures, `peak_bytes`,
-    /// `peak_cycle` and `live_at_peak`; `operators` (each `op`, `via`, `start`, `end`,
-    /// `jobs`); `tensors` (each `tensor`, `bytes`, `offset`, `len`, `producer`, `input`,
-    /// `output`, `variable`, `accesses` [{`op`, `kind`: "read" | "write", `start`, `end`,
-    /// `via`}], `first_write_end`, `last_read_end`, `live` [start, end] and `gaps`, the idle
-    /// cycles before each access but the first); `curve` [{`cycle`, `bytes`}].
+    /// `peak_cycle`, `live_at_peak`, `idle_at_peak` and `idle_at_peak_bytes`; `operators`
+    /// (each `op`, `via`, `start`, `end`, `jobs`); `tensors` (each `tensor`, `bytes`,
+    /// `offset`, `len`, `producer`, `input`, `output`, `variable`, `accesses` [{`op`, `kind`:
+    /// "read" | "write", `start`, `end`, `via`}], `first_write_end`, `last_read_end`, `live`
+    /// [start, end] and `gaps`, the idle cycles before each access but the first); `curve`
+    /// [{`cycle`, `bytes`}].
     pub fn to_json(&self) -> String {
         use serde_json::json;
         let tensors: Vec<serde_json::Value> = self
@@ -827,6 +853,8 @@ impl AccessList {
             "peak_bytes": self.peak_bytes,
             "peak_cycle": self.peak_cycle,
             "live_at_peak": self.live_at_peak,
+            "idle_at_peak": self.idle_at_peak(),
+            "idle_at_peak_bytes": self.idle_at_peak_bytes(),
             "other_transfers": self.other_transfers,
             "operators": operators,
             "tensors": tensors,

@@ -182,9 +182,10 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     /// Compute checks, in order: runs on an execution unit and the op is in `config.ops`
     /// (`Unsupported`); sizes fit `u32` (`BadLength` on the output with `expected: u32::MAX`
     /// otherwise); every input is device memory, the slow tier or mapped flash and the output
-    /// device memory or the slow tier (`WrongSpace`), in bounds (`OutOfBounds`) and aligned (`Misaligned`); the number of
-    /// inputs and every length match [`Op::operands`] (`BadLength`: a missing input has
-    /// `actual: 0`, an extra one `expected: 0`); the output overlaps no input (`Overlap`),
+    /// device memory or the slow tier (`WrongSpace`), in bounds (`OutOfBounds`) and aligned
+    /// (`Misaligned`); the number of inputs and every length match [`Op::operands`]
+    /// (`BadLength`: a missing input has `actual: 0`, an extra one `expected: 0`); the output
+    /// overlaps no input (`Overlap`),
     /// except an input it equals when the op [runs in place](Op::runs_in_place).
     fn validate_compute(
         &self,

@@ -344,3 +344,49 @@ fn a_trace_that_is_not_the_graphs_is_refused_with_a_reason() {
     // An empty trace of a graph with steps.
     assert!(AccessList::build(&kws.facts, &[], true).is_err());
 }
+
+/// The swap candidates at the peak: live, and no access using them then. A chain of single
+/// operators peaks inside one operator, its input and output both in use (kws_dscnn,
+/// convnet); a branchy model holds branch outputs waiting for their concatenation
+/// (inception).
+#[test]
+fn idle_tensors_at_the_peak_are_those_no_access_uses_then() {
+    for name in MODELS {
+        let (_, m) = measure(name, SimConfig::default());
+        let list = &m.list;
+        let idle = list.idle_at_peak();
+        let at = list.peak_cycle;
+        for t in list
+            .tensors
+            .iter()
+            .filter(|t| list.live_at_peak.contains(&t.tensor))
+        {
+            let used = t.accesses.iter().any(|a| a.start <= at && at < a.end);
+            assert_eq!(
+                idle.contains(&t.tensor),
+                !used,
+                "{name}: tensor {}",
+                t.tensor
+            );
+        }
+        assert!(idle.iter().all(|t| list.live_at_peak.contains(t)), "{name}");
+        let bytes: u64 = list
+            .tensors
+            .iter()
+            .filter(|t| idle.contains(&t.tensor))
+            .map(|t| u64::from(t.len))
+            .sum();
+        assert_eq!(list.idle_at_peak_bytes(), bytes, "{name}");
+        assert!(
+            bytes < list.peak_bytes,
+            "{name}: something is in use at the peak"
+        );
+        let json: serde_json::Value = serde_json::from_str(&list.to_json()).unwrap();
+        assert_eq!(json["idle_at_peak_bytes"], bytes, "{name}");
+        match name {
+            "kws_dscnn" | "convnet" => assert!(idle.is_empty(), "{name}: {idle:?}"),
+            "inception" => assert!(!idle.is_empty(), "{name}"),
+            _ => {}
+        }
+    }
+}

@@ -73,7 +73,7 @@ pub fn run(
     if let (Some(file), Some(list)) = (accesses, &list) {
         let count: usize = list.tensors.iter().map(|t| t.accesses.len()).sum();
         outln!(
-            "{}: {} activations, {count} accesses in cycles {}..{}; peak {} B of live activations at cycle {} ({} tensors live; activation pool {} B, whole-tensor lower bound {} B); access list written to {}",
+            "{}: {} activations, {count} accesses in cycles {}..{}; peak {} B of live activations at cycle {} ({} tensors live, {} B of them idle; activation pool {} B, whole-tensor lower bound {} B); access list written to {}",
             model.display(),
             list.tensors.len(),
             list.start,
@@ -81,6 +81,7 @@ pub fn run(
             list.peak_bytes,
             list.peak_cycle,
             list.live_at_peak.len(),
+            list.idle_at_peak_bytes(),
             list.arena.activation_bytes,
             list.arena.lower_bound_bytes,
             file.display()
