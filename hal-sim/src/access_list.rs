@@ -634,18 +634,7 @@ impl AccessList {
                 };
                 if !used[k] && direction(k) == want && hit {
                     used[k] = true;
-                    let e = &jobs[k].0;
-                    push(
-                        &mut tensors,
-                        t.tensor,
-                        Access {
-                            op: None,
-                            kind,
-                            start: e.start,
-                            end: e.end,
-                            via: Via::Transfer,
-                        },
-                    );
+                    push(&mut tensors, t.tensor, by_transfer(kind, &jobs[k].0));
                 }
             }
         }
@@ -659,17 +648,10 @@ impl AccessList {
                     && jobs[k].1.reads.first().is_some_and(|x| inside(x, at))
                 {
                     used[k] = true;
-                    let e = &jobs[k].0;
                     push(
                         &mut tensors,
                         t.tensor,
-                        Access {
-                            op: None,
-                            kind: AccessKind::Read,
-                            start: e.start,
-                            end: e.end,
-                            via: Via::Transfer,
-                        },
+                        by_transfer(AccessKind::Read, &jobs[k].0),
                     );
                 }
             }
@@ -861,6 +843,17 @@ impl AccessList {
             "curve": curve,
         });
         serde_json::to_string_pretty(&doc).unwrap_or_default()
+    }
+}
+
+/// The access a transfer of the invoke's own (an input's upload, an output's download) makes.
+fn by_transfer(kind: AccessKind, e: &TraceEntry) -> Access {
+    Access {
+        op: None,
+        kind,
+        start: e.start,
+        end: e.end,
+        via: Via::Transfer,
     }
 }
 
