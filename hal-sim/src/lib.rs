@@ -214,6 +214,8 @@ pub mod runner;
 #[cfg(feature = "std")]
 pub mod soak;
 mod stats;
+#[cfg(feature = "std")]
+pub mod tier_plan;
 mod timing;
 mod trace;
 mod validate;

@@ -39,6 +39,10 @@
 //!   arena bytes the model needs (the size to give the firmware's arena section), from the
 //!   arena plan made at prepare, and the host staging bytes and fixed capacities it needs,
 //!   measured by running it.
+//! - `npu-sim plan MODEL.tflite --budget BYTES [--slow BYTES] [--json]` ([`budget`]): the
+//!   activations planned into a fast arena of `BYTES` beside a slow memory tier (each whole,
+//!   swapped out between accesses, or in the slow tier), with the cycles predicted and the
+//!   smallest budget the planner meets.
 //! - `npu-sim compile MODEL.tflite --output FILE [--json]` ([`compile`]): the model compiled
 //!   for a device's CPU (`npu_compute::compiled`): its operators' packed parameters, arena
 //!   offsets and constants as one image; prints its size and the arena it runs in.
@@ -105,6 +109,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod budget;
 mod common;
 mod compile;
 mod demo;
@@ -275,6 +280,14 @@ enum Command {
         /// to follow (`PrepareOptions::schedule_table`).
         #[arg(long, value_name = "FILE")]
         schedule: Option<PathBuf>,
+        /// Plan the activations into a fast arena of this many bytes, with a slow memory tier
+        /// beside it: each whole, swapped out between accesses, or in the slow tier, and the
+        /// cycles predicted (one U55-128; the other options do not apply).
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg, conflicts_with_all = ["schedule", "optimise"])]
+        budget: Option<usize>,
+        /// The slow tier's bytes for `--budget` (default 8 MiB, a common PSRAM).
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg, requires = "budget", default_value = "8388608")]
+        slow: usize,
     },
     /// Compile a .tflite model for a device that runs it on its CPU: write its operators'
     /// packed parameters, arena offsets and constants as one image, and print its size and
@@ -496,9 +509,17 @@ fn main() -> ExitCode {
         Command::Plan {
             model,
             json,
+            budget: Some(budget),
+            slow,
+            ..
+        } => budget::run(&model, budget as u32, slow as u32, json),
+        Command::Plan {
+            model,
+            json,
             optimise,
             units,
             schedule,
+            ..
         } => plan::run(
             &model,
             json,
