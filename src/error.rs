@@ -144,6 +144,16 @@ pub enum Error {
         /// The largest contiguous free block.
         largest_free: u32,
     },
+    /// The slow memory tier cannot hold a tensor asked for there: it has no gap that large,
+    /// or the NPU declares none (`free` and `largest_free` 0).
+    SlowTierOutOfMemory {
+        /// Bytes requested (rounded up to the alignment).
+        requested: u32,
+        /// Free bytes in the tier.
+        free: u32,
+        /// Its largest free block.
+        largest_free: u32,
+    },
     /// Host staging memory cannot hold a transfer, even after every in-flight transfer finished.
     StagingExhausted {
         /// Bytes requested.
@@ -355,6 +365,16 @@ impl core::fmt::Display for Error {
                 "arena out of memory: requested {requested} bytes, {free} bytes free, largest free \
                  block {largest_free} bytes; give the NPU a larger arena (`npu-sim plan` sizes it \
                  for a model) or release tensors sooner"
+            ),
+            Error::SlowTierOutOfMemory {
+                requested,
+                free,
+                largest_free,
+            } => write!(
+                f,
+                "slow memory tier out of memory: requested {requested} bytes, {free} bytes free, \
+                 largest free block {largest_free} bytes; give the NPU driver a slow memory of \
+                 more bytes (Capabilities::slow_memory_bytes; 0 means it has none)"
             ),
             Error::StagingExhausted {
                 requested,

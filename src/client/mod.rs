@@ -143,6 +143,17 @@ impl<'c, C: ComputeChannel> ComputeClient<'c, C> {
         Ok(self.wrap(id, bytes))
     }
 
+    /// A tensor of `bytes` bytes in the NPU's slow memory tier (PSRAM, HyperRAM:
+    /// [`Space::Slow`](crate::hal::Space::Slow)), undefined until written: for tensors the
+    /// arena cannot hold, which jobs then read and write at the tier's cost, or which
+    /// [`copy`](Self::copy) moves to and from the arena.
+    ///
+    /// Errors: [`Error::SlowTierOutOfMemory`] (also on an NPU without a slow tier).
+    pub fn empty_slow(&self, bytes: u32) -> Result<Tensor<'c, C>, Error> {
+        let id = self.call(|s| s.empty_slow(bytes))?;
+        Ok(self.wrap(id, bytes))
+    }
+
     /// A tensor holding `data` (uploaded asynchronously; `data` may be reused at once).
     pub fn create(&self, data: &[u8]) -> Result<Tensor<'c, C>, Error> {
         let Ok(bytes) = u32::try_from(data.len()) else {

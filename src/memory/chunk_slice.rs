@@ -57,6 +57,9 @@ impl Chunk {
 #[derive(Debug)]
 pub struct ChunkSliceMemory<const CHUNKS: usize = 64> {
     arena: ArenaStorage<CHUNKS>,
+    /// Where the arena's fast memory ends and the slow tier behind it starts (the arena's
+    /// size without a tier): chunks of one never serve requests for the other.
+    fast_end: u32,
     chunks: [Option<Chunk>; CHUNKS],
     config: MemoryConfig,
     reserves_since_dealloc: u32,
@@ -82,6 +85,7 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     pub const fn empty(config: MemoryConfig) -> Self {
         ChunkSliceMemory {
             arena: ArenaStorage::empty(),
+            fast_end: 0,
             chunks: [None; CHUNKS],
             config,
             reserves_since_dealloc: 0,
@@ -110,15 +114,74 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     /// stale), the figures restarted. Errors: [`Error::Storage`] when `alignment` is not a
     /// power of two (the manager is then left as it was).
     pub fn reset(&mut self, size: u32, alignment: u32, config: MemoryConfig) -> Result<(), Error> {
+        self.reset_tiers(size, 0, alignment, config)
+    }
+
+    /// A manager over an arena of `fast` bytes with a slow tier of `slow` bytes behind it:
+    /// one address range, the tier's blocks from `fast` (rounded down to the alignment) on,
+    /// which [`reserve`](MemoryManagement::reserve) never hands out and
+    /// [`reserve_slow`](MemoryManagement::reserve_slow) alone does. A server maps those
+    /// offsets to the HAL's slow memory.
+    ///
+    /// ```
+    /// use npu_compute::memory::{ChunkSliceMemory, MemoryConfig, MemoryManagement};
+    /// let mut m = ChunkSliceMemory::<8>::with_slow_tier(1024, 4096, 16, MemoryConfig::default()).unwrap();
+    /// let fast = m.reserve(512).unwrap();
+    /// let slow = m.reserve_slow(2048).unwrap();
+    /// assert_eq!(m.block(fast).unwrap().offset, 0);
+    /// assert_eq!(m.block(slow).unwrap().offset, 1024);
+    /// assert!(m.reserve(1024).is_err(), "the fast arena has 512 bytes left");
+    /// ```
+    ///
+    /// Errors: [`Error::Storage`] when `alignment` is not a power of two,
+    /// [`Error::SlowTierOutOfMemory`] when the two sizes together pass `u32::MAX`.
+    pub fn with_slow_tier(
+        fast: u32,
+        slow: u32,
+        alignment: u32,
+        config: MemoryConfig,
+    ) -> Result<Self, Error> {
+        let mut memory = Self::empty(config);
+        memory.reset_tiers(fast, slow, alignment, config)?;
+        Ok(memory)
+    }
+
+    /// [`reset`](Self::reset) with a slow tier of `slow` bytes, as
+    /// [`with_slow_tier`](Self::with_slow_tier) makes it.
+    pub fn reset_tiers(
+        &mut self,
+        fast: u32,
+        slow: u32,
+        alignment: u32,
+        config: MemoryConfig,
+    ) -> Result<(), Error> {
+        let fast_end = fast & !alignment.wrapping_sub(1);
+        let size = fast_end
+            .checked_add(slow)
+            .ok_or(Error::SlowTierOutOfMemory {
+                requested: slow,
+                free: u32::MAX - fast_end,
+                largest_free: u32::MAX - fast_end,
+            })?;
         self.arena = ArenaStorage::new(size, alignment)?;
+        self.fast_end = fast_end.min(self.arena.size());
         self.chunks.fill(None);
         self.config = config;
         self.reserves_since_dealloc = 0;
         self.stats = MemoryStats {
-            largest_free: self.arena.size(),
+            largest_free: self.fast_end,
             ..MemoryStats::default()
         };
         Ok(())
+    }
+
+    /// The arena's fast range, or the slow tier's behind it.
+    fn range(&self, slow: bool) -> core::ops::Range<u32> {
+        if slow {
+            self.fast_end..self.arena.size()
+        } else {
+            0..self.fast_end
+        }
     }
 
     /// The configuration.
@@ -246,12 +309,16 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         }
     }
 
-    /// Steps 2 and 3: the exact free chunk, else the smallest free chunk that takes a slice.
-    fn find_free_chunk(&self, len: u32) -> Option<usize> {
+    /// Steps 2 and 3: the exact free chunk, else the smallest free chunk that takes a slice,
+    /// in the slow tier or the fast arena as `slow` says.
+    fn find_free_chunk(&self, len: u32, slow: bool) -> Option<usize> {
         let mut best: Option<(usize, u32)> = None;
         for (i, c) in self.chunks.iter().enumerate() {
             let Some(c) = c else { continue };
             if c.state != ChunkState::Free || c.parent.is_some() {
+                continue;
+            }
+            if (c.block.offset >= self.fast_end) != slow {
                 continue;
             }
             if c.block.len == len {
@@ -320,9 +387,9 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         merged
     }
 
-    fn create_chunk(&mut self, len: u32) -> Result<usize, Error> {
+    fn create_chunk(&mut self, len: u32, slow: bool) -> Result<usize, Error> {
         let index = self.free_slot()?;
-        let block = self.arena.alloc(len)?;
+        let block = self.arena.alloc_in(self.range(slow), len)?;
         self.chunks[index] = Some(Chunk {
             block,
             parent: None,
@@ -339,6 +406,40 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         Ok(index)
     }
 
+    /// [`reserve`](MemoryManagement::reserve) in the fast arena or, for `slow`, the tier
+    /// behind it.
+    fn reserve_in(&mut self, bytes: u32, slow: bool) -> Result<MemoryBinding, Error> {
+        let len = self.arena.rounded(bytes).ok_or(Error::OutOfMemory {
+            requested: bytes,
+            free: self.arena.free_bytes(),
+            largest_free: self.arena.largest_free(),
+        })?;
+        self.cleanup_slices();
+        let binding = match self.find_free_chunk(len, slow) {
+            Some(i) if self.chunks[i].is_some_and(|c| c.block.len == len) => {
+                self.stats.exact_reuses += 1;
+                self.bind(i, ChunkState::Whole { bytes }, bytes)
+            }
+            Some(i) => {
+                self.stats.slice_reuses += 1;
+                self.bind(i, ChunkState::Slice { bytes, held: true }, bytes)
+            }
+            None => {
+                let index = match self.create_chunk(len, slow) {
+                    Ok(i) => i,
+                    Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. }) => {
+                        self.cleanup_chunks();
+                        self.create_chunk(len, slow)?
+                    }
+                    Err(e) => return Err(e),
+                };
+                self.bind(index, ChunkState::Whole { bytes }, bytes)
+            }
+        };
+        self.tick_dealloc();
+        Ok(binding)
+    }
+
     fn tick_dealloc(&mut self) {
         if let DeallocStrategy::PeriodTick { period } = self.config.dealloc {
             self.reserves_since_dealloc += 1;
@@ -352,35 +453,22 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
 
 impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
     fn reserve(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
-        let len = self.arena.rounded(bytes).ok_or(Error::OutOfMemory {
-            requested: bytes,
-            free: self.arena.free_bytes(),
-            largest_free: self.arena.largest_free(),
-        })?;
-        self.cleanup_slices();
-        let binding = match self.find_free_chunk(len) {
-            Some(i) if self.chunks[i].is_some_and(|c| c.block.len == len) => {
-                self.stats.exact_reuses += 1;
-                self.bind(i, ChunkState::Whole { bytes }, bytes)
-            }
-            Some(i) => {
-                self.stats.slice_reuses += 1;
-                self.bind(i, ChunkState::Slice { bytes, held: true }, bytes)
-            }
-            None => {
-                let index = match self.create_chunk(len) {
-                    Ok(i) => i,
-                    Err(Error::OutOfMemory { .. } | Error::CapacityExceeded { .. }) => {
-                        self.cleanup_chunks();
-                        self.create_chunk(len)?
-                    }
-                    Err(e) => return Err(e),
-                };
-                self.bind(index, ChunkState::Whole { bytes }, bytes)
-            }
-        };
-        self.tick_dealloc();
-        Ok(binding)
+        self.reserve_in(bytes, false)
+    }
+
+    fn reserve_slow(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        self.reserve_in(bytes, true).map_err(|e| match e {
+            Error::OutOfMemory {
+                requested,
+                free,
+                largest_free,
+            } => Error::SlowTierOutOfMemory {
+                requested,
+                free,
+                largest_free,
+            },
+            other => other,
+        })
     }
 
     fn place(
@@ -539,7 +627,7 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
 
     fn stats(&self) -> MemoryStats {
         MemoryStats {
-            largest_free: self.arena.largest_free(),
+            largest_free: self.arena.largest_free_in(self.range(false)),
             chunks: self.arena.blocks() as u32,
             ..self.stats
         }

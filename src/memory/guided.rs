@@ -511,6 +511,12 @@ impl<M: MemoryManagement, const PLANS: usize, const EVENTS: usize> MemoryManagem
         self.inner.place(pool, offset, bytes)
     }
 
+    /// Not guided: passes plan the fast arena, and a tensor asked for in the slow tier is the
+    /// caller's plan already.
+    fn reserve_slow(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        self.inner.reserve_slow(bytes)
+    }
+
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error> {
         let tracked = self.pass.and_then(|p| {
             self.tracked[..usize::from(p.count)]

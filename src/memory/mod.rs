@@ -119,7 +119,9 @@ impl Default for MemoryConfig {
     }
 }
 
-/// Memory figures, in bytes unless stated.
+/// Memory figures, in bytes unless stated. With a slow tier
+/// ([`ChunkSliceMemory::with_slow_tier`]) the byte counts take in both memories, and
+/// `largest_free` is the fast arena's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct MemoryStats {
@@ -139,7 +141,7 @@ pub struct MemoryStats {
     pub exact_reuses: u32,
     /// Reserves served by a slice.
     pub slice_reuses: u32,
-    /// The largest contiguous free block of the arena now.
+    /// The largest contiguous free block of the (fast) arena now.
     pub largest_free: u32,
     /// Chunks live now.
     pub chunks: u32,
@@ -182,6 +184,19 @@ pub trait MemoryManagement {
         offset: u32,
         bytes: u32,
     ) -> Result<MemoryBinding, Error>;
+    /// Reserve `bytes` for a new tensor in the slow memory tier behind the arena, where the
+    /// manager was given one: its blocks then lie from the arena's size on (see
+    /// [`ChunkSliceMemory::with_slow_tier`]). The default has none.
+    ///
+    /// Errors: [`Error::SlowTierOutOfMemory`] (with no bytes free where there is no tier),
+    /// [`Error::CapacityExceeded`] naming [`Capacity::Chunks`].
+    fn reserve_slow(&mut self, bytes: u32) -> Result<MemoryBinding, Error> {
+        Err(Error::SlowTierOutOfMemory {
+            requested: bytes,
+            free: 0,
+            largest_free: 0,
+        })
+    }
     /// The tensor holding `binding` is gone.
     fn release(&mut self, binding: MemoryBinding) -> Result<(), Error>;
     /// The arena byte range (offset, requested length) of a binding.

@@ -10,7 +10,7 @@
 
 use super::deps::DepSet;
 use super::residency::Residency;
-use super::tensors::{Binding, TensorEntry};
+use super::tensors::{region_of_block, Binding, TensorEntry};
 use super::NpuServer;
 use crate::error::Error;
 use crate::hal::{
@@ -261,6 +261,7 @@ impl<
             deps: heapless::Vec::new(),
         };
         let mut deps = DepSet::default();
+        let slow_base = self.slow_base;
         let (memory, npu, frontier) = (&mut self.memory, &mut self.npu, &mut self.frontier);
         let mut ended = |q, f| frontier.is_done(npu, q, f);
         if let JobKind::Compute {
@@ -275,7 +276,7 @@ impl<
                     Binding::Memory(m) => {
                         let (block, access) = memory.block_and_access(m)?;
                         deps.add_read_of(access, queue, &mut ended);
-                        Region::device(block.offset, block.len)
+                        region_of_block(block, slow_base)
                     }
                     Binding::Flash(r) => r,
                     Binding::Host => return Err(Error::NotPinned),
@@ -285,11 +286,11 @@ impl<
             }
             let (block, access) = memory.block_and_access(out)?;
             deps.add_write_of(access, queue, &mut ended);
-            *out_region = Region::device(block.offset, block.len);
+            *out_region = region_of_block(block, slow_base);
             if let Some(m) = scratch {
                 let (block, access) = memory.block_and_access(m)?;
                 deps.add_write_of(access, queue, &mut ended);
-                *scratch_region = Some(Region::device(block.offset, block.len));
+                *scratch_region = Some(region_of_block(block, slow_base));
             }
         }
         deps.fences_into(&mut job.deps);

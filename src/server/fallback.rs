@@ -46,7 +46,9 @@ impl<
         inputs: &[Operand],
         output: Operand,
     ) -> Result<(), Error> {
-        if let Some(views) = self.in_place_operands(inputs.iter().map(|e| e.binding))? {
+        if let Some(views) =
+            self.in_place_operands(inputs.iter().map(|e| e.binding), output.binding)?
+        {
             return self.compute_in_place(op, inputs, output, &views);
         }
         let mut staged = heapless::Vec::new();
@@ -57,22 +59,32 @@ impl<
         result
     }
 
-    /// Where the kernels can read each of an op's inputs in place (bound as `bindings`):
-    /// `None` when the HAL keeps the CPU off device memory or an input cannot be viewed where
-    /// it lies (a flash constant off [`VIEW_ALIGNMENT`], or not bound on the device yet), and
-    /// the op goes through staging.
+    /// Where the kernels can read each of an op's inputs in place (bound as `bindings`, the
+    /// output as `output`): `None` when the HAL keeps the CPU off device memory, or an operand
+    /// cannot be viewed where it lies (a flash constant off [`VIEW_ALIGNMENT`], a tensor not
+    /// bound on the device yet, or one in the slow tier, which the HAL lends the CPU no view
+    /// of), and the op goes through staging.
     pub(super) fn in_place_operands(
         &mut self,
         bindings: impl Iterator<Item = Binding>,
+        output: Binding,
     ) -> Result<Option<InPlace>, Error> {
         if self.npu.device_memory().is_none() {
             return Ok(None);
+        }
+        if let Binding::Memory(m) = output {
+            if self.device_region(m)?.space != Space::Device {
+                return Ok(None);
+            }
         }
         let mut views = InPlace::new();
         for binding in bindings {
             let view = match binding {
                 Binding::Memory(m) => {
                     let r = self.device_region(m)?;
+                    if r.space != Space::Device {
+                        return Ok(None);
+                    }
                     InputBytes::At(r.offset as usize, r.len as usize)
                 }
                 Binding::Flash(r) => match self.flash_bytes(r) {

@@ -72,10 +72,7 @@ impl<
     pub fn for_each_tensor(&self, mut f: impl FnMut(LiveTensor)) -> Result<(), Error> {
         for (id, refs, e) in self.handles.iter() {
             let (device, reserved) = match e.binding {
-                Binding::Memory(m) => {
-                    let b = self.memory.block(m)?;
-                    (Some(Region::device(b.offset, b.len)), e.pool.is_none())
-                }
+                Binding::Memory(m) => (Some(self.device_region(m)?), e.pool.is_none()),
                 Binding::Flash(r) => (Some(r), false),
                 Binding::Host => (None, false),
             };

@@ -108,6 +108,14 @@ pub trait ComputeServer {
 
     /// A tensor of `bytes` uninitialised bytes on the device.
     fn empty(&mut self, bytes: u32) -> Result<HandleId, Error>;
+    /// A tensor of `bytes` uninitialised bytes in the NPU's slow memory tier
+    /// ([`Space::Slow`](crate::hal::Space::Slow)): jobs read and write it there, at the
+    /// tier's cost, and [`copy`](Self::copy) moves it to and from the arena. Everything else
+    /// about it is a tensor's: it can be written, read, copied, placed in, released.
+    ///
+    /// Errors: [`Error::SlowTierOutOfMemory`] (also where the NPU has no slow tier),
+    /// [`Error::CapacityExceeded`].
+    fn empty_slow(&mut self, bytes: u32) -> Result<HandleId, Error>;
     /// A tensor of `bytes` bytes that `fill` writes straight into host staging memory, then
     /// uploaded (returns once the upload is queued): data computed on the fly needs no buffer
     /// of its own. A `constant` tensor is read-only: writing it (as a job's output, by
@@ -397,6 +405,9 @@ pub struct NpuServer<
     memory: M,
     handles: HandleTable<TensorEntry, HANDLES>,
     staging: Staging<STAGING>,
+    /// Where the memory manager's slow tier starts ([`ChunkSliceMemory::with_slow_tier`]):
+    /// its offsets from here on are the HAL's slow memory; `u32::MAX` without a tier.
+    slow_base: u32,
     /// Newest fence submitted per queue, for `sync`.
     newest: [Option<Fence>; MAX_QUEUES],
     /// Newest fence known complete per queue.
@@ -442,7 +453,12 @@ impl<
     /// that divides its memories.
     pub fn new(npu: H, config: MemoryConfig) -> Result<Self, Error> {
         let caps = npu.capabilities();
-        let memory = ChunkSliceMemory::new(caps.device_memory_bytes, caps.alignment, config)?;
+        let memory = ChunkSliceMemory::with_slow_tier(
+            caps.device_memory_bytes,
+            caps.slow_memory_bytes,
+            caps.alignment,
+            config,
+        )?;
         Self::with_memory(npu, memory)
     }
 
@@ -494,8 +510,12 @@ impl<
         }
         let caps = self.caps;
         check_units(caps)?;
-        self.memory
-            .reset(caps.device_memory_bytes, caps.alignment, config)?;
+        self.memory.reset_tiers(
+            caps.device_memory_bytes,
+            caps.slow_memory_bytes,
+            caps.alignment,
+            config,
+        )?;
         self.staging = Staging::new(caps.host_memory_bytes, caps.alignment)?;
         Ok(())
     }
@@ -525,11 +545,17 @@ impl<
             // `RUNS_OPS` first.
             caps.ops = crate::ops::OpSet::EMPTY;
         }
+        let slow_base = if caps.slow_memory_bytes == 0 {
+            u32::MAX
+        } else {
+            caps.device_memory_bytes & !caps.alignment.wrapping_sub(1)
+        };
         NpuServer {
             staging,
             npu,
             caps,
             memory,
+            slow_base,
             handles: HandleTable::new(next_server_tag()),
             newest: [None; MAX_QUEUES],
             frontier: Frontier::default(),
@@ -795,6 +821,11 @@ impl<
 
     fn empty(&mut self, bytes: u32) -> Result<HandleId, Error> {
         Self::empty(self, bytes)
+    }
+
+    fn empty_slow(&mut self, bytes: u32) -> Result<HandleId, Error> {
+        let binding = self.with_memory_retry(|m| m.reserve_slow(bytes))?;
+        self.bind_new(binding, bytes)
     }
 
     fn create(

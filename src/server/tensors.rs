@@ -12,6 +12,7 @@ use crate::error::{Capacity, Error};
 use crate::hal::{HalError, Npu, Region, MAX_FLASH_SEGMENTS};
 use crate::handle::HandleId;
 use crate::memory::{MemoryBinding, MemoryManagement};
+use crate::storage::Block;
 
 /// What the server knows of one tensor, as [`ComputeServer::tensor`](super::ComputeServer::tensor)
 /// reports it.
@@ -100,6 +101,17 @@ pub(super) fn next_server_tag() -> u16 {
     })
 }
 
+/// The HAL region of a memory manager's block: the arena below `slow_base`, the slow tier
+/// from there on ([`ChunkSliceMemory::with_slow_tier`](crate::memory::ChunkSliceMemory::with_slow_tier)).
+#[inline(always)]
+pub(super) fn region_of_block(b: Block, slow_base: u32) -> Region {
+    if b.offset < slow_base {
+        Region::device(b.offset, b.len)
+    } else {
+        Region::slow(b.offset - slow_base, b.len)
+    }
+}
+
 impl<
         H: Npu,
         M: MemoryManagement,
@@ -124,6 +136,15 @@ impl<
 
     pub(super) fn empty(&mut self, bytes: u32) -> Result<HandleId, Error> {
         let binding = self.reserve(bytes)?;
+        self.bind_new(binding, bytes)
+    }
+
+    /// A new tensor of `bytes` over `binding`, which is released if the table is full.
+    pub(super) fn bind_new(
+        &mut self,
+        binding: MemoryBinding,
+        bytes: u32,
+    ) -> Result<HandleId, Error> {
         self.handles
             .insert(TensorEntry::on_device(
                 Binding::Memory(binding),
@@ -303,10 +324,10 @@ impl<
         Ok(id)
     }
 
+    /// The region of the arena, or of the slow tier behind it, a binding holds.
     #[inline(always)]
     pub(super) fn device_region(&self, binding: MemoryBinding) -> Result<Region, Error> {
-        let b = self.memory.block(binding)?;
-        Ok(Region::device(b.offset, b.len))
+        Ok(region_of_block(self.memory.block(binding)?, self.slow_base))
     }
     /// The device region of a tensor bound on the device (in memory or flash). A pinned
     /// tensor no job has touched yet has none: callers bind it first (`bind_on_device`).

@@ -189,19 +189,54 @@ impl<const N: usize> ArenaStorage<N> {
 
     /// The largest contiguous free range.
     pub fn largest_free(&self) -> u32 {
-        self.gaps().map(|(_, g)| g.len).max().unwrap_or(0)
+        self.largest_free_in(0..self.size)
+    }
+
+    /// The largest contiguous free range within `range`.
+    pub fn largest_free_in(&self, range: core::ops::Range<u32>) -> u32 {
+        self.gaps()
+            .map(|(_, g)| {
+                g.end()
+                    .min(range.end)
+                    .saturating_sub(g.offset.max(range.start))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Reserve a block of at least `bytes` (rounded up to the alignment).
     pub fn alloc(&mut self, bytes: u32) -> Result<Block, StorageError> {
-        let oom = |s: &Self, requested| StorageError::OutOfMemory {
-            requested,
-            free: s.free_bytes(),
-            largest_free: s.largest_free(),
+        self.alloc_in(0..self.size, bytes)
+    }
+
+    /// [`alloc`](Self::alloc) within `range` of the arena only (its ends aligned): the best
+    /// fit among the gaps' parts inside it. An arena split in ranges (the fast memory, then a
+    /// slower tier behind it) keeps each range's blocks apart this way; the errors' figures
+    /// are those of the range.
+    pub fn alloc_in(
+        &mut self,
+        range: core::ops::Range<u32>,
+        bytes: u32,
+    ) -> Result<Block, StorageError> {
+        let clip = |g: Block| {
+            let start = g.offset.max(range.start);
+            Block {
+                offset: start,
+                len: g.end().min(range.end).saturating_sub(start),
+            }
+        };
+        let oom = |s: &Self, requested| {
+            let gaps = || s.gaps().map(|(_, g)| clip(g).len);
+            StorageError::OutOfMemory {
+                requested,
+                free: gaps().sum(),
+                largest_free: gaps().max().unwrap_or(0),
+            }
         };
         let len = self.rounded(bytes).ok_or_else(|| oom(self, bytes))?;
         let best = self
             .gaps()
+            .map(|(i, g)| (i, clip(g)))
             .filter(|(_, g)| g.len >= len)
             .min_by_key(|(_, g)| g.len)
             .ok_or_else(|| oom(self, len))?;
@@ -283,6 +318,28 @@ mod tests {
         );
         assert!(ArenaStorage::<2>::new(64, 12).is_err());
         assert!(a.alloc(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn a_range_keeps_its_blocks_and_its_figures() {
+        // A fast range of 64 bytes, a slow one of 192 behind it.
+        let mut a = ArenaStorage::<8>::new(256, 16).unwrap();
+        let slow = a.alloc_in(64..256, 32).unwrap();
+        assert_eq!(slow.offset, 64);
+        let fast = a.alloc_in(0..64, 48).unwrap();
+        assert_eq!(fast.offset, 0);
+        // 32 bytes fit the slow range's gaps but not the 16 left of the fast one.
+        assert_eq!(
+            a.alloc_in(0..64, 32),
+            Err(StorageError::OutOfMemory {
+                requested: 32,
+                free: 16,
+                largest_free: 16
+            })
+        );
+        assert_eq!(a.alloc_in(64..256, 160).unwrap().offset, 96);
+        // The whole arena's alloc is the range of all of it.
+        assert_eq!(a.alloc(16).unwrap().offset, 48);
     }
 
     #[test]

@@ -211,7 +211,8 @@ impl<
             .inputs
             .iter()
             .map(|&i| plan.tensors[usize::from(i)].binding);
-        if let Some(views) = self.in_place_operands(bindings)? {
+        let output = plan.tensors[usize::from(step.output)].binding;
+        if let Some(views) = self.in_place_operands(bindings, output)? {
             return self.cpu_step_in_place(plan, k, op, before, &views);
         }
         let mut staged = heapless::Vec::new();
