@@ -1,10 +1,12 @@
 //! Tensors in the NPU's slow memory tier (`ComputeClient::empty_slow`): their bytes written and
 //! read back, jobs reading and writing them with the arena's results, copies between the tiers
 //! in order, pools placed in, the CPU fallback over them, the fast arena never handing out the
-//! tier's bytes, and the refusal on an NPU without a tier.
+//! tier's bytes, and the refusal on an NPU without a tier; a graph keeping activations there
+//! (`PrepareOptions::slow_tensors`).
 
 use npu_compute::channel::{ComputeChannel, RefCellChannel};
 use npu_compute::client::ComputeClient;
+use npu_compute::graph::{Graph, GraphError, Optimise, PrepareOptions};
 use npu_compute::hal::Space;
 use npu_compute::memory::MemoryConfig;
 use npu_compute::ops::{FullyConnectedF32, Op, OpSet};
@@ -213,7 +215,10 @@ fn the_fast_arena_never_hands_out_the_tiers_bytes() {
     let before = client.memory_stats().unwrap().largest_free;
     assert_eq!(before, ARENA as u32);
     let _slow = client.empty_slow(32 * 1024).unwrap();
-    assert_eq!(client.memory_stats().unwrap().largest_free, before);
+    // The figures are the arena's: the tier's bytes are not in them.
+    let stats = client.memory_stats().unwrap();
+    assert_eq!(stats.largest_free, before);
+    assert_eq!((stats.in_use, stats.reserved), (0, 0));
     let _fast = client.empty(ARENA as u32).unwrap();
     // The arena is full; the tier's 32 KiB left do not serve it.
     assert!(matches!(
@@ -246,4 +251,76 @@ fn without_a_slow_tier_the_request_is_refused_with_the_reason() {
     assert!(err.to_string().contains("slow_memory_bytes"));
     // The arena is untouched.
     assert_eq!(client.memory_stats().unwrap().largest_free, ARENA as u32);
+}
+
+static KWS: &[u8] = npu_compute::include_aligned!("../examples/models/kws_dscnn/model.tflite");
+static KWS_IN: &[u8] = include_bytes!("../examples/models/kws_dscnn/input_0.bin");
+static KWS_OUT: &[u8] = include_bytes!("../examples/models/kws_dscnn/expected_tflm_0.bin");
+
+/// kws_dscnn's activations, model tensor indices (from `npu-sim plan ... --budget`).
+const KWS_SLOW: &[u16] = &[21, 23, 25, 27, 29];
+
+fn big_server() -> Server {
+    let sim = SimNpu::new(
+        memory::<{ 256 * 1024 }>(),
+        memory::<65536>(),
+        SimConfig::default(),
+    )
+    .unwrap()
+    .with_slow_memory(memory::<SLOW>())
+    .unwrap();
+    NpuServer::new(sim, MemoryConfig::default()).unwrap()
+}
+
+#[test]
+fn a_graph_keeps_the_activations_it_is_told_in_the_slow_tier_with_tflms_bytes() {
+    let whole = {
+        let channel = Channel::new(big_server());
+        let graph: Graph<_> = Graph::prepare(ComputeClient::new(&channel), KWS).unwrap();
+        graph.arena()
+    };
+    let channel = Channel::new(big_server());
+    let options = PrepareOptions {
+        slow_tensors: KWS_SLOW,
+        ..PrepareOptions::default()
+    };
+    let mut graph: Graph<_> =
+        Graph::prepare_with(ComputeClient::new(&channel), KWS, options).unwrap();
+    let arena = graph.arena();
+    assert_eq!(arena.slow_bytes, 8000);
+    assert_eq!(arena.activation_bytes, whole.activation_bytes - 8000);
+    assert!(graph.activations().filter(|a| a.slow).count() >= KWS_SLOW.len());
+    for _ in 0..2 {
+        // Job by job, then from the job plan.
+        let mut out = [0u8; 12];
+        graph.invoke(&[KWS_IN], &mut [&mut out]).unwrap();
+        assert_eq!(&out[..], KWS_OUT);
+    }
+}
+
+#[test]
+fn slow_tensors_the_graph_cannot_keep_there_are_refused() {
+    let channel = Channel::new(big_server());
+    // Stripes plan whole tensors in one pool.
+    let striped = PrepareOptions {
+        optimise: Optimise::Memory,
+        slow_tensors: KWS_SLOW,
+        ..PrepareOptions::default()
+    };
+    let refused = Graph::<_>::prepare_with(ComputeClient::new(&channel), KWS, striped);
+    assert!(matches!(
+        refused,
+        Err(GraphError::SlowTensor { tensor: 21, .. })
+    ));
+    // A constant (tensor 1 is a filter) has no activation memory to move.
+    let constant = PrepareOptions {
+        slow_tensors: &[1],
+        ..PrepareOptions::default()
+    };
+    let refused = Graph::<_>::prepare_with(ComputeClient::new(&channel), KWS, constant);
+    let Err(e) = refused else {
+        panic!("a constant was kept in the slow tier");
+    };
+    assert!(matches!(e, GraphError::SlowTensor { tensor: 1, .. }));
+    assert!(e.to_string().contains("list activations only"));
 }

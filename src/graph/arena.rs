@@ -244,7 +244,11 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
     /// after choosing tiled chains when `optimise` asks for the smallest arena.
     // Out of line, as `add_step`: its tables then share no frame with prepare's others.
     #[inline(never)]
-    pub(super) fn plan_arena(&mut self, optimise: Optimise) -> Result<(), GraphError> {
+    pub(super) fn plan_arena(
+        &mut self,
+        optimise: Optimise,
+        slow_tensors: &[u16],
+    ) -> Result<(), GraphError> {
         let alignment = self
             .client
             .capabilities()
@@ -252,6 +256,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .alignment
             .max(1);
         if optimise == Optimise::Memory {
+            if let Some(&tensor) = slow_tensors.first() {
+                return Err(GraphError::SlowTensor {
+                    tensor,
+                    reason: "stripes are planned over whole tensors in one pool: prepare with \
+                             Optimise::Cycles to keep tensors in the slow tier",
+                });
+            }
             self.choose_tiles(alignment)?;
         }
         // Before the plan's own buffers: the two tables are then never alive at once.
@@ -267,11 +278,48 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .ok_or(GraphError::Plan(ArenaPlanError::BadInput {
                 buffer: u32::MAX,
             }))?;
-        let plan = crate::memory::plan_arena::<TENSORS>(&buffers.lifetimes, alignment, PLAN_EFFORT)
+        // A buffer goes to the slow tier with any of its tensors listed there.
+        let mut slow: heapless::Vec<bool, TENSORS> = heapless::Vec::new();
+        let _ = slow.resize(buffers.lifetimes.len(), false);
+        for (t, &b) in buffers.of.iter().enumerate() {
+            if slow_tensors.contains(&(t as u16)) {
+                match slow.get_mut(usize::from(b)) {
+                    Some(s) => *s = true,
+                    None => {
+                        return Err(GraphError::SlowTensor {
+                            tensor: t as u16,
+                            reason: "it is a constant, or no operator that runs produces it: \
+                                     list activations only",
+                        })
+                    }
+                }
+            }
+        }
+        let tier = |in_slow: bool| -> heapless::Vec<Lifetime, TENSORS> {
+            let keep = |(_, s): &(&Lifetime, &bool)| **s == in_slow;
+            (buffers.lifetimes.iter().zip(&slow).filter(keep))
+                .map(|(l, _)| *l)
+                .collect()
+        };
+        let plan = crate::memory::plan_arena::<TENSORS>(&tier(false), alignment, PLAN_EFFORT)
+            .map_err(GraphError::Plan)?;
+        let slow_plan = crate::memory::plan_arena::<TENSORS>(&tier(true), alignment, PLAN_EFFORT)
             .map_err(GraphError::Plan)?;
         for ((slot, &b), &at) in self.tensors.iter_mut().zip(&buffers.of).zip(&buffers.at) {
-            if let Some(offset) = plan.offset(usize::from(b)) {
+            let b = usize::from(b);
+            let Some(&in_slow) = slow.get(b) else {
+                continue;
+            };
+            // The buffer's index among those of its tier.
+            let k = slow[..b].iter().filter(|&&s| s == in_slow).count();
+            let offset = if in_slow {
+                slow_plan.offset(k)
+            } else {
+                plan.offset(k)
+            };
+            if let Some(offset) = offset {
                 slot.offset = offset + at;
+                slot.slow = in_slow;
             }
         }
         for si in 0..self.steps.len() {
@@ -308,10 +356,19 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             constant_bytes,
             tiled_chains: self.striped().len() as u8,
             recomputed_macs,
+            slow_bytes: slow_plan.size(),
         };
-        if plan.size() > 0 {
-            let pool = self.client.empty(plan.size()).map_err(not_one_op)?;
+        // Placements go through the arena's pool, so it exists whenever the slow one does.
+        if plan.size() > 0 || slow_plan.size() > 0 {
+            let pool = self.client.empty(plan.size().max(1)).map_err(not_one_op)?;
             self.pool = Some(pool);
+        }
+        if slow_plan.size() > 0 {
+            let pool = self
+                .client
+                .empty_slow(slow_plan.size())
+                .map_err(not_one_op)?;
+            self.slow_pool = Some(pool);
         }
         Ok(())
     }

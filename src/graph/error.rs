@@ -64,6 +64,14 @@ pub enum GraphError {
     /// The arena planner refused the model's activations (more buffers than its capacity,
     /// or a plan beyond 4 GiB).
     Plan(ArenaPlanError),
+    /// A tensor listed in [`PrepareOptions::slow_tensors`](super::PrepareOptions::slow_tensors)
+    /// cannot be kept in the slow tier.
+    SlowTensor {
+        /// The tensor's index in the model.
+        tensor: u16,
+        /// Why, and what to change.
+        reason: &'static str,
+    },
     /// An input or output buffer has the wrong length.
     BadIo {
         /// `"input"` or `"output"`.
@@ -133,6 +141,9 @@ impl core::fmt::Display for GraphError {
         match self {
             GraphError::Model(e) => e.fmt(f),
             GraphError::Plan(e) => write!(f, "the arena plan failed: {e}"),
+            GraphError::SlowTensor { tensor, reason } => {
+                write!(f, "tensor {tensor} cannot be kept in the slow tier: {reason}")
+            }
             GraphError::ScheduleTable(e) => e.fmt(f),
             GraphError::Unsupported { op_index, op, what } => write!(
                 f,

@@ -34,6 +34,10 @@ pub struct Activation {
     /// A variable tensor (an operator's state): its block of the pool is held for the graph's
     /// lifetime.
     pub variable: bool,
+    /// Kept in the slow memory tier, its offset in the slow pool: listed in
+    /// [`PrepareOptions::slow_tensors`](super::PrepareOptions::slow_tensors), or sharing
+    /// memory with a tensor listed there.
+    pub slow: bool,
 }
 
 /// The tensors one step reads and writes, as [`Graph::step_tensors`] reports them.
@@ -78,6 +82,7 @@ impl<C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'_, C, OPS
                 input: self.inputs.contains(&t),
                 output: self.outputs.contains(&t),
                 variable: slot.variable,
+                slow: slot.slow,
             })
     }
 

@@ -168,6 +168,13 @@ pub struct PrepareOptions {
     /// planning one, so prepare does no scheduling work. Checked against the model and the
     /// units ([`GraphError::ScheduleTable`]).
     pub schedule_table: Option<&'static [u8]>,
+    /// Activations (by tensor index in the model) kept in the NPU's slow memory tier
+    /// ([`ComputeClient::empty_slow`]) rather than the arena: their operators read and write
+    /// them there, at the tier's cost, and the arena plan leaves them out. A tier plan
+    /// chooses them (`npu-sim plan MODEL --budget BYTES`). A tensor that shares memory with
+    /// another (a RESHAPE's, an operator's in place) takes that one along. Not with
+    /// [`Optimise::Memory`] ([`GraphError::Plan`]).
+    pub slow_tensors: &'static [u16],
 }
 
 impl From<Optimise> for PrepareOptions {
@@ -260,8 +267,11 @@ pub(super) struct Slot<'c, C: ComputeChannel> {
     variable: bool,
     /// A variable's initial byte, as TFLM sets it: an int8 variable's zero point, else 0.
     initial: u8,
-    /// For an activation or a variable: its offset in the graph's pool, from the arena plan.
+    /// For an activation or a variable: its offset in the graph's pool, from the arena plan
+    /// (in the slow pool when `slow`).
     offset: u32,
+    /// Kept in the slow memory tier ([`PrepareOptions::slow_tensors`]).
+    slow: bool,
     /// The constant or the variable, or during an invoke the live activation.
     value: Option<Tensor<'c, C>>,
 }
@@ -305,6 +315,8 @@ pub struct Graph<
     tiles: heapless::Vec<Tile, MAX_TILES>,
     /// The activations' memory, reserved once at prepare and laid out by the arena plan.
     pool: Option<Tensor<'c, C>>,
+    /// The memory of the activations kept in the slow tier, laid out by a plan of their own.
+    slow_pool: Option<Tensor<'c, C>>,
     memory: ArenaReport,
     /// How invokes run: job by job, or from a job plan.
     path: Path<'c, C, OPS, TENSORS>,
@@ -361,6 +373,9 @@ pub struct ArenaReport {
     /// Bytes of constants the graph keeps in the arena (per-channel multipliers, and weights
     /// that could not stay in flash), each rounded to the arena's alignment.
     pub constant_bytes: u32,
+    /// Bytes of the slow tier the activations kept there need
+    /// ([`PrepareOptions::slow_tensors`]); not part of [`arena_bytes`](Self::arena_bytes).
+    pub slow_bytes: u32,
 }
 
 impl ArenaReport {
@@ -527,6 +542,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             flash_segment: None,
             tiles: heapless::Vec::new(),
             pool: None,
+            slow_pool: None,
             memory: ArenaReport::default(),
             path: Path::First,
             replay: true,
@@ -573,6 +589,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 variable: t.is_variable,
                 initial: initial_byte(&t),
                 offset: 0,
+                slow: false,
                 value: None,
             };
             // Capacity checked above.
@@ -610,7 +627,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             .map_err(not_one_op)?
             .execution_units;
         graph.overlap = units > 1 && options.scheduling != Scheduling::Dynamic;
-        graph.plan_arena(options.optimise)?;
+        graph.plan_arena(options.optimise, options.slow_tensors)?;
         graph.place_variables()?;
         graph.model_steps = graph.steps.len() as u16;
         match options.schedule_table {
@@ -626,6 +643,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         // Constants bound in the flash segment must be released before it is unmapped.
         self.path = Path::First;
         self.pool = None;
+        self.slow_pool = None;
         self.tensors.clear();
         self.aux.clear();
         if let Some(segment) = self.flash_segment.take() {
@@ -649,9 +667,15 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             return Ok(());
         }
         let pool = self.pool()?;
-        for slot in self.tensors.iter_mut().filter(|s| s.variable) {
-            let view = self.client.place(&pool, slot.offset, slot.bytes);
-            slot.value = Some(view.map_err(not_one_op)?);
+        for t in 0..self.tensors.len() {
+            let slot = &self.tensors[t];
+            if !slot.variable {
+                continue;
+            }
+            let view = self
+                .client
+                .place(self.pool_of(&pool, slot), slot.offset, slot.bytes);
+            self.tensors[t].value = Some(view.map_err(not_one_op)?);
         }
         self.reset_state()
     }
@@ -703,7 +727,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let mut at = 0;
             while at < slot.bytes {
                 let n = (slot.bytes - at).min(CHUNK);
-                let view = self.client.place(pool, slot.offset + at, n);
+                let view = self
+                    .client
+                    .place(self.pool_of(pool, slot), slot.offset + at, n);
                 let view = view.map_err(not_one_op)?;
                 self.client
                     .write(&view, &fill[..n as usize])

@@ -61,6 +61,18 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         Ok(())
     }
+    /// The pool `slot`'s bytes lie in, given the arena's `pool`: the slow tier's for a tensor
+    /// kept there ([`PrepareOptions::slow_tensors`](super::PrepareOptions::slow_tensors)).
+    pub(super) fn pool_of<'s>(
+        &'s self,
+        pool: &'s Tensor<'c, C>,
+        slot: &super::Slot<'c, C>,
+    ) -> &'s Tensor<'c, C> {
+        match (&self.slow_pool, slot.slow) {
+            (Some(slow), true) => slow,
+            _ => pool,
+        }
+    }
     /// The activation pool (absent only if preparing it failed).
     pub(super) fn pool(&self) -> Result<Tensor<'c, C>, GraphError> {
         self.pool
@@ -74,13 +86,13 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         mut fill: impl FnMut(usize, &Tensor<'c, C>) -> Result<(), Error>,
     ) -> Result<(), GraphError> {
         for (k, &t) in self.inputs.iter().enumerate() {
-            let slot = &mut self.tensors[usize::from(t)];
+            let slot = &self.tensors[usize::from(t)];
             let tensor = self
                 .client
-                .place(pool, slot.offset, slot.bytes)
+                .place(self.pool_of(pool, slot), slot.offset, slot.bytes)
                 .and_then(|tensor| fill(k, &tensor).map(|()| tensor))
                 .map_err(not_one_op)?;
-            slot.value = Some(tensor);
+            self.tensors[usize::from(t)].value = Some(tensor);
         }
         Ok(())
     }
@@ -186,14 +198,14 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                     });
                     if last {
                         let slot = &self.tensors[output];
-                        let whole = client.place(pool, slot.offset, slot.bytes);
+                        let whole = client.place(self.pool_of(pool, slot), slot.offset, slot.bytes);
                         self.tensors[output].value = Some(whole.map_err(&failed)?);
                     }
                 }
                 None => {
                     let slot = &self.tensors[output];
                     let out = client
-                        .place(pool, slot.offset, slot.bytes)
+                        .place(self.pool_of(pool, slot), slot.offset, slot.bytes)
                         .map_err(&failed)?;
                     let refs = self.operand_refs(si, 0)?;
                     client
@@ -230,7 +242,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             } else {
                 let slot = &self.tensors[output];
                 self.client
-                    .place(pool, slot.offset, slot.bytes)
+                    .place(self.pool_of(pool, slot), slot.offset, slot.bytes)
                     .map_err(self.failed(si))?
             };
             self.tensors[output].value = Some(value);
@@ -260,16 +272,19 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             let StepOperand::Tensor(t) = *operand else {
                 return Err(stale());
             };
-            let offset = self.tensors[usize::from(t)].offset;
-            let view = self.client.place(pool, offset + at, len).map_err(&failed)?;
+            let slot = &self.tensors[usize::from(t)];
+            let view = self
+                .client
+                .place(self.pool_of(pool, slot), slot.offset + at, len)
+                .map_err(&failed)?;
             // At most one per operand: MAX_JOB_INPUTS.
             let _ = inputs.push((k, view));
         }
         let (at, len) = cut.output_bytes(&(band.out_rows.0..band.out_rows.1));
-        let out_offset = self.tensors[usize::from(step.output)].offset;
+        let slot = &self.tensors[usize::from(step.output)];
         let output = self
             .client
-            .place(pool, out_offset + at, len)
+            .place(self.pool_of(pool, slot), slot.offset + at, len)
             .map_err(&failed)?;
         Ok((inputs, output))
     }
@@ -333,7 +348,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 let slot = &self.tensors[usize::from(step.output)];
                 // Placing the output over its inputs' memory makes its readers wait for the
                 // producers' writes.
-                let out = self.client.place(pool, slot.offset, slot.bytes);
+                let out = self
+                    .client
+                    .place(self.pool_of(pool, slot), slot.offset, slot.bytes);
                 let out = out.map_err(self.failed(si))?;
                 if !step.in_place && !step.split {
                     // As the server's tune mode says: `execute` when tuning is off.

@@ -197,12 +197,17 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
     fn bind(&mut self, index: usize, state: ChunkState, requested: u32) -> MemoryBinding {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
+        let mut fast = false;
         if let Some(c) = self.chunks[index].as_mut() {
             c.state = state;
             c.generation = generation;
+            fast = c.block.offset < self.fast_end;
         }
-        self.stats.in_use += requested;
-        self.stats.in_use_peak = self.stats.in_use_peak.max(self.stats.in_use);
+        // The figures are the fast arena's: the slow tier's bytes are the caller's plan.
+        if fast {
+            self.stats.in_use += requested;
+            self.stats.in_use_peak = self.stats.in_use_peak.max(self.stats.in_use);
+        }
         MemoryBinding {
             chunk: index as u16,
             generation,
@@ -344,7 +349,9 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
                     // The block came from this arena, so dealloc cannot fail.
                     if self.arena.dealloc(c.block).is_ok() {
                         self.stats.deallocations += 1;
-                        self.stats.reserved -= c.block.len;
+                        if c.block.offset < self.fast_end {
+                            self.stats.reserved -= c.block.len;
+                        }
                         *slot = None;
                     }
                 }
@@ -401,8 +408,10 @@ impl<const CHUNKS: usize> ChunkSliceMemory<CHUNKS> {
         });
         self.note_slot(index);
         self.stats.allocations += 1;
-        self.stats.reserved += block.len;
-        self.stats.reserved_peak = self.stats.reserved_peak.max(self.stats.reserved);
+        if !slow {
+            self.stats.reserved += block.len;
+            self.stats.reserved_peak = self.stats.reserved_peak.max(self.stats.reserved);
+        }
         Ok(index)
     }
 
@@ -580,10 +589,14 @@ impl<const CHUNKS: usize> MemoryManagement for ChunkSliceMemory<CHUNKS> {
                 })
             }
         };
+        let mut fast = false;
         if let Some(c) = self.chunks[binding.chunk as usize].as_mut() {
             c.state = next;
+            fast = c.block.offset < self.fast_end;
         }
-        self.stats.in_use -= bytes;
+        if fast {
+            self.stats.in_use -= bytes;
+        }
         Ok(())
     }
 

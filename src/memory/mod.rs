@@ -120,8 +120,8 @@ impl Default for MemoryConfig {
 }
 
 /// Memory figures, in bytes unless stated. With a slow tier
-/// ([`ChunkSliceMemory::with_slow_tier`]) the byte counts take in both memories, and
-/// `largest_free` is the fast arena's.
+/// ([`ChunkSliceMemory::with_slow_tier`]) the byte figures are the fast arena's alone; the
+/// counts (allocations, reuses, chunks) take in both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct MemoryStats {

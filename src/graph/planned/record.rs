@@ -220,7 +220,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             }
             if views[out].is_none() {
                 let slot = &self.tensors[out];
-                let view = client.place(pool, slot.offset, slot.bytes);
+                let view = client.place(self.pool_of(pool, slot), slot.offset, slot.bytes);
                 views[out] = Some(view.map_err(self.failed(si))?);
             }
             if step.in_place {
@@ -291,7 +291,7 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
         }
         let place = |views: &mut heapless::Vec<Option<Tensor<'c, C>>, TENSORS>, t: u16| {
             let slot = &self.tensors[usize::from(t)];
-            let view = client.place(&pool, slot.offset, slot.bytes)?;
+            let view = client.place(self.pool_of(&pool, slot), slot.offset, slot.bytes)?;
             views[usize::from(t)] = Some(view);
             Ok::<(), Error>(())
         };

@@ -171,7 +171,9 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             if slot.kept() || views.iter().any(|(u, _)| *u == t) {
                 continue;
             }
-            let view = self.client.place(pool, slot.offset, slot.bytes.max(1));
+            let view = self
+                .client
+                .place(self.pool_of(pool, slot), slot.offset, slot.bytes.max(1));
             let _ = views.push((t, view.map_err(self.failed(si))?));
         }
         Ok(views)
