@@ -134,10 +134,11 @@ pub const MAX_MEMORY_BYTES: usize = u32::MAX as usize;
 /// The arena and host staging memory `opts` asks for, zeroed; refused with
 /// [`RunError::MemoryTooLarge`] before anything is allocated when either is larger than
 /// [`MAX_MEMORY_BYTES`].
-fn memories(opts: &RunOptions) -> Result<(Vec<u128>, Vec<u128>), RunError> {
+fn memories(opts: &RunOptions) -> Result<Memories, RunError> {
     for (what, bytes) in [
         ("arena", opts.arena_bytes),
         ("host staging memory", opts.host_bytes),
+        ("slow memory tier", opts.slow_bytes),
     ] {
         if bytes > MAX_MEMORY_BYTES {
             return Err(RunError::MemoryTooLarge {
@@ -150,7 +151,24 @@ fn memories(opts: &RunOptions) -> Result<(Vec<u128>, Vec<u128>), RunError> {
     Ok((
         workloads::aligned_memory(opts.arena_bytes),
         workloads::aligned_memory(opts.host_bytes),
+        workloads::aligned_memory(opts.slow_bytes),
     ))
+}
+
+/// The simulator's arena, host memory and slow tier, as 16-byte words.
+type Memories = (Vec<u128>, Vec<u128>, Vec<u128>);
+
+/// The simulator over `memories` (the slow tier given when it has bytes).
+fn sim_over<'a>(
+    (device, host, slow): &'a mut Memories,
+    config: SimConfig,
+) -> Result<SimNpu<'a>, RunError> {
+    let sim = |e| RunError::Setup(WorkloadError::Sim(e));
+    let npu = SimNpu::new(sim_bytes(device), sim_bytes(host), config).map_err(sim)?;
+    if slow.is_empty() {
+        return Ok(npu);
+    }
+    npu.with_slow_memory(sim_bytes(slow)).map_err(sim)
 }
 
 /// `words` as the simulator's memory: all of it, but at most [`MAX_MEMORY_BYTES`] (a size
@@ -189,6 +207,10 @@ pub struct RunOptions {
     /// cycles; on several, the plan's dependencies are worked out from memory once, the
     /// per-job path's from each placement, which can be more cautious.
     pub steady: bool,
+    /// Bytes of the simulator's slow memory tier (default 0: none).
+    pub slow_bytes: usize,
+    /// Activations kept in the slow tier ([`PrepareOptions::slow_tensors`]; default none).
+    pub slow_tensors: &'static [u16],
 }
 
 impl RunOptions {
@@ -200,6 +222,7 @@ impl RunOptions {
             scheduling: self.scheduling,
             policy: self.policy,
             schedule_table: None,
+            slow_tensors: self.slow_tensors,
         }
     }
 }
@@ -217,6 +240,8 @@ impl Default for RunOptions {
             scheduling: Scheduling::Static,
             policy: Policy::CostEffective,
             steady: false,
+            slow_bytes: 0,
+            slow_tensors: &[],
         }
     }
 }
@@ -305,7 +330,7 @@ impl RunReport {
     /// The report as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {},\n  \"schedule\": \"{}\",\n  \"schedule_planned\": {},\n  \"schedule_tasks\": {},\n  \"schedule_split_operators\": {},\n  \"schedule_predicted_cycles\": {},\n  \"schedule_lower_bound_cycles\": {},\n  \"schedule_bound_critical_path_cycles\": {},\n  \"schedule_bound_work_cycles\": {},\n  \"schedule_bound_memory_cycles\": {},\n  \"schedule_bound_weight_copies_cycles\": {},\n  \"schedule_weight_copy_cycles\": {}\n}}\n",
+            "{{\n  \"arena_peak_bytes\": {},\n  \"arena_constant_bytes\": {},\n  \"activation_bytes\": {},\n  \"activation_lower_bound_bytes\": {},\n  \"tiled_chains\": {},\n  \"recomputed_macs\": {},\n  \"runtime_state_bytes\": {},\n  \"npu_cycles\": {},\n  \"jobs\": {},\n  \"transfers\": {},\n  \"uploads\": {},\n  \"downloads\": {},\n  \"transfer_bytes\": {},\n  \"staging_copy_bytes\": {},\n  \"cpu_ops\": {},\n  \"weights_in_flash\": {},\n  \"host_us\": {:.1},\n  \"tuning_runs\": {},\n  \"tune_measurements\": {},\n  \"tuning_cycles\": {},\n  \"tune_hits\": {},\n  \"tune_fallbacks\": {},\n  \"units\": \"{}\",\n  \"unit_busy_cycles\": [{}],\n  \"cpu_busy_cycles\": {},\n  \"schedule\": \"{}\",\n  \"schedule_planned\": {},\n  \"schedule_tasks\": {},\n  \"schedule_split_operators\": {},\n  \"schedule_predicted_cycles\": {},\n  \"schedule_lower_bound_cycles\": {},\n  \"schedule_bound_critical_path_cycles\": {},\n  \"schedule_bound_work_cycles\": {},\n  \"schedule_bound_memory_cycles\": {},\n  \"schedule_bound_weight_copies_cycles\": {},\n  \"schedule_weight_copy_cycles\": {},\n  \"slow_bytes_peak\": {},\n  \"swapped_bytes\": 0,\n  \"prefetch_late_cycles\": 0\n}}\n",
             self.arena_peak_bytes,
             self.arena_constant_bytes,
             self.plan.activation_bytes,
@@ -346,6 +371,7 @@ impl RunReport {
             self.schedule.lower_bound.memory,
             self.schedule.lower_bound.weight_copies,
             self.schedule.weight_copy_cycles,
+            self.plan.slow_bytes,
         )
     }
 }
@@ -499,8 +525,8 @@ fn run_on<
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<RunReport, RunError> {
-    let (mut device, mut host) = memories(opts)?;
-    let channel = tuned_channel::<H, K, S, T>(&mut device, &mut host, opts)?;
+    let mut mems = memories(opts)?;
+    let channel = tuned_channel::<H, K, S, T>(&mut mems, opts)?;
     let client = ComputeClient::new(&channel);
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
     // Boxed: the large stack's graph is too large for a test thread's stack.
@@ -581,13 +607,11 @@ fn run_on<
 /// The runner's stack as [`channel`] builds it, at the given capacities, with the server
 /// tuning as `opts` say: in `opts.tune_mode`, from `opts.tune_table` when one is given.
 fn tuned_channel<'a, const H: usize, const K: usize, const S: usize, const T: usize>(
-    device: &'a mut [u128],
-    host: &'a mut [u128],
+    mems: &'a mut Memories,
     opts: &RunOptions,
 ) -> Result<ChannelOf<'a, H, K, S, T>, RunError> {
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let npu = SimNpu::new(sim_bytes(device), sim_bytes(host), opts.config)
-        .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?;
+    let npu = sim_over(mems, opts.config)?;
     let mut server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
         .map_err(stack)?
         .with_tuning(opts.tune_mode, TuneConfig::default());
@@ -667,12 +691,12 @@ fn tune_on<
     inputs: &[&[u8]],
     opts: &RunOptions,
 ) -> Result<(Vec<u8>, TuneStats, u32), RunError> {
-    let (mut device, mut host) = memories(opts)?;
+    let mut mems = memories(opts)?;
     let tuning = RunOptions {
         tune_mode: TuneMode::Tune,
         ..*opts
     };
-    let channel = tuned_channel::<H, K, S, T>(&mut device, &mut host, &tuning)?;
+    let channel = tuned_channel::<H, K, S, T>(&mut mems, &tuning)?;
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
     let mut graph: Box<Graph<'_, _, OPS_, TENSORS_>> = Box::new(Graph::prepare_with(
         ComputeClient::new(&channel),
@@ -797,13 +821,11 @@ fn trace_on<
     opts: &RunOptions,
     entries: usize,
 ) -> Result<(TraceRun, GraphFacts, usize), RunError> {
-    let (mut device, mut host) = memories(opts)?;
+    let mut mems = memories(opts)?;
     let mut trace = vec![TraceEntry::EMPTY; entries];
     let mut regions = vec![TraceRegions::EMPTY; entries];
     let stack = |e| RunError::Setup(WorkloadError::Stack(e));
-    let npu = SimNpu::new(sim_bytes(&mut device), sim_bytes(&mut host), opts.config)
-        .map_err(|e| RunError::Setup(WorkloadError::Sim(e)))?
-        .with_trace_regions(&mut trace, &mut regions);
+    let npu = sim_over(&mut mems, opts.config)?.with_trace_regions(&mut trace, &mut regions);
     let server = ServerOf::<H, K, S, T>::new(npu, MemoryConfig::default())
         .map_err(stack)?
         .with_tuning(opts.tune_mode, TuneConfig::default());
@@ -899,17 +921,27 @@ pub fn input_sizes(model: &'static [u8]) -> Result<Vec<u32>, RunError> {
 fn with_large_graph<R: Send>(
     model: &'static [u8],
     config: SimConfig,
-    optimise: Optimise,
+    optimise: impl Into<PrepareOptions> + Send,
     f: impl FnOnce(&LargeGraph<'_, '_>) -> R + Send,
 ) -> Result<R, RunError> {
+    let optimise = optimise.into();
     on_large_stack(|| {
-        let mut device = workloads::aligned_memory(16 << 20);
-        let mut host = workloads::aligned_memory(256 << 10);
+        // A slow tier only for a graph that keeps tensors there.
+        let slow = if optimise.slow_tensors.is_empty() {
+            0
+        } else {
+            16 << 20
+        };
+        let mut mems = (
+            workloads::aligned_memory(16 << 20),
+            workloads::aligned_memory(256 << 10),
+            workloads::aligned_memory(slow),
+        );
         let opts = RunOptions {
             config,
             ..RunOptions::default()
         };
-        let channel: LargeChannel<'_> = tuned_channel(&mut device, &mut host, &opts)?;
+        let channel: LargeChannel<'_> = tuned_channel(&mut mems, &opts)?;
         let graph: Box<LargeGraph<'_, '_>> = Box::new(Graph::prepare_with(
             ComputeClient::new(&channel),
             model,
@@ -927,6 +959,26 @@ pub fn plan(
     optimise: Optimise,
 ) -> Result<ArenaReport, RunError> {
     with_large_graph(model, config, optimise, |g| g.arena())
+}
+
+/// [`plan`] for a graph that keeps `slow_tensors` in the slow tier
+/// ([`PrepareOptions::slow_tensors`]): the arena's figures without them, and
+/// [`ArenaReport::slow_bytes`] the tier's.
+///
+/// Also every activation the graph keeps there: those listed and those sharing their memory.
+pub fn plan_tiered(
+    model: &'static [u8],
+    config: SimConfig,
+    slow_tensors: &'static [u16],
+) -> Result<(ArenaReport, Vec<u16>), RunError> {
+    let options = PrepareOptions {
+        slow_tensors,
+        ..PrepareOptions::default()
+    };
+    with_large_graph(model, config, options, |g| {
+        let slow = g.activations().filter(|a| a.slow).map(|a| a.tensor);
+        (g.arena(), slow.collect())
+    })
 }
 
 /// The static schedule a graph of `model` plans on `config`'s units, as a schedule table

@@ -7,9 +7,10 @@
 //!
 //! # Design
 //!
-//! The plan works at the granularity of the measured invoke's operators, on one execution unit
-//! (their runs do not overlap): a tensor occupies the arena from the operator of its first
-//! access to that of its last, as the whole-tensor arena plan has it. The fast arena a choice
+//! The plan works at the granularity of the graph's steps in model order, on one execution
+//! unit (their runs do not overlap): a tensor occupies the arena from the step of its first
+//! access to that of its last, as the graph's whole-tensor arena plan has it (a static
+//! schedule may run independent steps in another order; the arena plan holds for both). The fast arena a choice
 //! needs is planned exactly, offsets and all ([`plan_arena`], the graph's planner), so
 //! fragmentation counts.
 //!
@@ -44,6 +45,7 @@ use npu_compute::hal::{Bandwidth, Cycles};
 use npu_compute::memory::{plan_arena, Lifetime};
 
 use crate::access_list::{AccessList, Via};
+use crate::runner::{self, RunError};
 
 /// Most buffers the arena planner places for one plan: every whole tensor, or every segment of
 /// a swapped one.
@@ -63,6 +65,10 @@ pub struct TierBudget {
     pub slow: Bandwidth,
     /// The fixed cost of a transfer ([`SimConfig::dma_overhead_cycles`](crate::SimConfig)).
     pub transfer_overhead: u32,
+    /// Whether swaps may be chosen: a plan for today's runtime, which keeps tensors in the
+    /// slow tier ([`PrepareOptions::slow_tensors`](npu_compute::graph::PrepareOptions)) but
+    /// does not swap yet, is made without.
+    pub swaps: bool,
 }
 
 /// Where one activation lives.
@@ -151,35 +157,44 @@ impl core::fmt::Display for TierPlanError {
 
 impl std::error::Error for TierPlanError {}
 
-/// The measured invoke in the planner's terms: operators in the order they ran, and each
+/// The measured invoke in the planner's terms: operators by their step (model order), and each
 /// tensor's accesses as positions in that order.
 struct Timeline {
     /// Each position's operator duration.
     cycles: Vec<Cycles>,
-    /// For each tensor of the list: its accesses' positions, in order, and whether the host
-    /// reads or writes it (a model input or output).
-    accesses: Vec<(Vec<usize>, bool)>,
+    /// Each tensor of the list's accesses.
+    accesses: Vec<TensorTimeline>,
+}
+
+/// One tensor's accesses in the planner's terms.
+struct TensorTimeline {
+    /// Their positions, in order.
+    positions: Vec<usize>,
+    /// Whether the host reads or writes it (a model input or output, or a variable).
+    host: bool,
+    /// The positions of those that move its bytes (not a step that runs nothing, such as a
+    /// RESHAPE): where it costs port time in the slow tier.
+    moving: Vec<usize>,
 }
 
 impl Timeline {
     fn of(list: &AccessList) -> Result<Self, TierPlanError> {
         let mut order: Vec<usize> = (0..list.operators.len()).collect();
         order.sort_by_key(|&i| (list.operators[i].start, list.operators[i].end, i));
-        let mut position = vec![0; list.operators.len()];
         let mut last_end = 0;
-        for (p, &i) in order.iter().enumerate() {
+        for &i in &order {
             let o = &list.operators[i];
             if o.via != Via::Nothing && o.start < last_end {
                 return Err(TierPlanError::Overlapping);
             }
             last_end = last_end.max(o.end);
-            position[i] = p;
         }
-        let cycles = order
-            .iter()
-            .map(|&i| list.operators[i].end - list.operators[i].start)
-            .collect();
-        let last = order.len().saturating_sub(1);
+        // Positions are the graph's steps in model order, as its arena plan counts them (a
+        // static schedule may run independent steps in another order; the plan holds for
+        // both), so that the bytes planned here are the bytes the graph lays out.
+        let position: Vec<usize> = (0..list.operators.len()).collect();
+        let cycles = list.operators.iter().map(|o| o.end - o.start).collect();
+        let last = list.operators.len().saturating_sub(1);
         let accesses = list
             .tensors
             .iter()
@@ -191,9 +206,14 @@ impl Timeline {
                     None if a.kind == crate::access_list::AccessKind::Write => 0,
                     None => last,
                 };
-                let mut ps: Vec<usize> = t.accesses.iter().map(at).collect();
-                ps.sort_unstable();
-                (ps, t.input || t.output || t.variable)
+                let mut positions: Vec<usize> = t.accesses.iter().map(at).collect();
+                positions.sort_unstable();
+                let moving = t.accesses.iter().filter(|a| a.via != Via::Nothing);
+                TensorTimeline {
+                    positions,
+                    host: t.input || t.output || t.variable,
+                    moving: moving.map(at).collect(),
+                }
             })
             .collect();
         Ok(Timeline { cycles, accesses })
@@ -293,11 +313,14 @@ pub fn plan(list: &AccessList, budget: TierBudget) -> Result<TierPlan, TierPlanE
         };
         let mut best: Option<(Cycles, u32, usize, Choice)> = None;
         for &(t, first, _) in state.fast.iter().filter(|s| s.1 <= peak && peak <= s.2) {
-            let (positions, host) = &timeline.accesses[t];
+            let TensorTimeline {
+                positions, host, ..
+            } = &timeline.accesses[t];
             let len = list.tensors[t].len;
             let mut options = Vec::new();
             // A swap of the gap around the peak, if its copies hide there.
-            if let Some(a) = positions.iter().rposition(|&p| p < peak) {
+            let gap = positions.iter().rposition(|&p| p < peak);
+            if let Some(a) = gap.filter(|_| budget.swaps) {
                 let b = a + 1;
                 if positions.get(b).is_some_and(|&pb| pb > peak) && first <= positions[a] {
                     if let Some(w) = swap_window(positions, (a, b), copy(len), &state.free) {
@@ -379,11 +402,14 @@ fn evaluate(
     copy: &dyn Fn(u32) -> Cycles,
 ) -> Result<State, TierPlanError> {
     let steps = timeline.cycles.len();
-    // Port time the slow-tier placements take at each position: each access one region.
-    let mut port = vec![0 as Cycles; steps];
+    // Bytes the slow-tier placements move at each position (each access one region), whose
+    // port time the simulator charges as one access of their sum per job.
+    let mut port_bytes = vec![0u64; steps];
     let mut effects: Vec<Effect> = Vec::with_capacity(choices.len());
     for (t, choice) in choices.iter().enumerate() {
-        let (positions, _) = &timeline.accesses[t];
+        let TensorTimeline {
+            positions, moving, ..
+        } = &timeline.accesses[t];
         let (Some(&first), Some(&last)) = (positions.first(), positions.last()) else {
             effects.push(Effect {
                 fast: Vec::new(),
@@ -398,8 +424,8 @@ fn evaluate(
                 slow: None,
             },
             Choice::Slow => {
-                for &p in positions {
-                    port[p] = port[p].saturating_add(budget.slow.cycles_for(u64::from(len)));
+                for &p in moving {
+                    port_bytes[p] = port_bytes[p].saturating_add(u64::from(len));
                 }
                 Effect {
                     fast: Vec::new(),
@@ -408,6 +434,10 @@ fn evaluate(
             }
         });
     }
+    let port: Vec<Cycles> = port_bytes
+        .iter()
+        .map(|&b| if b == 0 { 0 } else { budget.slow.cycles_for(b) })
+        .collect();
     let mut free: Vec<Cycles> = timeline
         .cycles
         .iter()
@@ -421,7 +451,7 @@ fn evaluate(
         let Choice::Swapped(gaps) = choice else {
             continue;
         };
-        let (positions, _) = &timeline.accesses[t];
+        let positions = &timeline.accesses[t].positions;
         let len = list.tensors[t].len;
         let mut fast = Vec::new();
         let mut slow_first = usize::MAX;
@@ -534,4 +564,114 @@ fn finish(list: &AccessList, choices: Vec<Choice>, s: State, budget: TierBudget)
         measured_cycles: list.end - list.start,
         predicted_cycles: s.predicted,
     }
+}
+
+/// Why [`fit`] could not make a plan.
+#[derive(Debug)]
+pub enum FitError {
+    /// The planner refused ([`plan`]).
+    Plan(TierPlanError),
+    /// Preparing the graph with the plan's slow tensors failed.
+    Graph(RunError),
+}
+
+impl core::fmt::Display for FitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FitError::Plan(e) => write!(f, "{e}"),
+            FitError::Graph(e) => write!(f, "preparing the tier plan: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FitError {}
+
+/// Rounds of [`fit`]'s feedback at most: each tightens the planner's budget by what the graph
+/// needed past it.
+const FIT_ROUNDS: usize = 32;
+
+/// A plan the graph itself lays out within `budget`: [`plan`], then the graph of `model`
+/// prepared with the plan's slow-tier tensors on `config`'s part; where the graph's own arena
+/// plan (which shares memory between tensors the planner counts apart, and places with its own
+/// search) needs more than the budget, the planner runs again on a budget smaller by the
+/// excess. The plan returned carries the graph's bytes, not the planner's estimate, and its
+/// slow-tier tensors are those to prepare with
+/// ([`PrepareOptions::slow_tensors`](npu_compute::graph::PrepareOptions)). Swaps are not made
+/// (no runtime runs them yet), whatever `budget.swaps` says.
+///
+/// # Errors
+/// [`FitError::Plan`] as [`plan`]; [`FitError::Graph`] when the graph cannot be prepared.
+pub fn fit(
+    model: &'static [u8],
+    config: crate::SimConfig,
+    list: &AccessList,
+    budget: TierBudget,
+) -> Result<TierPlan, FitError> {
+    let mut asked = TierBudget {
+        swaps: false,
+        ..budget
+    };
+    let mut best: Option<TierPlan> = None;
+    for _ in 0..FIT_ROUNDS {
+        let planned = plan(list, asked).map_err(FitError::Plan)?;
+        let p = as_prepared(model, config, list, budget, slow_tensors(&planned))?;
+        let excess = p.fast_bytes.saturating_sub(budget.fast_bytes);
+        let done = p.fits || excess == 0 || asked.fast_bytes == 0;
+        if best
+            .as_ref()
+            .is_none_or(|b| p.fast_bytes < b.fast_bytes || p.fits)
+        {
+            best = Some(p);
+        }
+        if done {
+            break;
+        }
+        asked.fast_bytes = asked.fast_bytes.saturating_sub(excess.max(list.alignment));
+    }
+    best.ok_or(FitError::Plan(TierPlanError::TooManyBuffers { needed: 0 }))
+}
+
+/// The plan the graph of `model` runs when prepared with `slow` in the slow tier: the tensors
+/// it keeps there (those listed, and those sharing their memory), its bytes, and the cycles
+/// predicted for them, judged against `budget`. What [`fit`] returns for its choice; also the
+/// way to weigh a choice made otherwise (the passive policy's) by the same measure.
+///
+/// # Errors
+/// As [`fit`].
+pub fn as_prepared(
+    model: &'static [u8],
+    config: crate::SimConfig,
+    list: &AccessList,
+    budget: TierBudget,
+    slow: &'static [u16],
+) -> Result<TierPlan, FitError> {
+    let (report, moved) = runner::plan_tiered(model, config, slow).map_err(FitError::Graph)?;
+    let choices: Vec<Choice> = list
+        .tensors
+        .iter()
+        .map(|t| match moved.contains(&t.tensor) {
+            true => Choice::Slow,
+            false => Choice::Whole,
+        })
+        .collect();
+    let timeline = Timeline::of(list).map_err(FitError::Plan)?;
+    let no_copies = |_: u32| 0;
+    let ran = evaluate(list, &timeline, &choices, budget, &no_copies).map_err(FitError::Plan)?;
+    let mut p = finish(list, choices, ran, budget);
+    p.fast_bytes = report.activation_bytes;
+    p.slow_bytes = report.slow_bytes;
+    p.fits = p.fast_bytes <= budget.fast_bytes && p.slow_bytes <= budget.slow_bytes;
+    Ok(p)
+}
+
+/// The tensors `p` keeps in the slow tier, as the graph takes them (leaked: a host tool
+/// prepares a handful of plans).
+pub fn slow_tensors(p: &TierPlan) -> &'static [u16] {
+    let slow: Vec<u16> = p
+        .tensors
+        .iter()
+        .filter(|t| t.choice == Choice::Slow)
+        .map(|t| t.tensor)
+        .collect();
+    Box::leak(slow.into_boxed_slice())
 }

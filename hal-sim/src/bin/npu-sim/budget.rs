@@ -45,6 +45,7 @@ pub fn run(path: &Path, budget: u32, slow: u32, json: bool) -> Result<(), String
         slow_bytes: slow,
         slow: config.slow,
         transfer_overhead: config.dma_overhead_cycles,
+        swaps: true,
     };
     let plan = tier_plan::plan(&list, at(budget)).map_err(|e| e.to_string())?;
     let smallest = tier_plan::plan(&list, at(0)).map_err(|e| e.to_string())?;

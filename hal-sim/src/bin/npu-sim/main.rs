@@ -204,6 +204,16 @@ enum Command {
         /// runtime's watchdog ends it.
         #[arg(long, value_name = "SPEC", value_parser = common::faults_arg)]
         faults: Option<common::Faults>,
+        /// Bytes of a slow memory tier beside the arena (PSRAM, HyperRAM; the simulator's
+        /// default rate): the activations `--arena` cannot hold are kept there, chosen as
+        /// `--policy` says. One execution unit, whole tensors (`--optimise cycles`).
+        #[arg(long, value_name = "BYTES", value_parser = common::bytes_arg, requires = "arena")]
+        slow: Option<usize>,
+        /// How the activations kept in the slow tier are chosen: `guided` (planned from a
+        /// measured run, the fewest predicted cycles for the arena) or `passive` (those the
+        /// unconstrained plan lays out past the arena's end, whatever they cost).
+        #[arg(long, value_enum, default_value_t = PolicyArg::Guided)]
+        policy: PolicyArg,
     },
     /// Tune a .tflite model on the simulated NPU: time each layer shape's kernel variants
     /// once, keep the fastest, and write the choices as a tuning table.
@@ -325,6 +335,15 @@ impl From<OptimiseArg> for Optimise {
             OptimiseArg::Memory => Optimise::Memory,
         }
     }
+}
+
+/// How `run --slow` chooses the activations kept in the slow tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PolicyArg {
+    /// Planned from a measured run: the fewest predicted cycles for the arena.
+    Guided,
+    /// Those the unconstrained plan lays out past the arena's end.
+    Passive,
 }
 
 /// How operators are spread over the execution units (`npu_compute::graph::Scheduling`).
@@ -463,6 +482,8 @@ fn main() -> ExitCode {
             units,
             schedule,
             faults,
+            slow,
+            policy,
         } => run::run(
             &model,
             &input,
@@ -478,6 +499,7 @@ fn main() -> ExitCode {
                 ..units.config()
             },
             schedule.into(),
+            slow.map(|bytes| (bytes, policy == PolicyArg::Guided)),
         ),
         Command::Tune {
             model,

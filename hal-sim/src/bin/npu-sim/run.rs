@@ -48,7 +48,8 @@ use crate::common::{read_file, read_inputs, read_model};
 use npu_compute::graph::{Optimise, Scheduling};
 use npu_compute::tune::TuneMode;
 use npu_sim::runner::{self, RunOptions};
-use npu_sim::{FaultPlan, SimConfig};
+use npu_sim::tier_plan::{self, TierBudget};
+use npu_sim::{access_list, FaultPlan, SimConfig};
 use std::path::{Path, PathBuf};
 
 /// `npu-sim run MODEL --input IN`.
@@ -65,6 +66,7 @@ pub fn run(
     autotune: bool,
     config: SimConfig,
     scheduling: Scheduling,
+    tier: Option<(usize, bool)>,
 ) -> Result<(), String> {
     let model_bytes = read_model(model)?;
     let inputs = read_inputs(model_bytes, inputs)?;
@@ -82,6 +84,16 @@ pub fn run(
         }
     };
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let (slow_bytes, slow_tensors) = match tier {
+        None => (0, &[][..]),
+        Some((slow, guided)) => {
+            if optimise == Optimise::Memory {
+                return Err("--slow plans whole tensors: leave --optimise at cycles".into());
+            }
+            let tensors = tiered(model_bytes, &refs, config, arena, slow, guided)?;
+            (slow, tensors)
+        }
+    };
     let table = match tune_table {
         Some(path) => Some(&*Vec::leak(read_file(path)?)),
         None => None,
@@ -99,6 +111,8 @@ pub fn run(
         tune_table: table,
         config,
         scheduling,
+        slow_bytes,
+        slow_tensors,
         ..RunOptions::default()
     };
     let report = runner::run(model_bytes, &refs, &opts).map_err(|e| e.to_string())?;
@@ -156,4 +170,69 @@ pub fn run(
         if report.weights_in_flash { "in flash" } else { "copied to the arena" }
     );
     Ok(())
+}
+
+/// The activations `--slow` keeps in the slow tier for an arena of `arena` bytes, from an
+/// unconstrained measured run: `passive`, those the unconstrained plan lays out past what the
+/// arena holds beside the constants; `guided`, the tier planner's ([`tier_plan::fit`]), or the
+/// passive choice where the planner predicts that one faster.
+fn tiered(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    config: SimConfig,
+    arena: usize,
+    slow: usize,
+    guided: bool,
+) -> Result<&'static [u16], String> {
+    let whole = runner::plan(model, config, Optimise::Cycles).map_err(|e| e.to_string())?;
+    let (planned, host) =
+        runner::planned_memory(model, config, Optimise::Cycles).map_err(|e| e.to_string())?;
+    let opts = RunOptions {
+        arena_bytes: planned,
+        host_bytes: host.max(RunOptions::default().host_bytes),
+        config,
+        ..RunOptions::default()
+    };
+    let list = access_list::measure(model, inputs, &opts).map_err(|e| e.to_string())?;
+    let fast = u32::try_from(arena)
+        .unwrap_or(u32::MAX)
+        .saturating_sub(whole.constant_bytes);
+    let slow_limit = u32::try_from(slow).unwrap_or(u32::MAX);
+    let past: Vec<u16> = list
+        .tensors
+        .iter()
+        .filter(|t| t.offset.saturating_add(t.len) > fast)
+        .map(|t| t.tensor)
+        .collect();
+    let past: &'static [u16] = Box::leak(past.into_boxed_slice());
+    if !guided {
+        return Ok(past);
+    }
+    let budget = TierBudget {
+        fast_bytes: fast,
+        slow_bytes: slow_limit,
+        slow: config.slow,
+        transfer_overhead: config.dma_overhead_cycles,
+        swaps: false,
+    };
+    let planned = tier_plan::fit(model, config, &list, budget).map_err(|e| e.to_string())?;
+    // The passive choice weighed by the same prediction: guided takes it where the planner's
+    // greedy moves are predicted slower.
+    let passive =
+        tier_plan::as_prepared(model, config, &list, budget, past).map_err(|e| e.to_string())?;
+    let plan =
+        if passive.fits && (!planned.fits || passive.predicted_cycles < planned.predicted_cycles) {
+            passive
+        } else {
+            planned
+        };
+    if !plan.fits {
+        return Err(format!(
+            "no tier plan fits: the activations need {} B of the arena beside its {} B of \
+             constants ({} B given) and {} B of the slow tier ({} B given); give a larger \
+             --arena or --slow (`npu-sim plan MODEL --budget BYTES` reports the smallest)",
+            plan.fast_bytes, whole.constant_bytes, arena, plan.slow_bytes, slow
+        ));
+    }
+    Ok(tier_plan::slow_tensors(&plan))
 }
