@@ -58,7 +58,7 @@
 
 use std::collections::HashMap;
 
-use npu_compute::graph::{Activation, ArenaReport, StepTensors};
+use npu_compute::graph::{Activation, ArenaReport, Optimise, StepTensors};
 use npu_compute::hal::{Cycles, Region, Space};
 use npu_compute::ops::{DType, OpKind};
 
@@ -376,6 +376,27 @@ pub fn measure(
     opts: &RunOptions,
 ) -> Result<AccessList, AccessError> {
     measure_traced(model, inputs, opts).map(|m| m.list)
+}
+
+/// [`measure_traced`] in the memories the model's whole-tensor plan needs on `config`'s part
+/// (its arena and host staging, as [`runner::planned_memory`] sizes them): the unconstrained
+/// run a tier plan starts from.
+///
+/// # Errors
+/// As [`measure_traced`], and [`AccessError::Run`] when the model cannot be planned.
+pub fn measure_unconstrained(
+    model: &'static [u8],
+    inputs: &[&[u8]],
+    config: crate::SimConfig,
+) -> Result<Measurement, AccessError> {
+    let (arena, host) = runner::planned_memory(model, config, Optimise::Cycles)?;
+    let opts = RunOptions {
+        arena_bytes: arena,
+        host_bytes: host.max(RunOptions::default().host_bytes),
+        config,
+        ..RunOptions::default()
+    };
+    measure_traced(model, inputs, &opts)
 }
 
 /// What [`measure_traced`] gives: the access list and what it was built from.

@@ -24,20 +24,15 @@ fn path(name: &str) -> PathBuf {
 
 fn measure(name: &str, config: SimConfig) -> AccessList {
     let bytes = leak_aligned(&std::fs::read(path(name)).unwrap());
-    let (arena, host) = runner::planned_memory(bytes, config, Optimise::Cycles).unwrap();
     let inputs: Vec<Vec<u8>> = runner::input_sizes(bytes)
         .unwrap()
         .into_iter()
         .map(|n| vec![0; n as usize])
         .collect();
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-    let opts = RunOptions {
-        arena_bytes: arena,
-        host_bytes: host.max(RunOptions::default().host_bytes),
-        config,
-        ..RunOptions::default()
-    };
-    access_list::measure(bytes, &refs, &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+    access_list::measure_unconstrained(bytes, &refs, config)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .list
 }
 
 fn budget(fast_bytes: u32) -> TierBudget {

@@ -19,8 +19,7 @@
 //! matched to the graph ([`npu_sim::access_list::AccessError`]).
 
 use crate::common::{read_inputs_or_zeros, read_model};
-use npu_compute::graph::Optimise;
-use npu_sim::runner::{self, RunOptions};
+
 use npu_sim::tier_plan::{self, Choice, TierBudget, TierPlan};
 use npu_sim::{access_list, SimConfig};
 use std::path::Path;
@@ -29,17 +28,11 @@ use std::path::Path;
 pub fn run(path: &Path, budget: u32, slow: u32, json: bool) -> Result<(), String> {
     let model = read_model(path)?;
     let config = SimConfig::default();
-    let (arena, host) =
-        runner::planned_memory(model, config, Optimise::Cycles).map_err(|e| e.to_string())?;
     let inputs = read_inputs_or_zeros(model, &[])?;
     let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-    let opts = RunOptions {
-        arena_bytes: arena,
-        host_bytes: host.max(RunOptions::default().host_bytes),
-        config,
-        ..RunOptions::default()
-    };
-    let list = access_list::measure(model, &refs, &opts).map_err(|e| e.to_string())?;
+    let list = access_list::measure_unconstrained(model, &refs, config)
+        .map_err(|e| e.to_string())?
+        .list;
     let at = |fast_bytes| TierBudget {
         fast_bytes,
         slow_bytes: slow,

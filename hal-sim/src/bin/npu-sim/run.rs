@@ -185,15 +185,9 @@ fn tiered(
     guided: bool,
 ) -> Result<&'static [u16], String> {
     let whole = runner::plan(model, config, Optimise::Cycles).map_err(|e| e.to_string())?;
-    let (planned, host) =
-        runner::planned_memory(model, config, Optimise::Cycles).map_err(|e| e.to_string())?;
-    let opts = RunOptions {
-        arena_bytes: planned,
-        host_bytes: host.max(RunOptions::default().host_bytes),
-        config,
-        ..RunOptions::default()
-    };
-    let list = access_list::measure(model, inputs, &opts).map_err(|e| e.to_string())?;
+    let list = access_list::measure_unconstrained(model, inputs, config)
+        .map_err(|e| e.to_string())?
+        .list;
     let fast = u32::try_from(arena)
         .unwrap_or(u32::MAX)
         .saturating_sub(whole.constant_bytes);
