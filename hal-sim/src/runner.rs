@@ -921,13 +921,13 @@ pub fn input_sizes(model: &'static [u8]) -> Result<Vec<u32>, RunError> {
 fn with_large_graph<R: Send>(
     model: &'static [u8],
     config: SimConfig,
-    optimise: impl Into<PrepareOptions> + Send,
+    options: impl Into<PrepareOptions> + Send,
     f: impl FnOnce(&LargeGraph<'_, '_>) -> R + Send,
 ) -> Result<R, RunError> {
-    let optimise = optimise.into();
+    let options = options.into();
     on_large_stack(|| {
         // A slow tier only for a graph that keeps tensors there.
-        let slow = if optimise.slow_tensors.is_empty() {
+        let slow = if options.slow_tensors.is_empty() {
             0
         } else {
             16 << 20
@@ -945,7 +945,7 @@ fn with_large_graph<R: Send>(
         let graph: Box<LargeGraph<'_, '_>> = Box::new(Graph::prepare_with(
             ComputeClient::new(&channel),
             model,
-            optimise,
+            options,
         )?);
         Ok(f(&graph))
     })

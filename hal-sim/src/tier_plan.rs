@@ -192,7 +192,6 @@ impl Timeline {
         // Positions are the graph's steps in model order, as its arena plan counts them (a
         // static schedule may run independent steps in another order; the plan holds for
         // both), so that the bytes planned here are the bytes the graph lays out.
-        let position: Vec<usize> = (0..list.operators.len()).collect();
         let cycles = list.operators.iter().map(|o| o.end - o.start).collect();
         let last = list.operators.len().saturating_sub(1);
         let accesses = list
@@ -202,7 +201,7 @@ impl Timeline {
                 // The invoke's own transfers: an upload before the first operator, a download
                 // after the last.
                 let at = |a: &crate::access_list::Access| match a.op {
-                    Some(s) => position.get(usize::from(s)).copied().unwrap_or(0),
+                    Some(s) => usize::from(s),
                     None if a.kind == crate::access_list::AccessKind::Write => 0,
                     None => last,
                 };
@@ -611,24 +610,24 @@ pub fn fit(
         swaps: false,
         ..budget
     };
-    let mut best: Option<TierPlan> = None;
-    for _ in 0..FIT_ROUNDS {
+    let attempt = |asked: TierBudget| {
         let planned = plan(list, asked).map_err(FitError::Plan)?;
-        let p = as_prepared(model, config, list, budget, slow_tensors(&planned))?;
-        let excess = p.fast_bytes.saturating_sub(budget.fast_bytes);
-        let done = p.fits || excess == 0 || asked.fast_bytes == 0;
-        if best
-            .as_ref()
-            .is_none_or(|b| p.fast_bytes < b.fast_bytes || p.fits)
-        {
-            best = Some(p);
-        }
-        if done {
+        as_prepared(model, config, list, budget, slow_tensors(&planned))
+    };
+    let mut best = attempt(asked)?;
+    let mut excess = best.fast_bytes.saturating_sub(budget.fast_bytes);
+    for _ in 1..FIT_ROUNDS {
+        if best.fits || excess == 0 || asked.fast_bytes == 0 {
             break;
         }
         asked.fast_bytes = asked.fast_bytes.saturating_sub(excess.max(list.alignment));
+        let p = attempt(asked)?;
+        excess = p.fast_bytes.saturating_sub(budget.fast_bytes);
+        if p.fits || p.fast_bytes < best.fast_bytes {
+            best = p;
+        }
     }
-    best.ok_or(FitError::Plan(TierPlanError::TooManyBuffers { needed: 0 }))
+    Ok(best)
 }
 
 /// The plan the graph of `model` runs when prepared with `slow` in the slow tier: the tensors

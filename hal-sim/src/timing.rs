@@ -192,7 +192,8 @@ impl<const JOBS: usize> SimNpu<'_, JOBS> {
     }
 
     /// `t` with the job's bytes in the slow tier added on the flash port, which that tier
-    /// shares ([`SimConfig::slow`](crate::SimConfig::slow)), each region one access; the job
+    /// shares ([`SimConfig::slow`](crate::SimConfig::slow)), all its regions there one access
+    /// of their sum (one latency per job); the job
     /// runs at least as long as it holds the port, and a transfer, whose engine waits on the
     /// slow side, at least its fixed cost more. The SRAM the layer model charged for the same
     /// operands is left as it was: the SRAM port overlaps the other, so the slower of the two

@@ -301,10 +301,21 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
                 .map(|(l, _)| *l)
                 .collect()
         };
-        let plan = crate::memory::plan_arena::<TENSORS>(&tier(false), alignment, PLAN_EFFORT)
-            .map_err(GraphError::Plan)?;
-        let slow_plan = crate::memory::plan_arena::<TENSORS>(&tier(true), alignment, PLAN_EFFORT)
-            .map_err(GraphError::Plan)?;
+        // Without a tier (every firmware but one that asks), one plan over the buffers as
+        // they are: no second plan, no split tables on prepare's stack.
+        let any_slow = slow.contains(&true);
+        let plan = if any_slow {
+            crate::memory::plan_arena::<TENSORS>(&tier(false), alignment, PLAN_EFFORT)
+        } else {
+            crate::memory::plan_arena::<TENSORS>(&buffers.lifetimes, alignment, PLAN_EFFORT)
+        }
+        .map_err(GraphError::Plan)?;
+        let slow_plan = if any_slow {
+            let p = crate::memory::plan_arena::<TENSORS>(&tier(true), alignment, PLAN_EFFORT);
+            Some(p.map_err(GraphError::Plan)?)
+        } else {
+            None
+        };
         for ((slot, &b), &at) in self.tensors.iter_mut().zip(&buffers.of).zip(&buffers.at) {
             let b = usize::from(b);
             let Some(&in_slow) = slow.get(b) else {
@@ -312,16 +323,16 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             };
             // The buffer's index among those of its tier.
             let k = slow[..b].iter().filter(|&&s| s == in_slow).count();
-            let offset = if in_slow {
-                slow_plan.offset(k)
-            } else {
-                plan.offset(k)
+            let offset = match (&slow_plan, in_slow) {
+                (Some(slow_plan), true) => slow_plan.offset(k),
+                _ => plan.offset(k),
             };
             if let Some(offset) = offset {
                 slot.offset = offset + at;
                 slot.slow = in_slow;
             }
         }
+        let slow_bytes = slow_plan.as_ref().map_or(0, |p| p.size());
         for si in 0..self.steps.len() {
             // Buffers live at the same step never overlap, so an input found exactly at its
             // block of the output was moved there.
@@ -356,18 +367,15 @@ impl<'c, C: ComputeChannel, const OPS: usize, const TENSORS: usize> Graph<'c, C,
             constant_bytes,
             tiled_chains: self.striped().len() as u8,
             recomputed_macs,
-            slow_bytes: slow_plan.size(),
+            slow_bytes,
         };
         // Placements go through the arena's pool, so it exists whenever the slow one does.
-        if plan.size() > 0 || slow_plan.size() > 0 {
+        if plan.size() > 0 || slow_bytes > 0 {
             let pool = self.client.empty(plan.size().max(1)).map_err(not_one_op)?;
             self.pool = Some(pool);
         }
-        if slow_plan.size() > 0 {
-            let pool = self
-                .client
-                .empty_slow(slow_plan.size())
-                .map_err(not_one_op)?;
+        if slow_bytes > 0 {
+            let pool = self.client.empty_slow(slow_bytes).map_err(not_one_op)?;
             self.slow_pool = Some(pool);
         }
         Ok(())

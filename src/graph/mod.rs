@@ -173,7 +173,7 @@ pub struct PrepareOptions {
     /// them there, at the tier's cost, and the arena plan leaves them out. A tier plan
     /// chooses them (`npu-sim plan MODEL --budget BYTES`). A tensor that shares memory with
     /// another (a RESHAPE's, an operator's in place) takes that one along. Not with
-    /// [`Optimise::Memory`] ([`GraphError::Plan`]).
+    /// [`Optimise::Memory`], nor a constant ([`GraphError::SlowTensor`]).
     pub slow_tensors: &'static [u16],
 }
 

@@ -194,14 +194,16 @@ impl<const N: usize> ArenaStorage<N> {
 
     /// The largest contiguous free range within `range`.
     pub fn largest_free_in(&self, range: core::ops::Range<u32>) -> u32 {
-        self.gaps()
-            .map(|(_, g)| {
-                g.end()
-                    .min(range.end)
-                    .saturating_sub(g.offset.max(range.start))
-            })
-            .max()
-            .unwrap_or(0)
+        self.gaps_in(range).map(|(_, g)| g.len).max().unwrap_or(0)
+    }
+
+    /// [`gaps`](Self::gaps) cut to `range` (a gap outside it has no bytes).
+    fn gaps_in(&self, range: core::ops::Range<u32>) -> impl Iterator<Item = (usize, Block)> + '_ {
+        self.gaps().map(move |(i, g)| {
+            let start = g.offset.max(range.start);
+            let len = g.end().min(range.end).saturating_sub(start);
+            (i, Block { offset: start, len })
+        })
     }
 
     /// Reserve a block of at least `bytes` (rounded up to the alignment).
@@ -218,15 +220,8 @@ impl<const N: usize> ArenaStorage<N> {
         range: core::ops::Range<u32>,
         bytes: u32,
     ) -> Result<Block, StorageError> {
-        let clip = |g: Block| {
-            let start = g.offset.max(range.start);
-            Block {
-                offset: start,
-                len: g.end().min(range.end).saturating_sub(start),
-            }
-        };
         let oom = |s: &Self, requested| {
-            let gaps = || s.gaps().map(|(_, g)| clip(g).len);
+            let gaps = || s.gaps_in(range.clone()).map(|(_, g)| g.len);
             StorageError::OutOfMemory {
                 requested,
                 free: gaps().sum(),
@@ -235,8 +230,7 @@ impl<const N: usize> ArenaStorage<N> {
         };
         let len = self.rounded(bytes).ok_or_else(|| oom(self, bytes))?;
         let best = self
-            .gaps()
-            .map(|(i, g)| (i, clip(g)))
+            .gaps_in(range.clone())
             .filter(|(_, g)| g.len >= len)
             .min_by_key(|(_, g)| g.len)
             .ok_or_else(|| oom(self, len))?;

@@ -184,13 +184,13 @@ fn tiered(
     slow: usize,
     guided: bool,
 ) -> Result<&'static [u16], String> {
-    let whole = runner::plan(model, config, Optimise::Cycles).map_err(|e| e.to_string())?;
     let list = access_list::measure_unconstrained(model, inputs, config)
         .map_err(|e| e.to_string())?
         .list;
+    let constant_bytes = list.arena.constant_bytes;
     let fast = u32::try_from(arena)
         .unwrap_or(u32::MAX)
-        .saturating_sub(whole.constant_bytes);
+        .saturating_sub(constant_bytes);
     let slow_limit = u32::try_from(slow).unwrap_or(u32::MAX);
     let past: Vec<u16> = list
         .tensors
@@ -225,7 +225,7 @@ fn tiered(
             "no tier plan fits: the activations need {} B of the arena beside its {} B of \
              constants ({} B given) and {} B of the slow tier ({} B given); give a larger \
              --arena or --slow (`npu-sim plan MODEL --budget BYTES` reports the smallest)",
-            plan.fast_bytes, whole.constant_bytes, arena, plan.slow_bytes, slow
+            plan.fast_bytes, constant_bytes, arena, plan.slow_bytes, slow
         ));
     }
     Ok(tier_plan::slow_tensors(&plan))
